@@ -1,0 +1,662 @@
+//! The lease type-state and the plans it produces.
+//!
+//! A stored lease row ([`LeaseRecord`]) is observed at a broker time and becomes exactly one of
+//! `Lease<Unheld>`, `Lease<Held>`, `Lease<Expired>` or `Lease<Released>` ([`Observed`]).
+//! `Expired` is derived — a `held` row whose `expires_at <= now` — and never stored.
+//! Transitions consume `self` and return a plan for the adapter to execute:
+//!
+//! - `acquire` exists only on `Unheld`, `Expired` and `Released`, raises the fencing epoch on
+//!   every grant (also for the same holder) and yields an [`AcquirePlan`];
+//! - `authorize_publish` exists only on `Held`: an expired lease cannot publish, by type;
+//! - `release` is reachable only with a credential matching BOTH the token hash and the epoch;
+//! - there is no renewal: no method moves `expires_at` of an existing grant.
+
+use crate::config::LeaseTtl;
+use crate::target::TargetId;
+use crate::time::Millis;
+use crate::token::TokenHash;
+use std::marker::PhantomData;
+
+/// The stored `state` column. `Expired` is not a stored state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoredState {
+    /// Admitted, never granted (epoch 0).
+    Unheld,
+    /// Granted; may be expired by now.
+    Held,
+    /// Released by its holder.
+    Released,
+}
+
+impl StoredState {
+    /// The value stored in the `state` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoredState::Unheld => "unheld",
+            StoredState::Held => "held",
+            StoredState::Released => "released",
+        }
+    }
+
+    /// Parses the `state` column.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "unheld" => Some(StoredState::Unheld),
+            "held" => Some(StoredState::Held),
+            "released" => Some(StoredState::Released),
+            _ => None,
+        }
+    }
+}
+
+/// The current grant recorded in a lease row.
+#[derive(Clone, Debug)]
+pub struct Grant {
+    /// SHA-256 of the holder's raw token.
+    pub holder_token_hash: TokenHash,
+    /// Digest identifying the holder instance (diagnostic; not a secret).
+    pub holder_instance_digest: String,
+    /// When the grant was made (broker clock).
+    pub acquired_at: Millis,
+    /// `acquired_at + ttl`; never moved afterwards.
+    pub expires_at: Millis,
+}
+
+/// One row of `HookProjectionLeases`, as read from (or written to) the store.
+#[derive(Clone, Debug)]
+pub struct LeaseRecord {
+    /// The target this lease fences.
+    pub target_id: TargetId,
+    /// Monotonic fencing epoch: 0 until the first grant, +1 on every grant.
+    pub fencing_epoch: u64,
+    /// The stored state.
+    pub state: StoredState,
+    /// The last grant; `None` only while `Unheld`.
+    pub grant: Option<Grant>,
+}
+
+impl LeaseRecord {
+    /// The row that admits a target: unheld, epoch 0, no grant.
+    pub fn admitted(target_id: TargetId) -> Self {
+        LeaseRecord {
+            target_id,
+            fencing_epoch: 0,
+            state: StoredState::Unheld,
+            grant: None,
+        }
+    }
+}
+
+/// A lease row that violates the row invariants (the store is corrupt or foreign).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("lease row for target {target_id} is inconsistent: {reason}")]
+pub struct InconsistentLease {
+    /// The target of the row.
+    pub target_id: String,
+    /// The violated invariant.
+    pub reason: &'static str,
+}
+
+/// Type-state marker: admitted, never granted.
+#[derive(Debug)]
+pub struct Unheld;
+/// Type-state marker: granted and not expired at the observation time.
+#[derive(Debug)]
+pub struct Held;
+/// Type-state marker: granted, but `expires_at <= now`.
+#[derive(Debug)]
+pub struct Expired;
+/// Type-state marker: released by its holder.
+#[derive(Debug)]
+pub struct Released;
+
+/// A lease observed at one broker time, in state `S`.
+#[derive(Debug)]
+pub struct Lease<S> {
+    record: LeaseRecord,
+    now: Millis,
+    state: PhantomData<S>,
+}
+
+/// The result of observing a lease row at a broker time.
+#[derive(Debug)]
+pub enum Observed {
+    /// Never granted.
+    Unheld(Lease<Unheld>),
+    /// Granted and live.
+    Held(Lease<Held>),
+    /// Granted and past `expires_at`.
+    Expired(Lease<Expired>),
+    /// Released.
+    Released(Lease<Released>),
+}
+
+/// Observes `record` at broker time `now`. Fails on a row that breaks the invariants
+/// (a held row without a grant, an unheld row with a non-zero epoch, …): fail closed.
+pub fn observe(record: LeaseRecord, now: Millis) -> Result<Observed, InconsistentLease> {
+    let bad = |reason| InconsistentLease {
+        target_id: record.target_id.to_string(),
+        reason,
+    };
+    if record.fencing_epoch > crate::STORAGE_INTEGER_MAX {
+        return Err(bad("fencing epoch out of range"));
+    }
+    if let Some(grant) = &record.grant {
+        if grant.expires_at < grant.acquired_at {
+            return Err(bad("expires_at before acquired_at"));
+        }
+    }
+    fn wrap<S>(record: LeaseRecord, now: Millis) -> Lease<S> {
+        Lease {
+            record,
+            now,
+            state: PhantomData,
+        }
+    }
+    Ok(match (record.state, &record.grant) {
+        (StoredState::Unheld, None) if record.fencing_epoch == 0 => {
+            Observed::Unheld(wrap(record, now))
+        }
+        (StoredState::Unheld, _) => return Err(bad("unheld row with a grant or a non-zero epoch")),
+        (StoredState::Held, Some(g)) if record.fencing_epoch > 0 => {
+            if g.expires_at <= now {
+                Observed::Expired(wrap(record, now))
+            } else {
+                Observed::Held(wrap(record, now))
+            }
+        }
+        (StoredState::Held, _) => return Err(bad("held row without a grant or with epoch 0")),
+        (StoredState::Released, Some(_)) if record.fencing_epoch > 0 => {
+            Observed::Released(wrap(record, now))
+        }
+        (StoredState::Released, _) => {
+            return Err(bad("released row without a grant or with epoch 0"))
+        }
+    })
+}
+
+impl<S> Lease<S> {
+    /// The observed row.
+    pub fn record(&self) -> &LeaseRecord {
+        &self.record
+    }
+
+    /// The fencing epoch of the observed row.
+    pub fn epoch(&self) -> u64 {
+        self.record.fencing_epoch
+    }
+
+    fn grant(&self) -> Option<&Grant> {
+        self.record.grant.as_ref()
+    }
+}
+
+/// What a would-be holder asks for.
+#[derive(Clone, Debug)]
+pub struct AcquireRequest {
+    /// Hash of the fresh random token the adapter generated for this attempt.
+    pub token_hash: TokenHash,
+    /// Digest identifying the requesting instance.
+    pub holder_instance_digest: String,
+    /// Broker time of the attempt (read inside the serialized transaction).
+    pub now: Millis,
+    /// The configured TTL.
+    pub ttl: LeaseTtl,
+}
+
+/// The write an adapter performs to grant a lease: set the row to `new` if and only if its
+/// epoch is still `prior_epoch` (belt and braces; the serialized transaction already ensures it).
+#[derive(Clone, Debug)]
+pub struct AcquirePlan {
+    /// Epoch observed before the grant.
+    pub prior_epoch: u64,
+    /// The row after the grant.
+    pub new: LeaseRecord,
+}
+
+/// Information returned to a contender when the target is held: no write happens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldBy {
+    /// Digest of the holding instance.
+    pub holder_instance_digest: String,
+    /// Current fencing epoch.
+    pub fencing_epoch: u64,
+    /// When the current grant expires.
+    pub expires_at: Millis,
+    /// Milliseconds until the current grant expires (when a retry can succeed).
+    pub retry_after_ms: u64,
+}
+
+/// Why an acquisition cannot be planned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AcquireRefused {
+    /// The target is held by a live grant.
+    #[error("target is held (epoch {}, retry after {} ms)", .0.fencing_epoch, .0.retry_after_ms)]
+    Held(HeldBy),
+    /// The epoch cannot be raised any further.
+    #[error("fencing epoch exhausted")]
+    EpochExhausted,
+}
+
+/// States from which a lease may be granted: `Unheld`, `Expired`, `Released`.
+pub trait Acquirable: sealed::Sealed {}
+impl Acquirable for Unheld {}
+impl Acquirable for Expired {}
+impl Acquirable for Released {}
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Unheld {}
+    impl Sealed for super::Expired {}
+    impl Sealed for super::Released {}
+}
+
+impl<S: Acquirable> Lease<S> {
+    /// Grants the lease: epoch + 1, fresh token hash, `expires_at = now + ttl`.
+    pub fn acquire(
+        self,
+        request: AcquireRequest,
+    ) -> Result<(Lease<Held>, AcquirePlan), AcquireRefused> {
+        let prior_epoch = self.record.fencing_epoch;
+        let epoch = prior_epoch
+            .checked_add(1)
+            .filter(|e| *e <= crate::STORAGE_INTEGER_MAX)
+            .ok_or(AcquireRefused::EpochExhausted)?;
+        let new = LeaseRecord {
+            target_id: self.record.target_id,
+            fencing_epoch: epoch,
+            state: StoredState::Held,
+            grant: Some(Grant {
+                holder_token_hash: request.token_hash,
+                holder_instance_digest: request.holder_instance_digest,
+                acquired_at: request.now,
+                expires_at: request.now.plus_ms(request.ttl.as_millis()),
+            }),
+        };
+        let held = Lease {
+            record: new.clone(),
+            now: request.now,
+            state: PhantomData,
+        };
+        Ok((held, AcquirePlan { prior_epoch, new }))
+    }
+}
+
+impl Observed {
+    /// Decides an acquisition: a plan when unheld, expired or released; `Held` otherwise.
+    pub fn decide_acquire(self, request: AcquireRequest) -> Result<AcquirePlan, AcquireRefused> {
+        match self {
+            Observed::Unheld(l) => l.acquire(request).map(|(_, p)| p),
+            Observed::Expired(l) => l.acquire(request).map(|(_, p)| p),
+            Observed::Released(l) => l.acquire(request).map(|(_, p)| p),
+            Observed::Held(l) => Err(AcquireRefused::Held(l.held_by())),
+        }
+    }
+
+    /// Decides a publication for the holder presenting `credential`.
+    pub fn authorize_publish(self, credential: &Credential) -> Result<Authority, Fenced> {
+        let epoch = self.epoch();
+        let check = |grant: Option<&Grant>| match_credential(epoch, grant, credential);
+        match self {
+            Observed::Held(l) => {
+                check(l.grant())?;
+                Ok(l.authorize_publish())
+            }
+            Observed::Expired(l) => check(l.grant()).and(Err(Fenced::Expired)),
+            Observed::Released(l) => check(l.grant()).and(Err(Fenced::Released)),
+            Observed::Unheld(_) => Err(Fenced::NeverGranted),
+        }
+    }
+
+    /// Decides a release for the holder presenting `credential`: only a `held` row (live or
+    /// expired) whose epoch AND token hash both match is released.
+    pub fn decide_release(self, credential: &Credential) -> Result<ReleasePlan, Fenced> {
+        let epoch = self.epoch();
+        match self {
+            Observed::Held(l) => l.release(credential),
+            Observed::Expired(l) => l.release(credential),
+            Observed::Released(l) => {
+                match_credential(epoch, l.grant(), credential).and(Err(Fenced::Released))
+            }
+            Observed::Unheld(_) => Err(Fenced::NeverGranted),
+        }
+    }
+
+    /// The fencing epoch of the observed row.
+    pub fn epoch(&self) -> u64 {
+        match self {
+            Observed::Unheld(l) => l.epoch(),
+            Observed::Held(l) => l.epoch(),
+            Observed::Expired(l) => l.epoch(),
+            Observed::Released(l) => l.epoch(),
+        }
+    }
+}
+
+/// What a holder presents to publish or release: the target, the epoch it was granted and the
+/// hash of its raw token.
+#[derive(Clone, Debug)]
+pub struct Credential {
+    /// Target of the grant.
+    pub target_id: TargetId,
+    /// Epoch of the grant.
+    pub epoch: u64,
+    /// Hash of the holder's raw token.
+    pub token_hash: TokenHash,
+}
+
+/// Why a holder may not publish or release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Fenced {
+    /// A successor was granted a higher epoch.
+    #[error("superseded: the lease is now at epoch {current_epoch}")]
+    Superseded {
+        /// The current epoch.
+        current_epoch: u64,
+    },
+    /// The epoch matches but the token does not (a forged or foreign credential).
+    #[error("the presented token does not match the holder of this epoch")]
+    TokenMismatch,
+    /// The grant reached `expires_at`.
+    #[error("the lease expired")]
+    Expired,
+    /// The grant was already released.
+    #[error("the lease was released")]
+    Released,
+    /// The target has never been granted.
+    #[error("the target has never been granted")]
+    NeverGranted,
+}
+
+fn match_credential(
+    epoch: u64,
+    grant: Option<&Grant>,
+    credential: &Credential,
+) -> Result<(), Fenced> {
+    if credential.epoch != epoch {
+        return Err(Fenced::Superseded {
+            current_epoch: epoch,
+        });
+    }
+    match grant {
+        Some(g) if g.holder_token_hash.ct_eq(&credential.token_hash) => Ok(()),
+        _ => Err(Fenced::TokenMismatch),
+    }
+}
+
+impl Lease<Held> {
+    /// Who holds the lease, for a contender's `Held` answer.
+    pub fn held_by(&self) -> HeldBy {
+        // A `Lease<Held>` always carries a grant (checked by `observe`).
+        let (digest, expires_at) = match self.grant() {
+            Some(g) => (g.holder_instance_digest.clone(), g.expires_at),
+            None => (String::new(), self.now),
+        };
+        HeldBy {
+            holder_instance_digest: digest,
+            fencing_epoch: self.epoch(),
+            expires_at,
+            retry_after_ms: self.now.until(expires_at),
+        }
+    }
+
+    fn authorize_publish(self) -> Authority {
+        let expires_at = self.grant().map(|g| g.expires_at).unwrap_or(self.now);
+        Authority {
+            target_id: self.record.target_id,
+            epoch: self.record.fencing_epoch,
+            expires_at,
+        }
+    }
+}
+
+impl<S: Releasable> Lease<S> {
+    /// Releases the lease if `credential` matches both the epoch and the token hash.
+    pub fn release(self, credential: &Credential) -> Result<ReleasePlan, Fenced> {
+        match_credential(self.epoch(), self.grant(), credential)?;
+        Ok(ReleasePlan {
+            target_id: self.record.target_id,
+            epoch: self.record.fencing_epoch,
+            token_hash: credential.token_hash,
+        })
+    }
+}
+
+/// States from which a holder may release: `Held` and `Expired` (its own, unclaimed grant).
+pub trait Releasable: releasable::Sealed {}
+impl Releasable for Held {}
+impl Releasable for Expired {}
+mod releasable {
+    pub trait Sealed {}
+    impl Sealed for super::Held {}
+    impl Sealed for super::Expired {}
+}
+
+/// The conditional release an adapter executes: set `state = released` WHERE target, epoch
+/// AND token hash all match and the row is held. The condition is part of the plan so the
+/// write itself is fenced, not only the decision.
+#[derive(Clone, Debug)]
+pub struct ReleasePlan {
+    /// Target of the grant.
+    pub target_id: TargetId,
+    /// Epoch the row must still have.
+    pub epoch: u64,
+    /// Token hash the row must still have.
+    pub token_hash: TokenHash,
+}
+
+/// Proof that the presenting holder was the live holder when revalidated inside the
+/// serialized transaction. Only [`Observed::authorize_publish`] makes one.
+#[derive(Clone, Debug)]
+pub struct Authority {
+    target_id: TargetId,
+    epoch: u64,
+    expires_at: Millis,
+}
+
+/// The publication would finish at or after the lease's `expires_at`; it must abort.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "lease expired at {expires_at} before the rename (now {now}); no renewal, publication aborted"
+)]
+pub struct DeadlinePassed {
+    /// The grant's expiry.
+    pub expires_at: Millis,
+    /// The time of the check.
+    pub now: Millis,
+}
+
+impl Authority {
+    /// The target being published.
+    pub fn target_id(&self) -> &TargetId {
+        &self.target_id
+    }
+
+    /// The epoch of the authorized grant.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The grant's expiry.
+    pub fn expires_at(&self) -> Millis {
+        self.expires_at
+    }
+
+    /// The bounded-lease check made immediately before the rename: a render or write that
+    /// ran past `expires_at` aborts instead of extending the lease.
+    pub fn check_deadline(&self, now: Millis) -> Result<(), DeadlinePassed> {
+        if now >= self.expires_at {
+            Err(DeadlinePassed {
+                expires_at: self.expires_at,
+                now,
+            })
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::token::HolderToken;
+
+    fn tid() -> TargetId {
+        TargetId::parse(&"ab".repeat(32)).unwrap()
+    }
+
+    fn request(seed: u8, now: u64) -> AcquireRequest {
+        AcquireRequest {
+            token_hash: HolderToken::from_bytes([seed; 32]).hash(),
+            holder_instance_digest: format!("inst-{seed}"),
+            now: Millis(now),
+            ttl: LeaseTtl::from_millis(Some(100)).unwrap(),
+        }
+    }
+
+    fn cred(plan: &AcquirePlan, seed: u8) -> Credential {
+        Credential {
+            target_id: plan.new.target_id.clone(),
+            epoch: plan.new.fencing_epoch,
+            token_hash: HolderToken::from_bytes([seed; 32]).hash(),
+        }
+    }
+
+    fn grant(record: LeaseRecord, seed: u8, now: u64) -> Result<AcquirePlan, AcquireRefused> {
+        observe(record, Millis(now))
+            .unwrap()
+            .decide_acquire(request(seed, now))
+    }
+
+    #[test]
+    fn every_grant_raises_the_epoch_even_for_the_same_holder() {
+        let p1 = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap();
+        assert_eq!((p1.prior_epoch, p1.new.fencing_epoch), (0, 1));
+        let rel = observe(p1.new.clone(), Millis(10))
+            .unwrap()
+            .decide_release(&cred(&p1, 1))
+            .unwrap();
+        let mut released = p1.new.clone();
+        released.state = StoredState::Released;
+        assert_eq!(rel.epoch, 1);
+        let p2 = grant(released, 1, 20).unwrap();
+        assert_eq!((p2.prior_epoch, p2.new.fencing_epoch), (1, 2));
+        let p3 = grant(p2.new.clone(), 1, 120).unwrap(); // expired at 120
+        assert_eq!(p3.new.fencing_epoch, 3);
+        assert_eq!(p3.new.grant.as_ref().unwrap().expires_at, Millis(220));
+    }
+
+    #[test]
+    fn held_is_refused_with_retry_metadata_until_expiry() {
+        let p1 = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap();
+        match grant(p1.new.clone(), 2, 40) {
+            Err(AcquireRefused::Held(h)) => {
+                assert_eq!(
+                    h,
+                    HeldBy {
+                        holder_instance_digest: "inst-1".into(),
+                        fencing_epoch: 1,
+                        expires_at: Millis(100),
+                        retry_after_ms: 60
+                    }
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            grant(p1.new.clone(), 2, 99),
+            Err(AcquireRefused::Held(_))
+        ));
+        // Expired is derived from `expires_at <= now`.
+        assert_eq!(grant(p1.new, 2, 100).unwrap().new.fencing_epoch, 2);
+    }
+
+    #[test]
+    fn publish_requires_live_grant_with_matching_epoch_and_token() {
+        let p1 = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap();
+        let ok = observe(p1.new.clone(), Millis(50))
+            .unwrap()
+            .authorize_publish(&cred(&p1, 1))
+            .unwrap();
+        assert_eq!((ok.epoch(), ok.expires_at()), (1, Millis(100)));
+        assert_eq!(ok.check_deadline(Millis(99)), Ok(()));
+        assert!(ok.check_deadline(Millis(100)).is_err());
+        let auth = |rec: &LeaseRecord, now, c: &Credential| {
+            observe(rec.clone(), Millis(now))
+                .unwrap()
+                .authorize_publish(c)
+        };
+        assert_eq!(
+            auth(&p1.new, 50, &cred(&p1, 9)).unwrap_err(),
+            Fenced::TokenMismatch
+        );
+        assert_eq!(
+            auth(&p1.new, 100, &cred(&p1, 1)).unwrap_err(),
+            Fenced::Expired
+        );
+        let p2 = grant(p1.new.clone(), 2, 150).unwrap();
+        assert_eq!(
+            auth(&p2.new, 150, &cred(&p1, 1)).unwrap_err(),
+            Fenced::Superseded { current_epoch: 2 }
+        );
+        let mut released = p1.new.clone();
+        released.state = StoredState::Released;
+        assert_eq!(
+            auth(&released, 50, &cred(&p1, 1)).unwrap_err(),
+            Fenced::Released
+        );
+        assert_eq!(
+            auth(&LeaseRecord::admitted(tid()), 0, &cred(&p1, 1)).unwrap_err(),
+            Fenced::NeverGranted
+        );
+    }
+
+    #[test]
+    fn release_requires_token_and_epoch() {
+        let p1 = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap();
+        let rel = |c: &Credential, now| {
+            observe(p1.new.clone(), Millis(now))
+                .unwrap()
+                .decide_release(c)
+        };
+        assert!(rel(&cred(&p1, 1), 10).is_ok());
+        assert!(
+            rel(&cred(&p1, 1), 500).is_ok(),
+            "own expired, unclaimed grant may be released"
+        );
+        assert_eq!(rel(&cred(&p1, 2), 10).unwrap_err(), Fenced::TokenMismatch);
+        let mut wrong_epoch = cred(&p1, 1);
+        wrong_epoch.epoch = 7;
+        assert_eq!(
+            rel(&wrong_epoch, 10).unwrap_err(),
+            Fenced::Superseded { current_epoch: 1 }
+        );
+    }
+
+    #[test]
+    fn inconsistent_rows_fail_closed() {
+        let p1 = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap();
+        let mut no_grant = p1.new.clone();
+        no_grant.grant = None;
+        assert!(observe(no_grant, Millis(0)).is_err());
+        let mut unheld_epoch = LeaseRecord::admitted(tid());
+        unheld_epoch.fencing_epoch = 3;
+        assert!(observe(unheld_epoch, Millis(0)).is_err());
+        let mut backwards = p1.new;
+        backwards.grant.as_mut().unwrap().expires_at = Millis(0);
+        backwards.grant.as_mut().unwrap().acquired_at = Millis(5);
+        assert!(observe(backwards, Millis(0)).is_err());
+    }
+
+    #[test]
+    fn epoch_exhaustion_is_refused() {
+        let p1 = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap();
+        let mut top = p1.new;
+        top.fencing_epoch = crate::STORAGE_INTEGER_MAX;
+        assert_eq!(
+            grant(top, 2, 500).unwrap_err(),
+            AcquireRefused::EpochExhausted
+        );
+    }
+}

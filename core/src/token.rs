@@ -1,0 +1,113 @@
+//! Holder tokens and their hashes. The raw token is 256 bits supplied by the adapter's
+//! random source; the store keeps only its SHA-256. `Debug` never prints a raw token and
+//! hashes are compared in constant time.
+
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// A raw holder token: returned once to the holder, never stored, never logged.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HolderToken([u8; 32]);
+
+impl HolderToken {
+    /// Wraps 32 random bytes produced by the caller.
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        HolderToken(bytes)
+    }
+
+    /// Parses the 64-character lowercase hex form produced by [`Self::to_hex`].
+    pub fn from_hex(text: &str) -> Option<Self> {
+        parse_hex32(text).map(HolderToken)
+    }
+
+    /// The raw token in lowercase hex, for handing to the holder (e.g. across a process
+    /// boundary). Treat it as a secret.
+    pub fn to_hex(&self) -> String {
+        crate::target::hex(&self.0)
+    }
+
+    /// The raw bytes (for tests that prove the bytes never reach storage).
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// The hash the store keeps.
+    pub fn hash(&self) -> TokenHash {
+        TokenHash(Sha256::digest(self.0).into())
+    }
+}
+
+impl fmt::Debug for HolderToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("HolderToken(<redacted>)")
+    }
+}
+
+/// SHA-256 of a holder token, as stored in `holder_token_hash`.
+#[derive(Clone, Copy, Debug)]
+pub struct TokenHash([u8; 32]);
+
+impl TokenHash {
+    /// Wraps 32 bytes read back from the store.
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        TokenHash(bytes)
+    }
+
+    /// The stored bytes.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// Constant-time equality: the running time does not depend on where the hashes differ.
+    pub fn ct_eq(&self, other: &TokenHash) -> bool {
+        self.0
+            .iter()
+            .zip(other.0.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+}
+
+fn parse_hex32(text: &str) -> Option<[u8; 32]> {
+    let bytes = text.as_bytes();
+    if bytes.len() != 64 {
+        return None;
+    }
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 32];
+    for (i, pair) in bytes.chunks_exact(2).enumerate() {
+        out[i] = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_redacts_and_hex_round_trips() {
+        let token = HolderToken::from_bytes([0xab; 32]);
+        assert_eq!(format!("{token:?}"), "HolderToken(<redacted>)");
+        assert!(!format!("{token:?}").contains("abab"));
+        assert_eq!(HolderToken::from_hex(&token.to_hex()), Some(token.clone()));
+        assert_eq!(HolderToken::from_hex("AB"), None);
+        assert_eq!(HolderToken::from_hex(&token.to_hex().to_uppercase()), None);
+    }
+
+    #[test]
+    fn hash_is_sha256_and_compares_by_value() {
+        let a = HolderToken::from_bytes([1; 32]).hash();
+        let b = HolderToken::from_bytes([2; 32]).hash();
+        assert!(a.ct_eq(&HolderToken::from_bytes([1; 32]).hash()));
+        assert!(!a.ct_eq(&b));
+        let mut last_differs = *a.as_bytes();
+        last_differs[31] ^= 1;
+        assert!(!a.ct_eq(&TokenHash::from_bytes(last_differs)));
+        assert_ne!(a.as_bytes(), &[1; 32]);
+    }
+}
