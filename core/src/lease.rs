@@ -7,59 +7,71 @@
 //!
 //! - `acquire` exists only on `Unheld`, `Expired` and `Released`, raises the fencing epoch on
 //!   every grant (also for the same holder) and yields an [`AcquirePlan`];
-//! - `authorize_publish` exists only on `Held`: an expired lease cannot publish, by type;
-//! - `release` is reachable only with a credential matching BOTH the token hash and the epoch;
+//! - publication is authorized only from `Held`: an expired lease cannot publish, by type;
+//! - `release` exists only on `Held` and `Expired` and needs a credential matching BOTH the
+//!   token hash and the epoch;
 //! - there is no renewal: no method moves `expires_at` of an existing grant.
 
 use crate::config::LeaseTtl;
+use crate::names::InstanceDigest;
 use crate::target::TargetId;
 use crate::time::Millis;
 use crate::token::TokenHash;
-use std::marker::PhantomData;
 
-/// The stored `state` column. `Expired` is not a stored state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StoredState {
-    /// Admitted, never granted (epoch 0).
-    Unheld,
-    /// Granted; may be expired by now.
-    Held,
-    /// Released by its holder.
-    Released,
-}
-
-impl StoredState {
-    /// The value stored in the `state` column.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StoredState::Unheld => "unheld",
-            StoredState::Held => "held",
-            StoredState::Released => "released",
-        }
-    }
-
-    /// Parses the `state` column.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "unheld" => Some(StoredState::Unheld),
-            "held" => Some(StoredState::Held),
-            "released" => Some(StoredState::Released),
-            _ => None,
-        }
-    }
-}
-
-/// The current grant recorded in a lease row.
+/// A grant recorded in a lease row.
 #[derive(Clone, Debug)]
 pub struct Grant {
     /// SHA-256 of the holder's raw token.
     pub holder_token_hash: TokenHash,
     /// Digest identifying the holder instance (diagnostic; not a secret).
-    pub holder_instance_digest: String,
+    pub holder_instance_digest: InstanceDigest,
     /// When the grant was made (broker clock).
     pub acquired_at: Millis,
     /// `acquired_at + ttl`; never moved afterwards.
     pub expires_at: Millis,
+}
+
+/// The stored state of a lease row. `Expired` is not stored: it is derived at observation.
+#[derive(Clone, Debug)]
+pub enum LeaseState {
+    /// Admitted, never granted (epoch 0).
+    Unheld,
+    /// Granted (possibly expired by now).
+    Held(Grant),
+    /// Released by its holder; the last grant is kept for diagnostics.
+    Released(Grant),
+}
+
+impl LeaseState {
+    /// The value stored in the `state` column.
+    pub fn name(&self) -> &'static str {
+        match self {
+            LeaseState::Unheld => "unheld",
+            LeaseState::Held(_) => "held",
+            LeaseState::Released(_) => "released",
+        }
+    }
+
+    /// The grant, unless unheld.
+    pub fn grant(&self) -> Option<&Grant> {
+        match self {
+            LeaseState::Unheld => None,
+            LeaseState::Held(g) | LeaseState::Released(g) => Some(g),
+        }
+    }
+
+    /// Rebuilds the state from the stored `state` column and grant columns; a combination
+    /// that cannot be written by solewriter (held without a grant, unknown state) is refused.
+    pub fn from_columns(state: &str, grant: Option<Grant>) -> Result<Self, &'static str> {
+        match (state, grant) {
+            ("unheld", None) => Ok(LeaseState::Unheld),
+            ("held", Some(g)) => Ok(LeaseState::Held(g)),
+            ("released", Some(g)) => Ok(LeaseState::Released(g)),
+            ("unheld", Some(_)) => Err("unheld row carries a grant"),
+            ("held" | "released", None) => Err("held or released row has no grant"),
+            _ => Err("unknown state"),
+        }
+    }
 }
 
 /// One row of `HookProjectionLeases`, as read from (or written to) the store.
@@ -70,19 +82,16 @@ pub struct LeaseRecord {
     /// Monotonic fencing epoch: 0 until the first grant, +1 on every grant.
     pub fencing_epoch: u64,
     /// The stored state.
-    pub state: StoredState,
-    /// The last grant; `None` only while `Unheld`.
-    pub grant: Option<Grant>,
+    pub state: LeaseState,
 }
 
 impl LeaseRecord {
-    /// The row that admits a target: unheld, epoch 0, no grant.
+    /// The row that admits a target: unheld, epoch 0.
     pub fn admitted(target_id: TargetId) -> Self {
         LeaseRecord {
             target_id,
             fencing_epoch: 0,
-            state: StoredState::Unheld,
-            grant: None,
+            state: LeaseState::Unheld,
         }
     }
 }
@@ -95,6 +104,12 @@ pub struct InconsistentLease {
     pub target_id: String,
     /// The violated invariant.
     pub reason: &'static str,
+}
+
+/// A type-state marker and the data a lease in that state carries.
+pub trait State: sealed::Sealed {
+    /// What the state knows: nothing for `Unheld`, the grant otherwise.
+    type Data: Clone + std::fmt::Debug;
 }
 
 /// Type-state marker: admitted, never granted.
@@ -110,12 +125,34 @@ pub struct Expired;
 #[derive(Debug)]
 pub struct Released;
 
+impl State for Unheld {
+    type Data = ();
+}
+impl State for Held {
+    type Data = Grant;
+}
+impl State for Expired {
+    type Data = Grant;
+}
+impl State for Released {
+    type Data = Grant;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Unheld {}
+    impl Sealed for super::Held {}
+    impl Sealed for super::Expired {}
+    impl Sealed for super::Released {}
+}
+
 /// A lease observed at one broker time, in state `S`.
 #[derive(Debug)]
-pub struct Lease<S> {
-    record: LeaseRecord,
+pub struct Lease<S: State> {
+    target_id: TargetId,
+    epoch: u64,
     now: Millis,
-    state: PhantomData<S>,
+    data: S::Data,
 }
 
 /// The result of observing a lease row at a broker time.
@@ -132,62 +169,78 @@ pub enum Observed {
 }
 
 /// Observes `record` at broker time `now`. Fails on a row that breaks the invariants
-/// (a held row without a grant, an unheld row with a non-zero epoch, …): fail closed.
+/// (an unheld row with a non-zero epoch, a grant at epoch 0, an expiry before acquisition):
+/// fail closed.
 pub fn observe(record: LeaseRecord, now: Millis) -> Result<Observed, InconsistentLease> {
-    let bad = |reason| InconsistentLease {
-        target_id: record.target_id.to_string(),
-        reason,
+    let LeaseRecord {
+        target_id,
+        fencing_epoch: epoch,
+        state,
+    } = record;
+    let bad = |reason| {
+        Err(InconsistentLease {
+            target_id: target_id.to_string(),
+            reason,
+        })
     };
-    if record.fencing_epoch > crate::STORAGE_INTEGER_MAX {
-        return Err(bad("fencing epoch out of range"));
+    if epoch > crate::STORAGE_INTEGER_MAX {
+        return bad("fencing epoch out of range");
     }
-    if let Some(grant) = &record.grant {
-        if grant.expires_at < grant.acquired_at {
-            return Err(bad("expires_at before acquired_at"));
+    match (&state, epoch) {
+        (LeaseState::Unheld, 0) => {}
+        (LeaseState::Unheld, _) => return bad("unheld row with a non-zero epoch"),
+        (_, 0) => return bad("granted row at epoch 0"),
+        _ => {}
+    }
+    if let Some(g) = state.grant() {
+        if g.expires_at < g.acquired_at {
+            return bad("expires_at before acquired_at");
         }
     }
-    fn wrap<S>(record: LeaseRecord, now: Millis) -> Lease<S> {
-        Lease {
-            record,
+    Ok(match state {
+        LeaseState::Unheld => Observed::Unheld(Lease {
+            target_id,
+            epoch,
             now,
-            state: PhantomData,
-        }
-    }
-    Ok(match (record.state, &record.grant) {
-        (StoredState::Unheld, None) if record.fencing_epoch == 0 => {
-            Observed::Unheld(wrap(record, now))
-        }
-        (StoredState::Unheld, _) => return Err(bad("unheld row with a grant or a non-zero epoch")),
-        (StoredState::Held, Some(g)) if record.fencing_epoch > 0 => {
-            if g.expires_at <= now {
-                Observed::Expired(wrap(record, now))
-            } else {
-                Observed::Held(wrap(record, now))
-            }
-        }
-        (StoredState::Held, _) => return Err(bad("held row without a grant or with epoch 0")),
-        (StoredState::Released, Some(_)) if record.fencing_epoch > 0 => {
-            Observed::Released(wrap(record, now))
-        }
-        (StoredState::Released, _) => {
-            return Err(bad("released row without a grant or with epoch 0"))
-        }
+            data: (),
+        }),
+        LeaseState::Held(g) if g.expires_at <= now => Observed::Expired(Lease {
+            target_id,
+            epoch,
+            now,
+            data: g,
+        }),
+        LeaseState::Held(g) => Observed::Held(Lease {
+            target_id,
+            epoch,
+            now,
+            data: g,
+        }),
+        LeaseState::Released(g) => Observed::Released(Lease {
+            target_id,
+            epoch,
+            now,
+            data: g,
+        }),
     })
 }
 
-impl<S> Lease<S> {
-    /// The observed row.
-    pub fn record(&self) -> &LeaseRecord {
-        &self.record
+impl<S: State> Lease<S> {
+    /// The target of the observed row.
+    pub fn target_id(&self) -> &TargetId {
+        &self.target_id
     }
 
     /// The fencing epoch of the observed row.
     pub fn epoch(&self) -> u64 {
-        self.record.fencing_epoch
+        self.epoch
     }
+}
 
-    fn grant(&self) -> Option<&Grant> {
-        self.record.grant.as_ref()
+impl<S: State<Data = Grant>> Lease<S> {
+    /// The grant of the observed row.
+    pub fn grant(&self) -> &Grant {
+        &self.data
     }
 }
 
@@ -197,7 +250,7 @@ pub struct AcquireRequest {
     /// Hash of the fresh random token the adapter generated for this attempt.
     pub token_hash: TokenHash,
     /// Digest identifying the requesting instance.
-    pub holder_instance_digest: String,
+    pub holder_instance_digest: InstanceDigest,
     /// Broker time of the attempt (read inside the serialized transaction).
     pub now: Millis,
     /// The configured TTL.
@@ -218,7 +271,7 @@ pub struct AcquirePlan {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeldBy {
     /// Digest of the holding instance.
-    pub holder_instance_digest: String,
+    pub holder_instance_digest: InstanceDigest,
     /// Current fencing epoch.
     pub fencing_epoch: u64,
     /// When the current grant expires.
@@ -240,16 +293,10 @@ pub enum AcquireRefused {
 }
 
 /// States from which a lease may be granted: `Unheld`, `Expired`, `Released`.
-pub trait Acquirable: sealed::Sealed {}
+pub trait Acquirable: State {}
 impl Acquirable for Unheld {}
 impl Acquirable for Expired {}
 impl Acquirable for Released {}
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for super::Unheld {}
-    impl Sealed for super::Expired {}
-    impl Sealed for super::Released {}
-}
 
 impl<S: Acquirable> Lease<S> {
     /// Grants the lease: epoch + 1, fresh token hash, `expires_at = now + ttl`.
@@ -257,26 +304,27 @@ impl<S: Acquirable> Lease<S> {
         self,
         request: AcquireRequest,
     ) -> Result<(Lease<Held>, AcquirePlan), AcquireRefused> {
-        let prior_epoch = self.record.fencing_epoch;
+        let prior_epoch = self.epoch;
         let epoch = prior_epoch
             .checked_add(1)
             .filter(|e| *e <= crate::STORAGE_INTEGER_MAX)
             .ok_or(AcquireRefused::EpochExhausted)?;
+        let grant = Grant {
+            holder_token_hash: request.token_hash,
+            holder_instance_digest: request.holder_instance_digest,
+            acquired_at: request.now,
+            expires_at: request.now.plus_ms(request.ttl.as_millis()),
+        };
         let new = LeaseRecord {
-            target_id: self.record.target_id,
+            target_id: self.target_id.clone(),
             fencing_epoch: epoch,
-            state: StoredState::Held,
-            grant: Some(Grant {
-                holder_token_hash: request.token_hash,
-                holder_instance_digest: request.holder_instance_digest,
-                acquired_at: request.now,
-                expires_at: request.now.plus_ms(request.ttl.as_millis()),
-            }),
+            state: LeaseState::Held(grant.clone()),
         };
         let held = Lease {
-            record: new.clone(),
+            target_id: self.target_id,
+            epoch,
             now: request.now,
-            state: PhantomData,
+            data: grant,
         };
         Ok((held, AcquirePlan { prior_epoch, new }))
     }
@@ -295,15 +343,10 @@ impl Observed {
 
     /// Decides a publication for the holder presenting `credential`.
     pub fn authorize_publish(self, credential: &Credential) -> Result<Authority, Fenced> {
-        let epoch = self.epoch();
-        let check = |grant: Option<&Grant>| match_credential(epoch, grant, credential);
         match self {
-            Observed::Held(l) => {
-                check(l.grant())?;
-                Ok(l.authorize_publish())
-            }
-            Observed::Expired(l) => check(l.grant()).and(Err(Fenced::Expired)),
-            Observed::Released(l) => check(l.grant()).and(Err(Fenced::Released)),
+            Observed::Held(l) => l.authorize_publish(credential),
+            Observed::Expired(l) => l.check(credential).and(Err(Fenced::Expired)),
+            Observed::Released(l) => l.check(credential).and(Err(Fenced::Released)),
             Observed::Unheld(_) => Err(Fenced::NeverGranted),
         }
     }
@@ -311,13 +354,10 @@ impl Observed {
     /// Decides a release for the holder presenting `credential`: only a `held` row (live or
     /// expired) whose epoch AND token hash both match is released.
     pub fn decide_release(self, credential: &Credential) -> Result<ReleasePlan, Fenced> {
-        let epoch = self.epoch();
         match self {
             Observed::Held(l) => l.release(credential),
             Observed::Expired(l) => l.release(credential),
-            Observed::Released(l) => {
-                match_credential(epoch, l.grant(), credential).and(Err(Fenced::Released))
-            }
+            Observed::Released(l) => l.check(credential).and(Err(Fenced::Released)),
             Observed::Unheld(_) => Err(Fenced::NeverGranted),
         }
     }
@@ -369,69 +409,60 @@ pub enum Fenced {
     NeverGranted,
 }
 
-fn match_credential(
-    epoch: u64,
-    grant: Option<&Grant>,
-    credential: &Credential,
-) -> Result<(), Fenced> {
-    if credential.epoch != epoch {
-        return Err(Fenced::Superseded {
-            current_epoch: epoch,
-        });
-    }
-    match grant {
-        Some(g) if g.holder_token_hash.ct_eq(&credential.token_hash) => Ok(()),
-        _ => Err(Fenced::TokenMismatch),
+impl<S: State<Data = Grant>> Lease<S> {
+    /// Checks `credential` against this row: the epoch first (a successor's higher epoch means
+    /// `Superseded`), then the token hash, compared in constant time.
+    fn check(&self, credential: &Credential) -> Result<(), Fenced> {
+        if credential.target_id != self.target_id || credential.epoch != self.epoch {
+            return Err(Fenced::Superseded {
+                current_epoch: self.epoch,
+            });
+        }
+        if !self.data.holder_token_hash.ct_eq(&credential.token_hash) {
+            return Err(Fenced::TokenMismatch);
+        }
+        Ok(())
     }
 }
 
 impl Lease<Held> {
     /// Who holds the lease, for a contender's `Held` answer.
     pub fn held_by(&self) -> HeldBy {
-        // A `Lease<Held>` always carries a grant (checked by `observe`).
-        let (digest, expires_at) = match self.grant() {
-            Some(g) => (g.holder_instance_digest.clone(), g.expires_at),
-            None => (String::new(), self.now),
-        };
         HeldBy {
-            holder_instance_digest: digest,
-            fencing_epoch: self.epoch(),
-            expires_at,
-            retry_after_ms: self.now.until(expires_at),
+            holder_instance_digest: self.data.holder_instance_digest.clone(),
+            fencing_epoch: self.epoch,
+            expires_at: self.data.expires_at,
+            retry_after_ms: self.now.until(self.data.expires_at),
         }
     }
 
-    fn authorize_publish(self) -> Authority {
-        let expires_at = self.grant().map(|g| g.expires_at).unwrap_or(self.now);
-        Authority {
-            target_id: self.record.target_id,
-            epoch: self.record.fencing_epoch,
-            expires_at,
-        }
+    /// Authorizes a publication by the holder presenting `credential`.
+    pub fn authorize_publish(self, credential: &Credential) -> Result<Authority, Fenced> {
+        self.check(credential)?;
+        Ok(Authority {
+            target_id: self.target_id,
+            epoch: self.epoch,
+            expires_at: self.data.expires_at,
+        })
     }
 }
 
 impl<S: Releasable> Lease<S> {
     /// Releases the lease if `credential` matches both the epoch and the token hash.
     pub fn release(self, credential: &Credential) -> Result<ReleasePlan, Fenced> {
-        match_credential(self.epoch(), self.grant(), credential)?;
+        self.check(credential)?;
         Ok(ReleasePlan {
-            target_id: self.record.target_id,
-            epoch: self.record.fencing_epoch,
+            target_id: self.target_id,
+            epoch: self.epoch,
             token_hash: credential.token_hash,
         })
     }
 }
 
 /// States from which a holder may release: `Held` and `Expired` (its own, unclaimed grant).
-pub trait Releasable: releasable::Sealed {}
+pub trait Releasable: State<Data = Grant> {}
 impl Releasable for Held {}
 impl Releasable for Expired {}
-mod releasable {
-    pub trait Sealed {}
-    impl Sealed for super::Held {}
-    impl Sealed for super::Expired {}
-}
 
 /// The conditional release an adapter executes: set `state = released` WHERE target, epoch
 /// AND token hash all match and the row is held. The condition is part of the plan so the
@@ -500,6 +531,7 @@ impl Authority {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::InstanceDigest;
     use crate::token::HolderToken;
 
     fn tid() -> TargetId {
@@ -509,7 +541,7 @@ mod tests {
     fn request(seed: u8, now: u64) -> AcquireRequest {
         AcquireRequest {
             token_hash: HolderToken::from_bytes([seed; 32]).hash(),
-            holder_instance_digest: format!("inst-{seed}"),
+            holder_instance_digest: InstanceDigest::parse(&format!("inst-{seed}")).unwrap(),
             now: Millis(now),
             ttl: LeaseTtl::from_millis(Some(100)).unwrap(),
         }
@@ -537,14 +569,13 @@ mod tests {
             .unwrap()
             .decide_release(&cred(&p1, 1))
             .unwrap();
-        let mut released = p1.new.clone();
-        released.state = StoredState::Released;
+        let released = released(&p1.new);
         assert_eq!(rel.epoch, 1);
         let p2 = grant(released, 1, 20).unwrap();
         assert_eq!((p2.prior_epoch, p2.new.fencing_epoch), (1, 2));
         let p3 = grant(p2.new.clone(), 1, 120).unwrap(); // expired at 120
         assert_eq!(p3.new.fencing_epoch, 3);
-        assert_eq!(p3.new.grant.as_ref().unwrap().expires_at, Millis(220));
+        assert_eq!(p3.new.state.grant().unwrap().expires_at, Millis(220));
     }
 
     #[test]
@@ -555,7 +586,7 @@ mod tests {
                 assert_eq!(
                     h,
                     HeldBy {
-                        holder_instance_digest: "inst-1".into(),
+                        holder_instance_digest: InstanceDigest::parse("inst-1").unwrap(),
                         fencing_epoch: 1,
                         expires_at: Millis(100),
                         retry_after_ms: 60
@@ -600,8 +631,7 @@ mod tests {
             auth(&p2.new, 150, &cred(&p1, 1)).unwrap_err(),
             Fenced::Superseded { current_epoch: 2 }
         );
-        let mut released = p1.new.clone();
-        released.state = StoredState::Released;
+        let released = released(&p1.new);
         assert_eq!(
             auth(&released, 50, &cred(&p1, 1)).unwrap_err(),
             Fenced::Released
@@ -634,19 +664,32 @@ mod tests {
         );
     }
 
+    fn released(record: &LeaseRecord) -> LeaseRecord {
+        let mut r = record.clone();
+        r.state = LeaseState::Released(record.state.grant().unwrap().clone());
+        r
+    }
+
     #[test]
     fn inconsistent_rows_fail_closed() {
         let p1 = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap();
-        let mut no_grant = p1.new.clone();
-        no_grant.grant = None;
-        assert!(observe(no_grant, Millis(0)).is_err());
+        let g = p1.new.state.grant().unwrap().clone();
+        assert!(LeaseState::from_columns("held", None).is_err());
+        assert!(LeaseState::from_columns("released", None).is_err());
+        assert!(LeaseState::from_columns("unheld", Some(g.clone())).is_err());
+        assert!(LeaseState::from_columns("stolen", Some(g.clone())).is_err());
         let mut unheld_epoch = LeaseRecord::admitted(tid());
         unheld_epoch.fencing_epoch = 3;
         assert!(observe(unheld_epoch, Millis(0)).is_err());
-        let mut backwards = p1.new;
-        backwards.grant.as_mut().unwrap().expires_at = Millis(0);
-        backwards.grant.as_mut().unwrap().acquired_at = Millis(5);
-        assert!(observe(backwards, Millis(0)).is_err());
+        let mut zero = p1.new.clone();
+        zero.fencing_epoch = 0;
+        assert!(observe(zero, Millis(0)).is_err());
+        let mut backwards = g;
+        backwards.expires_at = Millis(0);
+        backwards.acquired_at = Millis(5);
+        let mut row = p1.new;
+        row.state = LeaseState::Held(backwards);
+        assert!(observe(row, Millis(0)).is_err());
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! - [`config`]: timing configuration that has no defaults.
 //! - [`target`]: the attested target tuple and its derived [`target::TargetId`].
 //! - [`token`]: holder tokens and their hashes.
+//! - [`names`]: restricted channel, producer and instance names.
 //! - [`lease`]: the lease type-state (`Lease<Unheld|Held|Expired|Released>`) and its plans.
 //! - [`channel`]: producers, channels, the channel registry and channel rows.
 //! - [`watermark`]: producer-submission admission.
@@ -21,6 +22,7 @@
 pub mod channel;
 pub mod config;
 pub mod lease;
+pub mod names;
 pub mod projection;
 pub mod target;
 pub mod time;

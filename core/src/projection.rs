@@ -164,7 +164,7 @@ mod tests {
         let token = HolderToken::from_bytes([3; 32]);
         let req = AcquireRequest {
             token_hash: token.hash(),
-            holder_instance_digest: "i".into(),
+            holder_instance_digest: crate::names::InstanceDigest::parse("i").unwrap(),
             now: Millis(0),
             ttl: LeaseTtl::from_millis(Some(1000)).unwrap(),
         };

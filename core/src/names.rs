@@ -1,0 +1,114 @@
+//! Restricted names: channels, producers and holder instances. A name is 1-64 characters of
+//! `[a-z0-9._-]` starting with `[a-z0-9]`, so it can never spell a path or smuggle control
+//! characters into a log line.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Largest number of bytes of a name.
+pub const MAX_NAME_BYTES: usize = 64;
+
+/// A name outside `[a-z0-9][a-z0-9._-]{0,63}`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid name `{0}`: expected 1-64 characters of [a-z0-9._-], starting with [a-z0-9]")]
+pub struct NameError(pub String);
+
+fn check_name(text: &str) -> Result<(), NameError> {
+    let bytes = text.as_bytes();
+    let allowed = |b: &u8| b.is_ascii_digit() || b.is_ascii_lowercase() || b"._-".contains(b);
+    let ok = !bytes.is_empty()
+        && bytes.len() <= MAX_NAME_BYTES
+        && (bytes[0].is_ascii_digit() || bytes[0].is_ascii_lowercase())
+        && bytes.iter().all(allowed);
+    if ok {
+        Ok(())
+    } else {
+        Err(NameError(text.chars().take(MAX_NAME_BYTES + 1).collect()))
+    }
+}
+
+macro_rules! name_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            /// Parses a name: 1-64 characters of `[a-z0-9._-]`, starting with `[a-z0-9]`.
+            pub fn parse(text: &str) -> Result<Self, NameError> {
+                check_name(text).map(|()| $name(text.to_owned()))
+            }
+
+            /// The name as text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = NameError;
+            fn try_from(value: String) -> Result<Self, Self::Error> {
+                $name::parse(&value)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(value: $name) -> String {
+                value.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+name_type!(
+    /// The name of a typed producer channel, e.g. `lifecycle-frontier`.
+    ChannelName
+);
+name_type!(
+    /// The authenticated identity of a producer, as established by the host.
+    ProducerId
+);
+name_type!(
+    /// A digest identifying a holder instance (diagnostic, shown to contenders; not a secret).
+    InstanceDigest
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_restricted() {
+        for ok in [
+            "a",
+            "lifecycle-frontier",
+            "route.v1",
+            "x_9",
+            &"f".repeat(64),
+        ] {
+            assert!(ChannelName::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "-a",
+            ".a",
+            "A",
+            "a/b",
+            "../x",
+            "a b",
+            "a\n",
+            &"a".repeat(65),
+        ] {
+            assert!(ChannelName::parse(bad).is_err(), "{bad}");
+            assert!(InstanceDigest::parse(bad).is_err(), "{bad}");
+        }
+        assert!(serde_json::from_str::<ProducerId>("\"UP\"").is_err());
+    }
+}
