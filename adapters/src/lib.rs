@@ -1,1 +1,27 @@
-//! x
+//! solewriter-adapters: the I/O half of solewriter. It executes the pure core's plans.
+//!
+//! - [`clock`]: the broker clock (system wall clock, or a manual clock for tests).
+//! - [`store`]: the SQLite store — opening, initializing, serialized transactions.
+//! - [`schema`]: the two operational tables and the checks that refuse a foreign store.
+//! - [`rows`]: reading and writing lease and channel rows.
+//! - [`submission`]: producer submissions.
+//! - [`lease`]: acquisition, [`lease::HeldLease`] and the conditional release.
+//! - [`publication`]: the fenced publication of `current.json`.
+//! - [`atomic_file`]: temp sibling, fsync, rename, directory fsync.
+//! - [`runtime`]: the runtime root, the derived output paths, and the hook reader.
+//! - [`error`]: the one error type, saying what failed and what was left untouched.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod atomic_file;
+pub mod clock;
+pub mod error;
+pub mod lease;
+pub mod publication;
+pub mod rows;
+pub mod runtime;
+pub mod schema;
+pub mod store;
+pub mod submission;
+
+pub use error::Error;

@@ -257,14 +257,30 @@ pub struct AcquireRequest {
     pub ttl: LeaseTtl,
 }
 
-/// The write an adapter performs to grant a lease: set the row to `new` if and only if its
-/// epoch is still `prior_epoch` (belt and braces; the serialized transaction already ensures it).
+/// The write an adapter performs to grant a lease: set the row of `target_id` to `epoch`
+/// and `grant` (state `held`) if and only if its epoch is still `prior_epoch` (belt and
+/// braces; the serialized transaction already ensures it).
 #[derive(Clone, Debug)]
 pub struct AcquirePlan {
+    /// The target.
+    pub target_id: TargetId,
     /// Epoch observed before the grant.
     pub prior_epoch: u64,
+    /// Epoch of the grant (`prior_epoch + 1`).
+    pub epoch: u64,
+    /// The grant.
+    pub grant: Grant,
+}
+
+impl AcquirePlan {
     /// The row after the grant.
-    pub new: LeaseRecord,
+    pub fn record(&self) -> LeaseRecord {
+        LeaseRecord {
+            target_id: self.target_id.clone(),
+            fencing_epoch: self.epoch,
+            state: LeaseState::Held(self.grant.clone()),
+        }
+    }
 }
 
 /// Information returned to a contender when the target is held: no write happens.
@@ -282,7 +298,6 @@ pub struct HeldBy {
 
 /// Why an acquisition cannot be planned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum AcquireRefused {
     /// The target is held by a live grant.
     #[error("target is held (epoch {}, retry after {} ms)", .0.fencing_epoch, .0.retry_after_ms)]
@@ -315,10 +330,11 @@ impl<S: Acquirable> Lease<S> {
             acquired_at: request.now,
             expires_at: request.now.plus_ms(request.ttl.as_millis()),
         };
-        let new = LeaseRecord {
+        let plan = AcquirePlan {
             target_id: self.target_id.clone(),
-            fencing_epoch: epoch,
-            state: LeaseState::Held(grant.clone()),
+            prior_epoch,
+            epoch,
+            grant: grant.clone(),
         };
         let held = Lease {
             target_id: self.target_id,
@@ -326,7 +342,7 @@ impl<S: Acquirable> Lease<S> {
             now: request.now,
             data: grant,
         };
-        Ok((held, AcquirePlan { prior_epoch, new }))
+        Ok((held, plan))
     }
 }
 
@@ -549,8 +565,8 @@ mod tests {
 
     fn cred(plan: &AcquirePlan, seed: u8) -> Credential {
         Credential {
-            target_id: plan.new.target_id.clone(),
-            epoch: plan.new.fencing_epoch,
+            target_id: plan.target_id.clone(),
+            epoch: plan.epoch,
             token_hash: HolderToken::from_bytes([seed; 32]).hash(),
         }
     }
@@ -564,24 +580,24 @@ mod tests {
     #[test]
     fn every_grant_raises_the_epoch_even_for_the_same_holder() {
         let p1 = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap();
-        assert_eq!((p1.prior_epoch, p1.new.fencing_epoch), (0, 1));
-        let rel = observe(p1.new.clone(), Millis(10))
+        assert_eq!((p1.prior_epoch, p1.epoch), (0, 1));
+        let rel = observe(p1.record(), Millis(10))
             .unwrap()
             .decide_release(&cred(&p1, 1))
             .unwrap();
-        let released = released(&p1.new);
+        let released = released(&p1.record());
         assert_eq!(rel.epoch, 1);
         let p2 = grant(released, 1, 20).unwrap();
-        assert_eq!((p2.prior_epoch, p2.new.fencing_epoch), (1, 2));
-        let p3 = grant(p2.new.clone(), 1, 120).unwrap(); // expired at 120
-        assert_eq!(p3.new.fencing_epoch, 3);
-        assert_eq!(p3.new.state.grant().unwrap().expires_at, Millis(220));
+        assert_eq!((p2.prior_epoch, p2.epoch), (1, 2));
+        let p3 = grant(p2.record(), 1, 120).unwrap(); // expired at 120
+        assert_eq!(p3.epoch, 3);
+        assert_eq!(p3.grant.expires_at, Millis(220));
     }
 
     #[test]
     fn held_is_refused_with_retry_metadata_until_expiry() {
         let p1 = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap();
-        match grant(p1.new.clone(), 2, 40) {
+        match grant(p1.record(), 2, 40) {
             Err(AcquireRefused::Held(h)) => {
                 assert_eq!(
                     h,
@@ -596,17 +612,17 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(
-            grant(p1.new.clone(), 2, 99),
+            grant(p1.record(), 2, 99),
             Err(AcquireRefused::Held(_))
         ));
         // Expired is derived from `expires_at <= now`.
-        assert_eq!(grant(p1.new, 2, 100).unwrap().new.fencing_epoch, 2);
+        assert_eq!(grant(p1.record(), 2, 100).unwrap().epoch, 2);
     }
 
     #[test]
     fn publish_requires_live_grant_with_matching_epoch_and_token() {
         let p1 = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap();
-        let ok = observe(p1.new.clone(), Millis(50))
+        let ok = observe(p1.record(), Millis(50))
             .unwrap()
             .authorize_publish(&cred(&p1, 1))
             .unwrap();
@@ -619,19 +635,19 @@ mod tests {
                 .authorize_publish(c)
         };
         assert_eq!(
-            auth(&p1.new, 50, &cred(&p1, 9)).unwrap_err(),
+            auth(&p1.record(), 50, &cred(&p1, 9)).unwrap_err(),
             Fenced::TokenMismatch
         );
         assert_eq!(
-            auth(&p1.new, 100, &cred(&p1, 1)).unwrap_err(),
+            auth(&p1.record(), 100, &cred(&p1, 1)).unwrap_err(),
             Fenced::Expired
         );
-        let p2 = grant(p1.new.clone(), 2, 150).unwrap();
+        let p2 = grant(p1.record(), 2, 150).unwrap();
         assert_eq!(
-            auth(&p2.new, 150, &cred(&p1, 1)).unwrap_err(),
+            auth(&p2.record(), 150, &cred(&p1, 1)).unwrap_err(),
             Fenced::Superseded { current_epoch: 2 }
         );
-        let released = released(&p1.new);
+        let released = released(&p1.record());
         assert_eq!(
             auth(&released, 50, &cred(&p1, 1)).unwrap_err(),
             Fenced::Released
@@ -645,11 +661,8 @@ mod tests {
     #[test]
     fn release_requires_token_and_epoch() {
         let p1 = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap();
-        let rel = |c: &Credential, now| {
-            observe(p1.new.clone(), Millis(now))
-                .unwrap()
-                .decide_release(c)
-        };
+        let rel =
+            |c: &Credential, now| observe(p1.record(), Millis(now)).unwrap().decide_release(c);
         assert!(rel(&cred(&p1, 1), 10).is_ok());
         assert!(
             rel(&cred(&p1, 1), 500).is_ok(),
@@ -673,7 +686,7 @@ mod tests {
     #[test]
     fn inconsistent_rows_fail_closed() {
         let p1 = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap();
-        let g = p1.new.state.grant().unwrap().clone();
+        let g = p1.grant.clone();
         assert!(LeaseState::from_columns("held", None).is_err());
         assert!(LeaseState::from_columns("released", None).is_err());
         assert!(LeaseState::from_columns("unheld", Some(g.clone())).is_err());
@@ -681,13 +694,13 @@ mod tests {
         let mut unheld_epoch = LeaseRecord::admitted(tid());
         unheld_epoch.fencing_epoch = 3;
         assert!(observe(unheld_epoch, Millis(0)).is_err());
-        let mut zero = p1.new.clone();
+        let mut zero = p1.record();
         zero.fencing_epoch = 0;
         assert!(observe(zero, Millis(0)).is_err());
         let mut backwards = g;
         backwards.expires_at = Millis(0);
         backwards.acquired_at = Millis(5);
-        let mut row = p1.new;
+        let mut row = p1.record();
         row.state = LeaseState::Held(backwards);
         assert!(observe(row, Millis(0)).is_err());
     }
@@ -695,7 +708,7 @@ mod tests {
     #[test]
     fn epoch_exhaustion_is_refused() {
         let p1 = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap();
-        let mut top = p1.new;
+        let mut top = p1.record();
         top.fencing_epoch = crate::STORAGE_INTEGER_MAX;
         assert_eq!(
             grant(top, 2, 500).unwrap_err(),

@@ -174,10 +174,10 @@ mod tests {
             .unwrap();
         let cred = Credential {
             target_id: tid,
-            epoch: plan.new.fencing_epoch,
+            epoch: plan.epoch,
             token_hash: token.hash(),
         };
-        observe(plan.new, Millis(1))
+        observe(plan.record(), Millis(1))
             .unwrap()
             .authorize_publish(&cred)
             .unwrap()

@@ -1,0 +1,146 @@
+//! The adapters' error type. Every variant says what failed and what was left untouched.
+
+use solewriter_core::config::ConfigError;
+use solewriter_core::lease::{DeadlinePassed, Fenced, InconsistentLease};
+use solewriter_core::projection::DocumentError;
+use solewriter_core::target::{TargetError, TargetId};
+use solewriter_core::watermark::SubmissionRejected;
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the store, the publisher and the reader.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// `open` was given a path with no store. Nothing was created.
+    #[error("store {path} does not exist (initialize it explicitly); nothing was created")]
+    StoreMissing {
+        /// The store path.
+        path: PathBuf,
+    },
+    /// `initialize` was given a path that already exists. Nothing was changed.
+    #[error("store {path} already exists; initialize never overwrites a store")]
+    StoreExists {
+        /// The store path.
+        path: PathBuf,
+    },
+    /// The file is a SQLite database, but not a solewriter store. Nothing was changed.
+    #[error("{path} is not a solewriter store ({reason}); nothing was changed")]
+    ForeignSchema {
+        /// The store path.
+        path: PathBuf,
+        /// What did not match.
+        reason: String,
+    },
+    /// The store has another schema version. Nothing was changed.
+    #[error(
+        "store {path} has schema version {found}, this build needs {expected}; nothing was changed"
+    )]
+    SchemaVersion {
+        /// The store path.
+        path: PathBuf,
+        /// The stored `user_version`.
+        found: i64,
+        /// The version this build reads.
+        expected: i64,
+    },
+    /// The file cannot be read as a SQLite database. Nothing was changed.
+    #[error("store {path} is unreadable ({reason}); nothing was changed")]
+    Unreadable {
+        /// The store path.
+        path: PathBuf,
+        /// The SQLite error.
+        reason: String,
+    },
+    /// SQLite's write lock was not obtained within the configured busy timeout.
+    #[error("store is busy (write lock not obtained within {timeout_ms} ms); nothing was written")]
+    Busy {
+        /// The configured busy timeout.
+        timeout_ms: u64,
+    },
+    /// Any other SQLite failure. The transaction was rolled back.
+    #[error("store operation failed ({0}); the transaction was rolled back")]
+    Sqlite(#[source] rusqlite::Error),
+    /// A stored row breaks solewriter's invariants. Nothing was written.
+    #[error("store holds a corrupt row ({0}); nothing was written")]
+    CorruptRow(String),
+    /// A lease row is inconsistent. Nothing was written.
+    #[error(transparent)]
+    InconsistentLease(#[from] InconsistentLease),
+    /// The target has not been admitted. Nothing was written.
+    #[error("target {0} is not admitted; nothing was written")]
+    NotAdmitted(TargetId),
+    /// A submission was rejected. Nothing was written.
+    #[error("submission rejected ({0}); nothing was written")]
+    Rejected(#[from] SubmissionRejected),
+    /// An attested tuple or target id was refused.
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    /// A configuration value was refused.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The holder was fenced: it no longer holds the lease. `current.json` was not touched.
+    #[error("publication fenced ({0}); current.json was not touched")]
+    Fenced(Fenced),
+    /// The lease reached its expiry before the rename: the publication aborted (no renewal).
+    /// `current.json` was not touched, the temp file was removed, the lease was released.
+    #[error("{0}; current.json was not touched and the lease was released")]
+    LeaseExpired(DeadlinePassed),
+    /// The fencing epoch cannot be raised any further. Nothing was written.
+    #[error("fencing epoch exhausted for this target; nothing was written")]
+    EpochExhausted,
+    /// A file-system step of publication failed. `current.json` was not touched, the temp
+    /// file was removed, and the lease was released.
+    #[error("publication failed at `{step}` on {path}: {source}; current.json was not touched and the lease was released")]
+    Io {
+        /// The publication step.
+        step: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The runtime directory is not a plain directory (a symlink, a file). Nothing was written.
+    #[error("runtime directory {path} is unsafe ({reason}); nothing was written")]
+    UnsafeRuntimeDir {
+        /// The offending path.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// `current.json` was replaced and readers see the new document, but the directory fsync
+    /// failed, so the replacement may not survive a power loss (the previous complete
+    /// document would reappear). The lease was released; publish again to make it durable.
+    #[error("current.json at {path} was replaced but its directory fsync failed ({source}); the new document may not survive power loss; the lease was released")]
+    NotDurable {
+        /// The published path.
+        path: PathBuf,
+        /// The fsync error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The OS random source failed. Nothing was written.
+    #[error("random source failed ({0}); nothing was written")]
+    Random(String),
+    /// A document could not be composed or read.
+    #[error(transparent)]
+    Document(#[from] DocumentError),
+    /// No projection has been published for the target yet.
+    #[error("no projection published at {path}")]
+    NotPublished {
+        /// The expected path.
+        path: PathBuf,
+    },
+    /// Reading a published projection failed.
+    #[error("reading {path} failed: {source}")]
+    Read {
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Result alias.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,218 @@
+//! Reading and writing rows of `HookProjectionLeases` and `HookProjectionChannels`.
+//!
+//! Decoding is strict: a row solewriter could not have written (negative integers, a token
+//! hash of the wrong length, an unknown state) is an error, never a guess.
+
+use crate::error::{Error, Result};
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use solewriter_core::channel::{ChannelName, ChannelRecord, DegradedReason};
+use solewriter_core::lease::{AcquirePlan, Grant, LeaseRecord, LeaseState, ReleasePlan};
+use solewriter_core::names::InstanceDigest;
+use solewriter_core::target::TargetId;
+use solewriter_core::time::Millis;
+use solewriter_core::token::TokenHash;
+
+const LEASE_COLUMNS: &str =
+    "target_id, fencing_epoch, holder_token_hash, holder_instance_digest, acquired_at, expires_at, state";
+const CHANNEL_COLUMNS: &str =
+    "target_id, channel, source_watermark, envelope_json, captured_at, expires_at, updated_at, degraded_reason";
+
+fn corrupt(what: impl std::fmt::Display) -> Error {
+    Error::CorruptRow(what.to_string())
+}
+
+/// A `u64` as a SQLite integer; the core keeps every value within range.
+fn int(value: u64) -> Result<i64> {
+    i64::try_from(value).map_err(|_| corrupt(format!("integer {value} out of range")))
+}
+
+fn uint(value: i64, column: &str) -> Result<u64> {
+    u64::try_from(value).map_err(|_| corrupt(format!("negative {column}")))
+}
+
+struct RawLease {
+    target_id: String,
+    epoch: i64,
+    token_hash: Option<Vec<u8>>,
+    digest: Option<String>,
+    acquired_at: Option<i64>,
+    expires_at: Option<i64>,
+    state: String,
+}
+
+fn raw_lease(row: &Row<'_>) -> rusqlite::Result<RawLease> {
+    Ok(RawLease {
+        target_id: row.get(0)?,
+        epoch: row.get(1)?,
+        token_hash: row.get(2)?,
+        digest: row.get(3)?,
+        acquired_at: row.get(4)?,
+        expires_at: row.get(5)?,
+        state: row.get(6)?,
+    })
+}
+
+fn decode_lease(raw: RawLease) -> Result<LeaseRecord> {
+    let target_id = TargetId::parse(&raw.target_id).map_err(|_| corrupt("lease target_id"))?;
+    let grant = match (raw.token_hash, raw.digest, raw.acquired_at, raw.expires_at) {
+        (None, None, None, None) => None,
+        (Some(hash), Some(digest), Some(acquired_at), Some(expires_at)) => {
+            let hash: [u8; 32] = hash
+                .try_into()
+                .map_err(|_| corrupt("holder_token_hash length"))?;
+            Some(Grant {
+                holder_token_hash: TokenHash::from_bytes(hash),
+                holder_instance_digest: InstanceDigest::parse(&digest).map_err(corrupt)?,
+                acquired_at: Millis(uint(acquired_at, "acquired_at")?),
+                expires_at: Millis(uint(expires_at, "expires_at")?),
+            })
+        }
+        _ => return Err(corrupt(format!("lease {target_id}: partial grant columns"))),
+    };
+    let state = LeaseState::from_columns(&raw.state, grant)
+        .map_err(|r| corrupt(format!("lease {target_id}: {r}")))?;
+    Ok(LeaseRecord {
+        target_id,
+        fencing_epoch: uint(raw.epoch, "fencing_epoch")?,
+        state,
+    })
+}
+
+/// Inserts the admission row of `target` unless present; true if it was inserted.
+pub(crate) fn insert_admitted(conn: &Connection, target: &TargetId) -> rusqlite::Result<bool> {
+    let n = conn.execute(
+        "INSERT OR IGNORE INTO HookProjectionLeases (target_id, fencing_epoch, state) VALUES (?1, 0, 'unheld')",
+        [target.as_str()],
+    )?;
+    Ok(n == 1)
+}
+
+/// The lease row of `target`.
+pub(crate) fn read_lease(conn: &Connection, target: &TargetId) -> Result<Option<LeaseRecord>> {
+    let sql = format!("SELECT {LEASE_COLUMNS} FROM HookProjectionLeases WHERE target_id = ?1");
+    let raw = conn
+        .query_row(&sql, [target.as_str()], raw_lease)
+        .optional()
+        .map_err(Error::Sqlite)?;
+    raw.map(decode_lease).transpose()
+}
+
+/// Every lease row, by target id.
+pub(crate) fn read_leases(conn: &Connection) -> Result<Vec<LeaseRecord>> {
+    let sql = format!("SELECT {LEASE_COLUMNS} FROM HookProjectionLeases ORDER BY target_id");
+    let mut stmt = conn.prepare(&sql).map_err(Error::Sqlite)?;
+    let raws = stmt
+        .query_map([], raw_lease)
+        .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>);
+    raws.map_err(Error::Sqlite)?
+        .into_iter()
+        .map(decode_lease)
+        .collect()
+}
+
+/// Executes a grant: the row moves from `prior_epoch` to the planned row, or nothing changes.
+pub(crate) fn write_acquire(conn: &Connection, plan: &AcquirePlan) -> Result<()> {
+    let grant = &plan.grant;
+    let n = conn
+        .execute(
+            "UPDATE HookProjectionLeases SET fencing_epoch = ?1, holder_token_hash = ?2, holder_instance_digest = ?3,
+                 acquired_at = ?4, expires_at = ?5, state = 'held'
+             WHERE target_id = ?6 AND fencing_epoch = ?7",
+            params![
+                int(plan.epoch)?,
+                grant.holder_token_hash.as_bytes().as_slice(),
+                grant.holder_instance_digest.as_str(),
+                int(grant.acquired_at.0)?,
+                int(grant.expires_at.0)?,
+                plan.target_id.as_str(),
+                int(plan.prior_epoch)?,
+            ],
+        )
+        .map_err(Error::Sqlite)?;
+    if n == 1 {
+        Ok(())
+    } else {
+        Err(corrupt("lease row changed under the write lock"))
+    }
+}
+
+/// Executes a conditional release; true if the row was released. The WHERE clause carries
+/// the whole condition (target, epoch, token hash, held), so the write itself is fenced.
+pub(crate) fn execute_release(conn: &Connection, plan: &ReleasePlan) -> Result<bool> {
+    let n = conn
+        .execute(
+            "UPDATE HookProjectionLeases SET state = 'released'
+             WHERE target_id = ?1 AND fencing_epoch = ?2 AND holder_token_hash = ?3 AND state = 'held'",
+            params![plan.target_id.as_str(), int(plan.epoch)?, plan.token_hash.as_bytes().as_slice()],
+        )
+        .map_err(Error::Sqlite)?;
+    Ok(n == 1)
+}
+
+fn decode_channel(row: &Row<'_>) -> rusqlite::Result<Result<ChannelRecord>> {
+    let target: String = row.get(0)?;
+    let channel: String = row.get(1)?;
+    let watermark: i64 = row.get(2)?;
+    let envelope_json: String = row.get(3)?;
+    let times: [i64; 3] = [row.get(4)?, row.get(5)?, row.get(6)?];
+    let degraded: Option<String> = row.get(7)?;
+    Ok((|| {
+        Ok(ChannelRecord {
+            target_id: TargetId::parse(&target).map_err(|_| corrupt("channel target_id"))?,
+            channel: ChannelName::parse(&channel).map_err(corrupt)?,
+            source_watermark: uint(watermark, "source_watermark")?,
+            envelope_json,
+            captured_at: Millis(uint(times[0], "captured_at")?),
+            expires_at: Millis(uint(times[1], "expires_at")?),
+            updated_at: Millis(uint(times[2], "updated_at")?),
+            degraded_reason: match degraded {
+                None => None,
+                Some(text) => {
+                    Some(DegradedReason::parse(&text).ok_or_else(|| corrupt("degraded_reason"))?)
+                }
+            },
+        })
+    })())
+}
+
+/// The channel row of (`target`, `channel`).
+pub(crate) fn read_channel(
+    conn: &Connection,
+    target: &TargetId,
+    channel: &ChannelName,
+) -> Result<Option<ChannelRecord>> {
+    let sql = format!("SELECT {CHANNEL_COLUMNS} FROM HookProjectionChannels WHERE target_id = ?1 AND channel = ?2");
+    let row = conn
+        .query_row(&sql, [target.as_str(), channel.as_str()], decode_channel)
+        .optional();
+    row.map_err(Error::Sqlite)?.transpose()
+}
+
+/// The channel rows of `target`, by channel name.
+pub(crate) fn read_channels(conn: &Connection, target: &TargetId) -> Result<Vec<ChannelRecord>> {
+    let sql = format!("SELECT {CHANNEL_COLUMNS} FROM HookProjectionChannels WHERE target_id = ?1 ORDER BY channel");
+    let mut stmt = conn.prepare(&sql).map_err(Error::Sqlite)?;
+    let rows = stmt
+        .query_map([target.as_str()], decode_channel)
+        .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>);
+    rows.map_err(Error::Sqlite)?.into_iter().collect()
+}
+
+/// Inserts or replaces a channel row.
+pub(crate) fn upsert_channel(conn: &Connection, record: &ChannelRecord) -> Result<()> {
+    conn.execute(
+        &format!("INSERT OR REPLACE INTO HookProjectionChannels ({CHANNEL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+        params![
+            record.target_id.as_str(),
+            record.channel.as_str(),
+            int(record.source_watermark)?,
+            record.envelope_json,
+            int(record.captured_at.0)?,
+            int(record.expires_at.0)?,
+            int(record.updated_at.0)?,
+            record.degraded_reason.map(DegradedReason::as_str),
+        ],
+    )
+    .map_err(Error::Sqlite)?;
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! The runtime root, the output paths derived from it, and the reader hooks use.
+//!
+//! The only path solewriter writes for a target is
+//! `<runtime_root>/hook-projections/<target_id>/current.json`; the target id is 64 lowercase
+//! hex characters, so no input can name or escape a path.
+
+use crate::atomic_file::{ensure_private_dir, DirError};
+use crate::error::{Error, Result};
+use solewriter_core::projection::ProjectionDocument;
+use solewriter_core::target::TargetId;
+use std::path::{Path, PathBuf};
+
+/// Directory under the runtime root holding one directory per target.
+pub const PROJECTIONS_DIR: &str = "hook-projections";
+/// The published file's name.
+pub const CURRENT_FILE: &str = "current.json";
+
+/// The host-owned runtime root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeRoot(PathBuf);
+
+impl RuntimeRoot {
+    /// Wraps the host's runtime root directory.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        RuntimeRoot(path.into())
+    }
+
+    /// The root itself.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// `<root>/hook-projections/<target_id>`.
+    pub fn target_dir(&self, target: &TargetId) -> PathBuf {
+        self.0.join(PROJECTIONS_DIR).join(target.as_str())
+    }
+
+    /// `<root>/hook-projections/<target_id>/current.json`.
+    pub fn current_path(&self, target: &TargetId) -> PathBuf {
+        self.target_dir(target).join(CURRENT_FILE)
+    }
+
+    /// Makes sure the target directory exists as a real directory chain (mode 0700, no
+    /// symlinks) below an existing root, and returns it.
+    pub(crate) fn prepare_target_dir(&self, target: &TargetId) -> Result<PathBuf> {
+        let mut dir = self.0.clone();
+        check(&dir, std::fs::metadata(&dir).map(|m| m.is_dir()))?;
+        for part in [PROJECTIONS_DIR, target.as_str()] {
+            dir.push(part);
+            ensure_private_dir(&dir).map_err(|e| match e {
+                DirError::Unsafe(reason) => Error::UnsafeRuntimeDir {
+                    path: dir.clone(),
+                    reason,
+                },
+                DirError::Io(source) => Error::Io {
+                    step: "create directory",
+                    path: dir.clone(),
+                    source,
+                },
+            })?;
+        }
+        Ok(dir)
+    }
+}
+
+fn check(root: &Path, is_dir: std::io::Result<bool>) -> Result<()> {
+    match is_dir {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Error::UnsafeRuntimeDir {
+            path: root.to_owned(),
+            reason: "runtime root is not a directory",
+        }),
+        Err(source) => Err(Error::Io {
+            step: "open runtime root",
+            path: root.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Reads and validates the published document of `target`. Returns the whole document or an
+/// error, never a partial document.
+pub fn read_projection(root: &RuntimeRoot, target: &TargetId) -> Result<ProjectionDocument> {
+    let path = root.current_path(target);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::NotPublished { path })
+        }
+        Err(source) => return Err(Error::Read { path, source }),
+    };
+    let doc = ProjectionDocument::parse(&bytes)?;
+    if &doc.target_id != target {
+        return Err(
+            solewriter_core::projection::DocumentError::Malformed(format!(
+                "document names target {}, expected {target}",
+                doc.target_id
+            ))
+            .into(),
+        );
+    }
+    Ok(doc)
+}

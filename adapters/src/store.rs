@@ -1,0 +1,161 @@
+//! The SQLite store: explicit `initialize`, fail-closed `open`, the serialized write
+//! transaction every mutation runs in, and read-only inspection.
+//!
+//! Each thread or process opens its own [`ProjectionStore`] (one connection each); SQLite's
+//! write lock, taken by `BEGIN IMMEDIATE`, serializes every mutation across all of them.
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::rows;
+use crate::runtime::RuntimeRoot;
+use crate::schema;
+use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
+use solewriter_core::channel::{ChannelRecord, ChannelRegistry};
+use solewriter_core::config::TimingConfig;
+use solewriter_core::lease::LeaseRecord;
+use solewriter_core::target::{TargetId, TargetTuple};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Everything needed to open a store. Cheap to clone: each thread opens its own store.
+#[derive(Clone)]
+pub struct StoreOptions {
+    /// Path of the SQLite database.
+    pub db_path: PathBuf,
+    /// Root under which `hook-projections/<target_id>/current.json` is written.
+    pub runtime_root: RuntimeRoot,
+    /// Lease TTL and busy timeout (required; no defaults).
+    pub timing: TimingConfig,
+    /// The host's channel registry.
+    pub registry: ChannelRegistry,
+    /// The broker clock.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// One connection to the shared store, with the configuration it runs under.
+pub struct ProjectionStore {
+    pub(crate) conn: Connection,
+    pub(crate) options: StoreOptions,
+}
+
+impl std::fmt::Debug for ProjectionStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProjectionStore")
+            .field("db_path", &self.options.db_path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn configure(conn: &Connection, timing: &TimingConfig) -> rusqlite::Result<()> {
+    conn.busy_timeout(Duration::from_millis(timing.busy_timeout.as_millis()))?;
+    // FULL: a committed submission or grant survives power loss, not only a process crash.
+    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+}
+
+impl ProjectionStore {
+    /// Creates a new store at `db_path`: the two tables, WAL mode, the schema version.
+    /// Refuses an existing path. On failure, the partially created file is removed.
+    pub fn initialize(db_path: &Path, timing: &TimingConfig) -> Result<()> {
+        if db_path.symlink_metadata().is_ok() {
+            return Err(Error::StoreExists {
+                path: db_path.to_owned(),
+            });
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let result = Connection::open_with_flags(db_path, flags).and_then(|conn| {
+            configure(&conn, timing)?;
+            conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))?;
+            schema::create(&conn)
+        });
+        result.map_err(|e| {
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut p = db_path.as_os_str().to_owned();
+                p.push(suffix);
+                let _ = std::fs::remove_file(PathBuf::from(p));
+            }
+            Error::Unreadable {
+                path: db_path.to_owned(),
+                reason: format!("initialize failed: {e}"),
+            }
+        })
+    }
+
+    /// Opens an existing store. Fails closed — creating nothing — on a missing file, a
+    /// foreign or outdated schema, or an unreadable file.
+    pub fn open(options: &StoreOptions) -> Result<Self> {
+        let path = &options.db_path;
+        match path.metadata() {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => {
+                return Err(Error::Unreadable {
+                    path: path.clone(),
+                    reason: "not a regular file".into(),
+                })
+            }
+            Err(_) => return Err(Error::StoreMissing { path: path.clone() }),
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let unreadable = |e: rusqlite::Error| Error::Unreadable {
+            path: path.clone(),
+            reason: e.to_string(),
+        };
+        let conn = Connection::open_with_flags(path, flags).map_err(unreadable)?;
+        configure(&conn, &options.timing).map_err(unreadable)?;
+        schema::verify(&conn, path)?;
+        Ok(ProjectionStore {
+            conn,
+            options: options.clone(),
+        })
+    }
+
+    /// The options this store was opened with.
+    pub fn options(&self) -> &StoreOptions {
+        &self.options
+    }
+
+    /// Begins the serialized write transaction (`BEGIN IMMEDIATE`): SQLite's write lock is
+    /// held from here until commit or rollback.
+    pub(crate) fn begin(&self) -> Result<Transaction<'_>> {
+        Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+            .map_err(|e| self.map_err(e))
+    }
+
+    /// Maps a SQLite error: busy/locked becomes [`Error::Busy`].
+    pub(crate) fn map_err(&self, e: rusqlite::Error) -> Error {
+        match e.sqlite_error_code() {
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Error::Busy {
+                timeout_ms: self.options.timing.busy_timeout.as_millis(),
+            },
+            _ => Error::Sqlite(e),
+        }
+    }
+
+    /// Admits a target: inserts its lease row (unheld, epoch 0) if absent. Idempotent.
+    /// The target id is derived here, from the attested tuple; no caller chooses it.
+    pub fn admit_target(&self, tuple: &TargetTuple) -> Result<TargetId> {
+        let target = tuple.target_id();
+        let tx = self.begin()?;
+        let fresh = rows::insert_admitted(&tx, &target).map_err(|e| self.map_err(e))?;
+        tx.commit().map_err(|e| self.map_err(e))?;
+        tracing::info!(target_id = %target, fresh, "target admitted");
+        Ok(target)
+    }
+
+    /// The lease row of `target`, if admitted (read-only).
+    pub fn lease_row(&self, target: &TargetId) -> Result<Option<LeaseRecord>> {
+        rows::read_lease(&self.conn, target)
+    }
+
+    /// Every lease row, by target id (read-only).
+    pub fn lease_rows(&self) -> Result<Vec<LeaseRecord>> {
+        rows::read_leases(&self.conn)
+    }
+
+    /// The channel rows of `target`, by channel name (read-only).
+    pub fn channel_rows(&self, target: &TargetId) -> Result<Vec<ChannelRecord>> {
+        rows::read_channels(&self.conn, target)
+    }
+}
