@@ -167,6 +167,22 @@ impl ProjectionStore {
         }
     }
 
+    /// Releases the grant of `target` at `epoch` for the holder of the raw `token` — for a
+    /// holder that kept only its token (e.g. across a process boundary). Conditional on the
+    /// token hash AND the epoch: anything else changes nothing.
+    pub fn release_token(
+        &self,
+        target: &TargetId,
+        epoch: u64,
+        token: &HolderToken,
+    ) -> Result<ReleaseOutcome> {
+        self.release_credential(&Credential {
+            target_id: target.clone(),
+            epoch,
+            token_hash: token.hash(),
+        })
+    }
+
     /// Releases the grant `credential` names, conditional on its token hash AND epoch.
     pub(crate) fn release_credential(&self, credential: &Credential) -> Result<ReleaseOutcome> {
         let tx = self.begin()?;

@@ -1,0 +1,344 @@
+//! THE fencing property with real SQLite and real threads: once a successor's acquisition
+//! has committed, no earlier holder mutates `current.json`; and a holder paused inside its
+//! publication transaction cannot be taken over.
+
+mod support;
+
+use solewriter_adapters::publication::{PublishProbe, PublishStep};
+use solewriter_adapters::runtime::read_projection;
+use solewriter_adapters::Error;
+use solewriter_core::lease::{Fenced, LeaseState};
+use solewriter_core::target::TargetId;
+use solewriter_core::time::Millis;
+use std::sync::mpsc;
+use std::sync::Mutex;
+use support::*;
+
+/// A probe that parks the publisher at `step` until the test lets it go.
+struct PauseAt {
+    step: PublishStep,
+    reached: mpsc::Sender<()>,
+    resume: Mutex<mpsc::Receiver<()>>,
+}
+
+impl PublishProbe for PauseAt {
+    fn reached(&self, step: PublishStep, _: &TargetId, _: u64) {
+        if step == self.step {
+            self.reached.send(()).unwrap();
+            self.resume.lock().unwrap().recv().unwrap();
+        }
+    }
+}
+
+fn published_epoch(f: &Fixture, target: &TargetId) -> u64 {
+    read_projection(&f.options.runtime_root, target)
+        .unwrap()
+        .fencing_epoch
+}
+
+#[test]
+fn stale_holder_paused_before_publishing_is_fenced_after_takeover() {
+    let f = Fixture::new();
+    let target = f.open().admit_target(&tuple("a")).unwrap();
+    f.open()
+        .submit(&router(), &route(&target, 1, "first"))
+        .unwrap();
+    let (acquired_tx, acquired_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (f, target) = (&f, &target);
+    std::thread::scope(|s| {
+        let go_tx = go_tx; // moved in: dropped (waking A) if an assertion below fails
+        let a = s.spawn(move || {
+            let store = f.open();
+            let lease = expect_acquired(store.acquire(target, &holder("a")).unwrap());
+            acquired_tx.send(lease.epoch()).unwrap();
+            go_rx.recv().unwrap(); // A is held here, before publishing
+            lease.publish()
+        });
+        assert_eq!(acquired_rx.recv().unwrap(), 1);
+        f.clock.advance(TTL_MS); // A's lease expires
+        let b = s.spawn(move || {
+            let store = f.open();
+            let lease = expect_acquired(store.acquire(target, &holder("b")).unwrap());
+            assert_eq!(lease.epoch(), 2);
+            lease.publish().unwrap()
+        });
+        let b_published = b.join().unwrap();
+        let b_bytes = f.current_bytes(target).unwrap();
+        // A clock jump backwards must not revive A: safety does not depend on the clock.
+        f.clock.set(START);
+        go_tx.send(()).unwrap();
+        let err = a.join().unwrap().unwrap_err();
+        assert!(
+            matches!(err, Error::Fenced(Fenced::Superseded { current_epoch: 2 })),
+            "{err}"
+        );
+        assert_eq!(
+            f.current_bytes(target).unwrap(),
+            b_bytes,
+            "current.json still holds B's document"
+        );
+        assert_eq!(b_published.fencing_epoch, 2);
+        assert_eq!(published_epoch(f, target), 2);
+        assert!(f.leftovers(target).is_empty());
+    });
+}
+
+#[test]
+fn holder_paused_inside_its_transaction_cannot_be_taken_over_and_aborts_at_expiry() {
+    let f = Fixture::with_timing(timing(TTL_MS, 100), 1024);
+    let target = f.open().admit_target(&tuple("a")).unwrap();
+    f.open()
+        .submit(&router(), &route(&target, 1, "first"))
+        .unwrap();
+    // An earlier, complete publication.
+    {
+        let store = f.open();
+        expect_acquired(store.acquire(&target, &holder("z")).unwrap())
+            .publish()
+            .unwrap();
+    }
+    let before = f.current_bytes(&target).unwrap();
+    f.open()
+        .submit(&router(), &route(&target, 2, "second"))
+        .unwrap();
+    let (reached_tx, reached_rx) = mpsc::channel();
+    let (resume_tx, resume_rx) = mpsc::channel();
+    let probe = PauseAt {
+        step: PublishStep::TempWritten,
+        reached: reached_tx,
+        resume: Mutex::new(resume_rx),
+    };
+    std::thread::scope(|s| {
+        let resume_tx = resume_tx; // moved in: dropped (waking A) if an assertion below fails
+        let a = s.spawn(|| {
+            let store = f.open();
+            let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+            assert_eq!(lease.epoch(), 2);
+            lease.publish_observed(&probe)
+        });
+        reached_rx.recv().unwrap(); // A is inside its transaction, temp file written
+        assert_eq!(
+            f.leftovers(&target).len(),
+            1,
+            "A's temp file exists while it is paused"
+        );
+        f.clock.advance(TTL_MS + 1); // A's lease is now expired by the clock
+        let store_b = f.open();
+        let err = store_b.acquire(&target, &holder("b")).unwrap_err();
+        assert!(
+            matches!(err, Error::Busy { .. }),
+            "B must not take over mid-transaction: {err}"
+        );
+        assert_eq!(
+            store_b.lease_row(&target).unwrap().unwrap().fencing_epoch,
+            2
+        );
+        resume_tx.send(()).unwrap();
+        let err = a.join().unwrap().unwrap_err();
+        assert!(matches!(err, Error::LeaseExpired(_)), "{err}");
+        assert_eq!(
+            f.current_bytes(&target).unwrap(),
+            before,
+            "current.json unchanged"
+        );
+        assert!(f.leftovers(&target).is_empty(), "no temp file remains");
+        assert!(matches!(
+            store_b.lease_row(&target).unwrap().unwrap().state,
+            LeaseState::Released(_)
+        ));
+    });
+    // Now B gets it.
+    let store_b = f.open();
+    let lease = expect_acquired(store_b.acquire(&target, &holder("b")).unwrap());
+    assert_eq!(lease.epoch(), 3);
+}
+
+/// A probe that advances the manual clock at one step.
+struct AdvanceAt<'a>(
+    PublishStep,
+    &'a solewriter_adapters::clock::ManualClock,
+    u64,
+);
+
+impl PublishProbe for AdvanceAt<'_> {
+    fn reached(&self, step: PublishStep, _: &TargetId, _: u64) {
+        if step == self.0 {
+            self.1.advance(self.2);
+        }
+    }
+}
+
+#[test]
+fn a_render_or_write_that_passes_expiry_aborts_without_renewal() {
+    for step in [
+        PublishStep::Revalidated,
+        PublishStep::Composed,
+        PublishStep::TempWritten,
+    ] {
+        let f = Fixture::new();
+        let store = f.open();
+        let target = store.admit_target(&tuple("a")).unwrap();
+        store.submit(&router(), &route(&target, 1, "x")).unwrap();
+        let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+        let expires_at = lease.expires_at();
+        let err = lease
+            .publish_observed(&AdvanceAt(step, &f.clock, TTL_MS))
+            .unwrap_err();
+        match err {
+            Error::LeaseExpired(d) => {
+                assert_eq!(d.expires_at, expires_at, "{step:?}: not extended")
+            }
+            other => panic!("{step:?}: {other}"),
+        }
+        assert!(
+            f.current_bytes(&target).is_none(),
+            "{step:?}: current.json untouched"
+        );
+        assert!(f.leftovers(&target).is_empty(), "{step:?}: temp removed");
+        let row = store.lease_row(&target).unwrap().unwrap();
+        assert!(
+            matches!(row.state, LeaseState::Released(_)),
+            "{step:?}: released conditionally"
+        );
+        assert_eq!(
+            row.state.grant().unwrap().expires_at,
+            expires_at,
+            "{step:?}: never extended"
+        );
+    }
+}
+
+#[test]
+fn expired_before_publishing_is_fenced() {
+    let f = Fixture::new();
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    f.clock.advance(TTL_MS);
+    assert!(matches!(
+        lease.publish().unwrap_err(),
+        Error::Fenced(Fenced::Expired)
+    ));
+    assert!(f.current_bytes(&target).is_none());
+    assert!(matches!(
+        store.lease_row(&target).unwrap().unwrap().state,
+        LeaseState::Released(_)
+    ));
+}
+
+#[test]
+fn unwritable_runtime_directory_is_a_typed_error_and_releases() {
+    let f = Fixture::new();
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    std::fs::write(
+        f.options.runtime_root.path().join("hook-projections"),
+        b"not a dir",
+    )
+    .unwrap();
+    let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    let err = lease.publish().unwrap_err();
+    assert!(matches!(err, Error::UnsafeRuntimeDir { .. }), "{err}");
+    assert!(matches!(
+        store.lease_row(&target).unwrap().unwrap().state,
+        LeaseState::Released(_)
+    ));
+}
+
+#[test]
+fn failed_rename_leaves_current_untouched_removes_temp_and_releases() {
+    let f = Fixture::new();
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    // A directory where current.json should be: rename(2) onto it fails.
+    let current = f.current_path(&target);
+    std::fs::create_dir_all(current.join("blocker")).unwrap();
+    let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    let err = lease.publish().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Io {
+                step: "rename into place",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(current.join("blocker").is_dir(), "current.json untouched");
+    assert!(f.leftovers(&target).is_empty(), "temp removed");
+    assert!(matches!(
+        store.lease_row(&target).unwrap().unwrap().state,
+        LeaseState::Released(_)
+    ));
+}
+
+#[test]
+fn symlinked_projection_directory_is_refused() {
+    let f = Fixture::new();
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    let outside = f.dir.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(
+        &outside,
+        f.options.runtime_root.path().join("hook-projections"),
+    )
+    .unwrap();
+    let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    assert!(matches!(
+        lease.publish().unwrap_err(),
+        Error::UnsafeRuntimeDir {
+            reason: "is a symlink",
+            ..
+        }
+    ));
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "nothing written through the symlink"
+    );
+}
+
+#[test]
+fn publication_composes_committed_rows_and_the_reader_returns_them() {
+    let f = Fixture::new();
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    assert!(matches!(
+        read_projection(&f.options.runtime_root, &target),
+        Err(Error::NotPublished { .. })
+    ));
+    store
+        .submit(&router(), &route(&target, 3, "hello"))
+        .unwrap();
+    let published = expect_acquired(store.acquire(&target, &holder("a")).unwrap())
+        .publish()
+        .unwrap();
+    assert_eq!(published.path, f.current_path(&target));
+    let doc = read_projection(&f.options.runtime_root, &target).unwrap();
+    assert_eq!(doc.target_id, target);
+    assert_eq!(doc.published_at, Millis(START.0));
+    assert_eq!(doc.channels.len(), 1);
+    assert_eq!(
+        doc.channels[0].envelope.get(),
+        route(&target, 3, "hello").envelope_json
+    );
+    assert_eq!(
+        doc.missing.len(),
+        1,
+        "the lifecycle-frontier channel is listed as missing"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| p.metadata().unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&published.path), 0o600);
+    assert_eq!(mode(&f.options.runtime_root.target_dir(&target)), 0o700);
+    // A torn file is an error for the reader, never a partial document.
+    let bytes = std::fs::read(&published.path).unwrap();
+    std::fs::write(&published.path, &bytes[..bytes.len() / 2]).unwrap();
+    assert!(matches!(
+        read_projection(&f.options.runtime_root, &target),
+        Err(Error::Document(_))
+    ));
+}

@@ -1,0 +1,156 @@
+//! Acquisition and the conditional release against the real SQLite store.
+
+mod support;
+
+use solewriter_adapters::lease::{Acquisition, ReleaseOutcome};
+use solewriter_adapters::Error;
+use solewriter_core::lease::{Fenced, LeaseState};
+use solewriter_core::target::TargetId;
+use support::*;
+
+#[test]
+fn acquire_grants_only_when_unheld_released_or_expired_and_epoch_always_rises() {
+    let f = Fixture::new();
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    // Unheld → granted at epoch 1.
+    let a = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    assert_eq!(a.epoch(), 1);
+    // Held → denied with retry metadata, nothing written.
+    f.clock.advance(400);
+    match store.acquire(&target, &holder("b")).unwrap() {
+        Acquisition::Held(h) => {
+            assert_eq!((h.fencing_epoch, h.retry_after_ms), (1, TTL_MS - 400));
+            assert_eq!(h.holder_instance_digest.as_str(), "a");
+        }
+        Acquisition::Acquired(_) => panic!("granted while held"),
+    }
+    assert_eq!(store.lease_row(&target).unwrap().unwrap().fencing_epoch, 1);
+    // Released → the same holder re-acquires, and the epoch still rises.
+    assert_eq!(a.release().unwrap(), ReleaseOutcome::Released);
+    let a2 = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    assert_eq!(a2.epoch(), 2);
+    // Expired (expires_at <= now) → granted.
+    f.clock.advance(TTL_MS);
+    let b = expect_acquired(store.acquire(&target, &holder("b")).unwrap());
+    assert_eq!(b.epoch(), 3);
+    drop(a2); // stale: its safety-net release must not touch b's grant
+    let row = store.lease_row(&target).unwrap().unwrap();
+    assert_eq!(row.fencing_epoch, 3);
+    assert!(matches!(row.state, LeaseState::Held(_)));
+    drop(b);
+    assert!(
+        matches!(
+            store.lease_row(&target).unwrap().unwrap().state,
+            LeaseState::Released(_)
+        ),
+        "drop releases"
+    );
+}
+
+#[test]
+fn acquire_refuses_unadmitted_target() {
+    let f = Fixture::new();
+    let store = f.open();
+    let target = TargetId::parse(&"e".repeat(64)).unwrap();
+    assert!(matches!(
+        store.acquire(&target, &holder("a")),
+        Err(Error::NotAdmitted(_))
+    ));
+}
+
+#[test]
+fn raw_token_is_returned_and_only_its_hash_is_stored() {
+    let f = Fixture::new();
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    let raw = *lease.token().as_bytes();
+    let row = store.lease_row(&target).unwrap().unwrap();
+    let stored = row.state.grant().unwrap().holder_token_hash;
+    assert_eq!(stored.as_bytes(), lease.token().hash().as_bytes());
+    assert_ne!(stored.as_bytes(), &raw);
+    let hex = lease.token().to_hex();
+    assert!(
+        !format!("{lease:?}").contains(&hex),
+        "Debug redacts the token"
+    );
+    assert_eq!(lease.release().unwrap(), ReleaseOutcome::Released);
+    // Force everything into the main database file, then search every file of the store.
+    drop(store);
+    let conn = rusqlite::Connection::open(&f.options.db_path).unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    drop(conn);
+    for entry in std::fs::read_dir(f.dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes.windows(32).any(|w| w == raw),
+                "raw token bytes found in {}",
+                path.display()
+            );
+            assert!(
+                !bytes.windows(64).any(|w| w == hex.as_bytes()),
+                "raw token hex found in {}",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn stale_holder_release_changes_nothing() {
+    let f = Fixture::new();
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    let a = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    f.clock.advance(TTL_MS);
+    let b = expect_acquired(store.acquire(&target, &holder("b")).unwrap());
+    let outcome = a.release().unwrap();
+    assert_eq!(
+        outcome,
+        ReleaseOutcome::NotHolder(Fenced::Superseded { current_epoch: 2 })
+    );
+    let row = store.lease_row(&target).unwrap().unwrap();
+    assert_eq!(row.fencing_epoch, 2);
+    assert!(
+        matches!(row.state, LeaseState::Held(_)),
+        "successor still held"
+    );
+    assert_eq!(b.release().unwrap(), ReleaseOutcome::Released);
+}
+
+/// Release with the right token but the wrong epoch, and with the right epoch but the wrong
+/// token: both change nothing.
+#[test]
+fn release_needs_both_token_and_epoch() {
+    let f = Fixture::new();
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    // Right token, wrong epoch: A holds epoch 1, releases, re-acquires epoch 2 with a fresh
+    // token; the old credential (epoch 1, old token) must not release epoch 2.
+    let first = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    let first_token = first.token().clone();
+    assert_eq!(first.release().unwrap(), ReleaseOutcome::Released);
+    let second = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    let wrong_epoch = store.release_token(&target, 1, second.token()).unwrap();
+    assert_eq!(
+        wrong_epoch,
+        ReleaseOutcome::NotHolder(Fenced::Superseded { current_epoch: 2 })
+    );
+    // Right epoch, wrong token.
+    let wrong_token = store.release_token(&target, 2, &first_token).unwrap();
+    assert_eq!(
+        wrong_token,
+        ReleaseOutcome::NotHolder(Fenced::TokenMismatch)
+    );
+    let row = store.lease_row(&target).unwrap().unwrap();
+    assert_eq!(row.fencing_epoch, 2);
+    assert!(
+        matches!(row.state, LeaseState::Held(_)),
+        "still held after both forged releases"
+    );
+    assert_eq!(second.release().unwrap(), ReleaseOutcome::Released);
+}
