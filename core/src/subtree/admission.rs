@@ -37,9 +37,9 @@ pub enum WriteDenied {
     #[error("write denied: {requested} conflicts with {held}")]
     Conflict {
         /// The lock the write needed.
-        requested: Lock,
+        requested: Box<Lock>,
         /// A copy of the conflicting held lock.
-        held: Lock,
+        held: Box<Lock>,
     },
     /// The authority could not answer (e.g. its state is poisoned); fail closed.
     #[error("write denied: the write guard is unavailable: {0}")]
@@ -156,8 +156,8 @@ pub fn admit_write<'t, A: LockAuthority>(
         Ok(Acquired::Granted) => Ok(Admitted::Granted(lock)),
         Ok(Acquired::Reentrant) => Ok(Admitted::Reentrant(lock)),
         Err(Refusal::Conflict(held)) => Err(WriteDenied::Conflict {
-            requested: lock,
-            held,
+            requested: Box::new(lock),
+            held: Box::new(held),
         }),
         Err(Refusal::Unavailable(why)) => Err(WriteDenied::AuthorityUnavailable(why)),
     }
@@ -252,7 +252,7 @@ mod tests {
             panic!("expected a conflict, got {denied:?}");
         };
         assert_eq!(requested.path.to_string(), "/root/a/a1");
-        assert_eq!(held, before[0]);
+        assert_eq!(*held, before[0]);
         assert_eq!(index.held(), before);
         // The conflict is an owned copy: changing it cannot reach the index.
         held.path = SubtreePath::parse("/elsewhere").unwrap();
