@@ -155,7 +155,8 @@ fn agent(heap: &Heap, name: &str, offset: usize) -> Vec<String> {
                     assert!(attempt < 1_000_000, "{name} starved on {root}");
                     thread::yield_now();
                 }
-                Err(other) => panic!("{name}: unexpected refusal {other:?}"),
+                Err(Refused::Frame(error)) => panic!("{name}: frame refused: {error}"),
+                Err(Refused::Denied(other)) => panic!("{name}: unexpected denial: {other}"),
             }
         };
         for (step, node) in subtree(root).into_iter().enumerate().skip(1) {

@@ -195,37 +195,56 @@ thread_local! {
     static EXECUTIONS: Cell<usize> = const { Cell::new(0) };
 }
 
+/// One writer of the scenario: its (agent, session), its edits as (subtree root, node written
+/// inside it), and whether it ends by disconnecting (sweep) instead of releasing.
+struct Script {
+    agent: &'static str,
+    session: &'static str,
+    edits: &'static [(&'static str, &'static str)],
+    disconnect: bool,
+}
+
+/// Alice#1 and Bob#1 contend for `/app/x1` (and its name-prefix sibling `/app/x1y`); Alice#2,
+/// the same agent on another session, takes `/app/z1` and `/app/x1y/q`, then disconnects.
+const SCRIPTS: [Script; 3] = [
+    Script {
+        agent: "alice",
+        session: "1",
+        edits: &[("/app/x1", "/app/x1/leaf"), ("/app", "/app/z1")],
+        disconnect: false,
+    },
+    Script {
+        agent: "bob",
+        session: "1",
+        edits: &[("/app/x1y", "/app/x1y/q"), ("/app/x1/leaf", "/app/x1/leaf")],
+        disconnect: false,
+    },
+    Script {
+        agent: "alice",
+        session: "2",
+        edits: &[("/app/z1", "/app/z1/w"), ("/app/x1y/q", "/app/x1y/q/r")],
+        disconnect: true,
+    },
+];
+
 fn scenario<A: Authority>(make: fn() -> A) -> impl Fn() + Send + Sync + 'static {
     move || {
         EXECUTIONS.set(EXECUTIONS.get() + 1);
         let guard = Arc::new(make());
         let shadow = Arc::new(Shadow::default());
-        let scripts: [(&str, &str, Vec<(&str, &str)>, bool); 3] = [
-            (
-                "alice",
-                "1",
-                vec![("/app/x1", "/app/x1/leaf"), ("/app", "/app/z1")],
-                false,
-            ),
-            (
-                "bob",
-                "1",
-                vec![("/app/x1y", "/app/x1y/q"), ("/app/x1/leaf", "/app/x1/leaf")],
-                false,
-            ),
-            (
-                "alice",
-                "2",
-                vec![("/app/z1", "/app/z1/w"), ("/app/x1y/q", "/app/x1y/q/r")],
-                true,
-            ),
-        ];
-        let handles: Vec<_> = scripts
-            .into_iter()
-            .map(|(agent, session, edits, disconnect)| {
+        let handles: Vec<_> = SCRIPTS
+            .iter()
+            .map(|script| {
                 let (guard, shadow) = (Arc::clone(&guard), Arc::clone(&shadow));
                 thread::spawn(move || {
-                    run_writer(&*guard, &shadow, agent, session, &edits, disconnect)
+                    run_writer(
+                        &*guard,
+                        &shadow,
+                        script.agent,
+                        script.session,
+                        script.edits,
+                        script.disconnect,
+                    )
                 })
             })
             .collect();
