@@ -9,6 +9,7 @@
 //! - [`publication`]: the fenced publication of `current.json`.
 //! - [`atomic_file`]: temp sibling, fsync, rename, directory fsync.
 //! - [`runtime`]: the runtime root, the derived output paths, and the hook reader.
+//! - [`write_guard`]: the per-heap subtree write-lock authority (ADR 0021).
 //! - [`error`]: the one error type, saying what failed and what was left untouched.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -23,5 +24,6 @@ pub mod runtime;
 pub mod schema;
 pub mod store;
 pub mod submission;
+pub mod write_guard;
 
 pub use error::Error;

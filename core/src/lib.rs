@@ -16,6 +16,7 @@
 //! - [`channel`]: producers, channels, the channel registry and channel rows.
 //! - [`watermark`]: producer-submission admission.
 //! - [`projection`]: composition of committed channel rows into the published document.
+//! - [`subtree`]: subtree write locks of (agent, session) writers and fail-closed write admission.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -24,6 +25,7 @@ pub mod config;
 pub mod lease;
 pub mod names;
 pub mod projection;
+pub mod subtree;
 pub mod target;
 pub mod time;
 pub mod token;
