@@ -23,44 +23,10 @@ use crate::store::ProjectionStore;
 use rusqlite::Connection;
 use solewriter_core::lease::{observe, Credential};
 use solewriter_core::projection::compose;
+pub use solewriter_core::publication::PublishStep;
 use solewriter_core::target::TargetId;
 use solewriter_core::time::Millis;
 use std::path::PathBuf;
-
-/// A named point of the publication sequence, reported to a [`PublishProbe`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PublishStep {
-    /// The serialized write transaction is open.
-    TransactionOpen,
-    /// The lease was revalidated.
-    Revalidated,
-    /// The document was composed from the committed rows.
-    Composed,
-    /// The temp sibling is written and fsynced.
-    TempWritten,
-    /// The deadline check before the rename passed.
-    DeadlineChecked,
-    /// `current.json` was replaced (directory not yet fsynced).
-    Renamed,
-    /// The directory was fsynced.
-    DirectorySynced,
-    /// The conditional release was executed (the commit follows).
-    Released,
-}
-
-impl PublishStep {
-    /// Every step, in order.
-    pub const ALL: [PublishStep; 8] = [
-        PublishStep::TransactionOpen,
-        PublishStep::Revalidated,
-        PublishStep::Composed,
-        PublishStep::TempWritten,
-        PublishStep::DeadlineChecked,
-        PublishStep::Renamed,
-        PublishStep::DirectorySynced,
-        PublishStep::Released,
-    ];
-}
 
 /// Observes the publication sequence: tests pause or crash a publisher between steps. The
 /// probe runs inside the transaction, so while it blocks, every other writer of the store

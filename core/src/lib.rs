@@ -16,6 +16,7 @@
 //! - [`channel`]: producers, channels, the channel registry and channel rows.
 //! - [`watermark`]: producer-submission admission.
 //! - [`projection`]: composition of committed channel rows into the published document.
+//! - [`publication`]: the named steps of the fenced publication sequence.
 //! - [`subtree`]: subtree write locks of (agent, session) writers and fail-closed write admission.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -25,6 +26,7 @@ pub mod config;
 pub mod lease;
 pub mod names;
 pub mod projection;
+pub mod publication;
 pub mod subtree;
 pub mod target;
 pub mod time;
