@@ -1,0 +1,50 @@
+//! The design under check: the real one, or one of the traps the seed warns about (plus the
+//! ones found while building the proof), each built as a deliberately broken variant. The
+//! verification crate shows that the model checkers find a violation in every trap while
+//! the real design passes the same checks.
+
+/// Which publication, acquisition and release protocol the model runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Design {
+    /// The solewriter design: revalidation, temp write, deadline check and rename inside ONE
+    /// serialized transaction; release conditional on token hash AND epoch.
+    Real,
+    /// Trap: atomic rename without the single-writer check (the lease is checked only at
+    /// acquisition; publication is an unguarded temp-write-and-rename).
+    RenameWithoutCheck,
+    /// Trap: the fencing epoch in the published JSON used as the guard — read the file,
+    /// compare epochs, then rename, with no transaction around it.
+    JsonEpochGuard,
+    /// Trap: "remote lease + unguarded local write" — revalidate in one transaction, commit,
+    /// then write and rename outside it.
+    CommitThenRename,
+    /// Trap: release conditional on the token hash only.
+    ReleaseTokenOnly,
+    /// Trap: release conditional on the epoch only.
+    ReleaseEpochOnly,
+    /// Trap: revalidation that ignores expiry (and no deadline check before the rename).
+    IgnoreExpiry,
+    /// Trap: a renewal that extends `expires_at` while publishing.
+    Renewal,
+    /// Trap found while building the model: acquisition as read-decide in one transaction
+    /// and write in another (a deferred transaction upgraded too late).
+    SplitAcquire,
+    /// Trap found while building the model: writing `current.json` in place instead of a
+    /// temp sibling plus rename.
+    InPlaceWrite,
+}
+
+impl Design {
+    /// Every trap variant (everything but [`Design::Real`]).
+    pub const TRAPS: [Design; 9] = [
+        Design::RenameWithoutCheck,
+        Design::JsonEpochGuard,
+        Design::CommitThenRename,
+        Design::ReleaseTokenOnly,
+        Design::ReleaseEpochOnly,
+        Design::IgnoreExpiry,
+        Design::Renewal,
+        Design::SplitAcquire,
+        Design::InPlaceWrite,
+    ];
+}

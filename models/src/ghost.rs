@@ -1,0 +1,182 @@
+//! The invariant checker ("ghost state"). The world feeds it from INSIDE the critical
+//! section of each action — a commit, a rename, a release, a read — so the order it sees is
+//! the order the actions took effect. A broken invariant panics with a message starting
+//! with `VIOLATION:`, which the model checkers report together with a replayable schedule.
+//!
+//! Invariants:
+//! - **fenced rename**: a rename is made only by the holder of the committed lease row
+//!   (same epoch, same token hash, state held) — so never after a successor's acquisition
+//!   committed, and never by a released or fenced lease;
+//! - **bounded lease**: the renamer's last clock reading before the rename was before its
+//!   `expires_at`;
+//! - **monotonic publication**: the epochs of successive published documents never decrease;
+//! - **complete reads**: every read of `current.json` parses as a complete document, and a
+//!   reader's successive epochs never decrease;
+//! - **no renewal**: every committed grant has `expires_at = acquired_at + ttl`, and a grant's
+//!   `expires_at` never changes;
+//! - **unique grants**: an epoch is granted once, to one token;
+//! - **conditional release**: a release only ever frees the grant whose epoch AND token hash
+//!   it presented.
+
+use crate::state::StoreState;
+use solewriter_core::lease::{LeaseRecord, LeaseState};
+use solewriter_core::projection::ProjectionDocument;
+use solewriter_core::target::TargetId;
+use solewriter_core::time::Millis;
+use solewriter_core::token::TokenHash;
+use std::collections::BTreeMap;
+
+/// Who renames, as the renamer itself believes.
+#[derive(Clone, Copy, Debug)]
+pub struct Renamer {
+    /// The renamer's grant epoch.
+    pub epoch: u64,
+    /// Hash of the renamer's token.
+    pub token_hash: TokenHash,
+    /// The renamer's grant expiry.
+    pub expires_at: Millis,
+    /// The renamer's last clock reading before the rename.
+    pub last_clock: Millis,
+}
+
+/// The checker's state: a mirror of the committed lease rows plus the publication history.
+#[derive(Debug)]
+pub struct Ghost {
+    ttl_ms: u64,
+    committed: BTreeMap<TargetId, LeaseRecord>,
+    last_published: BTreeMap<TargetId, u64>,
+    /// Number of renames observed.
+    pub renames: u64,
+}
+
+fn violation(message: String) -> ! {
+    panic!("VIOLATION: {message}")
+}
+
+impl Ghost {
+    /// A checker for leases of `ttl_ms`.
+    pub fn new(ttl_ms: u64) -> Self {
+        Ghost {
+            ttl_ms,
+            committed: BTreeMap::new(),
+            last_published: BTreeMap::new(),
+            renames: 0,
+        }
+    }
+
+    /// A store transaction commits `after`.
+    pub fn on_commit(&mut self, after: &StoreState) {
+        for (target, row) in &after.leases {
+            let before = self.committed.get(target);
+            if let Some(grant) = row.state.grant() {
+                if grant.expires_at.0 != grant.acquired_at.0.saturating_add(self.ttl_ms) {
+                    violation(format!(
+                        "lease of {target} epoch {} held past acquired_at + ttl (acquired {}, expires {})",
+                        row.fencing_epoch, grant.acquired_at, grant.expires_at
+                    ));
+                }
+                if let Some(prev) = before.filter(|p| p.fencing_epoch == row.fencing_epoch) {
+                    let prev_grant = prev.state.grant();
+                    let same = prev_grant.is_some_and(|p| {
+                        p.holder_token_hash.ct_eq(&grant.holder_token_hash)
+                            && p.expires_at == grant.expires_at
+                    });
+                    if !same {
+                        violation(format!(
+                            "epoch {} of {target} granted twice or its expiry moved",
+                            row.fencing_epoch
+                        ));
+                    }
+                }
+            }
+            if let Some(prev) = before {
+                if row.fencing_epoch < prev.fencing_epoch {
+                    violation(format!("fencing epoch of {target} went back"));
+                }
+            }
+        }
+        self.committed = after.leases.clone();
+    }
+
+    /// `renamer` replaces `current.json` of `target` with a document of `doc_epoch`.
+    pub fn on_rename(&mut self, target: &TargetId, renamer: &Renamer, doc_epoch: u64) {
+        self.renames += 1;
+        let row = self.committed.get(target);
+        let holds = row.is_some_and(|r| {
+            r.fencing_epoch == renamer.epoch
+                && matches!(&r.state, LeaseState::Held(g) if g.holder_token_hash.ct_eq(&renamer.token_hash))
+        });
+        if !holds {
+            let (epoch, state) = row.map_or((0, "absent"), |r| (r.fencing_epoch, r.state.name()));
+            violation(format!(
+                "rename by epoch {} while the committed lease is at epoch {epoch} ({state}): a stale, released or fenced holder mutated current.json",
+                renamer.epoch
+            ));
+        }
+        if renamer.last_clock >= renamer.expires_at {
+            violation(format!(
+                "rename by epoch {} after its lease expired (clock {} >= expires_at {})",
+                renamer.epoch, renamer.last_clock, renamer.expires_at
+            ));
+        }
+        let last = self
+            .last_published
+            .insert(target.clone(), doc_epoch)
+            .unwrap_or(0);
+        if doc_epoch < last {
+            violation(format!(
+                "published epoch went back from {last} to {doc_epoch}"
+            ));
+        }
+    }
+
+    /// A release by (`epoch`, `token_hash`) is about to free `row`.
+    pub fn on_release(&self, row: &LeaseRecord, epoch: u64, token_hash: &TokenHash) {
+        let own = row.fencing_epoch == epoch
+            && row
+                .state
+                .grant()
+                .is_some_and(|g| g.holder_token_hash.ct_eq(token_hash));
+        if !own {
+            violation(format!(
+                "a release presenting epoch {epoch} freed the grant at epoch {} it does not hold",
+                row.fencing_epoch
+            ));
+        }
+    }
+}
+
+/// A reader's view: checks each read and remembers the last epoch it saw.
+#[derive(Debug, Default)]
+pub struct ReaderCheck {
+    last_epoch: Option<u64>,
+    /// Distinct epochs this reader observed, in order.
+    pub epochs: Vec<u64>,
+}
+
+impl ReaderCheck {
+    /// Checks one read of `current.json`; `None` means not published yet.
+    pub fn observe(&mut self, bytes: Option<&[u8]>) {
+        let Some(bytes) = bytes else {
+            if self.last_epoch.is_some() {
+                violation("current.json disappeared after it was published".into());
+            }
+            return;
+        };
+        let doc = ProjectionDocument::parse(bytes).unwrap_or_else(|e| {
+            violation(format!("torn or unparseable read of current.json: {e}"))
+        });
+        if let Some(last) = self.last_epoch {
+            if doc.fencing_epoch < last {
+                violation(format!(
+                    "reader saw epoch {} after {last}",
+                    doc.fencing_epoch
+                ));
+            }
+        }
+        if self.last_epoch != Some(doc.fencing_epoch) {
+            self.epochs.push(doc.fencing_epoch);
+        }
+        self.last_epoch = Some(doc.fencing_epoch);
+    }
+}

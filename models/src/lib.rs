@@ -1,0 +1,26 @@
+//! solewriter-models: the executable reference model — the specification in code.
+//!
+//! The model holds the store (lease rows, channel rows, ONE serialized write transaction)
+//! and the runtime directory (current documents, temp siblings, atomic rename) in memory,
+//! and executes the SAME core decisions and plans as the SQLite adapter: `observe`,
+//! `decide_acquire`, `authorize_publish`, `check_deadline`, `decide_release`,
+//! `decide_submission`, `compose`. It is small and obviously right, so it can serve as the
+//! oracle of the conformance test and as the system under the loom and shuttle checkers.
+//!
+//! - [`shim`]: the synchronization shim (std here; loom and shuttle in `solewriter-verification`).
+//! - [`design`]: the real design and the deliberately broken trap variants.
+//! - [`ghost`]: the invariant checker, fed from inside each critical section.
+//! - [`state`]: the store and file-system state.
+//! - [`world`]: the operations (admit, submit, acquire, publish, release, read, clock).
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod design;
+pub mod ghost;
+pub mod shim;
+pub mod state;
+pub mod world;
+
+pub use design::Design;
+pub use shim::{Shim, StdShim};
+pub use world::World;

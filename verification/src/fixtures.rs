@@ -1,0 +1,84 @@
+//! Scenario fixtures shared by the model checks and the conformance test: one target, two
+//! registered channels owned by two producers, deterministic tokens, a fixed TTL.
+
+use solewriter_core::channel::{ChannelName, ChannelRegistry, ChannelSpec, ProducerId, Submission};
+use solewriter_core::config::LeaseTtl;
+use solewriter_core::names::InstanceDigest;
+use solewriter_core::target::{TargetId, TargetTuple};
+use solewriter_core::time::Millis;
+use solewriter_core::token::HolderToken;
+
+/// Lease TTL of every scenario, in ms.
+pub const TTL_MS: u64 = 100;
+/// Clock reading at the start of every scenario.
+pub const START: Millis = Millis(1_000);
+/// The two channels: (channel, owning producer, envelope schema).
+pub const CHANNELS: [(&str, &str, &str); 2] = [
+    ("computed-route", "router", "computed-route.v1"),
+    ("lifecycle-frontier", "frontier", "lifecycle-frontier.v1"),
+];
+
+/// The lease TTL.
+pub fn ttl() -> LeaseTtl {
+    LeaseTtl::from_millis(Some(TTL_MS)).expect("non-zero")
+}
+
+/// The registry of the two channels, 4 KiB each.
+pub fn registry() -> ChannelRegistry {
+    ChannelRegistry::new(CHANNELS.map(|(name, owner, schema)| ChannelSpec {
+        name: ChannelName::parse(name).expect("valid"),
+        owner: ProducerId::parse(owner).expect("valid"),
+        envelope_schema: schema.into(),
+        max_envelope_bytes: 4096,
+    }))
+    .expect("valid registry")
+}
+
+/// The `n`-th attested tuple.
+pub fn tuple(n: usize) -> TargetTuple {
+    let agent = format!("agent-{n}");
+    TargetTuple::new([
+        "1",
+        "hook-projection",
+        &agent,
+        "claude-code",
+        "inst",
+        "ws",
+        "live-lane",
+    ])
+    .expect("valid tuple")
+}
+
+/// A holder instance digest.
+pub fn holder(n: usize) -> InstanceDigest {
+    InstanceDigest::parse(&format!("holder-{n}")).expect("valid")
+}
+
+/// A deterministic token.
+pub fn token(n: u8) -> HolderToken {
+    HolderToken::from_bytes([n; 32])
+}
+
+/// The producer owning channel `c` (0 or 1).
+pub fn producer(c: usize) -> ProducerId {
+    ProducerId::parse(CHANNELS[c].1).expect("valid")
+}
+
+/// A submission on channel `c` of `target` at `watermark`, with `body` in the envelope.
+pub fn submission(
+    target: &TargetId,
+    c: usize,
+    watermark: u64,
+    body: &str,
+    captured_at: Millis,
+) -> Submission {
+    let (channel, _, schema) = CHANNELS[c];
+    Submission {
+        target_id: target.clone(),
+        channel: ChannelName::parse(channel).expect("valid"),
+        source_watermark: watermark,
+        envelope_json: format!(r#"{{"schema":"{schema}","notAuthority":true,"body":"{body}"}}"#),
+        captured_at,
+        expires_at: captured_at.plus_ms(10 * TTL_MS),
+    }
+}

@@ -1,0 +1,44 @@
+//! The model's synchronization shim for loom and for shuttle: the same reference model runs
+//! under each checker with that checker's mutex, so every lock acquisition in the model is a
+//! point where the checker may switch threads.
+
+use solewriter_models::Shim;
+
+/// loom's mutex: loom explores every interleaving of these lock acquisitions (within the
+/// preemption bound).
+#[derive(Debug)]
+pub struct LoomShim;
+
+impl Shim for LoomShim {
+    type Mutex<T: Send + 'static> = loom::sync::Mutex<T>;
+
+    fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
+        loom::sync::Mutex::new(value)
+    }
+
+    fn with<T: Send + 'static, R>(mutex: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
+        let mut guard = mutex
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut guard)
+    }
+}
+
+/// shuttle's mutex: shuttle's random and PCT schedulers pick the interleavings.
+#[derive(Debug)]
+pub struct ShuttleShim;
+
+impl Shim for ShuttleShim {
+    type Mutex<T: Send + 'static> = shuttle::sync::Mutex<T>;
+
+    fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
+        shuttle::sync::Mutex::new(value)
+    }
+
+    fn with<T: Send + 'static, R>(mutex: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
+        let mut guard = mutex
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut guard)
+    }
+}

@@ -1,0 +1,196 @@
+#![cfg(feature = "model-check")]
+//! loom: exhaustive interleavings of the stale-holder takeover path.
+//!
+//! Setup (before the threads start): holder Z publishes epoch 1 (so a document exists), then
+//! holder A acquires epoch 2. Threads:
+//! - **A** publishes (it may be preempted anywhere: before, inside, or after its transaction);
+//! - **B** tries to acquire — granted only once the clock passed A's expiry and A's
+//!   transaction is not running — and, if granted, publishes;
+//! - **the clock** moves past A's expiry, then jumps backwards;
+//! - **the reader** (main thread) reads `current.json` twice.
+//!
+//! The model's ghost checker asserts at every rename, release and commit: no rename by a
+//! holder after a successor's acquisition committed; no rename by a released or fenced lease
+//! or after the renamer saw its expiry; published epochs never decrease; every read is a
+//! complete document and a reader's epochs never decrease; no renewal; unique grants.
+//!
+//! Preemption bound: 3. Every interleaving of the takeover race needs at most two
+//! preemptions (A preempted inside its transaction, and once more between B's acquisition
+//! and A's resumption); the third lets the clock thread and the reader interleave inside
+//! that window too. Bound 3 covers every trap below and finishes in well under a minute;
+//! `SOLEWRITER_LOOM_BOUND` raises it.
+
+use loom::sync::Arc;
+use solewriter_core::lease::Fenced;
+use solewriter_models::ghost::ReaderCheck;
+use solewriter_models::world::{ModelAcquire, PublishOutcome};
+use solewriter_models::{Design, World};
+use solewriter_verification::fixtures::*;
+use solewriter_verification::shims::LoomShim;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+#[derive(Default)]
+struct Stats {
+    executions: AtomicUsize,
+    takeover_while_publishing: AtomicUsize,
+    reader_saw_old_and_new: AtomicUsize,
+    b_published: AtomicUsize,
+}
+
+fn bound() -> usize {
+    std::env::var("SOLEWRITER_LOOM_BOUND")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+}
+
+fn acquired(outcome: ModelAcquire) -> solewriter_models::world::ModelLease {
+    match outcome {
+        ModelAcquire::Acquired(lease) => lease,
+        ModelAcquire::Held(h) => panic!("setup grant refused: {h:?}"),
+    }
+}
+
+fn check(design: Design, stats: &'static Stats) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(bound());
+    builder.check(move || {
+        stats.executions.fetch_add(1, SeqCst);
+        let world = Arc::new(World::<LoomShim>::new(design, registry(), ttl(), START));
+        let target = world.admit(&tuple(0));
+        world
+            .submit(&producer(0), &submission(&target, 0, 1, "one", START))
+            .expect("admitted");
+        let z = acquired(
+            world
+                .acquire(&target, &holder(9), token(9))
+                .expect("admitted"),
+        );
+        assert!(matches!(
+            world.publish(&z, None),
+            PublishOutcome::Published { epoch: 1, .. }
+        ));
+        let a_lease = acquired(
+            world
+                .acquire(&target, &holder(1), token(1))
+                .expect("admitted"),
+        );
+
+        let (w, t) = (world.clone(), target.clone());
+        let a = loom::thread::spawn(move || w.publish(&a_lease, None));
+        let (w, t2) = (world.clone(), target.clone());
+        let b = loom::thread::spawn(move || {
+            match w.acquire(&t2, &holder(2), token(2)).expect("admitted") {
+                ModelAcquire::Acquired(lease) => Some(w.publish(&lease, None)),
+                ModelAcquire::Held(_) => None,
+            }
+        });
+        let w = world.clone();
+        let clock = loom::thread::spawn(move || {
+            w.advance(TTL_MS);
+            w.set_clock(START.plus_ms(1));
+        });
+        let mut reader = ReaderCheck::default();
+        world.read(&t, &mut reader);
+        world.read(&t, &mut reader);
+
+        let a_outcome = a.join().expect("A");
+        let b_outcome = b.join().expect("B");
+        clock.join().expect("clock");
+        if b_outcome.is_some()
+            && matches!(a_outcome, PublishOutcome::Fenced(Fenced::Superseded { .. }))
+        {
+            stats.takeover_while_publishing.fetch_add(1, SeqCst);
+        }
+        if matches!(b_outcome, Some(PublishOutcome::Published { .. })) {
+            stats.b_published.fetch_add(1, SeqCst);
+        }
+        if reader.epochs.len() >= 2 {
+            stats.reader_saw_old_and_new.fetch_add(1, SeqCst);
+        }
+    });
+}
+
+fn leak(stats: Stats) -> &'static Stats {
+    Box::leak(Box::new(stats))
+}
+
+#[test]
+fn real_design_survives_every_interleaving_of_the_takeover() {
+    let stats = leak(Stats::default());
+    check(Design::Real, stats);
+    let (n, takeover, both, b) = (
+        stats.executions.load(SeqCst),
+        stats.takeover_while_publishing.load(SeqCst),
+        stats.reader_saw_old_and_new.load(SeqCst),
+        stats.b_published.load(SeqCst),
+    );
+    println!(
+        "loom (preemption bound {}): {n} interleavings explored; {takeover} with a takeover while the old holder still tried to publish; {b} where the successor published; {both} where the reader saw the old and a new document",
+        bound()
+    );
+    // Non-vacuity: the dangerous interleavings were reached.
+    assert!(
+        takeover > 0,
+        "no interleaving fenced the old holder after a takeover"
+    );
+    assert!(
+        both > 0,
+        "no interleaving let the reader see both documents"
+    );
+    assert!(b > 0, "the successor never published");
+}
+
+/// Runs trap `design` under loom and asserts that loom found a violation whose message
+/// contains `expected` (the invariant the trap breaks).
+fn assert_caught(design: Design, expected: &str) {
+    let stats = leak(Stats::default());
+    let result = catch_unwind(AssertUnwindSafe(|| check(design, stats)));
+    let message = match result {
+        Ok(()) => panic!("loom did not find the violation of trap {design:?}"),
+        Err(payload) => payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default(),
+    };
+    assert!(
+        message.contains("VIOLATION") && message.contains(expected),
+        "trap {design:?} failed for another reason: {message}"
+    );
+    println!(
+        "loom caught trap {design:?} after {} interleavings: {message}",
+        stats.executions.load(SeqCst)
+    );
+}
+
+#[test]
+fn loom_catches_rename_without_single_writer_check() {
+    assert_caught(Design::RenameWithoutCheck, "mutated current.json");
+}
+
+#[test]
+fn loom_catches_json_epoch_used_as_guard() {
+    assert_caught(Design::JsonEpochGuard, "mutated current.json");
+}
+
+#[test]
+fn loom_catches_commit_then_rename_outside_the_transaction() {
+    assert_caught(Design::CommitThenRename, "mutated current.json");
+}
+
+#[test]
+fn loom_catches_revalidation_that_ignores_expiry() {
+    assert_caught(Design::IgnoreExpiry, "after its lease expired");
+}
+
+#[test]
+fn loom_catches_renewal() {
+    assert_caught(Design::Renewal, "past acquired_at + ttl");
+}
+
+#[test]
+fn loom_catches_in_place_write() {
+    assert_caught(Design::InPlaceWrite, "torn");
+}
