@@ -1,5 +1,5 @@
 //! Many targets: publications per second with 8 publisher threads spread over 1, 16 and 256
-//! targets, against the disk's fsync rate measured in the same run (`fsync`: overwrite one
+//! targets (and one publisher alone, for reference), against the disk's fsync rate measured in the same run (`fsync`: overwrite one
 //! byte of a file and `sync_all` it, as the publisher syncs its temp file).
 //!
 //! Each publisher walks its own rotation of the targets: acquire, publish if granted, move
@@ -15,13 +15,11 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 use support::{holder, publish_once, Bench};
 
-const PUBLISHERS: usize = 8;
-
-/// Time for `iters` publications by `PUBLISHERS` threads over the bench's targets.
-fn publications(bench: &Bench, iters: u64) -> Duration {
-    let stores: Vec<_> = (0..PUBLISHERS).map(|_| bench.open()).collect();
+/// Time for `iters` publications by `publishers` threads over the bench's targets.
+fn publications(bench: &Bench, publishers: usize, iters: u64) -> Duration {
+    let stores: Vec<_> = (0..publishers).map(|_| bench.open()).collect();
     let done = AtomicU64::new(0);
-    let start = Barrier::new(PUBLISHERS + 1);
+    let start = Barrier::new(publishers + 1);
     let n = bench.targets.len();
     std::thread::scope(|s| {
         for (i, store) in stores.into_iter().enumerate() {
@@ -56,10 +54,15 @@ fn bench(c: &mut Criterion) {
             file.sync_all().expect("fsync");
         })
     });
+    // The uncontended rate of one publisher, for reference.
+    let bench = Bench::new(1, 1024);
+    group.bench_function(BenchmarkId::new("publish_1_publisher", 1), |b| {
+        b.iter_custom(|iters| publications(&bench, 1, iters))
+    });
     for targets in [1, 16, 256] {
         let bench = Bench::new(targets, 1024);
         group.bench_function(BenchmarkId::new("publish_8_publishers", targets), |b| {
-            b.iter_custom(|iters| publications(&bench, iters))
+            b.iter_custom(|iters| publications(&bench, 8, iters))
         });
     }
     group.finish();

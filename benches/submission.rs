@@ -64,7 +64,10 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             watermark.set(watermark.get() + 1);
             store
-                .submit(&producer(), &submission(&target, watermark.get(), body.clone()))
+                .submit(
+                    &producer(),
+                    &submission(&target, watermark.get(), body.clone()),
+                )
                 .expect("submit")
         })
     });

@@ -94,7 +94,10 @@ impl Bench {
                     .expect("bench tuple");
                 let target = store.admit_target(&tuple).expect("admit");
                 store
-                    .submit(&producer(), &submission(&target, 1, envelope(envelope_bytes)))
+                    .submit(
+                        &producer(),
+                        &submission(&target, 1, envelope(envelope_bytes)),
+                    )
                     .expect("submit");
                 target
             })
