@@ -1,0 +1,47 @@
+//! Publication cycle vs an unfenced atomic write, for 1 KiB and 256 KiB documents.
+//!
+//! `fenced_cycle` is what a holder pays for one publication: acquire (one serialized
+//! transaction, committed) + publish (revalidate, compose, temp write + fsync, deadline check,
+//! rename, directory fsync, conditional release, commit). `atomic_write` writes the same
+//! bytes the unfenced way: temp sibling, fsync, rename, directory fsync. The store runs with
+//! `synchronous = FULL`, set inside `ProjectionStore::open` on its private connection; the
+//! cost of FULL against NORMAL is measured on the plain-SQLite baseline in `submission.rs`.
+
+mod support;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use solewriter::adapters::atomic_file::{sync_dir, TempFile};
+use support::{holder, publish_once, Bench};
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("publication");
+    for (label, envelope_bytes) in [("1KiB", 1024), ("256KiB", 256 * 1024)] {
+        let bench = Bench::new(1, envelope_bytes);
+        let target = &bench.targets[0];
+        let store = bench.open();
+        let who = holder("bench");
+        assert!(publish_once(&store, target, &who), "first publication");
+        group.bench_function(BenchmarkId::new("fenced_cycle", label), |b| {
+            b.iter(|| assert!(publish_once(&store, target, &who)))
+        });
+        let bytes = std::fs::read(bench.options.runtime_root.current_path(target))
+            .expect("published document");
+        let dir = bench.dir.path().join("unfenced");
+        std::fs::create_dir(&dir).expect("baseline dir");
+        group.bench_function(BenchmarkId::new("atomic_write", label), |b| {
+            b.iter(|| {
+                let temp = TempFile::write(&dir, "current.json", &bytes).expect("temp");
+                temp.rename_into_place().expect("rename");
+                sync_dir(&dir).expect("dir fsync");
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = support::criterion();
+    targets = bench
+}
+criterion_main!(benches);

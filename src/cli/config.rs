@@ -1,0 +1,231 @@
+//! Configuration of the CLI: a TOML file (`--config FILE`) and flags, flags winning.
+//!
+//! ```toml
+//! store = "store.sqlite"        # relative paths are relative to this file's directory
+//! runtime_root = "runtime"
+//! lease_ttl_ms = 1500           # required: there is no default
+//! busy_timeout_ms = 5000        # required: there is no default
+//!
+//! [[channels]]
+//! name = "computed-route"
+//! owner = "router"
+//! envelope_schema = "computed-route.v1"
+//! max_envelope_bytes = 65536
+//! ```
+//!
+//! Each command asks only for what it needs (`read` needs only the runtime root), and a
+//! missing value is an error naming its key and its flag.
+
+use crate::cli::error::{CliError, CliResult};
+use serde::Deserialize;
+use solewriter::core::channel::ChannelSpec;
+use solewriter::core::config::{BusyTimeout, ConfigError, LeaseTtl};
+use solewriter::{
+    ChannelName, ChannelRegistry, ProducerId, RuntimeRoot, StoreOptions, SystemClock, TimingConfig,
+};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The configuration flags, accepted before or after any subcommand.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ConfigArgs {
+    /// TOML configuration file.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Path of the SQLite store (overrides `store`).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub store: Option<PathBuf>,
+    /// Runtime root holding `hook-projections/` (overrides `runtime_root`).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub runtime_root: Option<PathBuf>,
+    /// Lease time-to-live in milliseconds (overrides `lease_ttl_ms`).
+    #[arg(long, global = true, value_name = "MS")]
+    pub lease_ttl_ms: Option<u64>,
+    /// SQLite busy timeout in milliseconds (overrides `busy_timeout_ms`).
+    #[arg(long, global = true, value_name = "MS")]
+    pub busy_timeout_ms: Option<u64>,
+}
+
+/// One `[[channels]]` entry of the file.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct ChannelEntry {
+    name: String,
+    owner: String,
+    envelope_schema: String,
+    max_envelope_bytes: usize,
+}
+
+/// The file, as written.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    store: Option<PathBuf>,
+    runtime_root: Option<PathBuf>,
+    lease_ttl_ms: Option<u64>,
+    busy_timeout_ms: Option<u64>,
+    #[serde(default)]
+    channels: Vec<ChannelEntry>,
+}
+
+/// The merged configuration: file values overridden by flags.
+#[derive(Debug)]
+pub struct Settings {
+    store: Option<PathBuf>,
+    runtime_root: Option<PathBuf>,
+    lease_ttl_ms: Option<u64>,
+    busy_timeout_ms: Option<u64>,
+    channels: Vec<ChannelEntry>,
+}
+
+const UNTOUCHED: &str = "nothing was read or written";
+
+fn missing(key: &str, flag: &str) -> CliError {
+    CliError::config(format!(
+        "configuration is missing required `{key}` (config key `{key}` or flag {flag}; there is no default); {UNTOUCHED}"
+    ))
+}
+
+/// The file key and flag of a timing key as the core spells it.
+fn timing_key(core_key: &str) -> (&'static str, &'static str) {
+    if core_key == LeaseTtl::KEY {
+        ("lease_ttl_ms", "--lease-ttl-ms")
+    } else if core_key == BusyTimeout::KEY {
+        ("busy_timeout_ms", "--busy-timeout-ms")
+    } else {
+        ("?", "?")
+    }
+}
+
+fn timing_error(error: ConfigError) -> CliError {
+    match error {
+        ConfigError::Missing { key } => {
+            let (key, flag) = timing_key(key);
+            missing(key, flag)
+        }
+        ConfigError::Zero { key } => CliError::config(format!(
+            "configuration `{}` must be greater than zero; {UNTOUCHED}",
+            timing_key(key).0
+        )),
+        ConfigError::OutOfRange { key, value } => CliError::config(format!(
+            "configuration `{}` = {value} is out of range; {UNTOUCHED}",
+            timing_key(key).0
+        )),
+        other => CliError::config(format!("{other}; {UNTOUCHED}")),
+    }
+}
+
+/// 1-based line of byte offset `at` in `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at.min(text.len())]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
+}
+
+fn read_file(path: &Path) -> CliResult<FileConfig> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        CliError::config(format!(
+            "reading config file {} failed: {e}; {UNTOUCHED}",
+            path.display()
+        ))
+    })?;
+    let mut file: FileConfig = toml::from_str(&text).map_err(|e| {
+        let line = e.span().map(|s| line_of(&text, s.start)).unwrap_or(0);
+        CliError::config(format!(
+            "config file {} is malformed at line {line}: {}; {UNTOUCHED}",
+            path.display(),
+            e.message().trim()
+        ))
+    })?;
+    let base = path.parent().unwrap_or(Path::new(""));
+    for slot in [&mut file.store, &mut file.runtime_root] {
+        if let Some(p) = slot.take() {
+            *slot = Some(base.join(p));
+        }
+    }
+    Ok(file)
+}
+
+impl Settings {
+    /// Reads the file named by `--config` (if any) and applies the flags over it.
+    pub fn load(args: &ConfigArgs) -> CliResult<Settings> {
+        let file = match &args.config {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        Ok(Settings {
+            store: args.store.clone().or(file.store),
+            runtime_root: args.runtime_root.clone().or(file.runtime_root),
+            lease_ttl_ms: args.lease_ttl_ms.or(file.lease_ttl_ms),
+            busy_timeout_ms: args.busy_timeout_ms.or(file.busy_timeout_ms),
+            channels: file.channels,
+        })
+    }
+
+    /// The store path.
+    pub fn store_path(&self) -> CliResult<&Path> {
+        self.store
+            .as_deref()
+            .ok_or_else(|| missing("store", "--store"))
+    }
+
+    /// The runtime root.
+    pub fn runtime_root(&self) -> CliResult<RuntimeRoot> {
+        self.runtime_root
+            .clone()
+            .map(RuntimeRoot::new)
+            .ok_or_else(|| missing("runtime_root", "--runtime-root"))
+    }
+
+    /// The timing configuration; both values are required.
+    pub fn timing(&self) -> CliResult<TimingConfig> {
+        TimingConfig::from_values(self.lease_ttl_ms, self.busy_timeout_ms).map_err(timing_error)
+    }
+
+    /// The channel registry (`[[channels]]`; may be empty).
+    pub fn registry(&self) -> CliResult<ChannelRegistry> {
+        let refused = |what: String| CliError::config(format!("{what}; {UNTOUCHED}"));
+        let specs = self
+            .channels
+            .iter()
+            .map(|entry| {
+                let name = ChannelName::parse(&entry.name)
+                    .map_err(|e| refused(format!("channel name refused: {e}")))?;
+                let owner = ProducerId::parse(&entry.owner)
+                    .map_err(|e| refused(format!("owner of channel `{name}` refused: {e}")))?;
+                Ok(ChannelSpec {
+                    name,
+                    owner,
+                    envelope_schema: entry.envelope_schema.clone(),
+                    max_envelope_bytes: entry.max_envelope_bytes,
+                })
+            })
+            .collect::<CliResult<Vec<_>>>()?;
+        ChannelRegistry::new(specs).map_err(|e| refused(format!("channel registry refused: {e}")))
+    }
+
+    /// Everything needed to open the store, on the system clock.
+    pub fn store_options(&self) -> CliResult<StoreOptions> {
+        Ok(StoreOptions {
+            db_path: self.store_path()?.to_owned(),
+            runtime_root: self.runtime_root()?,
+            timing: self.timing()?,
+            registry: self.registry()?,
+            clock: Arc::new(SystemClock),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_counted_from_one() {
+        assert_eq!(line_of("a\nb\nc", 0), 1);
+        assert_eq!(line_of("a\nb\nc", 2), 2);
+        assert_eq!(line_of("a\nb\nc", 99), 3);
+    }
+}

@@ -1,0 +1,198 @@
+//! The hidden `holder` subcommand: a lease holder driven one line at a time, used by the
+//! demo and by cross-process fencing tests.
+//!
+//! ```text
+//! solewriter holder --config FILE --target HEX --instance NAME [--stall-at STEP]
+//! ```
+//!
+//! The holder opens its own connection to the store (system clock) and reads one command per
+//! stdin line. It answers every command with exactly one line on stdout, flushed at once:
+//!
+//! | command   | answers                                                                      |
+//! |-----------|------------------------------------------------------------------------------|
+//! | `acquire` | `acquired <epoch> <expires_at_ms>` · `held <epoch> <retry_after_ms>` · `busy` · `error <message>` |
+//! | `publish` | `published <epoch> <bytes>` · `fenced <reason>` · `expired` · `busy` · `error <message>` |
+//! | `release` | `released` · `not-holder <reason>` · `busy` · `error <message>`              |
+//! | `quit`    | `bye`, then the process exits 0                                              |
+//!
+//! - `<reason>` is one word, `superseded`, `token-mismatch`, `expired`, `released` or
+//!   `never-granted`; `superseded` is followed by the current epoch (`fenced superseded 4`).
+//! - `fenced` means the lease was revalidated and refused: `current.json` was not touched.
+//!   `expired` means the lease expired during the publication (after revalidation, before
+//!   the rename): the publication aborted, no renewal.
+//! - `busy`: SQLite's write lock was not obtained within `busy_timeout_ms`.
+//! - `publish` and `release` consume the held lease, whatever their answer; `acquire` while
+//!   holding one, or `publish`/`release` without one, answer `error`.
+//! - End of stdin acts as `quit` without an answer. A lease still held at exit is released
+//!   conditionally (token hash and epoch), as a dropped lease always is.
+//!
+//! With `--stall-at STEP` (a publication step in kebab-case: `transaction-open`,
+//! `revalidated`, `composed`, `temp-written`, `deadline-checked`, `renamed`,
+//! `directory-synced`, `released`), a `publish` that reaches STEP inside its transaction
+//! prints `stalled <step>` and blocks until it reads one more stdin line (any text), then
+//! continues and gives its answer. Meanwhile it holds SQLite's write lock.
+
+use crate::cli::config::Settings;
+use crate::cli::error::{CliError, CliResult};
+use crate::cli::{parse_instance, parse_target};
+use solewriter::adapters::publication::{PublishProbe, PublishStep};
+use solewriter::core::lease::Fenced;
+use solewriter::{Acquisition, Error, HeldLease, ProjectionStore, ReleaseOutcome, TargetId};
+use std::io::{BufRead, Write};
+
+/// Arguments of `holder`.
+#[derive(clap::Args, Debug)]
+pub struct HolderArgs {
+    /// Target id (64 lowercase hex).
+    #[arg(long, value_name = "HEX")]
+    target: String,
+    /// Name of this holder instance.
+    #[arg(long, value_name = "NAME")]
+    instance: String,
+    /// Stall every publication at this step until one more stdin line arrives.
+    #[arg(long, value_name = "STEP", value_parser = parse_step)]
+    stall_at: Option<PublishStep>,
+}
+
+/// The kebab-case name of a publication step.
+pub fn step_name(step: PublishStep) -> &'static str {
+    match step {
+        PublishStep::TransactionOpen => "transaction-open",
+        PublishStep::Revalidated => "revalidated",
+        PublishStep::Composed => "composed",
+        PublishStep::TempWritten => "temp-written",
+        PublishStep::DeadlineChecked => "deadline-checked",
+        PublishStep::Renamed => "renamed",
+        PublishStep::DirectorySynced => "directory-synced",
+        PublishStep::Released => "released",
+    }
+}
+
+fn parse_step(text: &str) -> Result<PublishStep, String> {
+    PublishStep::ALL
+        .into_iter()
+        .find(|s| step_name(*s) == text)
+        .ok_or_else(|| {
+            let names: Vec<_> = PublishStep::ALL.into_iter().map(step_name).collect();
+            format!("expected one of {}", names.join(", "))
+        })
+}
+
+/// Writes one answer line and flushes it.
+fn answer(line: &str) {
+    let mut out = std::io::stdout().lock();
+    // A closed stdout means the driver is gone; the next stdin read sees EOF and we exit.
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+}
+
+/// Reads one stdin line; `None` at end of input or on a read error.
+fn next_line() -> Option<String> {
+    let mut line = String::new();
+    match std::io::stdin().lock().read_line(&mut line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(line.trim().to_owned()),
+    }
+}
+
+/// Stalls the publication at one step until the driver sends a line.
+struct StallAt(PublishStep);
+
+impl PublishProbe for StallAt {
+    fn reached(&self, step: PublishStep, _: &TargetId, _: u64) {
+        if step == self.0 {
+            answer(&format!("stalled {}", step_name(step)));
+            let _ = next_line();
+        }
+    }
+}
+
+/// The one-word spelling of a fencing reason (plus the epoch when superseded).
+pub fn fenced_reason(fenced: Fenced) -> String {
+    match fenced {
+        Fenced::Superseded { current_epoch } => format!("superseded {current_epoch}"),
+        Fenced::TokenMismatch => "token-mismatch".into(),
+        Fenced::Expired => "expired".into(),
+        Fenced::Released => "released".into(),
+        Fenced::NeverGranted => "never-granted".into(),
+        other => format!("other ({other})"),
+    }
+}
+
+/// The answer for a failed store operation.
+fn failure(error: &Error) -> String {
+    match error {
+        Error::Busy { .. } => "busy".into(),
+        Error::Fenced(fenced) => format!("fenced {}", fenced_reason(*fenced)),
+        Error::LeaseExpired(_) => "expired".into(),
+        other => format!("error {}", other.to_string().replace('\n', " ")),
+    }
+}
+
+fn acquire<'s>(
+    store: &'s ProjectionStore,
+    target: &TargetId,
+    instance: &solewriter::InstanceDigest,
+    lease: &mut Option<HeldLease<'s>>,
+) -> String {
+    if let Some(held) = lease {
+        return format!("error already holding epoch {}", held.epoch());
+    }
+    match store.acquire(target, instance) {
+        Ok(Acquisition::Acquired(granted)) => {
+            let line = format!("acquired {} {}", granted.epoch(), granted.expires_at().0);
+            *lease = Some(granted);
+            line
+        }
+        Ok(Acquisition::Held(held)) => {
+            format!("held {} {}", held.fencing_epoch, held.retry_after_ms)
+        }
+        Err(e) => failure(&e),
+    }
+}
+
+fn publish(lease: Option<HeldLease<'_>>, stall: Option<PublishStep>) -> String {
+    let Some(lease) = lease else {
+        return "error no lease held (acquire first)".into();
+    };
+    let result = match stall {
+        Some(step) => lease.publish_observed(&StallAt(step)),
+        None => lease.publish(),
+    };
+    match result {
+        Ok(published) => format!("published {} {}", published.fencing_epoch, published.bytes),
+        Err(e) => failure(&e),
+    }
+}
+
+fn release(lease: Option<HeldLease<'_>>) -> String {
+    let Some(lease) = lease else {
+        return "error no lease held (acquire first)".into();
+    };
+    match lease.release() {
+        Ok(ReleaseOutcome::Released) => "released".into(),
+        Ok(ReleaseOutcome::NotHolder(fenced)) => format!("not-holder {}", fenced_reason(fenced)),
+        Err(e) => failure(&e),
+    }
+}
+
+/// Runs the holder protocol until `quit` or end of stdin.
+pub fn run(settings: &Settings, args: &HolderArgs) -> CliResult<()> {
+    let target = parse_target(&args.target)?;
+    let instance = parse_instance(&args.instance)?;
+    let store = ProjectionStore::open(&settings.store_options()?).map_err(CliError::from)?;
+    let mut lease: Option<HeldLease<'_>> = None;
+    while let Some(command) = next_line() {
+        let reply = match command.as_str() {
+            "acquire" => acquire(&store, &target, &instance, &mut lease),
+            "publish" => publish(lease.take(), args.stall_at),
+            "release" => release(lease.take()),
+            "quit" => {
+                answer("bye");
+                break;
+            }
+            other => format!("error unknown command `{other}`"),
+        };
+        answer(&reply);
+    }
+    Ok(())
+}

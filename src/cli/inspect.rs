@@ -1,0 +1,196 @@
+//! What an operator looks at: `inspect` (every target's lease and channels, read-only) and
+//! `read` (the validated `current.json` of one target). Both print text, or JSON with `--json`.
+
+use crate::cli::config::Settings;
+use crate::cli::error::CliResult;
+use crate::cli::parse_target;
+use serde_json::{json, Value};
+use solewriter::core::channel::ChannelRecord;
+use solewriter::core::lease::{LeaseRecord, LeaseState};
+use solewriter::core::projection::Freshness;
+use solewriter::{
+    read_projection, ChannelRegistry, Clock, Millis, ProjectionDocument, ProjectionStore,
+    SystemClock,
+};
+
+/// The observed state of a lease row at `now`: `expired` is derived, never stored.
+fn lease_state(record: &LeaseRecord, now: Millis) -> &'static str {
+    match &record.state {
+        LeaseState::Held(grant) if grant.expires_at <= now => "expired",
+        other => other.name(),
+    }
+}
+
+fn freshness(expires_at: Millis, now: Millis) -> Freshness {
+    if expires_at <= now {
+        Freshness::Expired
+    } else {
+        Freshness::Fresh
+    }
+}
+
+fn freshness_name(f: Freshness) -> &'static str {
+    match f {
+        Freshness::Fresh => "fresh",
+        Freshness::Expired => "expired",
+    }
+}
+
+/// "in 120 ms" or "120 ms ago".
+fn relative(at: Millis, now: Millis) -> String {
+    if at > now {
+        format!("in {} ms", now.until(at))
+    } else {
+        format!("{} ms ago", at.until(now))
+    }
+}
+
+fn channel_json(row: &ChannelRecord, registry: &ChannelRegistry, now: Millis) -> Value {
+    json!({
+        "channel": row.channel,
+        "producer": registry.get(&row.channel).map(|s| s.owner.clone()),
+        "sourceWatermark": row.source_watermark,
+        "capturedAt": row.captured_at,
+        "expiresAt": row.expires_at,
+        "updatedAt": row.updated_at,
+        "freshness": freshness(row.expires_at, now),
+        "degraded": row.degraded_reason,
+    })
+}
+
+fn target_json(
+    record: &LeaseRecord,
+    rows: &[ChannelRecord],
+    registry: &ChannelRegistry,
+    now: Millis,
+) -> Value {
+    let grant = record.state.grant();
+    let missing: Vec<_> = registry
+        .iter()
+        .filter(|spec| !rows.iter().any(|r| r.channel == spec.name))
+        .map(|spec| spec.name.clone())
+        .collect();
+    json!({
+        "targetId": record.target_id,
+        "fencingEpoch": record.fencing_epoch,
+        "state": lease_state(record, now),
+        "holder": grant.map(|g| g.holder_instance_digest.clone()),
+        "acquiredAt": grant.map(|g| g.acquired_at),
+        "expiresAt": grant.map(|g| g.expires_at),
+        "expiresInMs": match &record.state {
+            LeaseState::Held(g) => Some(now.until(g.expires_at)),
+            _ => None,
+        },
+        "channels": rows.iter().map(|r| channel_json(r, registry, now)).collect::<Vec<_>>(),
+        "missing": missing,
+    })
+}
+
+/// Prints one target's lease and channels, each line starting with `indent`.
+pub fn print_target(record: &LeaseRecord, rows: &[ChannelRecord], now: Millis, indent: &str) {
+    println!("{indent}target {}", record.target_id);
+    let epoch = record.fencing_epoch;
+    let lease = match &record.state {
+        LeaseState::Unheld => format!("unheld, epoch {epoch} (never granted)"),
+        LeaseState::Held(g) => format!(
+            "{} by {}, epoch {epoch}, expires {}",
+            lease_state(record, now),
+            g.holder_instance_digest,
+            relative(g.expires_at, now)
+        ),
+        LeaseState::Released(g) => format!(
+            "released by {}, epoch {epoch}, granted {}",
+            g.holder_instance_digest,
+            relative(g.acquired_at, now)
+        ),
+    };
+    println!("{indent}  lease    {lease}");
+    for row in rows {
+        let degraded = row
+            .degraded_reason
+            .map(|r| format!(", DEGRADED ({})", r.as_str()))
+            .unwrap_or_default();
+        println!(
+            "{indent}  channel  {:<24} watermark {:<6} {}, expires {}{degraded}",
+            row.channel.as_str(),
+            row.source_watermark,
+            freshness_name(freshness(row.expires_at, now)),
+            relative(row.expires_at, now),
+        );
+    }
+}
+
+/// `inspect`: every target with its lease and channels.
+pub fn inspect(settings: &Settings, as_json: bool) -> CliResult<()> {
+    let options = settings.store_options()?;
+    let store = ProjectionStore::open(&options)?;
+    let now = SystemClock.now();
+    let leases = store.lease_rows()?;
+    let mut targets = Vec::with_capacity(leases.len());
+    for record in leases {
+        let rows = store.channel_rows(&record.target_id)?;
+        targets.push((record, rows));
+    }
+    if as_json {
+        let value = json!({
+            "store": options.db_path,
+            "now": now,
+            "targets": targets
+                .iter()
+                .map(|(record, rows)| target_json(record, rows, &options.registry, now))
+                .collect::<Vec<_>>(),
+        });
+        println!("{value}");
+        return Ok(());
+    }
+    println!(
+        "store {}: {} target(s), broker clock {}",
+        options.db_path.display(),
+        targets.len(),
+        now
+    );
+    for (record, rows) in &targets {
+        print_target(record, rows, now, "");
+    }
+    Ok(())
+}
+
+/// Prints a validated document, each line starting with `indent`.
+pub fn print_document(doc: &ProjectionDocument, now: Millis, indent: &str) {
+    println!("{indent}target    {}", doc.target_id);
+    println!("{indent}format    {}", doc.format);
+    println!("{indent}epoch     {} (diagnostic)", doc.fencing_epoch);
+    println!("{indent}published {}", relative(doc.published_at, now));
+    for ch in &doc.channels {
+        let producer = ch
+            .producer
+            .as_ref()
+            .map_or("(unregistered)", |p| p.as_str());
+        let degraded = ch
+            .degraded
+            .map(|r| format!(", DEGRADED ({})", r.as_str()))
+            .unwrap_or_default();
+        println!(
+            "{indent}channel   {} from {producer}, watermark {}, {} at publication{degraded}",
+            ch.channel,
+            ch.source_watermark,
+            freshness_name(ch.freshness)
+        );
+        println!("{indent}  {}", ch.envelope.get());
+    }
+    for name in &doc.missing {
+        println!("{indent}missing   {name}");
+    }
+}
+
+/// `read`: validates and prints one target's `current.json`.
+pub fn read(settings: &Settings, target: &str, as_json: bool) -> CliResult<()> {
+    let target = parse_target(target)?;
+    let doc = read_projection(&settings.runtime_root()?, &target)?;
+    if as_json {
+        print!("{}", String::from_utf8_lossy(&doc.to_bytes()));
+    } else {
+        print_document(&doc, SystemClock.now(), "");
+    }
+    Ok(())
+}

@@ -1,0 +1,140 @@
+//! The `solewriter` command line: argument definitions and dispatch.
+//!
+//! - [`config`]: the TOML file and flags every command reads its settings from.
+//! - [`error`]: one-line errors and exit codes.
+//! - [`store_cmds`]: `init`, `admit`, `submit`, `publish` — scripting a store by hand.
+//! - [`inspect`]: `inspect` and `read` — what an operator looks at.
+//! - [`holder`]: the hidden `holder` subcommand, a scripted lease holder on stdin/stdout.
+//! - [`reader`]: the hidden `reader` subcommand, a process that checks every document it sees.
+//! - [`demo`]: `demo`, the end-to-end demonstration on a fresh embedded store.
+//! - [`process`]: the demo's child processes (this binary re-executed), driven over pipes.
+
+pub mod config;
+pub mod demo;
+pub mod error;
+pub mod holder;
+pub mod inspect;
+pub mod process;
+pub mod reader;
+pub mod store_cmds;
+
+use clap::{Parser, Subcommand};
+use config::{ConfigArgs, Settings};
+use error::{Class, CliError, CliResult};
+use solewriter::{ChannelName, InstanceDigest, ProducerId, TargetId};
+use std::path::PathBuf;
+
+/// Fenced single-writer publication of hook projections, on an embedded SQLite store.
+#[derive(Parser, Debug)]
+#[command(name = "solewriter", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    config: ConfigArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Show solewriter doing its job: producers, contending publisher processes, a frozen
+    /// holder fenced after takeover, and a reader checking every document.
+    Demo {
+        /// Directory for the store and runtime root (must be absent or empty; default: a
+        /// temporary directory, removed afterwards).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Create a new store and its runtime root (never overwrites a store).
+    Init,
+    /// Admit a target from its attested tuple (a JSON object, or `-` for stdin); prints the
+    /// derived target id.
+    Admit {
+        /// The attested tuple as JSON, or `-` to read it from stdin.
+        #[arg(value_name = "TUPLE_JSON")]
+        tuple: String,
+    },
+    /// Submit a producer's envelope for one channel of an admitted target.
+    Submit(store_cmds::SubmitArgs),
+    /// Acquire the target's lease and publish its `current.json` once.
+    Publish {
+        /// Target id (64 lowercase hex).
+        target: String,
+        /// Name of this holder instance (shown to contenders).
+        #[arg(long, value_name = "NAME")]
+        instance: String,
+    },
+    /// Show every target: holder, epoch, lease state, expiry, and its channels.
+    Inspect {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate and print a target's published `current.json`.
+    Read {
+        /// Target id (64 lowercase hex).
+        target: String,
+        /// Print the validated document as JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Scripted lease holder (one command per stdin line); see `holder` module docs.
+    #[command(hide = true)]
+    Holder(holder::HolderArgs),
+    /// Reads `current.json` until stdin closes, checking every document.
+    #[command(hide = true)]
+    Reader {
+        /// Target id (64 lowercase hex).
+        #[arg(long)]
+        target: String,
+    },
+}
+
+/// Parses a target id given on the command line.
+pub fn parse_target(text: &str) -> CliResult<TargetId> {
+    TargetId::parse(text).map_err(|_| {
+        CliError::new(
+            Class::Rejected,
+            format!("target id `{}` refused: it must be 64 lowercase hex characters; nothing was read or written", text.chars().take(80).collect::<String>()),
+        )
+    })
+}
+
+fn refused_name(what: &str, e: impl std::fmt::Display) -> CliError {
+    CliError::new(
+        Class::Rejected,
+        format!("{what} refused: {e}; nothing was read or written"),
+    )
+}
+
+/// Parses an instance name given on the command line.
+pub fn parse_instance(text: &str) -> CliResult<InstanceDigest> {
+    InstanceDigest::parse(text).map_err(|e| refused_name("instance name", e))
+}
+
+/// Parses a producer name given on the command line.
+pub fn parse_producer(text: &str) -> CliResult<ProducerId> {
+    ProducerId::parse(text).map_err(|e| refused_name("producer name", e))
+}
+
+/// Parses a channel name given on the command line.
+pub fn parse_channel(text: &str) -> CliResult<ChannelName> {
+    ChannelName::parse(text).map_err(|e| refused_name("channel name", e))
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> CliResult<()> {
+    let settings = || Settings::load(&cli.config);
+    match cli.command {
+        Command::Demo { dir } => demo::run(dir),
+        Command::Init => store_cmds::init(&settings()?),
+        Command::Admit { tuple } => store_cmds::admit(&settings()?, &tuple),
+        Command::Submit(args) => store_cmds::submit(&settings()?, &args),
+        Command::Publish { target, instance } => {
+            store_cmds::publish(&settings()?, &target, &instance)
+        }
+        Command::Inspect { json } => inspect::inspect(&settings()?, json),
+        Command::Read { target, json } => inspect::read(&settings()?, &target, json),
+        Command::Holder(args) => holder::run(&settings()?, &args),
+        Command::Reader { target } => reader::run(&settings()?, &target),
+    }
+}

@@ -1,0 +1,168 @@
+//! Scripting a store by hand: `init`, `admit`, `submit` and `publish`.
+
+use crate::cli::config::Settings;
+use crate::cli::error::{Class, CliError, CliResult};
+use crate::cli::{parse_channel, parse_instance, parse_producer, parse_target};
+use solewriter::{
+    Acquisition, Clock, Millis, ProjectionStore, Submission, SubmitOutcome, SystemClock,
+    TargetTuple,
+};
+use std::io::Read;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
+
+/// Arguments of `submit`.
+#[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("envelope_source").required(true).args(["envelope", "envelope_file"])))]
+pub struct SubmitArgs {
+    /// The submitting producer (must own the channel).
+    #[arg(long, value_name = "NAME")]
+    producer: String,
+    /// Target id (64 lowercase hex).
+    #[arg(long, value_name = "HEX")]
+    target: String,
+    /// The producer's channel.
+    #[arg(long, value_name = "NAME")]
+    channel: String,
+    /// Monotonic source watermark.
+    #[arg(long, value_name = "N")]
+    watermark: u64,
+    /// The envelope, as JSON text.
+    #[arg(long, value_name = "JSON")]
+    envelope: Option<String>,
+    /// A file holding the envelope.
+    #[arg(long, value_name = "FILE")]
+    envelope_file: Option<PathBuf>,
+    /// Capture time in Unix milliseconds (default: the clock's reading now).
+    #[arg(long, value_name = "MS")]
+    captured_at: Option<u64>,
+    /// How long after capture the envelope stays fresh (required; no default).
+    #[arg(long, value_name = "MS")]
+    expires_in_ms: u64,
+}
+
+/// `init`: creates the store (refusing an existing one) and the runtime root (mode 0700).
+pub fn init(settings: &Settings) -> CliResult<()> {
+    let path = settings.store_path()?;
+    let root = settings.runtime_root()?;
+    let timing = settings.timing()?;
+    ProjectionStore::initialize(path, &timing)?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root.path())
+        .map_err(|e| {
+            CliError::new(
+                Class::Io,
+                format!(
+                    "store {} was created but runtime root {} could not be created: {e}",
+                    path.display(),
+                    root.path().display()
+                ),
+            )
+        })?;
+    println!(
+        "initialized store {} and runtime root {}",
+        path.display(),
+        root.path().display()
+    );
+    Ok(())
+}
+
+fn read_stdin(what: &str) -> CliResult<String> {
+    let mut text = String::new();
+    std::io::stdin().read_to_string(&mut text).map_err(|e| {
+        CliError::new(
+            Class::Io,
+            format!("reading {what} from stdin failed: {e}; nothing was written"),
+        )
+    })?;
+    Ok(text)
+}
+
+/// `admit`: admits the target of an attested tuple and prints its id.
+pub fn admit(settings: &Settings, tuple: &str) -> CliResult<()> {
+    let text = if tuple == "-" {
+        read_stdin("the attested tuple")?
+    } else {
+        tuple.to_owned()
+    };
+    let tuple = TargetTuple::from_json(text.trim())
+        .map_err(|e| CliError::new(Class::Rejected, format!("{e}; nothing was read or written")))?;
+    let store = ProjectionStore::open(&settings.store_options()?)?;
+    println!("{}", store.admit_target(&tuple)?);
+    Ok(())
+}
+
+/// `submit`: one producer submission; prints what it did.
+pub fn submit(settings: &Settings, args: &SubmitArgs) -> CliResult<()> {
+    let producer = parse_producer(&args.producer)?;
+    let target = parse_target(&args.target)?;
+    let channel = parse_channel(&args.channel)?;
+    let envelope_json = match (&args.envelope, &args.envelope_file) {
+        (Some(text), _) if text == "-" => read_stdin("the envelope")?,
+        (Some(text), _) => text.clone(),
+        (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| {
+            CliError::new(
+                Class::Io,
+                format!(
+                    "reading envelope file {} failed: {e}; nothing was written",
+                    path.display()
+                ),
+            )
+        })?,
+        (None, None) => return Err(CliError::usage("give --envelope or --envelope-file")),
+    };
+    let store = ProjectionStore::open(&settings.store_options()?)?;
+    let captured_at = args.captured_at.map_or_else(|| SystemClock.now(), Millis);
+    let submission = Submission {
+        target_id: target,
+        channel,
+        source_watermark: args.watermark,
+        envelope_json,
+        captured_at,
+        expires_at: captured_at.plus_ms(args.expires_in_ms),
+    };
+    let outcome = store.submit(&producer, &submission)?;
+    let what = match outcome {
+        SubmitOutcome::Inserted => "inserted",
+        SubmitOutcome::Advanced => "advanced",
+        SubmitOutcome::Replayed => "replayed (identical; nothing written)",
+        SubmitOutcome::Degraded => {
+            "degraded (source-conflict: same watermark, different content; stored envelope kept)"
+        }
+    };
+    println!(
+        "{what}: channel {} of target {} at watermark {}",
+        submission.channel, submission.target_id, submission.source_watermark
+    );
+    Ok(())
+}
+
+/// `publish`: acquires the lease and publishes once; a live holder means exit code 6.
+pub fn publish(settings: &Settings, target: &str, instance: &str) -> CliResult<()> {
+    let target = parse_target(target)?;
+    let instance = parse_instance(instance)?;
+    let store = ProjectionStore::open(&settings.store_options()?)?;
+    let acquisition = store.acquire(&target, &instance)?;
+    let result = match acquisition {
+        Acquisition::Held(held) => Err(CliError::new(
+            Class::Fenced,
+            format!(
+                "target {target} is held by {} at epoch {} (retry after {} ms); nothing was written",
+                held.holder_instance_digest, held.fencing_epoch, held.retry_after_ms
+            ),
+        )),
+        Acquisition::Acquired(lease) => {
+            let published = lease.publish()?;
+            println!(
+                "published epoch {}: {} bytes to {}",
+                published.fencing_epoch,
+                published.bytes,
+                published.path.display()
+            );
+            Ok(())
+        }
+    };
+    result
+}

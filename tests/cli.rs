@@ -1,0 +1,389 @@
+//! The `solewriter` binary end to end, in temp directories: every error class and its exit
+//! code, scripting a store by hand, `inspect` and `read`, the hidden `holder` protocol across
+//! real processes (held, fenced after takeover, stalled inside its transaction), and the demo.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+
+const EXE: &str = env!("CARGO_BIN_EXE_solewriter");
+const TUPLE: &str = r#"{"schemaVersion":"1","capability":"hook-projection","agentId":"agent-7","harnessType":"claude-code","instanceKeyDigest":"inst-1","workspaceKeyDigest":"ws-1","projectionKind":"live-lane"}"#;
+const TARGET: &str = "29a47a1e0854db43f7fb283e889c03c45ccfaf73f15385d8c69120edad6cb06a";
+
+const CHANNELS: &str = r#"
+[[channels]]
+name = "computed-route"
+owner = "router"
+envelope_schema = "computed-route.v1"
+max_envelope_bytes = 4096
+
+[[channels]]
+name = "lifecycle-frontier"
+owner = "frontier"
+envelope_schema = "lifecycle-frontier.v1"
+max_envelope_bytes = 4096
+"#;
+
+/// A temp directory with a config file.
+struct Env {
+    dir: tempfile::TempDir,
+    config: PathBuf,
+}
+
+impl Env {
+    /// A config with `timing` lines (e.g. `lease_ttl_ms = 5000`) and the two channels.
+    fn with(timing: &str) -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("solewriter.toml");
+        let text =
+            format!("store = \"store.sqlite\"\nruntime_root = \"runtime\"\n{timing}\n{CHANNELS}");
+        std::fs::write(&config, text).unwrap();
+        Env { dir, config }
+    }
+
+    fn new() -> Env {
+        Env::with("lease_ttl_ms = 5000\nbusy_timeout_ms = 2000")
+    }
+
+    /// An initialized store with the target admitted.
+    fn admitted(timing: &str) -> Env {
+        let env = Env::with(timing);
+        env.ok(&["init"]);
+        assert_eq!(env.ok(&["admit", TUPLE]).trim(), TARGET);
+        env
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(EXE)
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap()
+    }
+
+    /// Runs and expects success; returns stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs and expects exit `code` with one stderr line containing `needle`.
+    fn fails(&self, args: &[&str], code: i32, needle: &str) {
+        expect_failure(&self.run(args), code, needle, &args);
+    }
+
+    fn submit(&self, producer: &str, channel: &str, watermark: &str, body: &str) -> Output {
+        let envelope =
+            format!(r#"{{"schema":"{channel}.v1","notAuthority":true,"body":"{body}"}}"#);
+        self.run(&[
+            "submit",
+            "--producer",
+            producer,
+            "--target",
+            TARGET,
+            "--channel",
+            channel,
+            "--watermark",
+            watermark,
+            "--envelope",
+            &envelope,
+            "--captured-at",
+            "1000",
+            "--expires-in-ms",
+            "4102444800000",
+        ])
+    }
+
+    fn current(&self) -> PathBuf {
+        self.dir
+            .path()
+            .join("runtime/hook-projections")
+            .join(TARGET)
+            .join("current.json")
+    }
+
+    fn holder(&self, instance: &str, extra: &[&str]) -> Holder {
+        Holder::spawn(&self.config, instance, extra)
+    }
+}
+
+fn expect_failure(out: &Output, code: i32, needle: &str, what: &dyn std::fmt::Debug) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{what:?}: {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{what:?}: `{needle}` not in {stderr}"
+    );
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// A `solewriter holder` process.
+struct Holder {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Holder {
+    fn spawn(config: &Path, instance: &str, extra: &[&str]) -> Holder {
+        let mut child = Command::new(EXE)
+            .args(["holder", "--config"])
+            .arg(config)
+            .args(["--target", TARGET, "--instance", instance])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Holder {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn recv(&mut self) -> String {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        line.trim_end().to_owned()
+    }
+
+    fn ask(&mut self, line: &str) -> String {
+        self.send(line);
+        self.recv()
+    }
+
+    fn quit(mut self) {
+        assert_eq!(self.ask("quit"), "bye");
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+fn words(answer: &str) -> Vec<&str> {
+    answer.split_whitespace().collect()
+}
+
+#[test]
+fn usage_errors_exit_2_and_help_lists_no_hidden_command() {
+    let out = Command::new(EXE).arg("frobnicate").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(EXE)
+        .args(["submit", "--producer", "p"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(EXE).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for command in [
+        "demo", "init", "admit", "submit", "publish", "inspect", "read",
+    ] {
+        assert!(help.contains(command), "{command} in {help}");
+    }
+    assert!(
+        !help.contains("  holder ") && !help.contains("  reader "),
+        "{help}"
+    );
+    let env = Env::new();
+    std::fs::write(env.dir.path().join("x"), "").unwrap();
+    let out = Command::new(EXE)
+        .args(["demo", "--dir"])
+        .arg(env.dir.path())
+        .output()
+        .unwrap();
+    expect_failure(&out, 2, "is not empty", &"demo --dir non-empty");
+}
+
+#[test]
+fn config_errors_name_the_key_and_exit_3() {
+    Env::with("busy_timeout_ms = 50").fails(&["init"], 3, "`lease_ttl_ms`");
+    Env::with("lease_ttl_ms = 50").fails(&["init"], 3, "`busy_timeout_ms`");
+    Env::with("lease_ttl_ms = 0\nbusy_timeout_ms = 5").fails(&["init"], 3, "greater than zero");
+    Env::with("lease_ttl_ms = 5\nbusy_timeout_ms = 5\nttl = 3").fails(&["init"], 3, "line 5");
+    Env::with("lease_ttl_ms = = 5").fails(&["init"], 3, "malformed at line 3");
+    Env::with("lease_ttl_ms = 5\nbusy_timeout_ms = 5\n[[channels]]\nname = \"Bad/Name\"\nowner = \"p\"\nenvelope_schema = \"x\"\nmax_envelope_bytes = 5")
+        .fails(&["inspect"], 3, "channel name refused");
+    // A flag fills in the missing key; a missing file is a config error too.
+    let env = Env::with("busy_timeout_ms = 50");
+    env.ok(&["--lease-ttl-ms", "100", "init"]);
+    let out = Command::new(EXE)
+        .args(["--config", "/nonexistent/solewriter.toml", "inspect"])
+        .output()
+        .unwrap();
+    expect_failure(&out, 3, "reading config file", &"missing config");
+    let out = Command::new(EXE).arg("inspect").output().unwrap();
+    expect_failure(&out, 3, "`store`", &"no config at all");
+}
+
+#[test]
+fn store_errors_exit_4_and_create_nothing() {
+    let env = Env::new();
+    env.fails(&["inspect"], 4, "does not exist");
+    assert!(!env.dir.path().join("store.sqlite").exists());
+    env.ok(&["init"]);
+    env.fails(&["init"], 4, "already exists");
+    let foreign = Env::new();
+    std::fs::write(foreign.dir.path().join("store.sqlite"), "not sqlite at all").unwrap();
+    foreign.fails(&["inspect"], 4, "nothing was changed");
+}
+
+#[test]
+fn rejected_input_exits_5_and_writes_nothing() {
+    let env = Env::admitted("lease_ttl_ms = 5000\nbusy_timeout_ms = 2000");
+    let with_session = TUPLE.replace('}', r#","sessionId":"s"}"#);
+    env.fails(&["admit", &with_session], 5, "unknown field `sessionId`");
+    env.fails(&["read", "../etc"], 5, "64 lowercase hex");
+    env.fails(
+        &["publish", TARGET, "--instance", "Bad Name"],
+        5,
+        "instance name refused",
+    );
+    let out = env.submit("frontier", "computed-route", "1", "x");
+    expect_failure(&out, 5, "does not own channel", &"foreign channel");
+    assert!(env
+        .submit("router", "computed-route", "2", "x")
+        .status
+        .success());
+    let out = env.submit("router", "computed-route", "1", "x");
+    expect_failure(&out, 5, "regressed", &"regressed watermark");
+    let other = TARGET.replace('2', "3");
+    env.fails(&["publish", &other, "--instance", "a"], 5, "not admitted");
+}
+
+#[test]
+fn scripting_by_hand_submit_publish_inspect_read() {
+    let env = Env::admitted("lease_ttl_ms = 5000\nbusy_timeout_ms = 2000");
+    env.fails(&["read", TARGET], 7, "no projection published");
+    let said = |out: Output| String::from_utf8(out.stdout).unwrap();
+    assert!(said(env.submit("router", "computed-route", "1", "a")).starts_with("inserted"));
+    assert!(said(env.submit("router", "computed-route", "1", "a")).starts_with("replayed"));
+    assert!(said(env.submit("router", "computed-route", "1", "b")).starts_with("degraded"));
+    let published = env.ok(&["publish", TARGET, "--instance", "op"]);
+    assert!(published.starts_with("published epoch 1:"), "{published}");
+    let text = env.ok(&["inspect"]);
+    assert!(text.contains("released by op, epoch 1"), "{text}");
+    assert!(text.contains("DEGRADED (source-conflict)"), "{text}");
+    let json: Value = serde_json::from_str(&env.ok(&["inspect", "--json"])).unwrap();
+    let target = &json["targets"][0];
+    assert_eq!(target["targetId"], TARGET);
+    assert_eq!(target["state"], "released");
+    assert_eq!(target["holder"], "op");
+    assert_eq!(target["fencingEpoch"], 1);
+    assert_eq!(target["channels"][0]["degraded"], "source-conflict");
+    assert_eq!(target["channels"][0]["freshness"], "fresh");
+    assert_eq!(target["missing"][0], "lifecycle-frontier");
+    let doc: Value = serde_json::from_str(&env.ok(&["read", TARGET, "--json"])).unwrap();
+    assert_eq!(doc["fencingEpoch"], 1);
+    assert_eq!(doc["channels"][0]["envelope"]["body"], "a");
+    assert!(env
+        .ok(&["read", TARGET])
+        .contains("DEGRADED (source-conflict)"));
+    // A torn document is refused, never printed in part.
+    let bytes = std::fs::read(env.current()).unwrap();
+    std::fs::write(env.current(), &bytes[..bytes.len() / 2]).unwrap();
+    env.fails(&["read", TARGET], 7, "malformed");
+}
+
+#[test]
+fn holder_protocol_held_then_fenced_after_takeover() {
+    let env = Env::admitted("lease_ttl_ms = 1500\nbusy_timeout_ms = 2000");
+    let mut a = env.holder("a", &[]);
+    let mut b = env.holder("b", &[]);
+    assert_eq!(a.ask("publish"), "error no lease held (acquire first)");
+    assert_eq!(a.ask("dance"), "error unknown command `dance`");
+    let granted = a.ask("acquire");
+    let [word, epoch, expires_at] = words(&granted)[..] else {
+        panic!("{granted}")
+    };
+    assert_eq!((word, epoch), ("acquired", "1"));
+    assert!(a
+        .ask("acquire")
+        .starts_with("error already holding epoch 1"));
+    let held = b.ask("acquire");
+    assert_eq!(words(&held)[..2], ["held", "1"], "{held}");
+    // A live holder refuses the one-shot `publish` command too: exit 6, nothing written.
+    env.fails(&["publish", TARGET, "--instance", "c"], 6, "is held by a");
+    // Wait out A's grant without A doing anything, then B takes over and publishes.
+    let expires_at: u64 = expires_at.parse().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    std::thread::sleep(std::time::Duration::from_millis(
+        expires_at.saturating_sub(now) + 50,
+    ));
+    assert_eq!(words(&b.ask("acquire"))[..2], ["acquired", "2"]);
+    assert_eq!(words(&b.ask("publish"))[..2], ["published", "2"]);
+    let bytes = std::fs::read(env.current()).unwrap();
+    assert_eq!(a.ask("publish"), "fenced superseded 2");
+    assert_eq!(std::fs::read(env.current()).unwrap(), bytes, "untouched");
+    assert!(a.ask("acquire").starts_with("acquired 3"));
+    assert_eq!(a.ask("release"), "released");
+    assert_eq!(a.ask("release"), "error no lease held (acquire first)");
+    a.quit();
+    b.quit();
+}
+
+#[test]
+fn holder_stalled_inside_its_transaction_blocks_every_other_writer() {
+    let env = Env::admitted("lease_ttl_ms = 5000\nbusy_timeout_ms = 150");
+    assert!(env
+        .submit("router", "computed-route", "1", "a")
+        .status
+        .success());
+    let mut a = env.holder("a", &["--stall-at", "temp-written"]);
+    assert!(a.ask("acquire").starts_with("acquired 1 "));
+    assert_eq!(a.ask("publish"), "stalled temp-written");
+    // A holds SQLite's write lock: a contender gets `busy`, the one-shot publish exits 4.
+    let mut b = env.holder("b", &[]);
+    assert_eq!(b.ask("acquire"), "busy");
+    env.fails(&["publish", TARGET, "--instance", "c"], 4, "busy");
+    assert!(!env.current().exists(), "not renamed yet");
+    a.send("go on");
+    assert_eq!(words(&a.recv())[..2], ["published", "1"]);
+    assert!(env.current().exists());
+    assert_eq!(words(&b.ask("acquire"))[..2], ["acquired", "2"]);
+    a.quit();
+    b.quit();
+    let out = Command::new(EXE)
+        .args(["holder", "--target", TARGET, "--instance", "a"])
+        .args(["--stall-at", "nowhere"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an unknown step is a usage error"
+    );
+}
+
+#[test]
+fn demo_runs_end_to_end_and_every_check_holds() {
+    let out = Command::new(EXE).arg("demo").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("fenced superseded"), "{stdout}");
+    assert!(stdout.contains("\nSummary\n"), "{stdout}");
+    assert!(stdout.contains("checks held"), "{stdout}");
+    assert!(!stdout.contains("[BROKEN]"), "{stdout}");
+}
