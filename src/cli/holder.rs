@@ -54,28 +54,14 @@ pub struct HolderArgs {
     stall_at: Option<PublishStep>,
 }
 
-/// The kebab-case name of a publication step.
-pub fn step_name(step: PublishStep) -> &'static str {
-    match step {
-        PublishStep::TransactionOpen => "transaction-open",
-        PublishStep::Revalidated => "revalidated",
-        PublishStep::Composed => "composed",
-        PublishStep::TempWritten => "temp-written",
-        PublishStep::DeadlineChecked => "deadline-checked",
-        PublishStep::Renamed => "renamed",
-        PublishStep::DirectorySynced => "directory-synced",
-        PublishStep::Released => "released",
-    }
-}
-
 fn parse_step(text: &str) -> Result<PublishStep, String> {
-    PublishStep::ALL
-        .into_iter()
-        .find(|s| step_name(*s) == text)
-        .ok_or_else(|| {
-            let names: Vec<_> = PublishStep::ALL.into_iter().map(step_name).collect();
-            format!("expected one of {}", names.join(", "))
-        })
+    PublishStep::parse(text).ok_or_else(|| {
+        let names: Vec<_> = PublishStep::ALL
+            .into_iter()
+            .map(PublishStep::name)
+            .collect();
+        format!("expected one of {}", names.join(", "))
+    })
 }
 
 /// Writes one answer line and flushes it.
@@ -100,7 +86,7 @@ struct StallAt(PublishStep);
 impl PublishProbe for StallAt {
     fn reached(&self, step: PublishStep, _: &TargetId, _: u64) {
         if step == self.0 {
-            answer(&format!("stalled {}", step_name(step)));
+            answer(&format!("stalled {}", step.name()));
             let _ = next_line();
         }
     }
