@@ -1,0 +1,189 @@
+//! The takeover and the crash path across real OS processes (the `solewriter holder`
+//! protocol): a holder frozen with SIGSTOP past its expiry is fenced after a takeover; a
+//! holder frozen INSIDE its transaction cannot be taken over and aborts when resumed; and a
+//! holder killed with SIGKILL at every step of publication leaves a store that opens, a
+//! `current.json` that is absent or complete, and a next holder that republishes exactly the
+//! committed rows and removes the leftovers.
+
+mod support;
+
+use serde_json::Value;
+use solewriter::core::publication::PublishStep;
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use support::*;
+
+fn signal(holder: &Holder, sig: &str) {
+    let status = Command::new("kill")
+        .args([sig, &holder.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {sig}");
+}
+
+/// Sleeps until the wall clock passes `expires_at_ms` (as printed by `acquired`).
+fn sleep_past(expires_at_ms: &str) {
+    let expires: u64 = expires_at_ms.parse().unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    std::thread::sleep(Duration::from_millis(expires.saturating_sub(now) + 60));
+}
+
+fn acquired(holder: &mut Holder, epoch: &str) -> String {
+    let answer = holder.ask("acquire");
+    let w = words(&answer);
+    assert_eq!(w[..2], ["acquired", epoch], "{answer}");
+    w[2].to_owned()
+}
+
+fn doc(env: &Env) -> Value {
+    serde_json::from_slice(&std::fs::read(env.current()).unwrap()).expect("complete document")
+}
+
+fn temps(env: &Env) -> usize {
+    let dir = env.current().parent().unwrap().to_owned();
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(".current.json.tmp-")
+            })
+            .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn holder_frozen_past_expiry_is_fenced_after_takeover() {
+    let env = Env::admitted("lease_ttl_ms = 800\nbusy_timeout_ms = 2000");
+    assert!(env
+        .submit("router", "computed-route", "1", "a")
+        .status
+        .success());
+    let mut a = env.holder("a", &[]);
+    let mut b = env.holder("b", &[]);
+    let expires = acquired(&mut a, "1");
+    signal(&a, "-STOP");
+    assert_eq!(words(&b.ask("acquire"))[..2], ["held", "1"]);
+    sleep_past(&expires);
+    acquired(&mut b, "2");
+    assert_eq!(words(&b.ask("publish"))[..2], ["published", "2"]);
+    let successor = std::fs::read(env.current()).unwrap();
+    signal(&a, "-CONT");
+    assert_eq!(a.ask("publish"), "fenced superseded 2");
+    assert_eq!(
+        std::fs::read(env.current()).unwrap(),
+        successor,
+        "current.json is still B's document"
+    );
+    assert_eq!(doc(&env)["fencingEpoch"], 2);
+    assert_eq!(temps(&env), 0);
+    a.quit();
+    b.quit();
+}
+
+#[test]
+fn holder_frozen_inside_its_transaction_cannot_be_taken_over() {
+    let env = Env::admitted("lease_ttl_ms = 800\nbusy_timeout_ms = 300");
+    assert!(env
+        .submit("router", "computed-route", "1", "a")
+        .status
+        .success());
+    let mut a = env.holder("a", &["--stall-at", "temp-written"]);
+    let mut b = env.holder("b", &[]);
+    let expires = acquired(&mut a, "1");
+    assert_eq!(a.ask("publish"), "stalled temp-written");
+    signal(&a, "-STOP");
+    a.send("continue"); // buffered until A runs again
+    sleep_past(&expires);
+    // A's lease has expired by the clock, but A holds SQLite's write lock.
+    assert_eq!(b.ask("acquire"), "busy");
+    assert!(!env.current().exists(), "nothing renamed");
+    signal(&a, "-CONT");
+    assert_eq!(
+        a.recv(),
+        "expired",
+        "A resumes past its expiry and aborts before the rename"
+    );
+    assert!(!env.current().exists(), "current.json untouched");
+    assert_eq!(temps(&env), 0, "A removed its temp file");
+    acquired(&mut b, "2");
+    assert_eq!(words(&b.ask("publish"))[..2], ["published", "2"]);
+    a.quit();
+    b.quit();
+}
+
+#[test]
+fn holder_killed_at_every_publication_step_loses_nothing() {
+    for step in PublishStep::ALL {
+        let env = Env::admitted("lease_ttl_ms = 600\nbusy_timeout_ms = 2000");
+        assert!(env
+            .submit("router", "computed-route", "1", "one")
+            .status
+            .success());
+        let mut z = env.holder("z", &[]);
+        acquired(&mut z, "1");
+        assert_eq!(words(&z.ask("publish"))[..2], ["published", "1"]);
+        z.quit();
+        let before = std::fs::read(env.current()).unwrap();
+        assert!(env
+            .submit("router", "computed-route", "2", "two")
+            .status
+            .success());
+
+        let mut a = env.holder("a", &["--stall-at", step.name()]);
+        let expires = acquired(&mut a, "2");
+        assert_eq!(a.ask("publish"), format!("stalled {}", step.name()));
+        a.child.kill().unwrap(); // SIGKILL inside the transaction
+        a.child.wait().unwrap();
+
+        // The store opens and the committed rows are all there.
+        let inspect: Value = serde_json::from_str(&env.ok(&["inspect", "--json"])).unwrap();
+        let text = inspect.to_string();
+        assert!(
+            text.contains("\"sourceWatermark\":2"),
+            "{step:?}: committed submission lost: {text}"
+        );
+        // current.json is the previous complete document, or A's complete new one.
+        let after = doc(&env);
+        let renamed = matches!(
+            step,
+            PublishStep::Renamed | PublishStep::DirectorySynced | PublishStep::Released
+        );
+        if renamed {
+            assert_eq!(after["fencingEpoch"], 2, "{step:?}");
+        } else {
+            assert_eq!(
+                std::fs::read(env.current()).unwrap(),
+                before,
+                "{step:?}: current.json changed"
+            );
+        }
+        // The lease stays A's until it expires; then B takes over and republishes.
+        let mut b = env.holder("b", &[]);
+        assert_eq!(words(&b.ask("acquire"))[..2], ["held", "2"], "{step:?}");
+        sleep_past(&expires);
+        acquired(&mut b, "3");
+        assert_eq!(
+            words(&b.ask("publish"))[..2],
+            ["published", "3"],
+            "{step:?}"
+        );
+        let republished = doc(&env);
+        assert_eq!(
+            republished["channels"][0]["sourceWatermark"], 2,
+            "{step:?}: republished from the committed rows"
+        );
+        assert_eq!(
+            temps(&env),
+            0,
+            "{step:?}: leftovers removed by the next publication"
+        );
+        b.quit();
+    }
+}
