@@ -10,7 +10,9 @@ use crate::error::{Error, Result};
 use crate::rows;
 use crate::store::ProjectionStore;
 use rusqlite::Connection;
-use solewriter_core::lease::{observe, AcquireRefused, AcquireRequest, Credential, Fenced, HeldBy};
+use solewriter_core::lease::{
+    observe, AcquireRefused, AcquireRequest, Credential, Fenced, HeldBy, Observed,
+};
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::target::TargetId;
 use solewriter_core::time::Millis;
@@ -127,9 +129,20 @@ pub(crate) fn release_in(
 
 impl ProjectionStore {
     /// Tries to acquire the lease of `target` for the instance `holder`. Never waits for a
-    /// live grant: a contender gets [`Acquisition::Held`] at once (it waits only for SQLite's
-    /// write lock, up to the busy timeout).
+    /// live grant: a contender gets [`Acquisition::Held`] at once.
+    ///
+    /// A live grant seen in the committed snapshot (a plain read, no write lock) answers
+    /// `Held` without queueing for the write lock; the answer is advisory, since the grant
+    /// may end a moment later. Only a grant needs — and always takes — the serialized
+    /// transaction, where the row is read and decided again.
     pub fn acquire(&self, target: &TargetId, holder: &InstanceDigest) -> Result<Acquisition<'_>> {
+        if let Some(record) = rows::read_lease(&self.conn, target)? {
+            if let Observed::Held(live) = observe(record, self.options.clock.now())? {
+                let held = live.held_by();
+                tracing::info!(target_id = %target, epoch = held.fencing_epoch, retry_after_ms = held.retry_after_ms, "lease denied: held");
+                return Ok(Acquisition::Held(held));
+            }
+        }
         let token = fresh_token()?;
         let tx = self.begin()?;
         let record =

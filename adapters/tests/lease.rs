@@ -154,3 +154,32 @@ fn release_needs_both_token_and_epoch() {
     );
     assert_eq!(second.release().unwrap(), ReleaseOutcome::Released);
 }
+
+/// A contender for a live grant is answered `Held` from the committed snapshot: it does not
+/// queue for SQLite's write lock (here held by another connection) and writes nothing. A
+/// grant, by contrast, needs the write lock and gets `Busy` while another writer holds it.
+#[test]
+fn held_answer_does_not_wait_for_the_write_lock_but_a_grant_does() {
+    let f = Fixture::with_timing(timing(TTL_MS, 50), 1024);
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    let a = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    let blocker = rusqlite::Connection::open(&f.options.db_path).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE;").unwrap();
+    let contender = f.open();
+    match contender.acquire(&target, &holder("b")).unwrap() {
+        Acquisition::Held(h) => assert_eq!(h.fencing_epoch, 1),
+        Acquisition::Acquired(_) => panic!("granted while held"),
+    }
+    f.clock.advance(TTL_MS); // a's grant expires: now a grant is possible, and needs the lock
+    assert!(matches!(
+        contender.acquire(&target, &holder("b")),
+        Err(Error::Busy { .. })
+    ));
+    blocker.execute_batch("ROLLBACK;").unwrap();
+    assert_eq!(
+        expect_acquired(contender.acquire(&target, &holder("b")).unwrap()).epoch(),
+        2
+    );
+    drop(a);
+}
