@@ -193,8 +193,8 @@ pub fn observe(record: LeaseRecord, now: Millis) -> Result<Observed, Inconsisten
         _ => {}
     }
     if let Some(g) = state.grant() {
-        if g.expires_at < g.acquired_at {
-            return bad("expires_at before acquired_at");
+        if g.expires_at <= g.acquired_at {
+            return bad("expires_at not after acquired_at (a grant lasts ttl > 0)");
         }
     }
     Ok(match state {
@@ -714,5 +714,52 @@ mod tests {
             grant(top, 2, 500).unwrap_err(),
             AcquireRefused::EpochExhausted
         );
+    }
+
+    #[test]
+    fn state_names_round_trip_through_the_columns() {
+        let g = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap().grant;
+        let states = [
+            LeaseState::Unheld,
+            LeaseState::Held(g.clone()),
+            LeaseState::Released(g),
+        ];
+        let names: Vec<_> = states.iter().map(LeaseState::name).collect();
+        assert_eq!(names, ["unheld", "held", "released"]);
+        for state in &states {
+            let back = LeaseState::from_columns(state.name(), state.grant().cloned()).unwrap();
+            assert_eq!(back.name(), state.name());
+        }
+    }
+
+    #[test]
+    fn epochs_are_reported_at_every_level() {
+        let mut record = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap().record();
+        record.fencing_epoch = 3;
+        let observed = observe(record.clone(), Millis(1)).unwrap();
+        assert_eq!(observed.epoch(), 3);
+        let Observed::Held(lease) = observed else {
+            panic!("held")
+        };
+        assert_eq!(lease.epoch(), 3);
+        assert_eq!(lease.target_id(), &tid());
+        let credential = Credential {
+            target_id: tid(),
+            epoch: 3,
+            token_hash: HolderToken::from_bytes([1; 32]).hash(),
+        };
+        assert_eq!(lease.authorize_publish(&credential).unwrap().epoch(), 3);
+    }
+
+    #[test]
+    fn a_grant_must_end_after_it_starts() {
+        let mut g = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap().grant;
+        g.expires_at = g.acquired_at;
+        let row = LeaseRecord {
+            target_id: tid(),
+            fencing_epoch: 1,
+            state: LeaseState::Held(g),
+        };
+        assert!(observe(row, Millis(0)).is_err());
     }
 }

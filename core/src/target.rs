@@ -312,4 +312,34 @@ mod tests {
         }
         assert!(serde_json::from_str::<TargetId>("\"../x\"").is_err());
     }
+
+    #[test]
+    fn size_bounds_are_exact() {
+        let at_bound = "a".repeat(MAX_FIELD_BYTES);
+        let mut values = ["1", "c", "a", "h", "i", "w", "p"];
+        values[2] = &at_bound;
+        assert!(TargetTuple::new(values).is_ok());
+        let over = "a".repeat(MAX_FIELD_BYTES + 1);
+        values[2] = &over;
+        assert!(matches!(
+            TargetTuple::new(values),
+            Err(TargetError::InvalidField {
+                field: "agentId",
+                ..
+            })
+        ));
+        let padded = format!("{VECTOR_JSON:<MAX_TUPLE_JSON_BYTES$}");
+        assert_eq!(padded.len(), MAX_TUPLE_JSON_BYTES);
+        assert!(TargetTuple::from_json(&padded).is_ok());
+        let over = format!("{padded} ");
+        assert!(matches!(
+            TargetTuple::from_json(&over),
+            Err(TargetError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn target_id_displays_as_its_hex() {
+        assert_eq!(TargetId::parse(VECTOR_ID).unwrap().to_string(), VECTOR_ID);
+    }
 }

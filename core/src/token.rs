@@ -110,4 +110,31 @@ mod tests {
         assert!(!a.ct_eq(&TokenHash::from_bytes(last_differs)));
         assert_ne!(a.as_bytes(), &[1; 32]);
     }
+
+    #[test]
+    fn bytes_are_exposed_unchanged() {
+        let token = HolderToken::from_bytes([7; 32]);
+        assert_eq!(token.as_bytes(), &[7; 32]);
+        assert_eq!(TokenHash::from_bytes([9; 32]).as_bytes(), &[9; 32]);
+    }
+
+    #[test]
+    fn differences_never_cancel_out() {
+        let zero = TokenHash::from_bytes([0; 32]);
+        let mut two = [0u8; 32];
+        two[0] = 1;
+        two[1] = 1;
+        assert!(!zero.ct_eq(&TokenHash::from_bytes(two)));
+    }
+
+    #[test]
+    fn hex_digits_and_letters_parse() {
+        let text = "0123456789abcdef".repeat(4);
+        let token = HolderToken::from_hex(&text).unwrap();
+        assert_eq!(
+            &token.as_bytes()[..8],
+            &[0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef]
+        );
+        assert_eq!(token.to_hex(), text);
+    }
 }

@@ -328,4 +328,37 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn bounds_are_inclusive_and_each_is_checked_alone() {
+        let reg = registry();
+        let router = ProducerId::parse("router").unwrap();
+        let max = crate::STORAGE_INTEGER_MAX;
+        let d =
+            |s: &Submission, now: u64| decide_submission(&reg, &router, true, None, s, Millis(now));
+        let mut at_limit = sub(1, "");
+        let pad = 200 - at_limit.envelope_json.len();
+        at_limit = sub(1, &"x".repeat(pad));
+        assert_eq!(at_limit.envelope_json.len(), 200);
+        assert!(
+            d(&at_limit, 0).is_ok(),
+            "an envelope of exactly the bound is accepted"
+        );
+        let mut top = sub(max, "a");
+        top.expires_at = Millis(max);
+        assert!(
+            d(&top, max).is_ok(),
+            "the storable maximum itself is accepted"
+        );
+        let mut late = sub(1, "a");
+        late.expires_at = Millis(max + 1);
+        assert!(matches!(
+            d(&late, 0),
+            Err(SubmissionRejected::InvalidRange(_))
+        ));
+        assert!(matches!(
+            d(&sub(1, "a"), max + 1),
+            Err(SubmissionRejected::InvalidRange(_))
+        ));
+    }
 }
