@@ -119,6 +119,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// `current.json` was replaced (a complete document composed from committed rows), but
+    /// the conditional release did not commit: the lease stays held until it expires.
+    #[error("current.json at {path} was replaced, but the lease release did not commit ({reason}); the lease expires on its own")]
+    PublishedNotReleased {
+        /// The published path.
+        path: PathBuf,
+        /// Why the release or the commit failed.
+        reason: String,
+    },
     /// The OS random source failed. Nothing was written.
     #[error("random source failed ({0}); nothing was written")]
     Random(String),

@@ -1,8 +1,9 @@
 //! Acquisition, the held lease, and the conditional release.
 //!
-//! `acquire` runs in one serialized transaction: read the row, read the broker clock, let
-//! the core decide, execute the plan. A contender gets `Held` with retry metadata and writes
-//! nothing. The raw token leaves this module only inside the [`HeldLease`]; the store keeps
+//! `acquire` first reads the committed snapshot: a live grant answers `Held` (with retry
+//! metadata) without queueing for the write lock. Otherwise it runs one serialized
+//! transaction: read the row, read the broker clock, let the core decide, execute the plan —
+//! so a grant is always decided under the write lock. A contender writes nothing. The raw token leaves this module only inside the [`HeldLease`]; the store keeps
 //! its hash. Every release — explicit, on a failed publication, or from `Drop` — is
 //! conditional on the token hash AND the epoch.
 
@@ -136,7 +137,8 @@ impl ProjectionStore {
     /// may end a moment later. Only a grant needs — and always takes — the serialized
     /// transaction, where the row is read and decided again.
     pub fn acquire(&self, target: &TargetId, holder: &InstanceDigest) -> Result<Acquisition<'_>> {
-        if let Some(record) = rows::read_lease(&self.conn, target)? {
+        let snapshot = rows::read_lease(&self.conn, target).map_err(|e| self.busy_aware(e))?;
+        if let Some(record) = snapshot {
             if let Observed::Held(live) = observe(record, self.options.clock.now())? {
                 let held = live.held_by();
                 tracing::info!(target_id = %target, epoch = held.fencing_epoch, retry_after_ms = held.retry_after_ms, "lease denied: held");

@@ -74,25 +74,42 @@ impl<'s> HeldLease<'s> {
 
     /// [`Self::publish`], reporting each step to `probe`.
     pub fn publish_observed(mut self, probe: &dyn PublishProbe) -> Result<Published> {
+        let store = self.store;
+        // `Busy` here: the lease was not used. It stays armed, so dropping it attempts the
+        // conditional release; if the store is still busy, the grant expires after its TTL.
+        let tx = store.begin()?;
         // From here the publication performs the release itself, on every path.
         self.armed = false;
-        let (store, credential) = (self.store, self.credential.clone());
-        let tx = store.begin()?;
+        let credential = self.credential.clone();
         let at = |step| probe.reached(step, &credential.target_id, credential.epoch);
         at(PublishStep::TransactionOpen);
         let inner = publish_in(&tx, store, &credential, &at);
         let released = release_in(&tx, store, &credential);
         at(PublishStep::Released);
-        // Commit even after a failure: the only writes in this transaction are the release.
+        // Commit even after a failure: the only write in this transaction is the release.
         let committed = tx.commit().map_err(|e| store.map_err(e));
+        if committed.is_err() {
+            store.abandon_transaction();
+        }
         let (target, epoch) = (&credential.target_id, credential.epoch);
-        match inner {
-            Ok(Inner::Done(published)) => {
-                released?;
-                committed?;
-                tracing::info!(target_id = %target, epoch, bytes = published.bytes, "published");
-                Ok(published)
+        let not_released = match (&released, &committed) {
+            (Err(e), _) | (Ok(_), Err(e)) => {
+                tracing::error!(target_id = %target, epoch, error = %e, "conditional release did not commit; the lease expires on its own");
+                Some(e.to_string())
             }
+            _ => None,
+        };
+        match inner {
+            Ok(Inner::Done(published)) => match not_released {
+                None => {
+                    tracing::info!(target_id = %target, epoch, bytes = published.bytes, "published");
+                    Ok(published)
+                }
+                Some(reason) => Err(Error::PublishedNotReleased {
+                    path: published.path,
+                    reason,
+                }),
+            },
             Ok(Inner::NotDurable(path, source)) => {
                 tracing::error!(target_id = %target, epoch, %source, "published but directory fsync failed");
                 Err(Error::NotDurable { path, source })

@@ -55,32 +55,57 @@ fn configure(conn: &Connection, timing: &TimingConfig) -> rusqlite::Result<()> {
 
 impl ProjectionStore {
     /// Creates a new store at `db_path`: the two tables, WAL mode, the schema version.
-    /// Refuses an existing path. On failure, the partially created file is removed.
+    /// Refuses an existing path — the file is created exclusively, so of two concurrent
+    /// initializers exactly one wins and the other touches nothing. On failure, only the
+    /// files this call created are removed.
     pub fn initialize(db_path: &Path, timing: &TimingConfig) -> Result<()> {
-        if db_path.symlink_metadata().is_ok() {
-            return Err(Error::StoreExists {
-                path: db_path.to_owned(),
-            });
+        use std::os::unix::fs::OpenOptionsExt;
+        let created = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(crate::atomic_file::FILE_MODE)
+            .open(db_path);
+        match created {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(Error::StoreExists {
+                    path: db_path.to_owned(),
+                })
+            }
+            Err(e) => {
+                return Err(Error::Unreadable {
+                    path: db_path.to_owned(),
+                    reason: format!("cannot create: {e}"),
+                })
+            }
         }
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let result = Connection::open_with_flags(db_path, flags).and_then(|conn| {
             configure(&conn, timing)?;
             conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))?;
             schema::create(&conn)
         });
-        result.map_err(|e| {
-            for suffix in ["", "-wal", "-shm", "-journal"] {
-                let mut p = db_path.as_os_str().to_owned();
-                p.push(suffix);
-                let _ = std::fs::remove_file(PathBuf::from(p));
-            }
-            Error::Unreadable {
+        let parent = db_path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        match result {
+            Ok(()) => crate::atomic_file::sync_dir(parent).map_err(|e| Error::Unreadable {
                 path: db_path.to_owned(),
-                reason: format!("initialize failed: {e}"),
+                reason: format!("created, but its directory fsync failed: {e}"),
+            }),
+            Err(e) => {
+                for suffix in ["", "-wal", "-shm"] {
+                    let mut p = db_path.as_os_str().to_owned();
+                    p.push(suffix);
+                    let _ = std::fs::remove_file(PathBuf::from(p));
+                }
+                Err(Error::Unreadable {
+                    path: db_path.to_owned(),
+                    reason: format!("initialize failed: {e}"),
+                })
             }
-        })
+        }
     }
 
     /// Opens an existing store. Fails closed — creating nothing — on a missing file, a
@@ -121,6 +146,24 @@ impl ProjectionStore {
     pub(crate) fn begin(&self) -> Result<Transaction<'_>> {
         Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(|e| self.map_err(e))
+    }
+
+    /// After a failed commit: make sure the connection is not left inside a transaction
+    /// (which would keep the write lock and make every other writer `Busy`).
+    pub(crate) fn abandon_transaction(&self) {
+        if !self.conn.is_autocommit() {
+            if let Err(error) = self.conn.execute_batch("ROLLBACK") {
+                tracing::error!(%error, "rollback after a failed commit failed");
+            }
+        }
+    }
+
+    /// Maps an error of a plain read: a busy/locked SQLite error becomes [`Error::Busy`].
+    pub(crate) fn busy_aware(&self, error: Error) -> Error {
+        match error {
+            Error::Sqlite(e) => self.map_err(e),
+            other => other,
+        }
     }
 
     /// Maps a SQLite error: busy/locked becomes [`Error::Busy`].

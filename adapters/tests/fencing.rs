@@ -84,6 +84,69 @@ fn stale_holder_paused_before_publishing_is_fenced_after_takeover() {
     });
 }
 
+/// The successor holds a live, unreleased grant (it has not published yet) and the clock has
+/// jumped back so that the stale holder's own grant looks unexpired: only the epoch and token
+/// check stands between the stale holder and `current.json`.
+#[test]
+fn stale_holder_is_fenced_while_the_successor_still_holds_its_grant() {
+    let f = Fixture::new();
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    store.submit(&router(), &route(&target, 1, "x")).unwrap();
+    expect_acquired(store.acquire(&target, &holder("z")).unwrap())
+        .publish()
+        .unwrap();
+    let before = f.current_bytes(&target).unwrap();
+    let a = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    f.clock.advance(TTL_MS);
+    let store_b = f.open();
+    let b = expect_acquired(store_b.acquire(&target, &holder("b")).unwrap());
+    f.clock.set(START); // A's grant (acquired at START + 0) no longer looks expired
+    let err = a.publish().unwrap_err();
+    assert!(
+        matches!(err, Error::Fenced(Fenced::Superseded { current_epoch: 3 })),
+        "{err}"
+    );
+    assert_eq!(
+        f.current_bytes(&target).unwrap(),
+        before,
+        "current.json untouched"
+    );
+    assert!(
+        matches!(
+            store.lease_row(&target).unwrap().unwrap().state,
+            LeaseState::Held(_)
+        ),
+        "B still holds"
+    );
+    assert_eq!(b.publish().unwrap().fencing_epoch, 3);
+}
+
+/// `Busy` at the start of publication: nothing is written and the lease was not used; the
+/// safety-net release is attempted (busy too, here), so the grant ends at its expiry at the
+/// latest.
+#[test]
+fn busy_store_at_publication_writes_nothing_and_the_grant_still_ends() {
+    let f = Fixture::with_timing(timing(TTL_MS, 50), 1024);
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    let a = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    let blocker = rusqlite::Connection::open(&f.options.db_path).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE;").unwrap();
+    assert!(matches!(
+        a.publish().unwrap_err(),
+        Error::Busy { timeout_ms: 50 }
+    ));
+    blocker.execute_batch("ROLLBACK;").unwrap();
+    assert!(f.current_bytes(&target).is_none(), "nothing written");
+    assert!(f.leftovers(&target).is_empty());
+    f.clock.advance(TTL_MS);
+    assert_eq!(
+        expect_acquired(store.acquire(&target, &holder("b")).unwrap()).epoch(),
+        2
+    );
+}
+
 #[test]
 fn holder_paused_inside_its_transaction_cannot_be_taken_over_and_aborts_at_expiry() {
     let f = Fixture::with_timing(timing(TTL_MS, 100), 1024);

@@ -138,3 +138,34 @@ fn busy_store_returns_busy_and_writes_nothing() {
         "no submission was written"
     );
 }
+
+/// Two initializers racing for one path: exactly one creates the store, the other gets
+/// `StoreExists` and touches nothing (in particular, it never deletes the winner's files).
+#[test]
+fn concurrent_initializers_never_destroy_each_others_store() {
+    for _ in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.sqlite");
+        let timing = timing(TTL_MS, 1000);
+        let results: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..2)
+                .map(|_| s.spawn(|| ProjectionStore::initialize(&path, &timing)))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(
+            results.iter().filter(|r| r.is_ok()).count(),
+            1,
+            "{results:?}"
+        );
+        assert!(
+            results
+                .iter()
+                .any(|r| matches!(r, Err(Error::StoreExists { .. }))),
+            "{results:?}"
+        );
+        let mut f = Fixture::new();
+        f.options.db_path = path.clone();
+        f.open();
+    }
+}
