@@ -17,7 +17,9 @@ pub use solewriter_adapters::store::{ProjectionStore, StoreOptions};
 pub use solewriter_adapters::submission::SubmitOutcome;
 pub use solewriter_adapters::write_guard::WriteGuard;
 pub use solewriter_adapters::Error;
-pub use solewriter_core::channel::{ChannelName, ChannelRegistry, ChannelSpec, ProducerId, Submission};
+pub use solewriter_core::channel::{
+    ChannelName, ChannelRegistry, ChannelSpec, ProducerId, Submission,
+};
 pub use solewriter_core::config::TimingConfig;
 pub use solewriter_core::names::InstanceDigest;
 pub use solewriter_core::projection::ProjectionDocument;

@@ -17,6 +17,7 @@
 //! - [`watermark`]: producer-submission admission.
 //! - [`projection`]: composition of committed channel rows into the published document.
 //! - [`subtree`]: subtree write locks of (agent, session) writers and fail-closed write admission.
+//! - [`ownership`]: process-generation authority of the project lock and its lock record.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -24,6 +25,7 @@ pub mod channel;
 pub mod config;
 pub mod lease;
 pub mod names;
+pub mod ownership;
 pub mod projection;
 pub mod subtree;
 pub mod target;
