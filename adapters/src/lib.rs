@@ -10,6 +10,8 @@
 //! - [`atomic_file`]: temp sibling, fsync, rename, directory fsync.
 //! - [`runtime`]: the runtime root, the derived output paths, and the hook reader.
 //! - [`write_guard`]: the per-heap subtree write-lock authority (ADR 0021).
+//! - [`process`]: process identities (pid, start token, boot id) read from the OS.
+//! - [`project_lock`]: the project lock, whose authority is one process generation.
 //! - [`error`]: the one error type, saying what failed and what was left untouched.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -18,6 +20,8 @@ pub mod atomic_file;
 pub mod clock;
 pub mod error;
 pub mod lease;
+pub mod process;
+pub mod project_lock;
 pub mod publication;
 pub mod rows;
 pub mod runtime;
