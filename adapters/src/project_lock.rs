@@ -121,8 +121,10 @@ pub enum LockError {
         /// What is wrong with it.
         reason: &'static str,
     },
-    /// A file-system step failed. No lock of this acquisition is left behind.
-    #[error("project lock step `{step}` failed on {path}: {source}; no lock of this attempt was left behind")]
+    /// A file-system step failed. No other owner's lock was removed.
+    #[error(
+        "project lock step `{step}` failed on {path}: {source}; no other owner's lock was removed"
+    )]
     Io {
         /// The step.
         step: &'static str,

@@ -62,8 +62,8 @@ impl GitFactId {
             GitFactId::Commit(oid) => format!("commit/{}", oid.as_str()),
             GitFactId::Hunks(oid) => format!("hunks/{}", oid.as_str()),
         };
-        // `commit/` or `hunks/` plus at most 64 hex characters is always a valid fact id.
-        FactId::parse(&text).unwrap_or_else(|_| unreachable!("bounded ascii fact id"))
+        // `commit/` or `hunks/` plus at most 64 hex characters.
+        FactId::from_bounded(text)
     }
 
     /// Reads a ledger key; `None` if it names no Git fact.

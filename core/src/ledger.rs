@@ -84,6 +84,14 @@ text_id!(
     "interpretation identity"
 );
 
+impl FactId {
+    /// Wraps text the caller built within the bounds (ASCII, 1 to 512 bytes, no controls).
+    pub(crate) fn from_bounded(text: String) -> Self {
+        debug_assert!(FactId::parse(&text).is_ok(), "{text:?}");
+        FactId(text)
+    }
+}
+
 /// An empty, oversized or control-character id.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid {0}: it must be 1 to its bound of bytes without control characters")]
