@@ -242,8 +242,8 @@ mod tests {
             .is_empty());
         for bad in [
             format!("{A}\0\0x\0s"),
-            format!("{A}\0\01"),
-            format!("zz\0\01\0s"),
+            format!("{A}\0\x001"),
+            "zz\0\x001\0s".to_owned(),
         ] {
             assert!(parse_commit(&bad).is_err(), "{bad:?}");
         }
