@@ -458,7 +458,7 @@ mod tests {
         let me = OwnerIdentity {
             pid: 1,
             start_token: 2,
-            boot_id: BootId::parse("b00t").unwrap(),
+            boot_id: BootId::parse("b00f").unwrap(),
         };
         let creator = |n| temp_creator(n, &me).map(|o| (o.pid, o.start_token));
         assert_eq!(creator(".project.lock.42.7.tmp-00ff"), Some((42, 7)));
