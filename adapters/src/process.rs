@@ -136,4 +136,35 @@ mod tests {
             "{seen:?}"
         );
     }
+
+    #[test]
+    fn an_exited_unreaped_child_is_dead() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let me = SystemProbe.current().unwrap();
+        // Until the child has exited it is running; a reaped child would be absent. Poll
+        // (bounded) for the zombie state while it is not reaped.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let seen = loop {
+            let seen = SystemProbe.observe(child.id());
+            if matches!(seen.process, ProcessSeen::Present { zombie: true, .. })
+                || std::time::Instant::now() > deadline
+            {
+                break seen;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
+        let ProcessSeen::Present { start_token, .. } = seen.process else {
+            panic!("unreaped child is visible: {seen:?}");
+        };
+        let recorded = OwnerIdentity {
+            pid: child.id(),
+            start_token,
+            ..me
+        };
+        assert_eq!(
+            classify(&recorded, &seen),
+            Ownership::Dead(solewriter_core::ownership::DeadReason::Exited)
+        );
+        child.wait().unwrap();
+    }
 }

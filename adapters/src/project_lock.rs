@@ -27,6 +27,7 @@
 //! > A record carrying nonce N at path P is removed only by N's owner (release) or by the
 //! > holder of the *claim* `P.recover-<N>`, after its owner was classified dead.
 //!
+//! (The claim's name carries the first 128 bits of N in hex.)
 //! The claim is itself a lock file, created by the same exclusive hard link, so at most one
 //! live process holds the claim for N. The claim holder re-reads P and unlinks it only if it
 //! still carries N. Between that read and the unlink nothing else can change P: creation

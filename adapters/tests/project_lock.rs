@@ -4,7 +4,9 @@
 //! successor's lock.
 
 use solewriter_adapters::process::{ProcessProbe, SystemProbe};
-use solewriter_adapters::project_lock::{LockError, ProjectLock, Released, Wait, LOCK_FILE};
+use solewriter_adapters::project_lock::{
+    LockError, ProjectLock, Released, Wait, LOCK_FILE, MAX_RECOVERY_DEPTH,
+};
 use solewriter_core::ownership::{
     BootSeen, LockNonce, LockRecord, OwnerIdentity, ProbeReport, ProcessSeen, UnknownReason,
 };
@@ -288,4 +290,45 @@ fn release_never_removes_a_successors_lock() {
         "successor's lock kept"
     );
     assert_eq!(successor.release().unwrap(), Released::Removed);
+}
+
+/// Plants a dead lock and a chain of `claims` recovery claims left by dead recoverers (each
+/// claiming the removal of the previous record).
+fn plant_abandoned_recovery(dir: &Path, claims: usize) {
+    let dead = dead_owner();
+    let mut path = dir.join(LOCK_FILE);
+    for level in 0..=claims {
+        let rec = record(dead.clone(), level as u8 + 1);
+        std::fs::write(&path, rec.encode()).unwrap();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        path = dir.join(format!("{name}.recover-{}", &rec.nonce.to_hex()[..32]));
+    }
+}
+
+#[test]
+fn claims_of_crashed_recoverers_are_recovered_up_to_the_depth_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = lock_in(dir.path());
+    std::fs::create_dir(lock.dir()).unwrap();
+    plant_abandoned_recovery(lock.dir(), MAX_RECOVERY_DEPTH - 1);
+    let guard = lock.acquire(Wait::NoWait).unwrap();
+    assert_eq!(guard.release().unwrap(), Released::Removed);
+    let left: Vec<_> = std::fs::read_dir(lock.dir()).unwrap().collect();
+    assert!(left.is_empty(), "every dead claim was removed: {left:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let lock = lock_in(dir.path());
+    std::fs::create_dir(lock.dir()).unwrap();
+    plant_abandoned_recovery(lock.dir(), MAX_RECOVERY_DEPTH);
+    let before = lock_bytes(lock.dir());
+    let err = lock.acquire(Wait::NoWait).unwrap_err();
+    assert!(
+        matches!(err, LockError::RecoveryAbandoned { depth, .. } if depth == MAX_RECOVERY_DEPTH),
+        "{err}"
+    );
+    assert_eq!(
+        lock_bytes(lock.dir()),
+        before,
+        "the dead lock is left for an operator"
+    );
 }
