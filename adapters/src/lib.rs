@@ -10,6 +10,10 @@
 //! - [`atomic_file`]: temp sibling, fsync, rename, directory fsync.
 //! - [`runtime`]: the runtime root, the derived output paths, and the hook reader.
 //! - [`write_guard`]: the per-heap subtree write-lock authority (ADR 0021).
+//! - [`process`]: process identities (pid, start token, boot id) read from the OS.
+//! - [`project_lock`]: the project lock, whose authority is one process generation.
+//! - [`ledger`]: the event ledger's sole-writer build transaction and the demand read.
+//! - [`git_source`]: the reference ledger source, a Git repository read through `git`.
 //! - [`error`]: the one error type, saying what failed and what was left untouched.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -17,7 +21,11 @@
 pub mod atomic_file;
 pub mod clock;
 pub mod error;
+pub mod git_source;
 pub mod lease;
+pub mod ledger;
+pub mod process;
+pub mod project_lock;
 pub mod publication;
 pub mod rows;
 pub mod runtime;

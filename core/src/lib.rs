@@ -18,13 +18,19 @@
 //! - [`projection`]: composition of committed channel rows into the published document.
 //! - [`publication`]: the named steps of the fenced publication sequence.
 //! - [`subtree`]: subtree write locks of (agent, session) writers and fail-closed write admission.
+//! - [`ledger`]: the event ledger's facts, integrity-checked snapshot and build decisions.
+//! - [`git_facts`]: Git history and hunk facts, and the parsers of Git's answers.
+//! - [`ownership`]: process-generation authority of the project lock and its lock record.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod channel;
 pub mod config;
+pub mod git_facts;
 pub mod lease;
+pub mod ledger;
 pub mod names;
+pub mod ownership;
 pub mod projection;
 pub mod publication;
 pub mod subtree;

@@ -68,7 +68,7 @@ impl TokenHash {
     }
 }
 
-fn parse_hex32(text: &str) -> Option<[u8; 32]> {
+pub(crate) fn parse_hex32(text: &str) -> Option<[u8; 32]> {
     let bytes = text.as_bytes();
     if bytes.len() != 64 {
         return None;

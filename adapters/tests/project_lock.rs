@@ -1,0 +1,334 @@
+//! The project lock in one process: recovery of dead owners (a real exited process, PID
+//! reuse), loud failure on unknown owners (permission denied) and malformed locks, bounded
+//! waiting for live owners, exclusion between threads, and a release that never removes a
+//! successor's lock.
+
+use solewriter_adapters::process::{ProcessProbe, SystemProbe};
+use solewriter_adapters::project_lock::{
+    LockError, ProjectLock, Released, Wait, LOCK_FILE, MAX_RECOVERY_DEPTH,
+};
+use solewriter_core::ownership::{
+    BootSeen, LockNonce, LockRecord, OwnerIdentity, ProbeReport, ProcessSeen, UnknownReason,
+};
+use solewriter_core::time::Millis;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A probe that is the real OS for the calling process and reports scripted sightings for
+/// other pids.
+struct ScriptedProbe {
+    seen: Mutex<HashMap<u32, ProcessSeen>>,
+}
+
+impl ScriptedProbe {
+    fn new(pid: u32, seen: ProcessSeen) -> Arc<Self> {
+        Arc::new(ScriptedProbe {
+            seen: Mutex::new(HashMap::from([(pid, seen)])),
+        })
+    }
+}
+
+impl ProcessProbe for ScriptedProbe {
+    fn current(&self) -> Result<OwnerIdentity, String> {
+        SystemProbe.current()
+    }
+
+    fn observe(&self, pid: u32) -> ProbeReport {
+        match self.seen.lock().unwrap().get(&pid) {
+            Some(process) => ProbeReport {
+                boot: SystemProbe.observe(pid).boot,
+                process: process.clone(),
+            },
+            None => SystemProbe.observe(pid),
+        }
+    }
+}
+
+fn me() -> OwnerIdentity {
+    SystemProbe.current().unwrap()
+}
+
+fn record(owner: OwnerIdentity, nonce: u8) -> LockRecord {
+    LockRecord {
+        owner,
+        nonce: LockNonce::from_bytes([nonce; 32]),
+        acquired_at: Millis(1),
+    }
+}
+
+fn plant(dir: &Path, record: &LockRecord) {
+    std::fs::write(dir.join(LOCK_FILE), record.encode()).unwrap();
+}
+
+fn lock_bytes(dir: &Path) -> Option<Vec<u8>> {
+    std::fs::read(dir.join(LOCK_FILE)).ok()
+}
+
+/// A process that ran and was reaped: its identity is dead authority.
+fn dead_owner() -> OwnerIdentity {
+    let mut child = std::process::Command::new("cat")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ProcessSeen::Present { start_token, .. } = SystemProbe.observe(child.id()).process else {
+        panic!("a running child is visible");
+    };
+    let owner = OwnerIdentity {
+        pid: child.id(),
+        start_token,
+        ..me()
+    };
+    drop(child.stdin.take());
+    child.wait().unwrap();
+    owner
+}
+
+fn lock_in(dir: &Path) -> ProjectLock {
+    ProjectLock::new(dir.join("p"), Arc::new(SystemProbe))
+}
+
+#[test]
+fn a_real_dead_process_is_recovered() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = lock_in(dir.path());
+    std::fs::create_dir(lock.dir()).unwrap();
+    plant(lock.dir(), &record(dead_owner(), 1));
+    let guard = lock.acquire(Wait::NoWait).unwrap();
+    assert_eq!(guard.record().owner, me());
+    assert_eq!(lock.current().unwrap().as_ref(), Some(guard.record()));
+    assert_eq!(guard.release().unwrap(), Released::Removed);
+    assert_eq!(lock_bytes(lock.dir()), None);
+    let leftovers: Vec<_> = std::fs::read_dir(lock.dir()).unwrap().collect();
+    assert!(
+        leftovers.is_empty(),
+        "no temp or claim is left: {leftovers:?}"
+    );
+}
+
+#[test]
+fn a_reused_pid_is_dead_authority() {
+    let dir = tempfile::tempdir().unwrap();
+    let owner = OwnerIdentity {
+        pid: 4_000_001,
+        start_token: 10,
+        ..me()
+    };
+    let probe = ScriptedProbe::new(
+        owner.pid,
+        ProcessSeen::Present {
+            start_token: 11,
+            zombie: false,
+        },
+    );
+    let lock = ProjectLock::new(dir.path().join("p"), probe.clone());
+    std::fs::create_dir(lock.dir()).unwrap();
+    plant(lock.dir(), &record(owner.clone(), 1));
+    let guard = lock.acquire(Wait::NoWait).unwrap();
+    assert_eq!(guard.record().owner, me());
+    drop(guard);
+    // The same pid with the recorded start token is that very process: alive.
+    probe.seen.lock().unwrap().insert(
+        owner.pid,
+        ProcessSeen::Present {
+            start_token: 10,
+            zombie: false,
+        },
+    );
+    plant(lock.dir(), &record(owner.clone(), 2));
+    let err = lock.acquire(Wait::NoWait).unwrap_err();
+    assert!(
+        matches!(&err, LockError::Busy { owner: o, .. } if *o == owner),
+        "{err}"
+    );
+}
+
+#[test]
+fn permission_denied_is_unknown_and_fails_loudly() {
+    let dir = tempfile::tempdir().unwrap();
+    let owner = OwnerIdentity {
+        pid: 4_000_002,
+        start_token: 10,
+        ..me()
+    };
+    let probe = ScriptedProbe::new(owner.pid, ProcessSeen::PermissionDenied);
+    let lock = ProjectLock::new(dir.path().join("p"), probe);
+    std::fs::create_dir(lock.dir()).unwrap();
+    plant(lock.dir(), &record(owner.clone(), 1));
+    let before = lock_bytes(lock.dir());
+    for wait in [Wait::NoWait, Wait::Within(Duration::from_secs(60))] {
+        let err = lock.acquire(wait).unwrap_err();
+        match &err {
+            LockError::UnknownOwner {
+                lock: path,
+                owner: o,
+                reason: UnknownReason::PermissionDenied,
+            } => {
+                assert_eq!(*o, owner);
+                assert!(err.to_string().contains(&path.display().to_string()));
+                assert!(err.to_string().contains("pid 4000002"), "{err}");
+            }
+            other => panic!("expected an unknown owner, got {other:?}"),
+        }
+        assert_eq!(lock_bytes(lock.dir()), before, "the lock is untouched");
+    }
+}
+
+#[test]
+fn an_unreadable_boot_is_unknown_not_alive() {
+    struct NoBoot;
+    impl ProcessProbe for NoBoot {
+        fn current(&self) -> Result<OwnerIdentity, String> {
+            SystemProbe.current()
+        }
+        fn observe(&self, pid: u32) -> ProbeReport {
+            ProbeReport {
+                boot: BootSeen::Unreadable("eio".into()),
+                ..SystemProbe.observe(pid)
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let lock = ProjectLock::new(dir.path().join("p"), Arc::new(NoBoot));
+    let _held = lock.acquire(Wait::NoWait).unwrap();
+    let err = lock.acquire(Wait::NoWait).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LockError::UnknownOwner {
+                reason: UnknownReason::BootUnreadable(_),
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn malformed_or_empty_lock_files_fail_loudly_and_are_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = lock_in(dir.path());
+    std::fs::create_dir(lock.dir()).unwrap();
+    for content in [&b""[..], b"solewriter-project-lock v1\npid 1\n", b"garbage"] {
+        std::fs::write(lock.path(), content).unwrap();
+        let err = lock.acquire(Wait::NoWait).unwrap_err();
+        assert!(matches!(err, LockError::Malformed { .. }), "{err}");
+        assert_eq!(lock_bytes(lock.dir()).unwrap(), content);
+    }
+}
+
+#[test]
+fn a_live_owner_is_waited_for_within_the_bound_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = lock_in(dir.path());
+    let held = lock.acquire(Wait::NoWait).unwrap();
+    let err = lock.acquire(Wait::NoWait).unwrap_err();
+    assert!(
+        matches!(&err, LockError::Busy { owner, .. } if *owner == me()),
+        "{err}"
+    );
+    let err = lock
+        .acquire(Wait::Within(Duration::from_millis(20)))
+        .unwrap_err();
+    assert!(matches!(err, LockError::Busy { .. }), "{err}");
+    let nonce = held.record().nonce;
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| lock.acquire(Wait::Within(Duration::from_secs(30))));
+        std::thread::sleep(Duration::from_millis(10));
+        assert_eq!(held.release().unwrap(), Released::Removed);
+        let next = waiter.join().unwrap().unwrap();
+        assert_ne!(next.record().nonce, nonce, "a new acquisition, a new nonce");
+    });
+}
+
+#[test]
+fn threads_are_excluded_and_release_races_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = lock_in(dir.path());
+    let inside = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..100 {
+                    let guard = lock.acquire(Wait::Within(Duration::from_secs(30))).unwrap();
+                    assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    assert_eq!(guard.release().unwrap(), Released::Removed);
+                }
+            });
+        }
+    });
+    assert_eq!(lock_bytes(lock.dir()), None);
+}
+
+#[test]
+fn release_never_removes_a_successors_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = lock_in(dir.path());
+    let stale = first.acquire(Wait::NoWait).unwrap();
+    // A probe that wrongly sees this process as a reused pid lets a successor recover the
+    // lock while the first guard still exists: the guard is now stale.
+    let probe = ScriptedProbe::new(
+        me().pid,
+        ProcessSeen::Present {
+            start_token: me().start_token + 1,
+            zombie: false,
+        },
+    );
+    let successor_lock = ProjectLock::new(first.dir(), probe);
+    let successor = successor_lock.acquire(Wait::NoWait).unwrap();
+    let successor_bytes = lock_bytes(first.dir());
+    match stale.release().unwrap() {
+        Released::NotHolder(Some(found)) => assert_eq!(found, *successor.record()),
+        other => panic!("expected NotHolder, got {other:?}"),
+    }
+    assert_eq!(
+        lock_bytes(first.dir()),
+        successor_bytes,
+        "successor's lock kept"
+    );
+    assert_eq!(successor.release().unwrap(), Released::Removed);
+}
+
+/// Plants a dead lock and a chain of `claims` recovery claims left by dead recoverers (each
+/// claiming the removal of the previous record).
+fn plant_abandoned_recovery(dir: &Path, claims: usize) {
+    let dead = dead_owner();
+    let mut path = dir.join(LOCK_FILE);
+    for level in 0..=claims {
+        let rec = record(dead.clone(), level as u8 + 1);
+        std::fs::write(&path, rec.encode()).unwrap();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        path = dir.join(format!("{name}.recover-{}", &rec.nonce.to_hex()[..32]));
+    }
+}
+
+#[test]
+fn claims_of_crashed_recoverers_are_recovered_up_to_the_depth_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = lock_in(dir.path());
+    std::fs::create_dir(lock.dir()).unwrap();
+    plant_abandoned_recovery(lock.dir(), MAX_RECOVERY_DEPTH - 1);
+    let guard = lock.acquire(Wait::NoWait).unwrap();
+    assert_eq!(guard.release().unwrap(), Released::Removed);
+    let left: Vec<_> = std::fs::read_dir(lock.dir()).unwrap().collect();
+    assert!(left.is_empty(), "every dead claim was removed: {left:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let lock = lock_in(dir.path());
+    std::fs::create_dir(lock.dir()).unwrap();
+    plant_abandoned_recovery(lock.dir(), MAX_RECOVERY_DEPTH);
+    let before = lock_bytes(lock.dir());
+    let err = lock.acquire(Wait::NoWait).unwrap_err();
+    assert!(
+        matches!(err, LockError::RecoveryAbandoned { depth, .. } if depth == MAX_RECOVERY_DEPTH),
+        "{err}"
+    );
+    assert_eq!(
+        lock_bytes(lock.dir()),
+        before,
+        "the dead lock is left for an operator"
+    );
+}

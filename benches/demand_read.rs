@@ -1,0 +1,138 @@
+//! Foreground read latency while a writer holds the project lock for a long build, against a
+//! read that waits for the writer, in the same run.
+//!
+//! A Git repository of `COMMITS` commits is built in a temp directory and its ledger is fully
+//! persisted first, so both reads answer the same history walk (every commit's history and
+//! hunk facts) from the snapshot. `beside_live_writer`: a writer thread holds the lock for the
+//! whole benchmark; each `demand` read derives from the current snapshot without waiting.
+//! `waiting_for_writer`: each iteration starts a writer whose build takes `WRITER_BUILD`, and
+//! times a `build` that waits (bounded) for it — what a reader queueing behind an unrelated
+//! writer would see. Both run with the system process probe and `git` from `PATH`.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use solewriter_adapters::git_source::{commit_fact, hunk_fact, GitSource};
+use solewriter_adapters::ledger::{Derive, Ledger, LedgerError, Persisted};
+use solewriter_adapters::process::SystemProbe;
+use solewriter_adapters::project_lock::Wait;
+use solewriter_core::git_facts::Oid;
+use std::path::Path;
+use std::process::Command;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+const COMMITS: usize = 20;
+/// How long the unrelated writer's build takes in `waiting_for_writer`.
+const WRITER_BUILD: Duration = Duration::from_millis(200);
+/// The waiting read's bound (never reached: the writer finishes first).
+const WAIT_BOUND: Duration = Duration::from_secs(60);
+
+const HERMETIC: [(&str, &str); 8] = [
+    ("GIT_CONFIG_GLOBAL", "/dev/null"),
+    ("GIT_CONFIG_NOSYSTEM", "1"),
+    ("GIT_AUTHOR_NAME", "A"),
+    ("GIT_AUTHOR_EMAIL", "a@example.invalid"),
+    ("GIT_COMMITTER_NAME", "A"),
+    ("GIT_COMMITTER_EMAIL", "a@example.invalid"),
+    ("GIT_AUTHOR_DATE", "1700000000 +0000"),
+    ("GIT_COMMITTER_DATE", "1700000000 +0000"),
+];
+
+fn git(repo: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .envs(HERMETIC)
+        .status()
+        .expect("bench: run git");
+    assert!(status.success(), "bench: git {args:?}");
+}
+
+fn history(d: &mut Derive<'_>, head: &Oid) -> Result<usize, LedgerError> {
+    let mut next = Some(head.clone());
+    let mut hunks = 0;
+    while let Some(oid) = next {
+        hunks += hunk_fact(d, &oid)?.files.len();
+        next = commit_fact(d, &oid)?.parents.first().cloned();
+    }
+    Ok(hunks)
+}
+
+/// Holds the ledger's project lock in a writer thread until `release` is dropped or sent.
+fn hold_writer<'scope>(
+    ledger: &'scope Ledger<GitSource>,
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    build: Option<Duration>,
+) -> mpsc::Sender<()> {
+    let (held_tx, held_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    scope.spawn(move || {
+        ledger
+            .build(Wait::Within(WAIT_BOUND), |_| {
+                held_tx.send(()).expect("bench: writer signals");
+                match build {
+                    Some(d) => std::thread::sleep(d),
+                    None => {
+                        let _ = release_rx.recv();
+                    }
+                }
+                Ok(())
+            })
+            .expect("bench: writer build");
+    });
+    held_rx.recv().expect("bench: writer holds the lock");
+    release_tx
+}
+
+fn bench(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("bench: temp dir");
+    let repo = dir.path().join("repo");
+    std::fs::create_dir(&repo).expect("bench: repo dir");
+    git(&repo, &["init", "-q", "-b", "main"]);
+    for i in 0..COMMITS {
+        std::fs::write(repo.join(format!("f{}.txt", i % 4)), format!("{i}\n")).expect("write");
+        git(&repo, &["add", "."]);
+        git(&repo, &["commit", "-q", "-m", &format!("change {i}")]);
+    }
+    let source = HERMETIC
+        .iter()
+        .fold(GitSource::new(&repo), |s, (k, v)| s.env(*k, *v));
+    let head = source.resolve("HEAD").expect("bench: HEAD");
+    let ledger = Ledger::new(dir.path().join("project"), source, Arc::new(SystemProbe));
+    ledger
+        .build(Wait::NoWait, |d| history(d, &head))
+        .expect("bench: persist the ledger");
+
+    let mut group = c.benchmark_group("demand_read");
+    std::thread::scope(|s| {
+        let release = hold_writer(&ledger, s, None);
+        group.bench_function("beside_live_writer", |b| {
+            b.iter(|| {
+                let read = ledger.demand(|d| history(d, &head)).expect("bench: read");
+                assert!(matches!(read.persisted, Persisted::Discarded { .. }));
+                read.value
+            })
+        });
+        drop(release);
+    });
+    group.bench_function("waiting_for_writer", |b| {
+        b.iter_custom(|iterations| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iterations {
+                std::thread::scope(|s| {
+                    hold_writer(&ledger, s, Some(WRITER_BUILD));
+                    let start = Instant::now();
+                    ledger
+                        .build(Wait::Within(WAIT_BOUND), |d| history(d, &head))
+                        .expect("bench: waiting read");
+                    total += start.elapsed();
+                });
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
