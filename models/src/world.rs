@@ -1,6 +1,8 @@
 //! The model's operations. Each store operation is one serialized transaction (the store
 //! mutex held throughout, as SQLite's write lock is); file operations take the file-system
-//! mutex; the clock is its own mutex. Lock order: store → fs → clock → ghost.
+//! mutex; the clock is its own mutex; the last committed state is also kept in a snapshot
+//! readable without the write lock (as SQLite's WAL readers see it). Lock order:
+//! store → snapshot → fs → clock → ghost.
 //!
 //! With [`Design::Real`] every operation follows the adapter's sequence step for step and
 //! calls the same core functions; the trap variants differ only where their name says.
@@ -123,6 +125,8 @@ pub struct World<S: Shim> {
     registry: ChannelRegistry,
     ttl: LeaseTtl,
     store: S::Mutex<StoreState>,
+    /// The last committed state, readable without the write lock (SQLite's WAL snapshot).
+    snapshot: S::Mutex<StoreState>,
     fs: S::Mutex<FsState>,
     clock: S::Mutex<Millis>,
     ghost: S::Mutex<Ghost>,
@@ -136,6 +140,7 @@ impl<S: Shim> World<S> {
             registry,
             ttl,
             store: S::mutex(StoreState::default()),
+            snapshot: S::mutex(StoreState::default()),
             fs: S::mutex(FsState::default()),
             clock: S::mutex(start),
             ghost: S::mutex(Ghost::new(ttl.as_millis())),
@@ -163,6 +168,7 @@ impl<S: Shim> World<S> {
             match f(&mut work) {
                 Tx::Commit(r) => {
                     S::with(&self.ghost, |g| g.on_commit(&work));
+                    S::with(&self.snapshot, |snap| *snap = work.clone());
                     *committed = work;
                     r
                 }
@@ -285,6 +291,12 @@ impl<S: Shim> World<S> {
                 *row = plan.record();
                 true
             };
+        // As the adapter: a live grant in the committed snapshot answers `Held` without the
+        // write lock.
+        let snapshot = S::with(&self.snapshot, |snap| snap.leases.get(target).cloned());
+        if let Some(Ok(Observed::Held(live))) = snapshot.map(|row| observe(row, self.now())) {
+            return Ok(ModelAcquire::Held(live.held_by()));
+        }
         let decision = if self.design == Design::SplitAcquire {
             // Trap: decide in one transaction, write in another.
             let decision = self.transaction(|tx| Tx::Rollback(decide(tx)))?;
@@ -377,7 +389,7 @@ impl<S: Shim> World<S> {
         let rows = tx.channel_rows(authority.target_id());
         compose(authority, &self.registry, &rows, now)
             .map(|d| d.to_bytes())
-            .unwrap_or_default()
+            .expect("the model stores only envelopes that passed the schema check")
     }
 
     fn write_temp(&self, target: &TargetId, bytes: &[u8], remove_orphans: bool) -> u64 {

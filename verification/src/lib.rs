@@ -12,3 +12,12 @@ pub mod fixtures;
 
 #[cfg(feature = "model-check")]
 pub mod shims;
+
+/// Writes one line of figures (what a check explored) straight to stderr, past the test
+/// harness's output capture, so that `cargo test --features model-check` shows them in
+/// every run.
+pub fn report(line: &str) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}");
+}

@@ -393,10 +393,10 @@ fn sqlite_adapter_and_reference_model_agree() {
     let mut seen = SEEN.lock().expect("stats").clone();
     seen.sort();
     seen.dedup();
-    println!(
+    solewriter_verification::report(&format!(
         "conformance: {} cases agreed; outcome kinds reached: {seen:?}",
         cases()
-    );
+    ));
     for required in [
         "Published",
         "Fenced(Superseded)",

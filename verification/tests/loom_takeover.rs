@@ -126,10 +126,10 @@ fn real_design_survives_every_interleaving_of_the_takeover() {
         stats.reader_saw_old_and_new.load(SeqCst),
         stats.b_published.load(SeqCst),
     );
-    println!(
+    solewriter_verification::report(&format!(
         "loom (preemption bound {}): {n} interleavings explored; {takeover} with a takeover while the old holder still tried to publish; {b} where the successor published; {both} where the reader saw the old and a new document",
         bound()
-    );
+    ));
     // Non-vacuity: the dangerous interleavings were reached.
     assert!(
         takeover > 0,
@@ -159,10 +159,10 @@ fn assert_caught(design: Design, expected: &str) {
         message.contains("VIOLATION") && message.contains(expected),
         "trap {design:?} failed for another reason: {message}"
     );
-    println!(
+    solewriter_verification::report(&format!(
         "loom caught trap {design:?} after {} interleavings: {message}",
         stats.executions.load(SeqCst)
-    );
+    ));
 }
 
 #[test]

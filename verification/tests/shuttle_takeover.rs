@@ -243,7 +243,7 @@ fn real_design_survives_random_and_pct_schedules() {
     let stats = leak();
     run_both(Design::Real, stats);
     let get = |a: &AtomicUsize| a.load(SeqCst);
-    println!(
+    solewriter_verification::report(&format!(
         "shuttle (random + PCT depth {PCT_DEPTH}, seed {SEED:#x}): {} executions; {} publications, {} fenced after a takeover, {} crashes, {} executions with crash leftovers cleaned, {} stale releases refused, {} rogue releases refused, {} executions where the reader saw the document change",
         get(&stats.executions),
         get(&stats.publications),
@@ -253,7 +253,7 @@ fn real_design_survives_random_and_pct_schedules() {
         get(&stats.stale_releases_refused),
         get(&stats.rogue_releases_refused),
         get(&stats.reader_saw_change),
-    );
+    ));
     assert_eq!(get(&stats.executions), 2 * iterations());
     for (what, n) in [
         ("fenced after takeover", &stats.fenced_after_takeover),
@@ -299,11 +299,15 @@ fn assert_caught(design: Design, expected: &[&str]) {
             message.contains("VIOLATION") && expected.iter().any(|e| message.contains(e)),
             "trap {design:?}: unexpected failure: {message}"
         );
-        println!(
-            "shuttle ({}) caught trap {design:?} in execution {}: {message}",
+        let violation = message
+            .lines()
+            .find(|l| l.contains("VIOLATION"))
+            .unwrap_or(&message);
+        solewriter_verification::report(&format!(
+            "shuttle ({}) caught trap {design:?} in execution {}: {violation}",
             if pct { "PCT" } else { "random" },
             stats.executions.load(SeqCst)
-        );
+        ));
     }
 }
 
@@ -339,7 +343,7 @@ fn shuttle_catches_json_epoch_used_as_guard() {
 
 #[test]
 fn shuttle_catches_revalidation_that_ignores_expiry() {
-    assert_caught(Design::IgnoreExpiry, &["expired"]);
+    assert_caught(Design::IgnoreExpiry, &["after its lease expired"]);
 }
 
 #[test]
