@@ -687,10 +687,23 @@ mod tests {
     fn inconsistent_rows_fail_closed() {
         let p1 = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap();
         let g = p1.grant.clone();
-        assert!(LeaseState::from_columns("held", None).is_err());
-        assert!(LeaseState::from_columns("released", None).is_err());
-        assert!(LeaseState::from_columns("unheld", Some(g.clone())).is_err());
-        assert!(LeaseState::from_columns("stolen", Some(g.clone())).is_err());
+        let missing = Err("held or released row has no grant");
+        assert_eq!(
+            LeaseState::from_columns("held", None).map(|s| s.name()),
+            missing
+        );
+        assert_eq!(
+            LeaseState::from_columns("released", None).map(|s| s.name()),
+            missing
+        );
+        assert_eq!(
+            LeaseState::from_columns("unheld", Some(g.clone())).map(|s| s.name()),
+            Err("unheld row carries a grant")
+        );
+        assert_eq!(
+            LeaseState::from_columns("stolen", Some(g.clone())).map(|s| s.name()),
+            Err("unknown state")
+        );
         let mut unheld_epoch = LeaseRecord::admitted(tid());
         unheld_epoch.fencing_epoch = 3;
         assert!(observe(unheld_epoch, Millis(0)).is_err());
