@@ -220,3 +220,41 @@ fn demo_runs_end_to_end_and_every_check_holds() {
     assert!(stdout.contains("checks held"), "{stdout}");
     assert!(!stdout.contains("[BROKEN]"), "{stdout}");
 }
+
+#[test]
+fn lock_status_shows_free_alive_and_refuses_a_malformed_lock() {
+    use solewriter::{ProjectLock, SystemProbe, Wait};
+    let dir = tempfile::tempdir().unwrap();
+    let status = |json: bool| {
+        let mut cmd = Command::new(EXE);
+        cmd.args(["lock", "status"]).arg(dir.path());
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.output().unwrap()
+    };
+    let out = status(false);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("free"));
+    // This test process holds the lock: its owner is alive.
+    let lock = ProjectLock::new(dir.path(), std::sync::Arc::new(SystemProbe));
+    let guard = lock.acquire(Wait::NoWait).unwrap();
+    let out = status(true);
+    assert!(out.status.success());
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["state"], "alive");
+    assert_eq!(doc["owner"]["pid"], std::process::id());
+    guard.release().unwrap();
+    std::fs::write(lock.path(), b"garbage").unwrap();
+    expect_failure(
+        &status(false),
+        7,
+        "malformed",
+        &"lock status on a garbage lock",
+    );
+    assert_eq!(
+        std::fs::read(lock.path()).unwrap(),
+        b"garbage",
+        "left untouched"
+    );
+}

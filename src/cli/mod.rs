@@ -4,6 +4,7 @@
 //! - [`error`]: one-line errors and exit codes.
 //! - [`store_cmds`]: `init`, `admit`, `submit`, `publish` — scripting a store by hand.
 //! - [`inspect`]: `inspect` and `read` — what an operator looks at.
+//! - [`lock`]: `lock status` — who owns a project lock, and whether it is alive.
 //! - [`holder`]: the hidden `holder` subcommand, a scripted lease holder on stdin/stdout.
 //! - [`reader`]: the hidden `reader` subcommand, a process that checks every document it sees.
 //! - [`demo`]: `demo`, the end-to-end demonstration on a fresh embedded store.
@@ -14,6 +15,7 @@ pub mod demo;
 pub mod error;
 pub mod holder;
 pub mod inspect;
+pub mod lock;
 pub mod process;
 pub mod reader;
 pub mod store_cmds;
@@ -77,6 +79,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Project lock diagnostics.
+    #[command(subcommand)]
+    Lock(LockCommand),
     /// Scripted lease holder (one command per stdin line); see `holder` module docs.
     #[command(hide = true)]
     Holder(holder::HolderArgs),
@@ -86,6 +91,19 @@ enum Command {
         /// Target id (64 lowercase hex).
         #[arg(long)]
         target: String,
+    },
+}
+
+/// `solewriter lock …`.
+#[derive(Subcommand, Debug)]
+enum LockCommand {
+    /// Show the owner of the project lock in DIR and whether it is alive, dead or unknown.
+    Status {
+        /// The project directory holding `project.lock`.
+        dir: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -134,6 +152,7 @@ pub fn run(cli: Cli) -> CliResult<()> {
         }
         Command::Inspect { json } => inspect::inspect(&settings()?, json),
         Command::Read { target, json } => inspect::read(&settings()?, &target, json),
+        Command::Lock(LockCommand::Status { dir, json }) => lock::status(&dir, json),
         Command::Holder(args) => holder::run(&settings()?, &args),
         Command::Reader { target } => reader::run(&settings()?, &target),
     }
