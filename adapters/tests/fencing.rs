@@ -172,11 +172,15 @@ fn holder_paused_inside_its_transaction_cannot_be_taken_over_and_aborts_at_expir
         reached: reached_tx,
         resume: Mutex::new(resume_rx),
     };
+    let (f, target) = (&f, &target);
     std::thread::scope(|s| {
         let resume_tx = resume_tx; // moved in: dropped (waking A) if an assertion below fails
-        let a = s.spawn(|| {
+                                   // The probe moves into A: if A fails early, its `reached` sender is dropped and the
+                                   // test fails instead of waiting forever.
+        let a = s.spawn(move || {
+            let probe = probe;
             let store = f.open();
-            let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+            let lease = expect_acquired(store.acquire(target, &holder("a")).unwrap());
             assert_eq!(lease.epoch(), 2);
             lease.publish_observed(&probe)
         });
