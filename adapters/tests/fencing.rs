@@ -186,38 +186,35 @@ fn holder_paused_inside_its_transaction_cannot_be_taken_over_and_aborts_at_expir
         });
         reached_rx.recv().unwrap(); // A is inside its transaction, temp file written
         assert_eq!(
-            f.leftovers(&target).len(),
+            f.leftovers(target).len(),
             1,
             "A's temp file exists while it is paused"
         );
         f.clock.advance(TTL_MS + 1); // A's lease is now expired by the clock
         let store_b = f.open();
-        let err = store_b.acquire(&target, &holder("b")).unwrap_err();
+        let err = store_b.acquire(target, &holder("b")).unwrap_err();
         assert!(
             matches!(err, Error::Busy { .. }),
             "B must not take over mid-transaction: {err}"
         );
-        assert_eq!(
-            store_b.lease_row(&target).unwrap().unwrap().fencing_epoch,
-            2
-        );
+        assert_eq!(store_b.lease_row(target).unwrap().unwrap().fencing_epoch, 2);
         resume_tx.send(()).unwrap();
         let err = a.join().unwrap().unwrap_err();
         assert!(matches!(err, Error::LeaseExpired(_)), "{err}");
         assert_eq!(
-            f.current_bytes(&target).unwrap(),
+            f.current_bytes(target).unwrap(),
             before,
             "current.json unchanged"
         );
-        assert!(f.leftovers(&target).is_empty(), "no temp file remains");
+        assert!(f.leftovers(target).is_empty(), "no temp file remains");
         assert!(matches!(
-            store_b.lease_row(&target).unwrap().unwrap().state,
+            store_b.lease_row(target).unwrap().unwrap().state,
             LeaseState::Released(_)
         ));
     });
     // Now B gets it.
     let store_b = f.open();
-    let lease = expect_acquired(store_b.acquire(&target, &holder("b")).unwrap());
+    let lease = expect_acquired(store_b.acquire(target, &holder("b")).unwrap());
     assert_eq!(lease.epoch(), 3);
 }
 

@@ -3,6 +3,9 @@
 //! waiting for live owners, exclusion between threads, and a release that never removes a
 //! successor's lock.
 
+mod children;
+
+use children::dead_owner;
 use solewriter_adapters::process::{ProcessProbe, SystemProbe};
 use solewriter_adapters::project_lock::{
     LockError, ProjectLock, Released, Wait, LOCK_FILE, MAX_RECOVERY_DEPTH,
@@ -65,25 +68,6 @@ fn plant(dir: &Path, record: &LockRecord) {
 
 fn lock_bytes(dir: &Path) -> Option<Vec<u8>> {
     std::fs::read(dir.join(LOCK_FILE)).ok()
-}
-
-/// A process that ran and was reaped: its identity is dead authority.
-fn dead_owner() -> OwnerIdentity {
-    let mut child = std::process::Command::new("cat")
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let ProcessSeen::Present { start_token, .. } = SystemProbe.observe(child.id()).process else {
-        panic!("a running child is visible");
-    };
-    let owner = OwnerIdentity {
-        pid: child.id(),
-        start_token,
-        ..me()
-    };
-    drop(child.stdin.take());
-    child.wait().unwrap();
-    owner
 }
 
 fn lock_in(dir: &Path) -> ProjectLock {

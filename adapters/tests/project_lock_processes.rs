@@ -4,10 +4,10 @@
 
 mod children;
 
-use children::{commands, role, say, ChildProc};
-use solewriter_adapters::process::{ProcessProbe, SystemProbe};
+use children::{commands, dead_owner, role, say, ChildProc};
+use solewriter_adapters::process::SystemProbe;
 use solewriter_adapters::project_lock::{LockError, ProjectLock, Released, Wait, LOCK_FILE};
-use solewriter_core::ownership::{LockNonce, LockRecord, OwnerIdentity, ProcessSeen};
+use solewriter_core::ownership::{LockNonce, LockRecord};
 use solewriter_core::time::Millis;
 use std::path::Path;
 use std::sync::Arc;
@@ -78,25 +78,6 @@ fn kill_9_at_random_points_never_leaves_an_unreadable_lock() {
         .count();
     assert_eq!(temps, 0, "temps of killed creators are swept");
     eprintln!("kill -9 runs: {KILL_RUNS}, lock left by the victim: {left_locked}");
-}
-
-/// A process that ran and was reaped.
-fn dead_owner() -> OwnerIdentity {
-    let mut child = std::process::Command::new("cat")
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let ProcessSeen::Present { start_token, .. } = SystemProbe.observe(child.id()).process else {
-        panic!("a running child is visible");
-    };
-    let owner = OwnerIdentity {
-        pid: child.id(),
-        start_token,
-        ..SystemProbe.current().unwrap()
-    };
-    drop(child.stdin.take());
-    child.wait().unwrap();
-    owner
 }
 
 #[test]

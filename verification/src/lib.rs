@@ -21,3 +21,12 @@ pub fn report(line: &str) {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{line}");
 }
+
+/// The text of a caught panic (the checkers' violation reports are `String` or `&str`).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}

@@ -149,11 +149,7 @@ fn assert_caught(design: Design, expected: &str) {
     let result = catch_unwind(AssertUnwindSafe(|| check(design, stats)));
     let message = match result {
         Ok(()) => panic!("loom did not find the violation of trap {design:?}"),
-        Err(payload) => payload
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default(),
+        Err(payload) => solewriter_verification::panic_message(payload.as_ref()),
     };
     assert!(
         message.contains("VIOLATION") && message.contains(expected),

@@ -289,11 +289,7 @@ fn assert_caught(design: Design, expected: &[&str]) {
                 "shuttle ({}) did not find the violation of trap {design:?}",
                 if pct { "PCT" } else { "random" }
             ),
-            Err(payload) => payload
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default(),
+            Err(payload) => solewriter_verification::panic_message(payload.as_ref()),
         };
         assert!(
             message.contains("VIOLATION") && expected.iter().any(|e| message.contains(e)),

@@ -5,7 +5,10 @@
 //!
 //! Children talk over pipes: they print lines to stdout and read commands from stdin, so the
 //! parent controls every step without sleeping.
+#![allow(dead_code)] // each test binary uses its own subset
 
+use solewriter_adapters::process::{ProcessProbe, SystemProbe};
+use solewriter_core::ownership::{OwnerIdentity, ProcessSeen};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -81,4 +84,20 @@ pub fn say(what: &str) {
 /// In a child: the parent's commands, one per line, until stdin closes.
 pub fn commands() -> impl Iterator<Item = String> {
     std::io::stdin().lines().map_while(Result::ok)
+}
+
+/// The identity of a process that ran and was reaped: dead authority.
+pub fn dead_owner() -> OwnerIdentity {
+    let mut child = Command::new("cat").stdin(Stdio::piped()).spawn().unwrap();
+    let ProcessSeen::Present { start_token, .. } = SystemProbe.observe(child.id()).process else {
+        panic!("a running child is visible");
+    };
+    let owner = OwnerIdentity {
+        pid: child.id(),
+        start_token,
+        ..SystemProbe.current().unwrap()
+    };
+    drop(child.stdin.take());
+    child.wait().unwrap();
+    owner
 }
