@@ -14,7 +14,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::fmt;
 
 /// Format version of the snapshot body.
 pub const LEDGER_FORMAT: u32 = 1;
@@ -24,64 +23,28 @@ pub const SNAPSHOT_MAGIC: &str = "solewriter-ledger v1 sha256=";
 /// transaction fails loudly. One move (say, a configuration edit) is re-derived once.
 pub const MAX_INTERPRETATION_MOVES: u32 = 1;
 
-macro_rules! text_id {
-    ($(#[$doc:meta])* $name:ident, $max:expr, $what:literal) => {
-        $(#[$doc])*
-        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
-
-        impl $name {
-            /// Parses the text: 1 to
-            #[doc = stringify!($max)]
-            /// bytes, no control characters.
-            pub fn parse(text: &str) -> Result<Self, LedgerTextError> {
-                if text.is_empty() || text.len() > $max || text.chars().any(char::is_control) {
-                    return Err(LedgerTextError($what));
-                }
-                Ok($name(text.to_owned()))
-            }
-
-            /// The text.
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl TryFrom<String> for $name {
-            type Error = LedgerTextError;
-            fn try_from(value: String) -> Result<Self, Self::Error> {
-                Self::parse(&value)
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(value: $name) -> String {
-                value.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-    };
+fn bounded_text(text: &str, max: usize, what: &'static str) -> Result<(), LedgerTextError> {
+    if text.is_empty() || text.len() > max || text.chars().any(char::is_control) {
+        Err(LedgerTextError(what))
+    } else {
+        Ok(())
+    }
 }
 
-text_id!(
-    /// The key of one immutable fact (e.g. `commit/<oid>`).
+crate::names::validated_text!(
+    /// The key of one immutable fact (e.g. `commit/<oid>`): 1 to 512 bytes, no control
+    /// characters.
     FactId,
-    512,
-    "fact id"
+    LedgerTextError,
+    |t| bounded_text(t, 512, "fact id")
 );
-text_id!(
+crate::names::validated_text!(
     /// The identity of how the source is interpreted: everything that changes the source's
     /// answers (for Git: object format, diff settings, git version). Facts derived under one
-    /// interpretation are never reused under another.
+    /// interpretation are never reused under another. 1 to 256 bytes, no control characters.
     Interpretation,
-    256,
-    "interpretation identity"
+    LedgerTextError,
+    |t| bounded_text(t, 256, "interpretation identity")
 );
 
 impl FactId {

@@ -2,9 +2,6 @@
 //! `[a-z0-9._-]` starting with `[a-z0-9]`, so it can never spell a path or smuggle control
 //! characters into a log line.
 
-use serde::{Deserialize, Serialize};
-use std::fmt;
-
 /// Largest number of bytes of a name.
 pub const MAX_NAME_BYTES: usize = 64;
 
@@ -27,27 +24,29 @@ fn check_name(text: &str) -> Result<(), NameError> {
     }
 }
 
-macro_rules! name_type {
-    ($(#[$doc:meta])* $name:ident) => {
+/// Defines a string newtype accepted only through `$check` (a `fn(&str) -> Result<(), $err>`),
+/// with `parse`, `as_str`, `Display`, and serde through the same check.
+macro_rules! validated_text {
+    ($(#[$doc:meta])* $name:ident, $err:ty, $check:expr) => {
         $(#[$doc])*
-        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
         #[serde(try_from = "String", into = "String")]
         pub struct $name(String);
 
         impl $name {
-            /// Parses a name: 1-64 characters of `[a-z0-9._-]`, starting with `[a-z0-9]`.
-            pub fn parse(text: &str) -> Result<Self, NameError> {
-                check_name(text).map(|()| $name(text.to_owned()))
+            /// Parses the text; anything the type's rule refuses is an error.
+            pub fn parse(text: &str) -> Result<Self, $err> {
+                ($check)(text).map(|()| $name(text.to_owned()))
             }
 
-            /// The name as text.
+            /// The text.
             pub fn as_str(&self) -> &str {
                 &self.0
             }
         }
 
         impl TryFrom<String> for $name {
-            type Error = NameError;
+            type Error = $err;
             fn try_from(value: String) -> Result<Self, Self::Error> {
                 $name::parse(&value)
             }
@@ -59,25 +58,32 @@ macro_rules! name_type {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(&self.0)
             }
         }
     };
 }
+pub(crate) use validated_text;
 
-name_type!(
+validated_text!(
     /// The name of a typed producer channel, e.g. `lifecycle-frontier`.
-    ChannelName
+    ChannelName,
+    NameError,
+    check_name
 );
-name_type!(
+validated_text!(
     /// The authenticated identity of a producer, as established by the host.
-    ProducerId
+    ProducerId,
+    NameError,
+    check_name
 );
-name_type!(
+validated_text!(
     /// A digest identifying a holder instance (diagnostic, shown to contenders; not a secret).
-    InstanceDigest
+    InstanceDigest,
+    NameError,
+    check_name
 );
 
 #[cfg(test)]
