@@ -48,8 +48,9 @@ use crate::clock::{Clock, SystemClock};
 use crate::process::ProcessProbe;
 use solewriter_core::ownership::{
     classify, LockNonce, LockRecord, OwnerIdentity, Ownership, RecordError, UnknownReason,
+    LOCK_RECORD_MAX_BYTES,
 };
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -260,9 +261,17 @@ impl ProjectLock {
         })
     }
 
-    /// Reads the record at `path`; `None` if there is none.
+    /// Reads the record at `path`; `None` if there is none. Reads at most one byte past
+    /// [`LOCK_RECORD_MAX_BYTES`], so a planted huge file is refused by the parse without
+    /// being loaded whole.
     fn read(&self, path: &Path) -> Result<Option<LockRecord>, LockError> {
-        match std::fs::read(path) {
+        let bounded = std::fs::File::open(path).and_then(|file| {
+            let mut bytes = Vec::new();
+            file.take(LOCK_RECORD_MAX_BYTES as u64 + 1)
+                .read_to_end(&mut bytes)
+                .map(|_| bytes)
+        });
+        match bounded {
             Ok(bytes) => {
                 LockRecord::parse(&bytes)
                     .map(Some)

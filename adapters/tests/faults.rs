@@ -256,9 +256,8 @@ fn corrupt_store_is_refused(offset: u64, len: usize) -> Vec<String> {
                 store.acquire(&target, &holder("b")).map(|_| ()),
             ];
             for result in results {
-                match result {
-                    Err(e) => errors.push(format!("use: {e}")),
-                    Ok(()) => {}
+                if let Err(e) = result {
+                    errors.push(format!("use: {e}"));
                 }
             }
         }

@@ -25,11 +25,12 @@ use std::sync::{Arc, Mutex};
 const OLD: &[u8] = br#"{"fencingEpoch":1,"channels":["old"]}"#;
 const NEW: &[u8] = br#"{"fencingEpoch":2,"channels":["new","longer"]}"#;
 
+/// A scenario: its name, the publisher's operations, the durably published old document.
+type Scenario = (&'static str, Vec<FsOp>, Option<&'static [u8]>);
+
 /// The two scenarios: the first publication (the target directory is created) and a
 /// replacement of a durably published document.
-fn scenarios(
-    ops: impl Fn(bool) -> Vec<FsOp>,
-) -> [(&'static str, Vec<FsOp>, Option<&'static [u8]>); 2] {
+fn scenarios(ops: impl Fn(bool) -> Vec<FsOp>) -> [Scenario; 2] {
     [
         ("first publication", ops(false), None),
         ("replacement", ops(true), Some(OLD)),
