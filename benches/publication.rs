@@ -10,7 +10,7 @@
 mod support;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use solewriter::adapters::atomic_file::{sync_dir, TempFile};
+use solewriter::adapters::atomic_file::{FileSystem, RealFs, TempFile};
 use support::{holder, publish_once, Bench};
 
 fn bench(c: &mut Criterion) {
@@ -30,9 +30,9 @@ fn bench(c: &mut Criterion) {
         std::fs::create_dir(&dir).expect("baseline dir");
         group.bench_function(BenchmarkId::new("atomic_write", label), |b| {
             b.iter(|| {
-                let temp = TempFile::write(&dir, "current.json", &bytes).expect("temp");
+                let temp = TempFile::write(&RealFs, &dir, "current.json", &bytes).expect("temp");
                 temp.rename_into_place().expect("rename");
-                sync_dir(&dir).expect("dir fsync");
+                RealFs.sync_dir(&dir).expect("dir fsync");
             })
         });
     }

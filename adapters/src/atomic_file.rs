@@ -1,12 +1,15 @@
-//! The atomic publisher's file-system steps: a private directory, a unique temp sibling
-//! (created with `create_new`, mode 0600, written and fsynced), an atomic rename over the
-//! destination, and an fsync of the directory.
+//! The atomic publisher's file-system steps: a private directory (its creation made durable
+//! by an fsync of the parent), a unique temp sibling (created with `create_new`, mode 0600,
+//! written and fsynced), an atomic rename over the destination, and an fsync of the
+//! directory. Every step goes through a [`FileSystem`]: [`RealFs`] in production, a
+//! fault-injecting or recording one in tests.
 //!
 //! A reader of the destination sees the old complete file or the new complete file, never a
 //! mix: the new bytes are complete and durable in the temp file before the rename, and
 //! rename(2) replaces the directory entry atomically. Temp siblings share one prefix so that
 //! a later publication (holding the serialized transaction, so no temp can be live) removes
-//! the ones a crash left behind.
+//! the ones a crash left behind. `models/src/crash.rs` checks this order against every crash
+//! outcome.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
@@ -18,6 +21,64 @@ pub const DIR_MODE: u32 = 0o700;
 /// Mode of every file solewriter creates.
 pub const FILE_MODE: u32 = 0o600;
 
+/// The file-system operations of the atomic publisher. Passed as `&dyn FileSystem`: one
+/// indirect call per operation is nothing next to the system call (an fsync costs
+/// milliseconds), and it keeps the store and lease types free of a type parameter.
+pub trait FileSystem: Send + Sync {
+    /// Creates the directory `path` (mode 0700); fails if it exists.
+    fn create_dir(&self, path: &Path) -> io::Result<()>;
+    /// Creates the file `path` exclusively (`O_CREAT | O_EXCL`, mode 0600).
+    fn create_new(&self, path: &Path) -> io::Result<File>;
+    /// Writes all of `bytes` to `file`.
+    fn write_all(&self, file: &mut File, bytes: &[u8]) -> io::Result<()>;
+    /// Fsyncs a file's data and metadata.
+    fn sync_file(&self, file: &File) -> io::Result<()>;
+    /// Atomically renames `from` over `to` (same directory).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Fsyncs a directory, making creations, renames and removals inside it durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Removes the file `path`.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+}
+
+/// The operating system's file system.
+#[derive(Clone, Copy, Debug)]
+pub struct RealFs;
+
+impl FileSystem for RealFs {
+    fn create_dir(&self, path: &Path) -> io::Result<()> {
+        DirBuilder::new().mode(DIR_MODE).create(path)
+    }
+
+    fn create_new(&self, path: &Path) -> io::Result<File> {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(FILE_MODE)
+            .open(path)
+    }
+
+    fn write_all(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
+        file.write_all(bytes)
+    }
+
+    fn sync_file(&self, file: &File) -> io::Result<()> {
+        file.sync_all()
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+}
+
 /// Why a directory cannot be used.
 #[derive(Debug)]
 pub enum DirError {
@@ -27,21 +88,27 @@ pub enum DirError {
     Io(io::Error),
 }
 
-/// Ensures `path` is a real directory (not a symlink), creating it with mode 0700 if absent.
-/// The parent must already be a real directory.
-pub fn ensure_private_dir(path: &Path) -> Result<(), DirError> {
+/// Ensures `path` is a real directory (not a symlink), creating it with mode 0700 if absent
+/// and then fsyncing the parent, so that the new directory's entry survives a power loss
+/// (without it, a file published inside could vanish with the directory). The parent must
+/// already be a real directory.
+pub fn ensure_private_dir(fs: &dyn FileSystem, path: &Path) -> Result<(), DirError> {
     match path.symlink_metadata() {
         Ok(meta) if meta.file_type().is_symlink() => Err(DirError::Unsafe("is a symlink")),
         Ok(meta) if !meta.is_dir() => Err(DirError::Unsafe("is not a directory")),
         Ok(_) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            match DirBuilder::new().mode(DIR_MODE).create(path) {
-                Ok(()) => Ok(()),
-                // Created concurrently by another writer: check what is there now.
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => ensure_private_dir(path),
-                Err(e) => Err(DirError::Io(e)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => match fs.create_dir(path) {
+            Ok(()) => {
+                let parent = path
+                    .parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
+                fs.sync_dir(parent).map_err(DirError::Io)
             }
-        }
+            // Created concurrently by another writer: check what is there now.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => ensure_private_dir(fs, path),
+            Err(e) => Err(DirError::Io(e)),
+        },
         Err(e) => Err(DirError::Io(e)),
     }
 }
@@ -52,7 +119,7 @@ fn temp_prefix(file_name: &str) -> String {
 
 /// Removes every temp sibling of `file_name` in `dir` (left by a crashed writer). Only call
 /// while holding the exclusion that every temp creator also holds. Returns how many.
-pub fn remove_orphans(dir: &Path, file_name: &str) -> io::Result<usize> {
+pub fn remove_orphans(fs: &dyn FileSystem, dir: &Path, file_name: &str) -> io::Result<usize> {
     let prefix = temp_prefix(file_name);
     let mut removed = 0;
     for entry in std::fs::read_dir(dir)? {
@@ -62,7 +129,7 @@ pub fn remove_orphans(dir: &Path, file_name: &str) -> io::Result<usize> {
             .to_str()
             .is_some_and(|n| n.starts_with(&prefix))
         {
-            std::fs::remove_file(entry.path())?;
+            fs.remove_file(&entry.path())?;
             removed += 1;
         }
     }
@@ -71,33 +138,44 @@ pub fn remove_orphans(dir: &Path, file_name: &str) -> io::Result<usize> {
 
 /// A written, fsynced temp sibling. Dropped without [`TempFile::rename_into_place`], it is
 /// removed.
-#[derive(Debug)]
-pub struct TempFile {
+pub struct TempFile<'f> {
+    fs: &'f dyn FileSystem,
     path: PathBuf,
     dest: PathBuf,
     live: bool,
 }
 
-impl TempFile {
+impl std::fmt::Debug for TempFile<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TempFile")
+            .field("path", &self.path)
+            .field("live", &self.live)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'f> TempFile<'f> {
     /// Creates a unique temp sibling of `dir/file_name` (never overwriting anything), writes
     /// `bytes` and fsyncs it. On failure the temp file is removed.
-    pub fn write(dir: &Path, file_name: &str, bytes: &[u8]) -> io::Result<Self> {
+    pub fn write(
+        fs: &'f dyn FileSystem,
+        dir: &Path,
+        file_name: &str,
+        bytes: &[u8],
+    ) -> io::Result<Self> {
         let mut nonce = [0u8; 8];
         getrandom::fill(&mut nonce).map_err(|e| io::Error::other(e.to_string()))?;
         let suffix: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
         let path = dir.join(format!("{}{suffix}", temp_prefix(file_name)));
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(FILE_MODE)
-            .open(&path)?;
+        let mut file = fs.create_new(&path)?;
         let temp = TempFile {
+            fs,
             path,
             dest: dir.join(file_name),
             live: true,
         };
-        file.write_all(bytes)?;
-        file.sync_all()?;
+        fs.write_all(&mut file, bytes)?;
+        fs.sync_file(&file)?;
         Ok(temp)
     }
 
@@ -107,25 +185,20 @@ impl TempFile {
     }
 
     /// Atomically renames the temp file over the destination. The caller then fsyncs the
-    /// directory ([`sync_dir`]) to make the rename durable.
+    /// directory ([`FileSystem::sync_dir`]) to make the rename durable.
     pub fn rename_into_place(mut self) -> io::Result<PathBuf> {
-        std::fs::rename(&self.path, &self.dest)?;
+        self.fs.rename(&self.path, &self.dest)?;
         self.live = false;
         Ok(std::mem::take(&mut self.dest))
     }
 }
 
-impl Drop for TempFile {
+impl Drop for TempFile<'_> {
     fn drop(&mut self) {
         if self.live {
-            let _ = std::fs::remove_file(&self.path);
+            let _ = self.fs.remove_file(&self.path);
         }
     }
-}
-
-/// Fsyncs a directory, making renames and creations inside it durable.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]
@@ -137,20 +210,20 @@ mod tests {
     fn write_rename_and_orphans() {
         let dir = tempfile::tempdir().unwrap();
         let sub = dir.path().join("d");
-        ensure_private_dir(&sub).unwrap();
+        ensure_private_dir(&RealFs, &sub).unwrap();
         assert_eq!(
             sub.metadata().unwrap().permissions().mode() & 0o777,
             DIR_MODE
         );
-        let t = TempFile::write(&sub, "current.json", b"one").unwrap();
+        let t = TempFile::write(&RealFs, &sub, "current.json", b"one").unwrap();
         assert_eq!(
             t.path().metadata().unwrap().permissions().mode() & 0o777,
             FILE_MODE
         );
         let dest = t.rename_into_place().unwrap();
-        sync_dir(&sub).unwrap();
+        RealFs.sync_dir(&sub).unwrap();
         assert_eq!(std::fs::read(&dest).unwrap(), b"one");
-        let dropped = TempFile::write(&sub, "current.json", b"two").unwrap();
+        let dropped = TempFile::write(&RealFs, &sub, "current.json", b"two").unwrap();
         let dropped_path = dropped.path().to_owned();
         drop(dropped);
         assert!(
@@ -159,7 +232,7 @@ mod tests {
         );
         std::fs::write(sub.join(".current.json.tmp-crashed"), b"x").unwrap();
         std::fs::write(sub.join("unrelated"), b"x").unwrap();
-        assert_eq!(remove_orphans(&sub, "current.json").unwrap(), 1);
+        assert_eq!(remove_orphans(&RealFs, &sub, "current.json").unwrap(), 1);
         assert!(sub.join("unrelated").exists());
         assert_eq!(std::fs::read(&dest).unwrap(), b"one");
     }
@@ -172,13 +245,13 @@ mod tests {
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&real, &link).unwrap();
         assert!(matches!(
-            ensure_private_dir(&link),
+            ensure_private_dir(&RealFs, &link),
             Err(DirError::Unsafe("is a symlink"))
         ));
         let file = dir.path().join("file");
         std::fs::write(&file, b"").unwrap();
         assert!(matches!(
-            ensure_private_dir(&file),
+            ensure_private_dir(&RealFs, &file),
             Err(DirError::Unsafe("is not a directory"))
         ));
     }

@@ -15,7 +15,7 @@
 //! ownership, source failures and repeated interpretation movement are loud. No cache, no
 //! background work: a later uncontended read persists what this one discarded.
 
-use crate::atomic_file::{remove_orphans, sync_dir, TempFile};
+use crate::atomic_file::{remove_orphans, FileSystem, RealFs, TempFile};
 use crate::process::ProcessProbe;
 use crate::project_lock::{LockError, ProjectLock, Wait};
 use serde_json::Value;
@@ -287,12 +287,14 @@ impl<S: Source> Ledger<S> {
             let path = path.to_owned();
             move |source| LedgerError::Io { step, path, source }
         };
-        remove_orphans(dir, LEDGER_FILE).map_err(io("remove orphan temps", dir))?;
-        let temp = TempFile::write(dir, LEDGER_FILE, &snapshot.encode())
+        remove_orphans(&RealFs, dir, LEDGER_FILE).map_err(io("remove orphan temps", dir))?;
+        let temp = TempFile::write(&RealFs, dir, LEDGER_FILE, &snapshot.encode())
             .map_err(io("write temp snapshot", dir))?;
         let path = temp
             .rename_into_place()
             .map_err(io("rename snapshot into place", &self.snapshot_path()))?;
-        sync_dir(dir).map_err(|source| LedgerError::NotDurable { path, source })
+        RealFs
+            .sync_dir(dir)
+            .map_err(|source| LedgerError::NotDurable { path, source })
     }
 }

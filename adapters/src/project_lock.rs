@@ -43,13 +43,14 @@
 //! removes a successor's lock. (While the owner is alive no one else may remove its record,
 //! so its own read-then-unlink cannot race with a recovery.)
 
-use crate::atomic_file::{ensure_private_dir, DirError, TempFile};
+use crate::atomic_file::{ensure_private_dir, DirError, RealFs, TempFile};
 use crate::clock::{Clock, SystemClock};
 use crate::process::ProcessProbe;
 use solewriter_core::ownership::{
     classify, LockNonce, LockRecord, OwnerIdentity, Ownership, RecordError, UnknownReason,
+    LOCK_RECORD_MAX_BYTES,
 };
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -201,7 +202,7 @@ impl ProjectLock {
     /// Takes the lock, waiting for a live owner as `wait` allows. Dead owners are recovered
     /// (race-free, see the module doc); an unknown owner or a malformed lock fails loudly.
     pub fn acquire(&self, wait: Wait) -> Result<ProjectLockGuard, LockError> {
-        ensure_private_dir(&self.dir).map_err(|e| match e {
+        ensure_private_dir(&RealFs, &self.dir).map_err(|e| match e {
             DirError::Unsafe(reason) => LockError::UnsafeDir {
                 dir: self.dir.clone(),
                 reason,
@@ -260,9 +261,17 @@ impl ProjectLock {
         })
     }
 
-    /// Reads the record at `path`; `None` if there is none.
+    /// Reads the record at `path`; `None` if there is none. Reads at most one byte past
+    /// [`LOCK_RECORD_MAX_BYTES`], so a planted huge file is refused by the parse without
+    /// being loaded whole.
     fn read(&self, path: &Path) -> Result<Option<LockRecord>, LockError> {
-        match std::fs::read(path) {
+        let bounded = std::fs::File::open(path).and_then(|file| {
+            let mut bytes = Vec::new();
+            file.take(LOCK_RECORD_MAX_BYTES as u64 + 1)
+                .read_to_end(&mut bytes)
+                .map(|_| bytes)
+        });
+        match bounded {
             Ok(bytes) => {
                 LockRecord::parse(&bytes)
                     .map(Some)
@@ -283,7 +292,7 @@ impl ProjectLock {
             .and_then(|n| n.to_str())
             .unwrap_or(LOCK_FILE);
         let tag = format!("{name}.{}.{}", record.owner.pid, record.owner.start_token);
-        let temp = TempFile::write(&self.dir, &tag, record.encode().as_bytes())
+        let temp = TempFile::write(&RealFs, &self.dir, &tag, record.encode().as_bytes())
             .map_err(io_err("write temp lock", &self.dir))?;
         // `temp` removes its own name when dropped; the link keeps the content.
         match std::fs::hard_link(temp.path(), path) {

@@ -14,7 +14,7 @@
 //! Every failure after the transaction opens also ends with the conditional release and a
 //! commit; a temp file that was not renamed is removed.
 
-use crate::atomic_file::{remove_orphans, sync_dir, TempFile};
+use crate::atomic_file::{remove_orphans, TempFile};
 use crate::error::{Error, Result};
 use crate::lease::{release_in, HeldLease};
 use crate::rows;
@@ -150,13 +150,15 @@ fn publish_in(
     let bytes = compose(&authority, &options.registry, &rows, now)?.to_bytes();
     at(PublishStep::Composed);
     // 3. Temp sibling: orphans first (none can be live: creating one needs this transaction).
-    let dir = options.runtime_root.prepare_target_dir(target)?;
+    let fs = &*store.fs;
+    let dir = options.runtime_root.prepare_target_dir(fs, target)?;
     let io = |step: &'static str, path: &PathBuf| {
         let path = path.clone();
         move |source| Error::Io { step, path, source }
     };
-    remove_orphans(&dir, CURRENT_FILE).map_err(io("remove orphan temp files", &dir))?;
-    let temp = TempFile::write(&dir, CURRENT_FILE, &bytes).map_err(io("write temp file", &dir))?;
+    remove_orphans(fs, &dir, CURRENT_FILE).map_err(io("remove orphan temp files", &dir))?;
+    let temp =
+        TempFile::write(fs, &dir, CURRENT_FILE, &bytes).map_err(io("write temp file", &dir))?;
     at(PublishStep::TempWritten);
     // 4. Bounded lease: a write that ran past the expiry aborts; the temp is dropped (removed).
     authority
@@ -168,7 +170,7 @@ fn publish_in(
         .rename_into_place()
         .map_err(io("rename into place", &dir))?;
     at(PublishStep::Renamed);
-    if let Err(source) = sync_dir(&dir) {
+    if let Err(source) = fs.sync_dir(&dir) {
         return Ok(Inner::NotDurable(path, source));
     }
     at(PublishStep::DirectorySynced);

@@ -4,7 +4,7 @@
 //! `<runtime_root>/hook-projections/<target_id>/current.json`; the target id is 64 lowercase
 //! hex characters, so no input can name or escape a path.
 
-use crate::atomic_file::{ensure_private_dir, DirError};
+use crate::atomic_file::{ensure_private_dir, DirError, FileSystem};
 use crate::error::{Error, Result};
 use solewriter_core::projection::ProjectionDocument;
 use solewriter_core::target::TargetId;
@@ -42,12 +42,16 @@ impl RuntimeRoot {
 
     /// Makes sure the target directory exists as a real directory chain (mode 0700, no
     /// symlinks) below an existing root, and returns it.
-    pub(crate) fn prepare_target_dir(&self, target: &TargetId) -> Result<PathBuf> {
+    pub(crate) fn prepare_target_dir(
+        &self,
+        fs: &dyn FileSystem,
+        target: &TargetId,
+    ) -> Result<PathBuf> {
         let mut dir = self.0.clone();
         check(&dir, std::fs::metadata(&dir).map(|m| m.is_dir()))?;
         for part in [PROJECTIONS_DIR, target.as_str()] {
             dir.push(part);
-            ensure_private_dir(&dir).map_err(|e| match e {
+            ensure_private_dir(fs, &dir).map_err(|e| match e {
                 DirError::Unsafe(reason) => Error::UnsafeRuntimeDir {
                     path: dir.clone(),
                     reason,

@@ -4,6 +4,7 @@
 //! Each thread or process opens its own [`ProjectionStore`] (one connection each); SQLite's
 //! write lock, taken by `BEGIN IMMEDIATE`, serializes every mutation across all of them.
 
+use crate::atomic_file::{FileSystem, RealFs};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::rows;
@@ -37,6 +38,8 @@ pub struct StoreOptions {
 pub struct ProjectionStore {
     pub(crate) conn: Connection,
     pub(crate) options: StoreOptions,
+    /// The file system publication writes through ([`RealFs`] unless replaced).
+    pub(crate) fs: Arc<dyn FileSystem>,
 }
 
 impl std::fmt::Debug for ProjectionStore {
@@ -90,7 +93,7 @@ impl ProjectionStore {
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
         match result {
-            Ok(()) => crate::atomic_file::sync_dir(parent).map_err(|e| Error::Unreadable {
+            Ok(()) => RealFs.sync_dir(parent).map_err(|e| Error::Unreadable {
                 path: db_path.to_owned(),
                 reason: format!("created, but its directory fsync failed: {e}"),
             }),
@@ -133,7 +136,15 @@ impl ProjectionStore {
         Ok(ProjectionStore {
             conn,
             options: options.clone(),
+            fs: Arc::new(RealFs),
         })
+    }
+
+    /// Makes publication write through `fs` instead of the operating system's file system
+    /// (fault injection and crash-sequence tests).
+    pub fn with_file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
+        self.fs = fs;
+        self
     }
 
     /// The options this store was opened with.

@@ -195,7 +195,13 @@ fn malformed_or_empty_lock_files_fail_loudly_and_are_left_alone() {
     let dir = tempfile::tempdir().unwrap();
     let lock = lock_in(dir.path());
     std::fs::create_dir(lock.dir()).unwrap();
-    for content in [&b""[..], b"solewriter-project-lock v1\npid 1\n", b"garbage"] {
+    let huge = vec![b'x'; 1 << 20];
+    for content in [
+        &b""[..],
+        b"solewriter-project-lock v1\npid 1\n",
+        b"garbage",
+        &huge,
+    ] {
         std::fs::write(lock.path(), content).unwrap();
         let err = lock.acquire(Wait::NoWait).unwrap_err();
         assert!(matches!(err, LockError::Malformed { .. }), "{err}");

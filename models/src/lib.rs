@@ -12,9 +12,12 @@
 //! - [`ghost`]: the invariant checker, fed from inside each critical section.
 //! - [`state`]: the store and file-system state.
 //! - [`world`]: the operations (admit, submit, acquire, publish, release, read, clock).
+//! - [`crash`]: the file system's durable and volatile views, and the exhaustive crash check
+//!   of the publisher's write / fsync / rename / fsync sequence.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod crash;
 pub mod design;
 pub mod ghost;
 pub mod shim;

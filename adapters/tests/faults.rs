@@ -1,0 +1,343 @@
+//! Injected faults and hostile state: ENOSPC and EIO on each file-system step of publication
+//! (through the [`FileSystem`] seam), a directory fsync failing after the rename, a store
+//! file overwritten with garbage, tables dropped under a running store, and a projection
+//! directory replaced by a symlink. Each gives its typed error, leaves `current.json` in the
+//! documented state, releases the lease, leaves no temp file, and loses no committed row.
+
+mod support;
+
+use solewriter_adapters::atomic_file::{FileSystem, RealFs};
+use solewriter_adapters::Error;
+use solewriter_core::lease::LeaseState;
+use solewriter_core::target::TargetId;
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use support::*;
+
+const ENOSPC: i32 = 28;
+const EIO: i32 = 5;
+
+/// A file-system operation of the seam.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    CreateNew,
+    Write,
+    SyncFile,
+    Rename,
+    SyncDir,
+}
+
+/// The real file system, except that `op` fails with `errno` (every time it is called).
+struct FaultyFs {
+    op: Op,
+    errno: i32,
+    injected: AtomicUsize,
+}
+
+impl FaultyFs {
+    fn fault(&self, op: Op) -> io::Result<()> {
+        if op == self.op {
+            self.injected.fetch_add(1, Ordering::SeqCst);
+            return Err(io::Error::from_raw_os_error(self.errno));
+        }
+        Ok(())
+    }
+}
+
+impl FileSystem for FaultyFs {
+    fn create_dir(&self, path: &Path) -> io::Result<()> {
+        RealFs.create_dir(path)
+    }
+    fn create_new(&self, path: &Path) -> io::Result<File> {
+        self.fault(Op::CreateNew)?;
+        RealFs.create_new(path)
+    }
+    fn write_all(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
+        // A short write before the failure, as a full disk gives.
+        RealFs.write_all(file, &bytes[..bytes.len() / 2])?;
+        self.fault(Op::Write)?;
+        RealFs.write_all(file, &bytes[bytes.len() / 2..])
+    }
+    fn sync_file(&self, file: &File) -> io::Result<()> {
+        self.fault(Op::SyncFile)?;
+        RealFs.sync_file(file)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.fault(Op::Rename)?;
+        RealFs.rename(from, to)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        // After the rename: the file is in place, its directory entry not durable.
+        self.fault(Op::SyncDir)?;
+        RealFs.sync_dir(dir)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        RealFs.remove_file(path)
+    }
+}
+
+/// A store with one durable publication (watermark 1) and a committed, unpublished
+/// submission (watermark 2). Returns the fixture, the target and the published bytes.
+fn published_once() -> (Fixture, TargetId, Vec<u8>) {
+    let f = Fixture::new();
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    store.submit(&router(), &route(&target, 1, "one")).unwrap();
+    expect_acquired(store.acquire(&target, &holder("a")).unwrap())
+        .publish()
+        .unwrap();
+    store.submit(&router(), &route(&target, 2, "two")).unwrap();
+    let before = f.current_bytes(&target).unwrap();
+    (f, target, before)
+}
+
+fn watermark_in(bytes: &[u8]) -> u64 {
+    let doc: serde_json::Value = serde_json::from_slice(bytes).expect("a complete document");
+    doc["channels"][0]["sourceWatermark"]
+        .as_u64()
+        .expect("one channel")
+}
+
+/// After a fault: the lease was released, no temp remains, the committed row is there, and
+/// a fresh publication on the real file system publishes it.
+fn nothing_lost(f: &Fixture, target: &TargetId) {
+    let store = f.open();
+    assert!(matches!(
+        store.lease_row(target).unwrap().unwrap().state,
+        LeaseState::Released(_)
+    ));
+    assert!(f.leftovers(target).is_empty(), "{:?}", f.leftovers(target));
+    let rows = store.channel_rows(target).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0].source_watermark, 2,
+        "the committed submission is kept"
+    );
+    expect_acquired(store.acquire(target, &holder("b")).unwrap())
+        .publish()
+        .unwrap();
+    assert_eq!(watermark_in(&f.current_bytes(target).unwrap()), 2);
+}
+
+#[test]
+fn each_injected_fault_is_typed_leaves_current_in_its_documented_state_and_loses_nothing() {
+    let cases = [
+        (Op::CreateNew, ENOSPC, "write temp file"),
+        (Op::CreateNew, EIO, "write temp file"),
+        (Op::Write, ENOSPC, "write temp file"),
+        (Op::Write, EIO, "write temp file"),
+        (Op::SyncFile, ENOSPC, "write temp file"),
+        (Op::SyncFile, EIO, "write temp file"),
+        (Op::Rename, ENOSPC, "rename into place"),
+        (Op::Rename, EIO, "rename into place"),
+    ];
+    for (op, errno, expected_step) in cases {
+        let (f, target, before) = published_once();
+        let fs = Arc::new(FaultyFs {
+            op,
+            errno,
+            injected: AtomicUsize::new(0),
+        });
+        let store = f.open().with_file_system(fs.clone());
+        let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+        match lease.publish() {
+            Err(Error::Io { step, source, .. }) => {
+                assert_eq!(step, expected_step, "{op:?}");
+                assert_eq!(source.raw_os_error(), Some(errno), "{op:?}");
+            }
+            other => panic!("{op:?} errno {errno}: {other:?}"),
+        }
+        assert_eq!(fs.injected.load(Ordering::SeqCst), 1, "{op:?}");
+        assert_eq!(
+            f.current_bytes(&target).unwrap(),
+            before,
+            "{op:?}: current.json untouched"
+        );
+        drop(store);
+        nothing_lost(&f, &target);
+    }
+}
+
+#[test]
+fn a_directory_fsync_failing_after_the_rename_is_not_durable_and_releases() {
+    for errno in [EIO, ENOSPC] {
+        let (f, target, _) = published_once();
+        let fs = Arc::new(FaultyFs {
+            op: Op::SyncDir,
+            errno,
+            injected: AtomicUsize::new(0),
+        });
+        let store = f.open().with_file_system(fs.clone());
+        let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+        match lease.publish() {
+            Err(Error::NotDurable { path, source }) => {
+                assert_eq!(path, f.current_path(&target));
+                assert_eq!(source.raw_os_error(), Some(errno));
+            }
+            other => panic!("errno {errno}: {other:?}"),
+        }
+        assert_eq!(
+            watermark_in(&f.current_bytes(&target).unwrap()),
+            2,
+            "current.json was replaced by the new complete document"
+        );
+        drop(store);
+        nothing_lost(&f, &target);
+    }
+}
+
+#[test]
+fn a_failed_fsync_of_a_new_target_directory_is_typed_and_creates_no_file() {
+    let f = Fixture::new();
+    let fs = Arc::new(FaultyFs {
+        op: Op::SyncDir,
+        errno: EIO,
+        injected: AtomicUsize::new(0),
+    });
+    let store = f.open().with_file_system(fs);
+    let target = store.admit_target(&tuple("a")).unwrap();
+    store.submit(&router(), &route(&target, 2, "two")).unwrap();
+    let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    assert!(matches!(
+        lease.publish(),
+        Err(Error::Io {
+            step: "create directory",
+            ..
+        })
+    ));
+    assert!(f.current_bytes(&target).is_none());
+    drop(store);
+    nothing_lost(&f, &target);
+}
+
+/// A deterministic byte stream (xorshift), so a failure replays.
+fn garbage(len: usize, mut seed: u64) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed as u8
+        })
+        .collect()
+}
+
+/// Overwrites `len` bytes of the store file at `offset` with garbage.
+fn corrupt(path: &Path, offset: u64, len: usize) {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.seek(SeekFrom::Start(offset)).unwrap();
+    file.write_all(&garbage(len, 0x9e37_79b9_7f4a_7c15 ^ offset))
+        .unwrap();
+    file.sync_all().unwrap();
+}
+
+/// Every store operation on a corrupt file fails with a typed error, and no operation
+/// changes the file or publishes anything.
+fn corrupt_store_is_refused(offset: u64, len: usize) -> Vec<String> {
+    let (f, target, before) = published_once();
+    // Closing the last connection checkpointed the WAL: every row is in the main file.
+    let db = f.options.db_path.clone();
+    corrupt(&db, offset, len);
+    let corrupted = std::fs::read(&db).unwrap();
+    let mut errors = Vec::new();
+    match solewriter_adapters::store::ProjectionStore::open(&f.options) {
+        Err(e) => errors.push(format!("open: {e}")),
+        Ok(store) => {
+            let results = [
+                store.lease_row(&target).map(|_| ()),
+                store.channel_rows(&target).map(|_| ()),
+                store
+                    .submit(&router(), &route(&target, 3, "three"))
+                    .map(|_| ()),
+                store.acquire(&target, &holder("b")).map(|_| ()),
+            ];
+            for result in results {
+                if let Err(e) = result {
+                    errors.push(format!("use: {e}"));
+                }
+            }
+        }
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), corrupted, "nothing written");
+    assert_eq!(
+        f.current_bytes(&target).unwrap(),
+        before,
+        "nothing published"
+    );
+    errors
+}
+
+#[test]
+fn garbage_over_the_database_header_is_refused_on_open() {
+    let errors = corrupt_store_is_refused(0, 100);
+    assert!(
+        errors.len() == 1 && errors[0].starts_with("open: "),
+        "{errors:?}"
+    );
+    assert!(errors[0].contains("unreadable"), "{errors:?}");
+}
+
+#[test]
+fn garbage_over_a_later_page_is_a_typed_error_on_use() {
+    // Page 1 is the schema; pages 2 onwards hold the tables and their indexes.
+    let errors = corrupt_store_is_refused(4096, 3 * 4096);
+    assert!(!errors.is_empty(), "a corrupt table page went unnoticed");
+    assert!(errors.iter().all(|e| !e.contains("panicked")), "{errors:?}");
+}
+
+#[test]
+fn tables_dropped_under_a_running_store_give_typed_errors_and_write_nothing() {
+    let (f, target, before) = published_once();
+    let store = f.open();
+    let vandal = rusqlite::Connection::open(&f.options.db_path).unwrap();
+    vandal
+        .execute_batch("DROP TABLE HookProjectionChannels; DROP TABLE HookProjectionLeases;")
+        .unwrap();
+    assert!(matches!(
+        store.submit(&router(), &route(&target, 3, "three")),
+        Err(Error::Sqlite(_))
+    ));
+    assert!(matches!(
+        store.acquire(&target, &holder("b")),
+        Err(Error::Sqlite(_))
+    ));
+    assert!(matches!(store.lease_row(&target), Err(Error::Sqlite(_))));
+    assert_eq!(f.current_bytes(&target).unwrap(), before);
+    drop(store);
+    assert!(matches!(
+        solewriter_adapters::store::ProjectionStore::open(&f.options),
+        Err(Error::ForeignSchema { .. })
+    ));
+}
+
+#[test]
+fn a_target_directory_replaced_by_a_symlink_is_refused_and_nothing_is_written_through_it() {
+    let (f, target, _) = published_once();
+    let dir = f.options.runtime_root.target_dir(&target);
+    let outside = f.dir.path().join("outside");
+    std::fs::rename(&dir, &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, &dir).unwrap();
+    let before_outside = std::fs::read(outside.join("current.json")).unwrap();
+    let store = f.open();
+    let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    assert!(matches!(
+        lease.publish(),
+        Err(Error::UnsafeRuntimeDir {
+            reason: "is a symlink",
+            ..
+        })
+    ));
+    assert_eq!(
+        std::fs::read(outside.join("current.json")).unwrap(),
+        before_outside
+    );
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1, "no temp");
+    assert!(matches!(
+        store.lease_row(&target).unwrap().unwrap().state,
+        LeaseState::Released(_)
+    ));
+}

@@ -1,0 +1,403 @@
+//! The crash-consistency model of the file system: what survives a power loss.
+//!
+//! Every inode keeps two views. A file has its *volatile* bytes (what a live reader sees)
+//! and its *durable* bytes (what `fsync(file)` last made durable); a directory has volatile
+//! and durable entry maps (`fsync(dir)` makes the entries — creations, renames, removals —
+//! durable). Inodes are never freed, so a durable entry always resolves.
+//!
+//! A crash keeps the durable state, and the kernel may have written back any part of what
+//! was not yet synced: for every dirty inode independently, a crash keeps its durable view,
+//! its volatile view, or (for a file) a torn prefix of its volatile bytes. [`CrashFs::crash`]
+//! enumerates every such outcome, so "losing every unsynced write" is one of them and
+//! "the rename reached the disk but the data did not" is another.
+//!
+//! [`publish_ops`] is the atomic publisher's sequence (`adapters/src/atomic_file.rs`:
+//! create the target directory if needed and fsync its parent; create a temp sibling, write
+//! it, fsync it; rename over `current.json`; fsync the directory). [`check_publication`]
+//! crashes it after every prefix and checks that `current.json` is the old complete document
+//! or the new complete one — and the new one once the publisher has reported success.
+
+use std::collections::BTreeMap;
+
+/// The name of the published file.
+pub const CURRENT: &str = "current.json";
+/// The name of the temp sibling in the model (the adapter's is unique per write).
+pub const TEMP: &str = ".current.json.tmp-0";
+/// The target directory's name under the root.
+pub const TARGET_DIR: &str = "target";
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Inode {
+    File {
+        volatile: Vec<u8>,
+        durable: Vec<u8>,
+    },
+    Dir {
+        volatile: BTreeMap<String, usize>,
+        durable: BTreeMap<String, usize>,
+    },
+}
+
+impl Inode {
+    fn dirty(&self) -> bool {
+        match self {
+            Inode::File { volatile, durable } => volatile != durable,
+            Inode::Dir { volatile, durable } => volatile != durable,
+        }
+    }
+
+    /// What a crash may leave of this inode (its volatile view becomes that state).
+    fn crash_outcomes(&self) -> Vec<Inode> {
+        let settle = |inode: Inode| match inode {
+            Inode::File { volatile, .. } => Inode::File {
+                durable: volatile.clone(),
+                volatile,
+            },
+            Inode::Dir { volatile, .. } => Inode::Dir {
+                durable: volatile.clone(),
+                volatile,
+            },
+        };
+        let mut outcomes = match self {
+            Inode::File { volatile, durable } => {
+                let mut v = vec![durable.clone(), volatile.clone()];
+                if volatile.len() > 1 {
+                    v.push(volatile[..volatile.len() / 2].to_vec());
+                }
+                v.into_iter()
+                    .map(|bytes| Inode::File {
+                        volatile: bytes,
+                        durable: Vec::new(),
+                    })
+                    .collect::<Vec<_>>()
+            }
+            Inode::Dir { volatile, durable } => vec![durable.clone(), volatile.clone()]
+                .into_iter()
+                .map(|entries| Inode::Dir {
+                    volatile: entries,
+                    durable: BTreeMap::new(),
+                })
+                .collect(),
+        };
+        if !self.dirty() {
+            outcomes.truncate(1);
+        }
+        outcomes.dedup();
+        outcomes.into_iter().map(settle).collect()
+    }
+}
+
+/// Why a model file-system operation failed (a misuse of the model, as the OS would refuse).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FsError {
+    /// A path component does not exist.
+    NotFound(String),
+    /// `create_new` / `mkdir` on an existing name.
+    Exists(String),
+    /// A directory operation on a file or a file operation on a directory.
+    WrongKind(String),
+}
+
+/// The model file system: a root directory (always durable) and the inodes below it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrashFs {
+    inodes: Vec<Inode>,
+}
+
+impl Default for CrashFs {
+    fn default() -> Self {
+        CrashFs {
+            inodes: vec![Inode::Dir {
+                volatile: BTreeMap::new(),
+                durable: BTreeMap::new(),
+            }],
+        }
+    }
+}
+
+impl CrashFs {
+    fn lookup(&self, path: &[&str]) -> Result<usize, FsError> {
+        let mut at = 0;
+        for name in path {
+            match &self.inodes[at] {
+                Inode::Dir { volatile, .. } => {
+                    at = *volatile
+                        .get(*name)
+                        .ok_or_else(|| FsError::NotFound(name.to_string()))?;
+                }
+                Inode::File { .. } => return Err(FsError::WrongKind(name.to_string())),
+            }
+        }
+        Ok(at)
+    }
+
+    fn entries(&mut self, dir: &[&str]) -> Result<&mut BTreeMap<String, usize>, FsError> {
+        let at = self.lookup(dir)?;
+        match &mut self.inodes[at] {
+            Inode::Dir { volatile, .. } => Ok(volatile),
+            Inode::File { .. } => Err(FsError::WrongKind(dir.join("/"))),
+        }
+    }
+
+    fn link_new(&mut self, dir: &[&str], name: &str, inode: Inode) -> Result<(), FsError> {
+        let id = self.inodes.len();
+        let entries = self.entries(dir)?;
+        if entries.contains_key(name) {
+            return Err(FsError::Exists(name.into()));
+        }
+        entries.insert(name.into(), id);
+        self.inodes.push(inode);
+        Ok(())
+    }
+
+    /// `mkdir(dir/name)`: a new empty directory, its entry volatile.
+    pub fn mkdir(&mut self, dir: &[&str], name: &str) -> Result<(), FsError> {
+        let empty = BTreeMap::new();
+        self.link_new(
+            dir,
+            name,
+            Inode::Dir {
+                volatile: empty.clone(),
+                durable: empty,
+            },
+        )
+    }
+
+    /// `open(dir/name, O_CREAT | O_EXCL)`: a new empty file, its entry volatile.
+    pub fn create_new(&mut self, dir: &[&str], name: &str) -> Result<(), FsError> {
+        self.link_new(
+            dir,
+            name,
+            Inode::File {
+                volatile: Vec::new(),
+                durable: Vec::new(),
+            },
+        )
+    }
+
+    /// Appends `bytes` to the file at `path` (volatile).
+    pub fn write(&mut self, path: &[&str], bytes: &[u8]) -> Result<(), FsError> {
+        let at = self.lookup(path)?;
+        match &mut self.inodes[at] {
+            Inode::File { volatile, .. } => {
+                volatile.extend_from_slice(bytes);
+                Ok(())
+            }
+            Inode::Dir { .. } => Err(FsError::WrongKind(path.join("/"))),
+        }
+    }
+
+    /// `fsync(path)`: a file's bytes, or a directory's entries, become durable.
+    pub fn fsync(&mut self, path: &[&str]) -> Result<(), FsError> {
+        let at = self.lookup(path)?;
+        match &mut self.inodes[at] {
+            Inode::File { volatile, durable } => *durable = volatile.clone(),
+            Inode::Dir { volatile, durable } => *durable = volatile.clone(),
+        }
+        Ok(())
+    }
+
+    /// `rename(dir/from, dir/to)`: atomically replaces the entry `to` (volatile).
+    pub fn rename(&mut self, dir: &[&str], from: &str, to: &str) -> Result<(), FsError> {
+        let entries = self.entries(dir)?;
+        let id = entries
+            .remove(from)
+            .ok_or_else(|| FsError::NotFound(from.into()))?;
+        entries.insert(to.into(), id);
+        Ok(())
+    }
+
+    /// The bytes a live reader of `path` sees; `None` if absent.
+    pub fn read(&self, path: &[&str]) -> Option<Vec<u8>> {
+        match self.lookup(path).ok().map(|at| &self.inodes[at]) {
+            Some(Inode::File { volatile, .. }) => Some(volatile.clone()),
+            _ => None,
+        }
+    }
+
+    /// Every state the file system may be in after a crash now (see the module docs).
+    pub fn crash(&self) -> Vec<CrashFs> {
+        let mut states = vec![self.clone()];
+        for (at, inode) in self.inodes.iter().enumerate() {
+            let outcomes = inode.crash_outcomes();
+            states = states
+                .into_iter()
+                .flat_map(|state| {
+                    outcomes.iter().map(move |outcome| {
+                        let mut next = state.clone();
+                        next.inodes[at] = outcome.clone();
+                        next
+                    })
+                })
+                .collect();
+        }
+        states
+    }
+}
+
+/// One operation of the publisher's file-system sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FsOp {
+    /// Create the target directory (first publication only).
+    CreateDir,
+    /// Fsync the root, making the target directory's entry durable.
+    SyncParent,
+    /// Create the temp sibling (`create_new`).
+    CreateTemp,
+    /// Write the new document into the temp sibling.
+    WriteTemp,
+    /// Fsync the temp sibling.
+    SyncTemp,
+    /// Rename the temp sibling over `current.json`.
+    Rename,
+    /// Fsync the target directory, making the rename durable.
+    SyncDir,
+}
+
+impl FsOp {
+    /// The fsyncs of the sequence: each one is necessary ([`check_publication`] must fail
+    /// without it).
+    pub const SYNCS: [FsOp; 3] = [FsOp::SyncParent, FsOp::SyncTemp, FsOp::SyncDir];
+}
+
+/// The publisher's sequence, as `adapters/src/atomic_file.rs` performs it; the target
+/// directory is created (and its parent fsynced) only when it does not exist yet.
+pub fn publish_ops(dir_exists: bool) -> Vec<FsOp> {
+    let create = [FsOp::CreateDir, FsOp::SyncParent];
+    let publish = [
+        FsOp::CreateTemp,
+        FsOp::WriteTemp,
+        FsOp::SyncTemp,
+        FsOp::Rename,
+        FsOp::SyncDir,
+    ];
+    let first = if dir_exists { &[][..] } else { &create[..] };
+    first.iter().chain(publish.iter()).copied().collect()
+}
+
+fn apply(fs: &mut CrashFs, op: FsOp, new: &[u8]) -> Result<(), FsError> {
+    let dir = [TARGET_DIR];
+    match op {
+        FsOp::CreateDir => fs.mkdir(&[], TARGET_DIR),
+        FsOp::SyncParent => fs.fsync(&[]),
+        FsOp::CreateTemp => fs.create_new(&dir, TEMP),
+        FsOp::WriteTemp => fs.write(&[TARGET_DIR, TEMP], new),
+        FsOp::SyncTemp => fs.fsync(&[TARGET_DIR, TEMP]),
+        FsOp::Rename => fs.rename(&dir, TEMP, CURRENT),
+        FsOp::SyncDir => fs.fsync(&dir),
+    }
+}
+
+/// A crash outcome that loses or tears a document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrashViolation {
+    /// How many operations of the sequence had completed at the crash.
+    pub after_ops: usize,
+    /// Whether the publisher had already reported success.
+    pub acknowledged: bool,
+    /// What `current.json` held after the crash (`None`: absent).
+    pub found: Option<Vec<u8>>,
+    /// What was allowed.
+    pub expected: &'static str,
+}
+
+/// What an exhaustive crash check explored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CrashReport {
+    /// Crash points (after each prefix of the sequence, including none and all of it).
+    pub crash_points: usize,
+    /// Post-crash states checked over all crash points.
+    pub states: usize,
+    /// States in which `current.json` was the old document (or absent, first publication).
+    pub old: usize,
+    /// States in which it was the new document.
+    pub new: usize,
+}
+
+/// Runs `ops` (from a file system where `old`, if any, is durably published), crashes after
+/// every prefix in every possible way, and checks `current.json`: before the publisher
+/// reports success it must be the old complete document (absent if none) or the new
+/// complete one; after it, the new one.
+pub fn check_publication(
+    ops: &[FsOp],
+    old: Option<&[u8]>,
+    new: &[u8],
+) -> Result<CrashReport, CrashViolation> {
+    let mut fs = CrashFs::default();
+    let setup = |fs: &mut CrashFs| -> Result<(), FsError> {
+        if let Some(old) = old {
+            fs.mkdir(&[], TARGET_DIR)?;
+            fs.fsync(&[])?;
+            fs.create_new(&[TARGET_DIR], CURRENT)?;
+            fs.write(&[TARGET_DIR, CURRENT], old)?;
+            fs.fsync(&[TARGET_DIR, CURRENT])?;
+            fs.fsync(&[TARGET_DIR])?;
+        }
+        Ok(())
+    };
+    let model_error = |after_ops, e: FsError| CrashViolation {
+        after_ops,
+        acknowledged: false,
+        found: None,
+        expected: match e {
+            FsError::NotFound(_) => "an operation on an existing path",
+            FsError::Exists(_) => "a create on a free name",
+            FsError::WrongKind(_) => "an operation on the right kind of inode",
+        },
+    };
+    setup(&mut fs).map_err(|e| model_error(0, e))?;
+    let mut report = CrashReport::default();
+    for done in 0..=ops.len() {
+        if done > 0 {
+            apply(&mut fs, ops[done - 1], new).map_err(|e| model_error(done, e))?;
+        }
+        let acknowledged = done == ops.len();
+        report.crash_points += 1;
+        for after in fs.crash() {
+            report.states += 1;
+            let found = after.read(&[TARGET_DIR, CURRENT]);
+            let is_new = found.as_deref() == Some(new);
+            let is_old = found.as_deref() == old;
+            match (is_new, is_old, acknowledged) {
+                (true, _, _) => report.new += 1,
+                (false, true, false) => report.old += 1,
+                _ => {
+                    return Err(CrashViolation {
+                        after_ops: done,
+                        acknowledged,
+                        found,
+                        expected: if acknowledged {
+                            "the new complete document (publication reported success)"
+                        } else {
+                            "the old complete document, or the new complete one"
+                        },
+                    })
+                }
+            }
+        }
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crash_keeps_durable_state_and_may_keep_any_unsynced_part() {
+        let mut fs = CrashFs::default();
+        fs.mkdir(&[], "d").unwrap();
+        fs.fsync(&[]).unwrap();
+        fs.create_new(&["d"], "f").unwrap();
+        fs.write(&["d", "f"], b"abcd").unwrap();
+        let reads: Vec<_> = fs.crash().iter().map(|s| s.read(&["d", "f"])).collect();
+        assert!(reads.contains(&None), "unsynced entry lost");
+        assert!(reads.contains(&Some(Vec::new())), "entry kept, data lost");
+        assert!(reads.contains(&Some(b"ab".to_vec())), "torn data");
+        assert!(reads.contains(&Some(b"abcd".to_vec())), "all written back");
+        fs.fsync(&["d", "f"]).unwrap();
+        fs.fsync(&["d"]).unwrap();
+        let reads: Vec<_> = fs.crash().iter().map(|s| s.read(&["d", "f"])).collect();
+        assert_eq!(reads, vec![Some(b"abcd".to_vec())], "synced state is kept");
+    }
+}
