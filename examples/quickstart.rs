@@ -11,8 +11,9 @@ use solewriter::{
 use std::sync::Arc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let dir = std::env::temp_dir().join(format!("solewriter-quickstart-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("runtime"))?;
+    let scratch = tempfile::tempdir()?; // removed when it goes out of scope, also on error
+    let dir = scratch.path();
+    std::fs::create_dir(dir.join("runtime"))?;
 
     // Timing comes from the host's configuration: there are no defaults.
     let timing = TimingConfig::from_json(r#"{"leaseTtlMs": 5000, "busyTimeoutMs": 1000}"#)?;
@@ -81,6 +82,5 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let doc = read_projection(&options.runtime_root, &target)?;
     println!("{}", serde_json::to_string_pretty(&doc)?);
-    std::fs::remove_dir_all(&dir)?;
     Ok(())
 }

@@ -27,6 +27,7 @@ pub use solewriter_core::channel::{
     ChannelName, ChannelRegistry, ChannelSpec, ProducerId, Submission,
 };
 pub use solewriter_core::config::TimingConfig;
+pub use solewriter_core::lease::{Fenced, HeldBy};
 pub use solewriter_core::names::InstanceDigest;
 pub use solewriter_core::projection::ProjectionDocument;
 pub use solewriter_core::target::{TargetId, TargetTuple};

@@ -165,7 +165,7 @@ impl<'f> TempFile<'f> {
     ) -> io::Result<Self> {
         let mut nonce = [0u8; 8];
         getrandom::fill(&mut nonce).map_err(|e| io::Error::other(e.to_string()))?;
-        let suffix: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        let suffix = solewriter_core::hex::encode(&nonce);
         let path = dir.join(format!("{}{suffix}", temp_prefix(file_name)));
         let mut file = fs.create_new(&path)?;
         let temp = TempFile {

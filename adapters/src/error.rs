@@ -82,15 +82,17 @@ pub enum Error {
     #[error("publication fenced ({0}); current.json was not touched")]
     Fenced(Fenced),
     /// The lease reached its expiry before the rename: the publication aborted (no renewal).
-    /// `current.json` was not touched, the temp file was removed, the lease was released.
-    #[error("{0}; current.json was not touched and the lease was released")]
+    /// `current.json` was not touched, the temp file was removed, the lease was released
+    /// (if that release fails, the error is wrapped in [`Error::ReleaseFailed`]).
+    #[error("{0}; current.json was not touched")]
     LeaseExpired(DeadlinePassed),
     /// The fencing epoch cannot be raised any further. Nothing was written.
     #[error("fencing epoch exhausted for this target; nothing was written")]
     EpochExhausted,
     /// A file-system step of publication failed. `current.json` was not touched, the temp
-    /// file was removed, and the lease was released.
-    #[error("publication failed at `{step}` on {path}: {source}; current.json was not touched and the lease was released")]
+    /// file was removed, and the lease was released (if that release fails, the error is
+    /// wrapped in [`Error::ReleaseFailed`]).
+    #[error("publication failed at `{step}` on {path}: {source}; current.json was not touched")]
     Io {
         /// The publication step.
         step: &'static str,
@@ -110,8 +112,9 @@ pub enum Error {
     },
     /// `current.json` was replaced and readers see the new document, but the directory fsync
     /// failed, so the replacement may not survive a power loss (the previous complete
-    /// document would reappear). The lease was released; publish again to make it durable.
-    #[error("current.json at {path} was replaced but its directory fsync failed ({source}); the new document may not survive power loss; the lease was released")]
+    /// document would reappear). The lease was released (if that release fails, the error is
+    /// wrapped in [`Error::ReleaseFailed`]); publish again to make it durable.
+    #[error("current.json at {path} was replaced but its directory fsync failed ({source}); the new document may not survive power loss")]
     NotDurable {
         /// The published path.
         path: PathBuf,
@@ -125,6 +128,15 @@ pub enum Error {
     PublishedNotReleased {
         /// The published path.
         path: PathBuf,
+        /// Why the release or the commit failed.
+        reason: String,
+    },
+    /// A publication failed with `cause`, and the conditional release that every failure path
+    /// performs did not commit either: the lease stays held until it expires.
+    #[error("{cause}; the conditional release did not commit ({reason}), so the lease stays held until it expires")]
+    ReleaseFailed {
+        /// The publication's own error.
+        cause: Box<Error>,
         /// Why the release or the commit failed.
         reason: String,
     },

@@ -107,7 +107,7 @@ impl Source for GitSource {
             hash.update(part.as_bytes());
             hash.update([0]);
         }
-        let hex: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let hex = solewriter_core::hex::encode(&hash.finalize());
         Interpretation::parse(&format!("git-{hex}")).map_err(|e| SourceError {
             what: "build the interpretation identity".into(),
             detail: e.to_string(),

@@ -112,7 +112,10 @@ impl<'s> HeldLease<'s> {
             },
             Ok(Inner::NotDurable(path, source)) => {
                 tracing::error!(target_id = %target, epoch, %source, "published but directory fsync failed");
-                Err(Error::NotDurable { path, source })
+                Err(with_release_failure(
+                    Error::NotDurable { path, source },
+                    not_released,
+                ))
             }
             Err(error) => {
                 match &error {
@@ -123,9 +126,20 @@ impl<'s> HeldLease<'s> {
                         tracing::warn!(target_id = %target, epoch, error = %other, "publication aborted")
                     }
                 }
-                Err(error)
+                Err(with_release_failure(error, not_released))
             }
         }
+    }
+}
+
+/// `error`, wrapped in [`Error::ReleaseFailed`] when the failure path's release did not commit.
+fn with_release_failure(error: Error, not_released: Option<String>) -> Error {
+    match not_released {
+        None => error,
+        Some(reason) => Error::ReleaseFailed {
+            cause: Box::new(error),
+            reason,
+        },
     }
 }
 

@@ -140,8 +140,9 @@ impl ProjectionStore {
         })
     }
 
-    /// Makes publication write through `fs` instead of the operating system's file system
-    /// (fault injection and crash-sequence tests).
+    /// Makes publication write through `fs` instead of the operating system's file system.
+    /// A test seam (fault injection, crash-sequence recording), not for production use.
+    #[doc(hidden)]
     pub fn with_file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
         self.fs = fs;
         self

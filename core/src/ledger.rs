@@ -9,7 +9,6 @@
 //! The ledger stores facts, not verdicts: a fact, once recorded, never changes, so a reader
 //! that derives a fact itself and a writer that persists it later give the same answer.
 
-use crate::token::parse_hex32;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -108,11 +107,12 @@ impl Snapshot {
             interpretation: self.interpretation.clone(),
             facts: self.facts.clone(),
         };
-        // Serializing string-keyed maps of JSON values cannot fail.
-        let body = serde_json::to_vec(&body).unwrap_or_default();
+        // Serializing string-keyed maps of JSON values cannot fail; an empty body must never be
+        // hashed and published as a valid snapshot, so this is not defaulted.
+        let body = serde_json::to_vec(&body).expect("a ledger body always serializes");
         let mut out = format!(
             "{SNAPSHOT_MAGIC}{}\n",
-            crate::target::hex(&Sha256::digest(&body))
+            crate::hex::encode(&Sha256::digest(&body))
         )
         .into_bytes();
         out.extend_from_slice(&body);
@@ -129,7 +129,7 @@ impl Snapshot {
         let hash = std::str::from_utf8(header)
             .ok()
             .and_then(|h| h.strip_prefix(SNAPSHOT_MAGIC))
-            .and_then(parse_hex32)
+            .and_then(crate::hex::decode32)
             .ok_or(SnapshotError::Header)?;
         if <[u8; 32]>::from(Sha256::digest(body)) != hash {
             return Err(SnapshotError::Integrity);
@@ -313,7 +313,7 @@ mod tests {
         let text = String::from_utf8(bytes).unwrap();
         let (header, body) = text.split_once('\n').unwrap();
         let rehash = |body: &str| {
-            let h = crate::target::hex(&Sha256::digest(body.as_bytes()));
+            let h = crate::hex::encode(&Sha256::digest(body.as_bytes()));
             format!("{SNAPSHOT_MAGIC}{h}\n{body}").into_bytes()
         };
         for bad in [

@@ -10,6 +10,7 @@
 //! - [`time`]: broker time as a value.
 //! - [`config`]: timing configuration that has no defaults.
 //! - [`target`]: the attested target tuple and its derived [`target::TargetId`].
+//! - [`hex`]: the lowercase hex encoding of digests, tokens and nonces.
 //! - [`token`]: holder tokens and their hashes.
 //! - [`names`]: restricted channel, producer and instance names.
 //! - [`lease`]: the lease type-state (`Lease<Unheld|Held|Expired|Released>`) and its plans.
@@ -27,6 +28,7 @@
 pub mod channel;
 pub mod config;
 pub mod git_facts;
+pub mod hex;
 pub mod lease;
 pub mod ledger;
 pub mod names;

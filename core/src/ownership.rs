@@ -11,7 +11,6 @@
 //! Nothing here reads a file: the `/proc` parsers take the text the adapter read.
 
 use crate::time::Millis;
-use crate::token::parse_hex32;
 use std::fmt;
 
 /// A boot identifier (Linux: `/proc/sys/kernel/random/boot_id`): 1 to 64 characters of
@@ -267,7 +266,7 @@ impl LockNonce {
 
     /// Lowercase hex.
     pub fn to_hex(&self) -> String {
-        crate::target::hex(&self.0)
+        crate::hex::encode(&self.0)
     }
 }
 
@@ -336,8 +335,8 @@ impl LockRecord {
             u32::try_from(number(field("pid")?)?).map_err(|_| RecordError("pid out of range"))?;
         let start_token = number(field("start")?)?;
         let boot_id = BootId::parse(field("boot")?).map_err(|e| RecordError(e.0))?;
-        let nonce =
-            parse_hex32(field("nonce")?).ok_or(RecordError("nonce is not 64 lowercase hex"))?;
+        let nonce = crate::hex::decode32(field("nonce")?)
+            .ok_or(RecordError("nonce is not 64 lowercase hex"))?;
         let acquired_at = Millis(number(field("acquired_ms")?)?);
         if lines.next().is_some() {
             return Err(RecordError("trailing content"));

@@ -131,8 +131,9 @@ pub fn compose(
 impl ProjectionDocument {
     /// The bytes written to `current.json` (compact JSON followed by a newline).
     pub fn to_bytes(&self) -> Vec<u8> {
-        // Serializing plain structs, strings, integers and raw JSON cannot fail.
-        let mut bytes = serde_json::to_vec(self).unwrap_or_default();
+        // Serializing plain structs, strings, integers and already-validated raw JSON cannot
+        // fail; an empty document must never be published, so this is not defaulted.
+        let mut bytes = serde_json::to_vec(self).expect("a projection document always serializes");
         bytes.push(b'\n');
         bytes
     }

@@ -159,13 +159,8 @@ impl TargetTuple {
 
     /// The server-derived target id: lowercase hex SHA-256 of [`Self::canonical_bytes`].
     pub fn target_id(&self) -> TargetId {
-        TargetId(hex(&Sha256::digest(self.canonical_bytes())))
+        TargetId(crate::hex::encode(&Sha256::digest(self.canonical_bytes())))
     }
-}
-
-/// Lowercase hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A target id: exactly 64 lowercase hex characters, so a path built from it cannot escape

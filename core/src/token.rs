@@ -17,13 +17,13 @@ impl HolderToken {
 
     /// Parses the 64-character lowercase hex form produced by [`Self::to_hex`].
     pub fn from_hex(text: &str) -> Option<Self> {
-        parse_hex32(text).map(HolderToken)
+        crate::hex::decode32(text).map(HolderToken)
     }
 
     /// The raw token in lowercase hex, for handing to the holder (e.g. across a process
     /// boundary). Treat it as a secret.
     pub fn to_hex(&self) -> String {
-        crate::target::hex(&self.0)
+        crate::hex::encode(&self.0)
     }
 
     /// The raw bytes (for tests that prove the bytes never reach storage).
@@ -66,23 +66,6 @@ impl TokenHash {
             .fold(0u8, |acc, (a, b)| acc | (a ^ b))
             == 0
     }
-}
-
-pub(crate) fn parse_hex32(text: &str) -> Option<[u8; 32]> {
-    let bytes = text.as_bytes();
-    if bytes.len() != 64 {
-        return None;
-    }
-    let nibble = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
-    let mut out = [0u8; 32];
-    for (i, pair) in bytes.chunks_exact(2).enumerate() {
-        out[i] = (nibble(pair[0])? << 4) | nibble(pair[1])?;
-    }
-    Some(out)
 }
 
 #[cfg(test)]

@@ -87,13 +87,13 @@ fn missing(key: &str, flag: &str) -> CliError {
 }
 
 /// The file key and flag of a timing key as the core spells it.
-fn timing_key(core_key: &str) -> (&'static str, &'static str) {
+fn timing_key(core_key: &'static str) -> (&'static str, &'static str) {
     if core_key == LeaseTtl::KEY {
         ("lease_ttl_ms", "--lease-ttl-ms")
     } else if core_key == BusyTimeout::KEY {
         ("busy_timeout_ms", "--busy-timeout-ms")
     } else {
-        ("?", "?")
+        (core_key, "(no flag)")
     }
 }
 

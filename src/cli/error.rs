@@ -98,12 +98,27 @@ pub fn classify(error: &LibError) -> Class {
         LibError::Config(_) => Class::Config,
         LibError::NotAdmitted(_) | LibError::Rejected(_) | LibError::Target(_) => Class::Rejected,
         LibError::Fenced(_) | LibError::LeaseExpired(_) => Class::Fenced,
+        LibError::ReleaseFailed { cause, .. } => classify(cause),
         LibError::Io { .. }
         | LibError::UnsafeRuntimeDir { .. }
         | LibError::NotDurable { .. }
+        | LibError::PublishedNotReleased { .. }
         | LibError::NotPublished { .. }
         | LibError::Read { .. }
         | LibError::Document(_) => Class::Io,
+        LibError::StoreMissing { .. }
+        | LibError::StoreExists { .. }
+        | LibError::ForeignSchema { .. }
+        | LibError::SchemaVersion { .. }
+        | LibError::Unreadable { .. }
+        | LibError::Busy { .. }
+        | LibError::Sqlite(_)
+        | LibError::CorruptRow(_)
+        | LibError::InconsistentLease(_)
+        | LibError::EpochExhausted
+        | LibError::Random(_) => Class::Store,
+        // The library's error is non-exhaustive: a variant added later is a store failure
+        // until it is classified here.
         _ => Class::Store,
     }
 }

@@ -19,7 +19,7 @@
 //! the committed rows (nothing lost) and no temp file may remain.
 //!
 //! A failure prints the failing schedule; replay it with
-//! `SOLEWRITER_SHUTTLE_REPLAY='<schedule>' cargo test --features model-check --test shuttle_takeover replay -- --nocapture`
+//! `SOLEWRITER_SHUTTLE_REPLAY='<schedule>' cargo test --features model-check --test shuttle_takeover replay -- --ignored --nocapture`
 //! (and `SOLEWRITER_SHUTTLE_DESIGN=<Design>` for a trap). `SOLEWRITER_SHUTTLE_ITERATIONS`
 //! raises the number of executions.
 
@@ -352,13 +352,12 @@ fn shuttle_catches_in_place_write() {
     assert_caught(Design::InPlaceWrite, &["torn"]);
 }
 
-/// Replays a failing schedule printed by shuttle (no-op unless `SOLEWRITER_SHUTTLE_REPLAY`
-/// is set).
+/// Replays a failing schedule printed by shuttle (see the module documentation).
 #[test]
+#[ignore = "replays the schedule in SOLEWRITER_SHUTTLE_REPLAY; run on demand with --ignored"]
 fn replay() {
-    let Ok(schedule) = std::env::var("SOLEWRITER_SHUTTLE_REPLAY") else {
-        return;
-    };
+    let schedule = std::env::var("SOLEWRITER_SHUTTLE_REPLAY")
+        .expect("set SOLEWRITER_SHUTTLE_REPLAY to the failing schedule shuttle printed");
     let design = match std::env::var("SOLEWRITER_SHUTTLE_DESIGN").as_deref() {
         Err(_) | Ok("Real") => Design::Real,
         Ok(name) => *Design::TRAPS
