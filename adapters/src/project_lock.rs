@@ -50,7 +50,7 @@
 //! recoverers (by the same claim rule, one level up), so a recoverer killed after removing the
 //! dead record leaves nothing behind for long.
 
-use crate::atomic_file::{ensure_private_dir, DirError, RealFs, TempFile};
+use crate::atomic_file::{ensure_private_dir, read_bounded, DirError, RealFs, TempFile};
 use crate::clock::{Clock, SystemClock};
 use crate::process::ProcessProbe;
 use crate::publication::NoProbe;
@@ -58,7 +58,7 @@ use solewriter_core::ownership::{
     classify, LockNonce, LockRecord, OwnerIdentity, Ownership, RecordError, UnknownReason,
     LOCK_RECORD_MAX_BYTES,
 };
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -319,13 +319,7 @@ impl ProjectLock {
     /// [`LOCK_RECORD_MAX_BYTES`], so a planted huge file is refused by the parse without
     /// being loaded whole.
     fn read(&self, path: &Path) -> Result<Option<LockRecord>, LockError> {
-        let bounded = std::fs::File::open(path).and_then(|file| {
-            let mut bytes = Vec::new();
-            file.take(LOCK_RECORD_MAX_BYTES as u64 + 1)
-                .read_to_end(&mut bytes)
-                .map(|_| bytes)
-        });
-        match bounded {
+        match read_bounded(path, LOCK_RECORD_MAX_BYTES) {
             Ok(bytes) => {
                 LockRecord::parse(&bytes)
                     .map(Some)
