@@ -3,7 +3,9 @@
 //! holder frozen INSIDE its transaction cannot be taken over and aborts when resumed; and a
 //! holder killed with SIGKILL at every step of publication leaves a store that opens, a
 //! `current.json` that is absent or complete, and a next holder that republishes exactly the
-//! committed rows and removes the leftovers.
+//! committed rows and removes the leftovers. A producer killed between its row write and
+//! its commit leaves the store exactly as before (every kind of submission: insert, advance,
+//! degrade, replay), and retrying it then does what it would have done.
 
 mod support;
 
@@ -181,5 +183,53 @@ fn holder_killed_at_every_publication_step_loses_nothing() {
             "{step:?}: leftovers removed by the next publication"
         );
         b.quit();
+    }
+}
+
+/// The store's targets as `inspect --json` shows them (the store opens, every row decodes).
+fn committed_rows(env: &Env) -> Value {
+    let inspect: Value = serde_json::from_str(&env.ok(&["inspect", "--json"])).unwrap();
+    inspect["targets"].clone()
+}
+
+#[test]
+fn producer_killed_before_its_commit_leaves_nothing_partial() {
+    // (channel, watermark, body, what the retried submission then does)
+    let cases = [
+        ("lifecycle-frontier", "1", "new", "inserted"),
+        ("computed-route", "2", "two", "advanced"),
+        ("computed-route", "1", "conflicting", "degraded"),
+        ("computed-route", "1", "one", "replayed"),
+    ];
+    for (channel, watermark, body, retried) in cases {
+        let env = Env::admitted("lease_ttl_ms = 600\nbusy_timeout_ms = 2000");
+        let owner = if channel == "computed-route" {
+            "router"
+        } else {
+            "frontier"
+        };
+        assert!(env
+            .submit("router", "computed-route", "1", "one")
+            .status
+            .success());
+        let before = committed_rows(&env);
+
+        let mut p = env.stalled_submit(owner, channel, watermark, body);
+        assert_eq!(
+            p.recv(),
+            "stalled row-written",
+            "{channel} {watermark} {body}"
+        );
+        p.child.kill().unwrap(); // SIGKILL between the row write and the commit
+        p.child.wait().unwrap();
+
+        assert_eq!(
+            committed_rows(&env),
+            before,
+            "{body}: the uncommitted row is absent"
+        );
+        let out = env.submit(owner, channel, watermark, body);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.starts_with(retried), "{body}: {said}");
     }
 }

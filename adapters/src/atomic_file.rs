@@ -12,9 +12,19 @@
 //! outcome.
 
 use std::fs::{DirBuilder, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+/// Reads `path` whole if it holds at most `max` bytes; otherwise returns its first `max + 1`
+/// bytes, so the caller's parse refuses it without a planted huge file being loaded whole.
+pub fn read_bounded(path: &Path, max: usize) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    File::open(path)?
+        .take(u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
 
 /// Mode of every directory solewriter creates.
 pub const DIR_MODE: u32 = 0o700;

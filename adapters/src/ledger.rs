@@ -15,13 +15,13 @@
 //! ownership, source failures and repeated interpretation movement are loud. No cache, no
 //! background work: a later uncontended read persists what this one discarded.
 
-use crate::atomic_file::{remove_orphans, FileSystem, RealFs, TempFile};
+use crate::atomic_file::{read_bounded, remove_orphans, FileSystem, RealFs, TempFile};
 use crate::process::ProcessProbe;
 use crate::project_lock::{LockError, ProjectLock, Wait};
 use serde_json::Value;
 use solewriter_core::ledger::{
     choose_base, recheck, Base, CommitPlan, Derivation, FactConflict, FactId, Interpretation,
-    Recheck, Snapshot, SnapshotError,
+    Recheck, Snapshot, SnapshotError, MAX_SNAPSHOT_BYTES,
 };
 use solewriter_core::ownership::OwnerIdentity;
 use std::path::{Path, PathBuf};
@@ -186,10 +186,10 @@ impl<S: Source> Ledger<S> {
 
     /// Reads the stored snapshot: `Ok(None)` if there is none, the inner error if it is not a
     /// reusable snapshot. One `read` of one file: a concurrent replacement is seen whole or
-    /// not at all.
+    /// not at all. At most one byte past [`MAX_SNAPSHOT_BYTES`] is read.
     pub fn read_snapshot(&self) -> Result<Result<Option<Snapshot>, SnapshotError>, LedgerError> {
         let path = self.snapshot_path();
-        match std::fs::read(&path) {
+        match read_bounded(&path, MAX_SNAPSHOT_BYTES) {
             Ok(bytes) => Ok(Snapshot::decode(&bytes).map(Some)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Ok(None)),
             Err(source) => Err(LedgerError::Io {

@@ -42,15 +42,23 @@
 //! Release unlinks the lock only if it still carries this acquisition's nonce, so it never
 //! removes a successor's lock. (While the owner is alive no one else may remove its record,
 //! so its own read-then-unlink cannot race with a recovery.)
+//!
+//! # Crash points
+//! Every file-system step reports a [`LockStep`] to the lock's [`LockProbe`] (none by
+//! default; [`ProjectLock::with_probe`]), so tests can kill an acquirer, recoverer or releaser
+//! exactly there. A successful acquisition also clears recovery claims left by dead
+//! recoverers (by the same claim rule, one level up), so a recoverer killed after removing the
+//! dead record leaves nothing behind for long.
 
-use crate::atomic_file::{ensure_private_dir, DirError, RealFs, TempFile};
+use crate::atomic_file::{ensure_private_dir, read_bounded, DirError, RealFs, TempFile};
 use crate::clock::{Clock, SystemClock};
 use crate::process::ProcessProbe;
+use crate::publication::NoProbe;
 use solewriter_core::ownership::{
     classify, LockNonce, LockRecord, OwnerIdentity, Ownership, RecordError, UnknownReason,
     LOCK_RECORD_MAX_BYTES,
 };
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,6 +72,44 @@ pub const MAX_RECOVERY_DEPTH: usize = 3;
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(1);
 /// Largest pause between attempts while waiting for a live owner.
 pub const MAX_BACKOFF: Duration = Duration::from_millis(50);
+
+/// A file-system step of acquisition, recovery or release, reported with the path it concerns
+/// (the lock or a recovery claim, `project.lock.recover-…`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockStep {
+    /// A record is written and fsynced to a temp sibling; not yet linked to its name.
+    TempWritten,
+    /// The record is linked to its name; the temp sibling still exists.
+    Linked,
+    /// The lock is taken and its temp removed; dead creators' temps are not yet swept.
+    Acquired,
+    /// A record carrying the expected nonce was read (release, or removal of a dead owner's
+    /// record or of one's own claim); the unlink follows.
+    Checked,
+    /// That record was unlinked.
+    Unlinked,
+}
+
+impl LockStep {
+    /// Every step, in the order an uncontended acquisition and release reach them.
+    pub const ALL: [LockStep; 5] = [
+        LockStep::TempWritten,
+        LockStep::Linked,
+        LockStep::Acquired,
+        LockStep::Checked,
+        LockStep::Unlinked,
+    ];
+}
+
+/// Observes the lock's file-system steps: crash tests stop or kill a process at one of them.
+pub trait LockProbe: Send + Sync {
+    /// Called when `step` has been reached on `path`.
+    fn reached(&self, step: LockStep, path: &Path);
+}
+
+impl LockProbe for NoProbe {
+    fn reached(&self, _: LockStep, _: &Path) {}
+}
 
 /// How long [`ProjectLock::acquire`] may wait for a live owner. There is no default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,6 +215,7 @@ enum Clear {
 pub struct ProjectLock {
     dir: PathBuf,
     probe: Arc<dyn ProcessProbe>,
+    steps: Arc<dyn LockProbe>,
 }
 
 impl std::fmt::Debug for ProjectLock {
@@ -186,7 +233,13 @@ impl ProjectLock {
         ProjectLock {
             dir: dir.into(),
             probe,
+            steps: Arc::new(NoProbe),
         }
+    }
+
+    /// This lock, reporting its file-system steps to `steps`.
+    pub fn with_probe(self, steps: Arc<dyn LockProbe>) -> Self {
+        ProjectLock { steps, ..self }
     }
 
     /// The project directory.
@@ -221,7 +274,8 @@ impl ProjectLock {
         loop {
             if self.create(&path, &record)? {
                 tracing::info!(lock = %path.display(), owner = %me, outcome = "acquired", "project lock");
-                self.sweep_temps(&me);
+                self.steps.reached(LockStep::Acquired, &path);
+                self.sweep(&me);
                 return Ok(ProjectLockGuard {
                     lock: self.clone(),
                     record,
@@ -265,13 +319,7 @@ impl ProjectLock {
     /// [`LOCK_RECORD_MAX_BYTES`], so a planted huge file is refused by the parse without
     /// being loaded whole.
     fn read(&self, path: &Path) -> Result<Option<LockRecord>, LockError> {
-        let bounded = std::fs::File::open(path).and_then(|file| {
-            let mut bytes = Vec::new();
-            file.take(LOCK_RECORD_MAX_BYTES as u64 + 1)
-                .read_to_end(&mut bytes)
-                .map(|_| bytes)
-        });
-        match bounded {
+        match read_bounded(path, LOCK_RECORD_MAX_BYTES) {
             Ok(bytes) => {
                 LockRecord::parse(&bytes)
                     .map(Some)
@@ -294,9 +342,13 @@ impl ProjectLock {
         let tag = format!("{name}.{}.{}", record.owner.pid, record.owner.start_token);
         let temp = TempFile::write(&RealFs, &self.dir, &tag, record.encode().as_bytes())
             .map_err(io_err("write temp lock", &self.dir))?;
+        self.steps.reached(LockStep::TempWritten, path);
         // `temp` removes its own name when dropped; the link keeps the content.
         match std::fs::hard_link(temp.path(), path) {
-            Ok(()) => Ok(true),
+            Ok(()) => {
+                self.steps.reached(LockStep::Linked, path);
+                Ok(true)
+            }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
             Err(e) => Err(io_err("link lock into place", path)(e)),
         }
@@ -355,24 +407,41 @@ impl ProjectLock {
     /// Unlinks `path` if it carries `nonce`; otherwise leaves it and says what is there.
     fn remove_if_carries(&self, path: &Path, nonce: &LockNonce) -> Result<Released, LockError> {
         match self.read(path)? {
-            Some(found) if found.nonce == *nonce => match std::fs::remove_file(path) {
-                Ok(()) => Ok(Released::Removed),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Released::NotHolder(None)),
-                Err(e) => Err(io_err("remove lock", path)(e)),
-            },
+            Some(found) if found.nonce == *nonce => {
+                self.steps.reached(LockStep::Checked, path);
+                match std::fs::remove_file(path) {
+                    Ok(()) => {
+                        self.steps.reached(LockStep::Unlinked, path);
+                        Ok(Released::Removed)
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Released::NotHolder(None)),
+                    Err(e) => Err(io_err("remove lock", path)(e)),
+                }
+            }
             found => Ok(Released::NotHolder(found)),
         }
     }
 
-    /// Removes temp files of lock creators that are dead (best effort: a failure is logged
-    /// and leaves the temp for a later sweep). A live creator's temp is never touched.
-    fn sweep_temps(&self, me: &OwnerIdentity) {
+    /// Removes temp files of lock creators that are dead and recovery claims whose holders
+    /// are dead (best effort: a failure is logged and leaves the file for a later sweep). A
+    /// live creator's temp and a live recoverer's claim are never touched; a claim is removed
+    /// by the claim rule one level up, exactly as an acquirer meeting it would.
+    fn sweep(&self, me: &OwnerIdentity) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
         };
         for entry in entries.flatten() {
             let name = entry.file_name();
-            let Some(creator) = name.to_str().and_then(|n| temp_creator(n, me)) else {
+            let Some(name) = name.to_str() else {
+                continue;
+            };
+            if let Some(depth) = claim_depth(name) {
+                if let Err(e) = self.clear(&entry.path(), me, depth) {
+                    tracing::warn!(claim = %entry.path().display(), error = %e, "recovery claim not cleared");
+                }
+                continue;
+            }
+            let Some(creator) = temp_creator(name, me) else {
                 continue;
             };
             let seen = self.probe.observe(creator.pid);
@@ -393,6 +462,16 @@ fn claim_path(path: &Path, nonce: &LockNonce) -> PathBuf {
         .unwrap_or(LOCK_FILE);
     let hex = nonce.to_hex();
     path.with_file_name(format!("{name}.recover-{}", &hex[..32]))
+}
+
+/// How many claim levels deep `name` is, if it is a recovery claim (`project.lock.recover-…`,
+/// one level per `.recover-`); its temps (`.project.lock.recover-….tmp-…`) are not claims.
+fn claim_depth(name: &str) -> Option<usize> {
+    let rest = name.strip_prefix(LOCK_FILE)?;
+    if !rest.starts_with(".recover-") || rest.contains(".tmp-") {
+        return None;
+    }
+    Some(rest.matches(".recover-").count())
 }
 
 /// The creator of a lock temp file `.project.lock[.recover-…].<pid>.<start>.tmp-<hex>`,
@@ -479,5 +558,15 @@ mod tests {
         assert_eq!(creator(".ledger.snapshot.tmp-00ff"), None);
         assert_eq!(creator("project.lock"), None);
         assert_eq!(creator(".project.lock.x.7.tmp-00"), None);
+    }
+
+    #[test]
+    fn claim_names_carry_their_depth() {
+        assert_eq!(claim_depth("project.lock.recover-ab"), Some(1));
+        assert_eq!(claim_depth("project.lock.recover-ab.recover-cd"), Some(2));
+        assert_eq!(claim_depth("project.lock"), None);
+        assert_eq!(claim_depth(".project.lock.recover-ab.1.2.tmp-00"), None);
+        assert_eq!(claim_depth("project.lock.recover-ab.1.2.tmp-00"), None);
+        assert_eq!(claim_depth("ledger.snapshot"), None);
     }
 }

@@ -161,7 +161,7 @@ fn publish_in(
     at(PublishStep::Revalidated);
     // 2. Compose from the committed rows.
     let rows = rows::read_channels(conn, target)?;
-    let bytes = compose(&authority, &options.registry, &rows, now)?.to_bytes();
+    let bytes = compose(&authority, &options.registry, &rows, now)?.to_bounded_bytes()?;
     at(PublishStep::Composed);
     // 3. Temp sibling: orphans first (none can be live: creating one needs this transaction).
     let fs = &*store.fs;

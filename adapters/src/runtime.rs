@@ -4,9 +4,9 @@
 //! `<runtime_root>/hook-projections/<target_id>/current.json`; the target id is 64 lowercase
 //! hex characters, so no input can name or escape a path.
 
-use crate::atomic_file::{ensure_private_dir, DirError, FileSystem};
+use crate::atomic_file::{ensure_private_dir, read_bounded, DirError, FileSystem};
 use crate::error::{Error, Result};
-use solewriter_core::projection::ProjectionDocument;
+use solewriter_core::projection::{DocumentError, ProjectionDocument, MAX_DOCUMENT_BYTES};
 use solewriter_core::target::TargetId;
 use std::path::{Path, PathBuf};
 
@@ -83,10 +83,11 @@ fn check(root: &Path, is_dir: std::io::Result<bool>) -> Result<()> {
 }
 
 /// Reads and validates the published document of `target`. Returns the whole document or an
-/// error, never a partial document.
+/// error, never a partial document. At most one byte past [`MAX_DOCUMENT_BYTES`] is read: a
+/// larger file is [`DocumentError::TooLarge`].
 pub fn read_projection(root: &RuntimeRoot, target: &TargetId) -> Result<ProjectionDocument> {
     let path = root.current_path(target);
-    let bytes = match std::fs::read(&path) {
+    let bytes = match read_bounded(&path, MAX_DOCUMENT_BYTES) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(Error::NotPublished { path })
@@ -95,13 +96,11 @@ pub fn read_projection(root: &RuntimeRoot, target: &TargetId) -> Result<Projecti
     };
     let doc = ProjectionDocument::parse(&bytes)?;
     if &doc.target_id != target {
-        return Err(
-            solewriter_core::projection::DocumentError::Malformed(format!(
-                "document names target {}, expected {target}",
-                doc.target_id
-            ))
-            .into(),
-        );
+        return Err(DocumentError::Malformed(format!(
+            "document names target {}, expected {target}",
+            doc.target_id
+        ))
+        .into());
     }
     Ok(doc)
 }

@@ -8,6 +8,7 @@ use solewriter_adapters::publication::{PublishProbe, PublishStep};
 use solewriter_adapters::runtime::read_projection;
 use solewriter_adapters::Error;
 use solewriter_core::lease::{Fenced, LeaseState};
+use solewriter_core::projection::{DocumentError, MAX_DOCUMENT_BYTES};
 use solewriter_core::target::TargetId;
 use solewriter_core::time::Millis;
 use std::sync::mpsc;
@@ -404,5 +405,28 @@ fn publication_composes_committed_rows_and_the_reader_returns_them() {
     assert!(matches!(
         read_projection(&f.options.runtime_root, &target),
         Err(Error::Document(_))
+    ));
+}
+
+#[test]
+fn a_document_past_the_bound_is_refused_by_the_reader() {
+    let f = Fixture::new();
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    store
+        .submit(&router(), &route(&target, 3, "hello"))
+        .unwrap();
+    expect_acquired(store.acquire(&target, &holder("a")).unwrap())
+        .publish()
+        .unwrap();
+    // Planted: the published file grown (sparse) past the bound.
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(f.current_path(&target))
+        .unwrap();
+    file.set_len(MAX_DOCUMENT_BYTES as u64 + 1000).unwrap();
+    assert!(matches!(
+        read_projection(&f.options.runtime_root, &target),
+        Err(Error::Document(DocumentError::TooLarge { size })) if size == MAX_DOCUMENT_BYTES + 1
     ));
 }

@@ -11,7 +11,7 @@ use solewriter_adapters::ledger::{Derive, Ledger, LedgerError, Outcome, Persiste
 use solewriter_adapters::process::{ProcessProbe, SystemProbe};
 use solewriter_adapters::project_lock::{LockError, Wait, LOCK_FILE};
 use solewriter_core::git_facts::{CommitFact, HunkFact, Oid};
-use solewriter_core::ledger::Snapshot;
+use solewriter_core::ledger::{Snapshot, SnapshotError, MAX_SNAPSHOT_BYTES};
 use solewriter_core::ownership::{
     LockNonce, LockRecord, OwnerIdentity, ProbeReport, ProcessSeen, UnknownReason,
 };
@@ -307,4 +307,25 @@ fn unknown_lock_ownership_and_git_failures_are_loud() {
     let err = free.demand(|d| commit_fact(d, &missing)).unwrap_err();
     assert!(matches!(err, LedgerError::Source(_)), "{err}");
     assert_eq!(snapshot_bytes(&free), None, "no empty answer was persisted");
+}
+
+#[test]
+fn a_snapshot_past_the_bound_is_not_loaded_and_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    repo(dir.path());
+    let ledger = ledger_in(dir.path(), Arc::new(SystemProbe));
+    let good = read_history(&ledger).value;
+    // A sparse file one byte past the bound: nothing is allocated on disk.
+    let file = std::fs::File::create(ledger.snapshot_path()).unwrap();
+    file.set_len(MAX_SNAPSHOT_BYTES as u64 + 1000).unwrap();
+    assert_eq!(
+        ledger.read_snapshot().unwrap().unwrap_err(),
+        SnapshotError::TooLarge {
+            size: MAX_SNAPSHOT_BYTES + 1
+        },
+        "read at most one byte past the bound"
+    );
+    let rebuilt = read_history(&ledger);
+    assert_eq!(rebuilt.value, good);
+    assert_eq!(rebuilt.persisted, Persisted::Replaced { added: 6 });
 }

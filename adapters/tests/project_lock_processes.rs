@@ -1,13 +1,16 @@
-//! The project lock across real processes: a `kill -9` at random points of acquisition,
-//! release and recovery never leaves an unreadable lock, and many processes recovering one
+//! The project lock across real processes: a `kill -9` at every named step and at random
+//! points of acquisition, release and recovery never leaves an unreadable lock (and the next
+//! acquirer succeeds and leaves no temp or claim behind), and many processes recovering one
 //! dead lock at once elect exactly one holder.
 
 mod children;
 
 use children::{commands, dead_owner, role, say, ChildProc};
 use solewriter_adapters::process::SystemProbe;
-use solewriter_adapters::project_lock::{LockError, ProjectLock, Released, Wait, LOCK_FILE};
-use solewriter_core::ownership::{LockNonce, LockRecord};
+use solewriter_adapters::project_lock::{
+    LockError, LockProbe, LockStep, ProjectLock, Released, Wait, LOCK_FILE,
+};
+use solewriter_core::ownership::{LockNonce, LockRecord, OwnerIdentity};
 use solewriter_core::time::Millis;
 use std::path::Path;
 use std::sync::Arc;
@@ -80,6 +83,94 @@ fn kill_9_at_random_points_never_leaves_an_unreadable_lock() {
     eprintln!("kill -9 runs: {KILL_RUNS}, lock left by the victim: {left_locked}");
 }
 
+/// Stops the process at the first `step` reached on the lock (or on a claim), says so and
+/// waits for a line that never comes (the parent kills it).
+struct StallAt {
+    step: LockStep,
+    on_claim: bool,
+}
+
+impl LockProbe for StallAt {
+    fn reached(&self, step: LockStep, path: &Path) {
+        let claim = path.to_string_lossy().contains(".recover-");
+        if step == self.step && claim == self.on_claim {
+            say(&format!("stalled {step:?}"));
+            let _ = commands().next();
+        }
+    }
+}
+
+/// Leftover temps and claims in the project directory.
+fn leftovers(project: &Path) -> Vec<String> {
+    std::fs::read_dir(project)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n != LOCK_FILE)
+        .collect()
+}
+
+fn plant(project: &Path, owner: &OwnerIdentity, nonce: u8) {
+    let record = LockRecord {
+        owner: owner.clone(),
+        nonce: LockNonce::from_bytes([nonce; 32]),
+        acquired_at: Millis(1),
+    };
+    std::fs::write(project.join(LOCK_FILE), record.encode()).unwrap();
+}
+
+#[test]
+fn kill_9_at_every_lock_step_leaves_a_complete_lock_or_none() {
+    if let Some((role, dir)) = role() {
+        // Child: `<step index> <lock|claim>`; acquire (recovering a planted dead lock, if
+        // any) and release, stalling at that step.
+        let (index, kind) = role.split_once(' ').unwrap();
+        let step = LockStep::ALL[index.parse::<usize>().unwrap()];
+        let probe = StallAt {
+            step,
+            on_claim: kind == "claim",
+        };
+        let lock = lock(&dir).with_probe(Arc::new(probe));
+        lock.acquire(Wait::NoWait).unwrap().release().unwrap();
+        say("finished without stalling");
+        return;
+    }
+    let name = "kill_9_at_every_lock_step_leaves_a_complete_lock_or_none";
+    let dead = dead_owner();
+    let mut killed = 0;
+    for (recovering, kind) in [(false, "lock"), (true, "lock"), (true, "claim")] {
+        for (index, step) in LockStep::ALL.into_iter().enumerate() {
+            if kind == "claim" && step == LockStep::Acquired {
+                continue; // a claim is never "acquired"
+            }
+            let case = format!("{step:?} on the {kind}, recovering: {recovering}");
+            let dir = tempfile::tempdir().unwrap();
+            let project = dir.path().join("p");
+            std::fs::create_dir(&project).unwrap();
+            if recovering {
+                plant(&project, &dead, 7);
+            }
+            let mut child = ChildProc::spawn(name, &format!("{index} {kind}"), &project);
+            assert_eq!(child.line(), format!("stalled {step:?}"), "{case}");
+            child.child.kill().unwrap();
+            child.child.wait().unwrap();
+            killed += 1;
+            let victim = child.child.id();
+            match lock(&project).current() {
+                Ok(None) => {}
+                Ok(Some(record)) => assert!(
+                    record.owner.pid == victim || record.owner == dead,
+                    "{case}: {record:?}"
+                ),
+                Err(e) => panic!("{case}: unreadable lock after kill -9: {e}"),
+            }
+            let guard = lock(&project).acquire(Wait::NoWait).unwrap();
+            assert_eq!(leftovers(&project), Vec::<String>::new(), "{case}");
+            assert_eq!(guard.release().unwrap(), Released::Removed, "{case}");
+        }
+    }
+    eprintln!("lock steps killed at: {killed}");
+}
+
 #[test]
 fn many_recoverers_of_one_dead_lock_elect_exactly_one_holder() {
     if let Some((_, dir)) = role() {
@@ -118,12 +209,7 @@ fn many_recoverers_of_one_dead_lock_elect_exactly_one_holder() {
     }
     let dead = dead_owner();
     for round in 0..RECOVERY_ROUNDS {
-        let record = LockRecord {
-            owner: dead.clone(),
-            nonce: LockNonce::from_bytes([round as u8; 32]),
-            acquired_at: Millis(1),
-        };
-        std::fs::write(project.join(LOCK_FILE), record.encode()).unwrap();
+        plant(&project, &dead, round as u8);
         for child in &mut children {
             child.send("go");
         }

@@ -21,6 +21,9 @@ pub const SNAPSHOT_MAGIC: &str = "solewriter-ledger v1 sha256=";
 /// How many times the source interpretation may move during one transaction before the
 /// transaction fails loudly. One move (say, a configuration edit) is re-derived once.
 pub const MAX_INTERPRETATION_MOVES: u32 = 1;
+/// Largest snapshot file, in bytes, that is decoded (a reader reads at most one byte more).
+/// A larger file is not a reusable snapshot: the facts are derived again from the source.
+pub const MAX_SNAPSHOT_BYTES: usize = 64 << 20;
 
 fn bounded_text(text: &str, max: usize, what: &'static str) -> Result<(), LedgerTextError> {
     if text.is_empty() || text.len() > max || text.chars().any(char::is_control) {
@@ -89,6 +92,12 @@ pub enum SnapshotError {
     /// The body is not a version-1 snapshot body.
     #[error("body is malformed: {0}")]
     Body(String),
+    /// The file is larger than [`MAX_SNAPSHOT_BYTES`] (`size` counts at most one byte past).
+    #[error("snapshot of {size} bytes or more exceeds the bound of {MAX_SNAPSHOT_BYTES} bytes")]
+    TooLarge {
+        /// The size seen.
+        size: usize,
+    },
 }
 
 impl Snapshot {
@@ -121,6 +130,9 @@ impl Snapshot {
 
     /// Checks and parses file bytes: header, SHA-256 of the body, then a strict body parse.
     pub fn decode(bytes: &[u8]) -> Result<Self, SnapshotError> {
+        if bytes.len() > MAX_SNAPSHOT_BYTES {
+            return Err(SnapshotError::TooLarge { size: bytes.len() });
+        }
         let newline = bytes
             .iter()
             .position(|&b| b == b'\n')

@@ -16,6 +16,12 @@ use serde_json::value::RawValue;
 
 /// Value of the document's `format` field.
 pub const FORMAT: &str = "solewriter.hook-projection.v1";
+/// Largest document, in bytes, that is published or parsed. A document embeds the stored
+/// envelopes of every row (rows of channels no longer registered included), so the registry's
+/// per-channel bounds cannot bound it alone: this constant does, on both sides — a publication
+/// whose document would be larger fails (`current.json` untouched), and a reader reads at most
+/// one byte more than this before refusing. 64 MiB is far above any sensible hook payload.
+pub const MAX_DOCUMENT_BYTES: usize = 64 << 20;
 
 /// Freshness of a channel at publication time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,6 +85,12 @@ pub enum DocumentError {
     /// A document does not parse as a complete projection document.
     #[error("projection document is malformed: {0}")]
     Malformed(String),
+    /// A document is larger than [`MAX_DOCUMENT_BYTES`] (`size` counts at most one byte past).
+    #[error("projection document of {size} bytes or more exceeds the bound of {MAX_DOCUMENT_BYTES} bytes")]
+    TooLarge {
+        /// The size seen.
+        size: usize,
+    },
 }
 
 /// Composes the document for `authority`'s target from the committed `rows` at broker time
@@ -138,8 +150,17 @@ impl ProjectionDocument {
         bytes
     }
 
-    /// Parses a complete document; anything else (truncated, foreign format) is an error.
+    /// [`Self::to_bytes`], refused past [`MAX_DOCUMENT_BYTES`] (readers would refuse it).
+    pub fn to_bounded_bytes(&self) -> Result<Vec<u8>, DocumentError> {
+        let bytes = self.to_bytes();
+        check_size(bytes.len())?;
+        Ok(bytes)
+    }
+
+    /// Parses a complete document; anything else (truncated, foreign format, larger than
+    /// [`MAX_DOCUMENT_BYTES`]) is an error.
     pub fn parse(bytes: &[u8]) -> Result<Self, DocumentError> {
+        check_size(bytes.len())?;
         let doc: ProjectionDocument =
             serde_json::from_slice(bytes).map_err(|e| DocumentError::Malformed(e.to_string()))?;
         if doc.format != FORMAT {
@@ -150,6 +171,13 @@ impl ProjectionDocument {
         }
         Ok(doc)
     }
+}
+
+fn check_size(size: usize) -> Result<(), DocumentError> {
+    if size > MAX_DOCUMENT_BYTES {
+        return Err(DocumentError::TooLarge { size });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -270,6 +298,42 @@ mod tests {
             .unwrap()
             .replace(FORMAT, "other.v1");
         assert!(ProjectionDocument::parse(foreign.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn documents_past_the_bound_are_neither_published_nor_parsed() {
+        let registry = ChannelRegistry::new([spec("a")]).unwrap();
+        let huge = format!("\"{}\"", "x".repeat(MAX_DOCUMENT_BYTES));
+        let doc = compose(
+            &authority(),
+            &registry,
+            &[row("a", &huge, 9, None)],
+            Millis(3),
+        )
+        .unwrap();
+        assert!(matches!(
+            doc.to_bounded_bytes(),
+            Err(DocumentError::TooLarge { .. })
+        ));
+        let small = compose(
+            &authority(),
+            &registry,
+            &[row("a", "{}", 9, None)],
+            Millis(3),
+        )
+        .unwrap();
+        let bytes = small.to_bounded_bytes().unwrap();
+        assert!(ProjectionDocument::parse(&bytes).is_ok());
+        let mut padded = bytes.clone();
+        padded.resize(MAX_DOCUMENT_BYTES, b' ');
+        assert!(ProjectionDocument::parse(&padded).is_ok(), "at the bound");
+        padded.push(b' ');
+        assert_eq!(
+            ProjectionDocument::parse(&padded).unwrap_err(),
+            DocumentError::TooLarge {
+                size: MAX_DOCUMENT_BYTES + 1
+            }
+        );
     }
 
     #[test]

@@ -65,14 +65,14 @@ fn parse_step(text: &str) -> Result<PublishStep, String> {
 }
 
 /// Writes one answer line and flushes it.
-fn answer(line: &str) {
+pub fn answer(line: &str) {
     let mut out = std::io::stdout().lock();
     // A closed stdout means the driver is gone; the next stdin read sees EOF and we exit.
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
 /// Reads one stdin line; `None` at end of input or on a read error.
-fn next_line() -> Option<String> {
+pub fn next_line() -> Option<String> {
     let mut line = String::new();
     match std::io::stdin().lock().read_line(&mut line) {
         Ok(0) | Err(_) => None,

@@ -2,6 +2,7 @@
 
 use crate::cli::config::Settings;
 use crate::cli::error::{Class, CliError, CliResult};
+use crate::cli::holder;
 use crate::cli::{parse_channel, parse_instance, parse_producer, parse_target};
 use solewriter::{
     Acquisition, Clock, Millis, ProjectionStore, Submission, SubmitOutcome, SystemClock,
@@ -39,6 +40,10 @@ pub struct SubmitArgs {
     /// How long after capture the envelope stays fresh (required; no default).
     #[arg(long, value_name = "MS")]
     expires_in_ms: u64,
+    /// Crash tests: once the row is written, print `stalled row-written` and wait for one
+    /// stdin line (or its end) before committing.
+    #[arg(long, hide = true)]
+    stall_before_commit: bool,
 }
 
 /// `init`: creates the store (refusing an existing one) and the runtime root (mode 0700).
@@ -123,7 +128,13 @@ pub fn submit(settings: &Settings, args: &SubmitArgs) -> CliResult<()> {
         captured_at,
         expires_at: captured_at.plus_ms(args.expires_in_ms),
     };
-    let outcome = store.submit(&producer, &submission)?;
+    let stall = |_| {
+        if args.stall_before_commit {
+            holder::answer("stalled row-written");
+            let _ = holder::next_line();
+        }
+    };
+    let outcome = store.submit_observed(&producer, &submission, &stall)?;
     let what = match outcome {
         SubmitOutcome::Inserted => "inserted",
         SubmitOutcome::Advanced => "advanced",

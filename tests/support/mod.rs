@@ -80,25 +80,26 @@ impl Env {
     }
 
     pub fn submit(&self, producer: &str, channel: &str, watermark: &str, body: &str) -> Output {
-        let envelope =
-            format!(r#"{{"schema":"{channel}.v1","notAuthority":true,"body":"{body}"}}"#);
-        self.run(&[
-            "submit",
-            "--producer",
-            producer,
-            "--target",
-            TARGET,
-            "--channel",
-            channel,
-            "--watermark",
-            watermark,
-            "--envelope",
-            &envelope,
-            "--captured-at",
-            "1000",
-            "--expires-in-ms",
-            "4102444800000",
-        ])
+        self.run(
+            &submit_args(producer, channel, watermark, body)
+                .each_ref()
+                .map(String::as_str),
+        )
+    }
+
+    /// A `submit` that stalls before its commit (`--stall-before-commit`), driven like a
+    /// holder: it prints `stalled row-written` and waits for one stdin line.
+    pub fn stalled_submit(
+        &self,
+        producer: &str,
+        channel: &str,
+        watermark: &str,
+        body: &str,
+    ) -> Holder {
+        let mut args = vec!["--config".to_owned(), self.config.display().to_string()];
+        args.extend(submit_args(producer, channel, watermark, body));
+        args.push("--stall-before-commit".to_owned());
+        Holder::command(&args.iter().map(String::as_str).collect::<Vec<_>>())
     }
 
     pub fn current(&self) -> PathBuf {
@@ -112,6 +113,29 @@ impl Env {
     pub fn holder(&self, instance: &str, extra: &[&str]) -> Holder {
         Holder::spawn(&self.config, instance, extra)
     }
+}
+
+/// The arguments of a `submit` of an envelope of `channel`'s schema holding `body`.
+pub fn submit_args(producer: &str, channel: &str, watermark: &str, body: &str) -> [String; 15] {
+    let envelope = format!(r#"{{"schema":"{channel}.v1","notAuthority":true,"body":"{body}"}}"#);
+    [
+        "submit",
+        "--producer",
+        producer,
+        "--target",
+        TARGET,
+        "--channel",
+        channel,
+        "--watermark",
+        watermark,
+        "--envelope",
+        &envelope,
+        "--captured-at",
+        "1000",
+        "--expires-in-ms",
+        "4102444800000",
+    ]
+    .map(str::to_owned)
 }
 
 pub fn expect_failure(out: &Output, code: i32, needle: &str, what: &dyn std::fmt::Debug) {
@@ -134,11 +158,17 @@ pub struct Holder {
 
 impl Holder {
     pub fn spawn(config: &Path, instance: &str, extra: &[&str]) -> Holder {
+        let config = config.display().to_string();
+        let mut args = vec!["holder", "--config", &config, "--target", TARGET];
+        args.extend(["--instance", instance]);
+        args.extend(extra);
+        Holder::command(&args)
+    }
+
+    /// Any `solewriter` command driven line by line on stdin/stdout.
+    pub fn command(args: &[&str]) -> Holder {
         let mut child = Command::new(EXE)
-            .args(["holder", "--config"])
-            .arg(config)
-            .args(["--target", TARGET, "--instance", instance])
-            .args(extra)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

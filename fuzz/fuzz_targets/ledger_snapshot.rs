@@ -1,0 +1,12 @@
+//! Ledger snapshot decode on arbitrary bytes. Never panics; a decoded snapshot re-encodes to
+//! bytes that decode to the same snapshot.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use solewriter_core::ledger::Snapshot;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(snapshot) = Snapshot::decode(data) {
+        assert_eq!(Snapshot::decode(&snapshot.encode()).ok(), Some(snapshot));
+    }
+});
