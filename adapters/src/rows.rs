@@ -78,13 +78,13 @@ fn decode_lease(raw: RawLease) -> Result<LeaseRecord> {
     })
 }
 
-/// Inserts the admission row of `target` unless present; true if it was inserted.
-pub(crate) fn insert_admitted(conn: &Connection, target: &TargetId) -> rusqlite::Result<bool> {
-    let n = conn.execute(
+/// Inserts the admission row of `target` unless present (admission is idempotent).
+pub(crate) fn insert_admitted(conn: &Connection, target: &TargetId) -> rusqlite::Result<()> {
+    conn.execute(
         "INSERT OR IGNORE INTO HookProjectionLeases (target_id, fencing_epoch, state) VALUES (?1, 0, 'unheld')",
         [target.as_str()],
     )?;
-    Ok(n == 1)
+    Ok(())
 }
 
 /// The lease row of `target`.

@@ -193,9 +193,9 @@ impl ProjectionStore {
     pub fn admit_target(&self, tuple: &TargetTuple) -> Result<TargetId> {
         let target = tuple.target_id();
         let tx = self.begin()?;
-        let fresh = rows::insert_admitted(&tx, &target).map_err(|e| self.map_err(e))?;
+        rows::insert_admitted(&tx, &target).map_err(|e| self.map_err(e))?;
         tx.commit().map_err(|e| self.map_err(e))?;
-        tracing::info!(target_id = %target, fresh, "target admitted");
+        tracing::info!(target_id = %target, "target admitted");
         Ok(target)
     }
 

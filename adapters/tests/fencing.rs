@@ -430,3 +430,47 @@ fn a_document_past_the_bound_is_refused_by_the_reader() {
         Err(Error::Document(DocumentError::TooLarge { size })) if size == MAX_DOCUMENT_BYTES + 1
     ));
 }
+
+/// A release that does not commit is reported, never hidden. An injected trigger makes every
+/// release fail: after a completed rename the caller gets `PublishedNotReleased` (published;
+/// the lease stays held until its expiry); on a failure path it gets `ReleaseFailed` wrapping
+/// the publication's own error.
+#[test]
+fn a_release_that_does_not_commit_is_reported() {
+    let f = Fixture::new();
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    rusqlite::Connection::open(&f.options.db_path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TRIGGER refuse_release BEFORE UPDATE OF state ON HookProjectionLeases
+             WHEN NEW.state = 'released' BEGIN SELECT RAISE(ABORT, 'injected release failure'); END;",
+        )
+        .unwrap();
+    let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    match lease.publish().unwrap_err() {
+        Error::PublishedNotReleased { path, reason } => {
+            assert_eq!(path, f.current_path(&target));
+            assert!(reason.contains("injected release failure"), "{reason}");
+        }
+        other => panic!("{other}"),
+    }
+    assert!(
+        f.current_bytes(&target).is_some(),
+        "the document was published"
+    );
+    let row = store.lease_row(&target).unwrap().unwrap();
+    assert!(
+        matches!(row.state, LeaseState::Held(_)),
+        "held until its expiry"
+    );
+    f.clock.advance(TTL_MS);
+    let lease = expect_acquired(store.acquire(&target, &holder("b")).unwrap());
+    f.clock.advance(TTL_MS);
+    match lease.publish().unwrap_err() {
+        Error::ReleaseFailed { cause, .. } => {
+            assert!(matches!(*cause, Error::Fenced(Fenced::Expired)), "{cause}")
+        }
+        other => panic!("{other}"),
+    }
+}

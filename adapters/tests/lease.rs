@@ -71,9 +71,11 @@ fn raw_token_is_returned_and_only_its_hash_is_stored() {
     assert_eq!(stored.as_bytes(), lease.token().hash().as_bytes());
     assert_ne!(stored.as_bytes(), &raw);
     let hex = lease.token().to_hex();
+    let debug = format!("{lease:?}");
+    assert!(!debug.contains(&hex), "Debug redacts the token");
     assert!(
-        !format!("{lease:?}").contains(&hex),
-        "Debug redacts the token"
+        debug.contains("HeldLease") && debug.contains("<redacted>") && debug.contains("epoch: 1"),
+        "{debug}"
     );
     assert_eq!(lease.release().unwrap(), ReleaseOutcome::Released);
     // Force everything into the main database file, then search every file of the store.
