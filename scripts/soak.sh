@@ -6,13 +6,16 @@
 # (SIGKILL). Every holder answer is appended to an audit log as `<ns> <event> <epoch> <who>`.
 #
 # At the end it checks, and prints as `soak: ...`:
-#   stale writes  a publication of epoch E that started after a higher epoch was granted
-#                 (audit log), or a final current.json whose epoch is not a granted epoch
-#                 at least as high as every reported publication;
+#   stale writes  a publication reported under an epoch other than its holder's own grant,
+#                 or one whose publish started after a higher epoch was granted (audit
+#                 log), or a final current.json whose epoch is not a granted epoch at least
+#                 as high as every reported publication;
 #   torn reads    the reader's `checked <reads> <invalid> <regressions>` line;
 #   lost          submissions that printed success with a watermark above the store's final
 #                 watermark for the channel.
-# Exits 1 if any of the three is not zero.
+#   anomalies     a holder answer other than published / fenced / expired / busy (an error,
+#                 possibly after current.json was already replaced).
+# Exits 1 if any of these is not zero.
 #
 # usage: scripts/soak.sh MINUTES [HOLDERS]     (builds target/debug/solewriter first)
 set -euo pipefail
@@ -62,7 +65,11 @@ holder_loop() {
         echo publish >&"$in" 2>/dev/null || break
         read -r -t 10 answer <&"$out" || break
         set -- $answer
-        if [[ ${1:-} == published ]]; then log published "$2" "$name"; else log refused "$*" "$name"; fi
+        case ${1:-} in
+          published) log published "$2" "$name" ;;
+          fenced | expired | busy) log refused "$*" "$name" ;;
+          *) log anomaly "$*" "$name" ;;  # e.g. an error after current.json was replaced
+        esac
       else
         sleep 0.0$((RANDOM % 9 + 1))
       fi
@@ -112,11 +119,13 @@ exec {reader_in}>&-
 checked=$(grep '^checked' <&"$reader_out" || true)
 wait "$reader_pid" || true
 
-# Stale writes: a publish that started after a higher epoch had been granted.
+# Stale writes: a publication reported with an epoch other than its holder's own grant (a
+# holder writing under someone else's epoch), or one whose publish started after a higher
+# epoch had been granted.
 stale=$(sort -n "$audit" | awk '
-  $2 == "granted" && $3 > max { max = $3 }
-  $2 == "publish-start" { started[$3] = max }
-  $2 == "published" && started[$3] > $3 { stale++ }
+  $2 == "granted" { if ($3 > max) max = $3; own[$4] = $3 }
+  $2 == "publish-start" { started[$4] = max }
+  $2 == "published" && ($3 != own[$4] || started[$4] > own[$4]) { stale++ }
   END { print stale + 0 }')
 granted_max=$(awk '$2 == "granted" && $3 > m { m = $3 } END { print m + 0 }' "$audit")
 published_max=$(awk '$2 == "published" && $3 > m { m = $3 } END { print m + 0 }' "$audit")
@@ -130,5 +139,6 @@ read -r stops kills <"$work/chaos"
 echo "soak: ${minutes} min, ${holders} holders, work dir $work"
 echo "soak: grants $(grep -c ' granted ' "$audit"), publications $(grep -c ' published ' "$audit"), refused $(grep -c ' refused ' "$audit"), final epoch $final_epoch (max granted $granted_max, max reported published $published_max)"
 echo "soak: submissions $(wc -l <"$work/submitted") (final watermark $final_wm), SIGSTOP $stops, SIGKILL $kills, reads $reads"
-echo "soak: stale writes $stale, torn reads $invalid (regressions $regressions), lost submissions $lost"
-((stale == 0 && invalid == 0 && regressions == 0 && lost == 0))
+anomalies=$(grep -c ' anomaly ' "$audit" || true)
+echo "soak: stale writes $stale, torn reads $invalid (regressions $regressions), lost submissions $lost, holder anomalies $anomalies"
+((stale == 0 && invalid == 0 && regressions == 0 && lost == 0 && anomalies == 0))
