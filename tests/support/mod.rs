@@ -204,6 +204,17 @@ impl Holder {
     }
 }
 
+/// A holder left behind by a failing test (perhaps stopped by SIGSTOP) is killed, so no
+/// orphan outlives the test run holding its output pipes open.
+impl Drop for Holder {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 pub fn words(answer: &str) -> Vec<&str> {
     answer.split_whitespace().collect()
 }

@@ -74,6 +74,17 @@ impl ChildProc {
     }
 }
 
+/// A child left behind by a failing test is killed, so no orphan outlives the test run
+/// (looping, or holding its output pipes open).
+impl Drop for ChildProc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// In a child: says `what` to the parent.
 pub fn say(what: &str) {
     let mut out = std::io::stdout().lock();
