@@ -57,9 +57,8 @@ struct Shared<'a> {
     hiccups: Hiccups,
 }
 
-fn writer(sh: &Shared<'_>, id: usize) {
+fn writer(sh: &Shared<'_>, store: ProjectionStore, id: usize) {
     let _guard = StopOnPanic(&sh.failed);
-    let store = sh.f.open();
     let me = holder(&format!("writer-{id}"));
     while sh.published.load(Ordering::SeqCst) < PUBLICATIONS && !sh.failed.load(Ordering::SeqCst) {
         let n = sh.submitted.fetch_add(1, Ordering::SeqCst);
@@ -103,6 +102,37 @@ fn end_lost_grant(sh: &Shared<'_>, store: &ProjectionStore, epoch: u64) {
     if row.fencing_epoch == epoch && matches!(row.state, LeaseState::Held(_)) {
         sh.hiccups.releases_lost.fetch_add(1, Ordering::SeqCst);
         sh.f.clock.advance(TTL);
+    }
+}
+
+/// A hang detector, not a timing assertion: if no publication lands for `STALL` (minutes,
+/// where a publication takes milliseconds) the run is stuck — e.g. a thread blocked for good
+/// in a system call, which no flag can stop. It prints what it knows straight to stderr
+/// (bypassing the test harness's capture) and exits the process, so a stuck run fails with a
+/// diagnosis instead of running until an outer time limit kills it silently.
+fn watchdog(sh: &Shared<'_>, done: &AtomicBool) {
+    const STALL: std::time::Duration = std::time::Duration::from_secs(300);
+    const TICK: std::time::Duration = std::time::Duration::from_millis(100);
+    let (mut last, mut since) = (0, std::time::Instant::now());
+    while !done.load(Ordering::SeqCst) && !sh.failed.load(Ordering::SeqCst) {
+        std::thread::sleep(TICK);
+        let now = sh.published.load(Ordering::SeqCst);
+        if now != last {
+            (last, since) = (now, std::time::Instant::now());
+        } else if since.elapsed() > STALL {
+            use std::io::Write;
+            let row =
+                ProjectionStore::open(&sh.f.options).and_then(|store| store.lease_row(sh.target));
+            let _ = writeln!(
+                std::io::stderr(),
+                "reader_atomicity: no publication for {STALL:?} after {now}; submitted {}, \
+                 busy {}, lost releases {}, lease row {row:?}",
+                sh.submitted.load(Ordering::SeqCst),
+                sh.hiccups.busy.load(Ordering::SeqCst),
+                sh.hiccups.releases_lost.load(Ordering::SeqCst),
+            );
+            std::process::exit(101);
+        }
     }
 }
 
@@ -152,12 +182,17 @@ fn readers_never_see_a_torn_document_and_epochs_never_decrease() {
                 })
             })
             .collect();
+        // Connections are opened here, before any writer runs, so opening never races a write.
         let writers: Vec<_> = (0..WRITERS)
-            .map(|id| {
+            .map(|id| (id, f.open()))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|(id, store)| {
                 let sh = &sh;
-                s.spawn(move || writer(sh, id))
+                s.spawn(move || writer(sh, store, id))
             })
             .collect();
+        s.spawn(|| watchdog(&sh, &done));
         for w in writers {
             w.join().unwrap();
         }
