@@ -105,28 +105,35 @@ fn end_lost_grant(sh: &Shared<'_>, store: &ProjectionStore, epoch: u64) {
     }
 }
 
-/// A hang detector, not a timing assertion: if no publication lands for `STALL` (minutes,
-/// where a publication takes milliseconds) the run is stuck — e.g. a thread blocked for good
-/// in a system call, which no flag can stop. It prints what it knows straight to stderr
-/// (bypassing the test harness's capture) and exits the process, so a stuck run fails with a
-/// diagnosis instead of running until an outer time limit kills it silently.
+/// A hang detector, not a timing assertion. The run takes seconds; if no publication lands
+/// for `STALL`, or the whole run passes `BUDGET` (each a hundred times what it needs), it is
+/// stuck — e.g. a thread blocked for good in a system call, which no flag can stop, or a
+/// disk slowed to a crawl. It prints what it knows straight to stderr (bypassing the test
+/// harness's capture) and exits the process, so such a run fails with a diagnosis instead of
+/// running until an outer time limit kills it silently.
 fn watchdog(sh: &Shared<'_>, done: &AtomicBool) {
-    const STALL: std::time::Duration = std::time::Duration::from_secs(300);
-    const TICK: std::time::Duration = std::time::Duration::from_millis(100);
-    let (mut last, mut since) = (0, std::time::Instant::now());
+    use std::time::{Duration, Instant};
+    const STALL: Duration = Duration::from_secs(300);
+    const BUDGET: Duration = Duration::from_secs(1_200);
+    const TICK: Duration = Duration::from_millis(100);
+    let start = Instant::now();
+    let (mut last, mut since) = (0, start);
     while !done.load(Ordering::SeqCst) && !sh.failed.load(Ordering::SeqCst) {
         std::thread::sleep(TICK);
         let now = sh.published.load(Ordering::SeqCst);
         if now != last {
-            (last, since) = (now, std::time::Instant::now());
-        } else if since.elapsed() > STALL {
+            (last, since) = (now, Instant::now());
+        }
+        if since.elapsed() > STALL || start.elapsed() > BUDGET {
             use std::io::Write;
             let row =
                 ProjectionStore::open(&sh.f.options).and_then(|store| store.lease_row(sh.target));
             let _ = writeln!(
                 std::io::stderr(),
-                "reader_atomicity: no publication for {STALL:?} after {now}; submitted {}, \
-                 busy {}, lost releases {}, lease row {row:?}",
+                "reader_atomicity: stuck after {:?}: {now} publications, the last {:?} ago; \
+                 submitted {}, busy {}, lost releases {}, lease row {row:?}",
+                start.elapsed(),
+                since.elapsed(),
                 sh.submitted.load(Ordering::SeqCst),
                 sh.hiccups.busy.load(Ordering::SeqCst),
                 sh.hiccups.releases_lost.load(Ordering::SeqCst),
@@ -213,6 +220,10 @@ fn readers_never_see_a_torn_document_and_epochs_never_decrease() {
         sh.hiccups.releases_lost.load(Ordering::SeqCst),
     );
     assert!(publications >= PUBLICATIONS);
+    assert!(
+        big_reads > 0,
+        "no reader completed a read of a document over 1 MiB"
+    );
     // Non-vacuity: the readers really raced the writers.
     assert!(
         total_reads > publications,
