@@ -95,6 +95,61 @@ fn rejected_input_exits_5_and_writes_nothing() {
     env.fails(&["publish", &other, "--instance", "a"], 5, "not admitted");
 }
 
+/// Input from stdin or a file is read up to its bound and no further: an oversized or endless
+/// input costs at most the bound (plus one buffer), is refused with exit 5 and writes nothing.
+#[test]
+fn outside_input_is_read_up_to_its_bound_and_no_further() {
+    use std::io::{Seek, Write};
+    let env = Env::admitted("lease_ttl_ms = 5000\nbusy_timeout_ms = 2000");
+    let big = env.dir.path().join("big.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .write_all(&vec![b' '; 1 << 20])
+        .unwrap();
+    // The child shares the open file description of its stdin, so its offset afterwards is
+    // how much the child read.
+    let read_from_stdin = |args: &[&str]| {
+        let mut file = std::fs::File::open(&big).unwrap();
+        let out = Command::new(EXE)
+            .arg("--config")
+            .arg(&env.config)
+            .args(args)
+            .current_dir(env.dir.path())
+            .stdin(file.try_clone().unwrap())
+            .output()
+            .unwrap();
+        (out, file.stream_position().unwrap())
+    };
+    let (out, read) = read_from_stdin(&["admit", "-"]);
+    expect_failure(
+        &out,
+        5,
+        "over its bound of 4096 bytes",
+        &"1 MiB tuple on stdin",
+    );
+    assert!(read < 64 * 1024, "the child read {read} bytes of the tuple");
+    let mut submit = submit_args("router", "computed-route", "1", "x").to_vec();
+    let at = submit.iter().position(|a| a == "--envelope").unwrap();
+    submit[at + 1] = "-".to_owned();
+    let args: Vec<&str> = submit.iter().map(String::as_str).collect();
+    let (out, read) = read_from_stdin(&args);
+    expect_failure(
+        &out,
+        5,
+        "over its bound of 4096 bytes",
+        &"1 MiB envelope on stdin",
+    );
+    assert!(
+        read < 64 * 1024,
+        "the child read {read} bytes of the envelope"
+    );
+    submit[at] = "--envelope-file".to_owned();
+    submit[at + 1] = big.display().to_string();
+    let args: Vec<&str> = submit.iter().map(String::as_str).collect();
+    env.fails(&args, 5, "over its bound of 4096 bytes");
+    assert!(env.ok(&["inspect", "--json"]).contains("\"channels\":[]"));
+}
+
 #[test]
 fn scripting_by_hand_submit_publish_inspect_read() {
     let env = Env::admitted("lease_ttl_ms = 5000\nbusy_timeout_ms = 2000");

@@ -4,6 +4,7 @@ use crate::cli::config::Settings;
 use crate::cli::error::{Class, CliError, CliResult};
 use crate::cli::holder;
 use crate::cli::{parse_channel, parse_instance, parse_producer, parse_target};
+use solewriter::core::target::MAX_TUPLE_JSON_BYTES;
 use solewriter::{
     Acquisition, Clock, Millis, ProjectionStore, Submission, SubmitOutcome, SystemClock,
     TargetTuple,
@@ -74,21 +75,40 @@ pub fn init(settings: &Settings) -> CliResult<()> {
     Ok(())
 }
 
-fn read_stdin(what: &str) -> CliResult<String> {
-    let mut text = String::new();
-    std::io::stdin().read_to_string(&mut text).map_err(|e| {
+/// Reads `what` from `source` (named `from` in errors), at most `limit` bytes: one byte more
+/// is refused without reading the rest, so an endless or huge input costs nothing.
+fn read_bounded(source: impl Read, from: &str, what: &str, limit: usize) -> CliResult<String> {
+    let mut bytes = Vec::new();
+    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+    source.take(cap).read_to_end(&mut bytes).map_err(|e| {
         CliError::new(
             Class::Io,
-            format!("reading {what} from stdin failed: {e}; nothing was written"),
+            format!("reading {what} from {from} failed: {e}; nothing was written"),
         )
     })?;
-    Ok(text)
+    if bytes.len() > limit {
+        return Err(CliError::new(
+            Class::Rejected,
+            format!("{what} from {from} is over its bound of {limit} bytes; nothing was written"),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        CliError::new(
+            Class::Rejected,
+            format!("{what} from {from} is not UTF-8; nothing was written"),
+        )
+    })
 }
 
 /// `admit`: admits the target of an attested tuple and prints its id.
 pub fn admit(settings: &Settings, tuple: &str) -> CliResult<()> {
     let text = if tuple == "-" {
-        read_stdin("the attested tuple")?
+        read_bounded(
+            std::io::stdin().lock(),
+            "stdin",
+            "the attested tuple",
+            MAX_TUPLE_JSON_BYTES,
+        )?
     } else {
         tuple.to_owned()
     };
@@ -104,21 +124,36 @@ pub fn submit(settings: &Settings, args: &SubmitArgs) -> CliResult<()> {
     let producer = parse_producer(&args.producer)?;
     let target = parse_target(&args.target)?;
     let channel = parse_channel(&args.channel)?;
+    let options = settings.store_options()?;
+    // Read no more than the channel admits (the core checks the exact bound again); an unknown
+    // channel is refused by the core, after reading at most the largest bound of any channel.
+    let limit = match options.registry.get(&channel) {
+        Some(spec) => spec.max_envelope_bytes,
+        None => options
+            .registry
+            .iter()
+            .map(|spec| spec.max_envelope_bytes)
+            .max()
+            .unwrap_or(0),
+    };
     let envelope_json = match (&args.envelope, &args.envelope_file) {
-        (Some(text), _) if text == "-" => read_stdin("the envelope")?,
+        (Some(text), _) if text == "-" => {
+            read_bounded(std::io::stdin().lock(), "stdin", "the envelope", limit)?
+        }
         (Some(text), _) => text.clone(),
-        (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| {
-            CliError::new(
-                Class::Io,
-                format!(
-                    "reading envelope file {} failed: {e}; nothing was written",
-                    path.display()
-                ),
-            )
-        })?,
+        (None, Some(path)) => {
+            let from = format!("file {}", path.display());
+            let file = std::fs::File::open(path).map_err(|e| {
+                CliError::new(
+                    Class::Io,
+                    format!("reading the envelope from {from} failed: {e}; nothing was written"),
+                )
+            })?;
+            read_bounded(file, &from, "the envelope", limit)?
+        }
         (None, None) => return Err(CliError::usage("give --envelope or --envelope-file")),
     };
-    let store = ProjectionStore::open(&settings.store_options()?)?;
+    let store = ProjectionStore::open(&options)?;
     let captured_at = args.captured_at.map_or_else(|| SystemClock.now(), Millis);
     let submission = Submission {
         target_id: target,
