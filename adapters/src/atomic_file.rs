@@ -49,6 +49,8 @@ pub trait FileSystem: Send + Sync {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// Removes the file `path`.
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Gives the file `from` a second name `to` (`link(2)`); fails if `to` exists.
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()>;
 }
 
 /// The operating system's file system.
@@ -86,6 +88,10 @@ impl FileSystem for RealFs {
 
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
+    }
+
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::hard_link(from, to)
     }
 }
 

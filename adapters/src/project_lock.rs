@@ -50,7 +50,9 @@
 //! recoverers (by the same claim rule, one level up), so a recoverer killed after removing the
 //! dead record leaves nothing behind for long.
 
-use crate::atomic_file::{ensure_private_dir, read_bounded, DirError, RealFs, TempFile};
+use crate::atomic_file::{
+    ensure_private_dir, read_bounded, DirError, FileSystem, RealFs, TempFile,
+};
 use crate::clock::{Clock, SystemClock};
 use crate::process::ProcessProbe;
 use crate::publication::NoProbe;
@@ -216,6 +218,7 @@ pub struct ProjectLock {
     dir: PathBuf,
     probe: Arc<dyn ProcessProbe>,
     steps: Arc<dyn LockProbe>,
+    fs: Arc<dyn FileSystem>,
 }
 
 impl std::fmt::Debug for ProjectLock {
@@ -234,12 +237,21 @@ impl ProjectLock {
             dir: dir.into(),
             probe,
             steps: Arc::new(NoProbe),
+            fs: Arc::new(RealFs),
         }
     }
 
     /// This lock, reporting its file-system steps to `steps`.
     pub fn with_probe(self, steps: Arc<dyn LockProbe>) -> Self {
         ProjectLock { steps, ..self }
+    }
+
+    /// This lock, creating and removing its files through `fs` instead of the operating
+    /// system's file system. A test seam (recording the sequence the crash model checks), not
+    /// for production use.
+    #[doc(hidden)]
+    pub fn with_file_system(self, fs: Arc<dyn FileSystem>) -> Self {
+        ProjectLock { fs, ..self }
     }
 
     /// The project directory.
@@ -255,7 +267,7 @@ impl ProjectLock {
     /// Takes the lock, waiting for a live owner as `wait` allows. Dead owners are recovered
     /// (race-free, see the module doc); an unknown owner or a malformed lock fails loudly.
     pub fn acquire(&self, wait: Wait) -> Result<ProjectLockGuard, LockError> {
-        ensure_private_dir(&RealFs, &self.dir).map_err(|e| match e {
+        ensure_private_dir(&*self.fs, &self.dir).map_err(|e| match e {
             DirError::Unsafe(reason) => LockError::UnsafeDir {
                 dir: self.dir.clone(),
                 reason,
@@ -340,11 +352,11 @@ impl ProjectLock {
             .and_then(|n| n.to_str())
             .unwrap_or(LOCK_FILE);
         let tag = format!("{name}.{}.{}", record.owner.pid, record.owner.start_token);
-        let temp = TempFile::write(&RealFs, &self.dir, &tag, record.encode().as_bytes())
+        let temp = TempFile::write(&*self.fs, &self.dir, &tag, record.encode().as_bytes())
             .map_err(io_err("write temp lock", &self.dir))?;
         self.steps.reached(LockStep::TempWritten, path);
         // `temp` removes its own name when dropped; the link keeps the content.
-        match std::fs::hard_link(temp.path(), path) {
+        match self.fs.hard_link(temp.path(), path) {
             Ok(()) => {
                 self.steps.reached(LockStep::Linked, path);
                 Ok(true)
@@ -409,7 +421,7 @@ impl ProjectLock {
         match self.read(path)? {
             Some(found) if found.nonce == *nonce => {
                 self.steps.reached(LockStep::Checked, path);
-                match std::fs::remove_file(path) {
+                match self.fs.remove_file(path) {
                     Ok(()) => {
                         self.steps.reached(LockStep::Unlinked, path);
                         Ok(Released::Removed)
@@ -446,7 +458,7 @@ impl ProjectLock {
             };
             let seen = self.probe.observe(creator.pid);
             if matches!(classify(&creator, &seen), Ownership::Dead(_)) {
-                if let Err(e) = std::fs::remove_file(entry.path()) {
+                if let Err(e) = self.fs.remove_file(&entry.path()) {
                     tracing::warn!(temp = %entry.path().display(), error = %e, "orphan lock temp not removed");
                 }
             }

@@ -77,6 +77,9 @@ impl FileSystem for FaultyFs {
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         RealFs.remove_file(path)
     }
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        RealFs.hard_link(from, to)
+    }
 }
 
 /// A store with one durable publication (watermark 1) and a committed, unpublished

@@ -16,6 +16,13 @@
 //! it, fsync it; rename over `current.json`; fsync the directory). [`check_publication`]
 //! crashes it after every prefix and checks that `current.json` is the old complete document
 //! or the new complete one — and the new one once the publisher has reported success.
+//!
+//! [`lock_ops`] is the project lock's creation sequence (`adapters/src/project_lock.rs`:
+//! write the record to a temp sibling and fsync it, hard-link it to `project.lock`, remove the
+//! temp name). [`check_lock_creation`] crashes it after every prefix and checks that the lock
+//! file is absent or the complete record — never empty or torn, which would make every later
+//! acquirer fail on a malformed lock. (A lock lost to a crash is allowed: a power loss ends
+//! its owner's boot, so the owner is dead either way.)
 
 use std::collections::BTreeMap;
 
@@ -207,6 +214,28 @@ impl CrashFs {
         Ok(())
     }
 
+    /// `link(dir/from, dir/to)`: a second name for the same inode (volatile); fails if `to`
+    /// exists.
+    pub fn link(&mut self, dir: &[&str], from: &str, to: &str) -> Result<(), FsError> {
+        let entries = self.entries(dir)?;
+        let id = *entries
+            .get(from)
+            .ok_or_else(|| FsError::NotFound(from.into()))?;
+        if entries.contains_key(to) {
+            return Err(FsError::Exists(to.into()));
+        }
+        entries.insert(to.into(), id);
+        Ok(())
+    }
+
+    /// `unlink(dir/name)`: removes the name (volatile); the inode lives on.
+    pub fn unlink(&mut self, dir: &[&str], name: &str) -> Result<(), FsError> {
+        self.entries(dir)?
+            .remove(name)
+            .map(|_| ())
+            .ok_or_else(|| FsError::NotFound(name.into()))
+    }
+
     /// The bytes a live reader of `path` sees; `None` if absent.
     pub fn read(&self, path: &[&str]) -> Option<Vec<u8>> {
         match self.lookup(path).ok().map(|at| &self.inodes[at]) {
@@ -308,10 +337,52 @@ pub struct CrashReport {
     pub crash_points: usize,
     /// Post-crash states checked over all crash points.
     pub states: usize,
-    /// States in which `current.json` was the old document (or absent, first publication).
+    /// States in which the file checked held what it held before the sequence (the old
+    /// document; absent for a first publication or a lock).
     pub old: usize,
-    /// States in which it was the new document.
+    /// States in which it held what the sequence writes (the new document, the lock record).
     pub new: usize,
+}
+
+/// Runs `ops` on `fs`, crashes after every prefix (none, each, all) in every possible way,
+/// and lets `judge(ops_done, acknowledged, state)` rule on each post-crash state: `Ok(true)`
+/// for the new state, `Ok(false)` for the old one, or the violation.
+fn explore<Op: Copy>(
+    mut fs: CrashFs,
+    ops: &[Op],
+    apply: impl Fn(&mut CrashFs, Op) -> Result<(), FsError>,
+    judge: impl Fn(usize, bool, &CrashFs) -> Result<bool, CrashViolation>,
+) -> Result<CrashReport, CrashViolation> {
+    let mut report = CrashReport::default();
+    for done in 0..=ops.len() {
+        if done > 0 {
+            apply(&mut fs, ops[done - 1]).map_err(|e| model_error(done, e))?;
+        }
+        report.crash_points += 1;
+        for after in fs.crash() {
+            report.states += 1;
+            if judge(done, done == ops.len(), &after)? {
+                report.new += 1;
+            } else {
+                report.old += 1;
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// A model operation the OS would have refused: the sequence itself is wrong.
+fn model_error(after_ops: usize, e: FsError) -> CrashViolation {
+    CrashViolation {
+        after_ops,
+        acknowledged: false,
+        found: None,
+        expected: match e {
+            FsError::NotFound(_) => "an operation on an existing path",
+            FsError::Exists(_) => "a create on a free name",
+            FsError::WrongKind(_) => "an operation on the right kind of inode",
+        },
+    }
 }
 
 /// Runs `ops` (from a file system where `old`, if any, is durably published), crashes after
@@ -335,48 +406,106 @@ pub fn check_publication(
         }
         Ok(())
     };
-    let model_error = |after_ops, e: FsError| CrashViolation {
-        after_ops,
-        acknowledged: false,
-        found: None,
-        expected: match e {
-            FsError::NotFound(_) => "an operation on an existing path",
-            FsError::Exists(_) => "a create on a free name",
-            FsError::WrongKind(_) => "an operation on the right kind of inode",
-        },
-    };
     setup(&mut fs).map_err(|e| model_error(0, e))?;
-    let mut report = CrashReport::default();
-    for done in 0..=ops.len() {
-        if done > 0 {
-            apply(&mut fs, ops[done - 1], new).map_err(|e| model_error(done, e))?;
-        }
-        let acknowledged = done == ops.len();
-        report.crash_points += 1;
-        for after in fs.crash() {
-            report.states += 1;
+    explore(
+        fs,
+        ops,
+        |fs, op| apply(fs, op, new),
+        |done, acknowledged, after| {
             let found = after.read(&[TARGET_DIR, CURRENT]);
             let is_new = found.as_deref() == Some(new);
             let is_old = found.as_deref() == old;
             match (is_new, is_old, acknowledged) {
-                (true, _, _) => report.new += 1,
-                (false, true, false) => report.old += 1,
-                _ => {
-                    return Err(CrashViolation {
-                        after_ops: done,
-                        acknowledged,
-                        found,
-                        expected: if acknowledged {
-                            "the new complete document (publication reported success)"
-                        } else {
-                            "the old complete document, or the new complete one"
-                        },
-                    })
-                }
+                (true, _, _) => Ok(true),
+                (false, true, false) => Ok(false),
+                _ => Err(CrashViolation {
+                    after_ops: done,
+                    acknowledged,
+                    found,
+                    expected: if acknowledged {
+                        "the new complete document (publication reported success)"
+                    } else {
+                        "the old complete document, or the new complete one"
+                    },
+                }),
             }
-        }
+        },
+    )
+}
+
+/// The name of the lock file in the model.
+pub const LOCK: &str = "project.lock";
+/// The name of the lock's temp sibling in the model (the adapter's is unique per write).
+pub const LOCK_TEMP: &str = ".project.lock.tmp-0";
+/// The project directory's name under the root.
+pub const LOCK_DIR: &str = "project";
+
+/// One operation of the project lock's creation sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LockOp {
+    /// Create the temp sibling (`create_new`).
+    CreateTemp,
+    /// Write the record into it.
+    WriteTemp,
+    /// Fsync it.
+    SyncTemp,
+    /// Hard-link it to `project.lock` (fails if a lock exists).
+    Link,
+    /// Remove the temp name; the lock name keeps the inode.
+    RemoveTemp,
+}
+
+impl LockOp {
+    /// The fsyncs of the sequence: each one is necessary ([`check_lock_creation`] must fail
+    /// without it).
+    pub const SYNCS: [LockOp; 1] = [LockOp::SyncTemp];
+}
+
+/// The lock's creation sequence, as `adapters/src/project_lock.rs` performs it in an existing
+/// project directory with no lock.
+pub fn lock_ops() -> Vec<LockOp> {
+    vec![
+        LockOp::CreateTemp,
+        LockOp::WriteTemp,
+        LockOp::SyncTemp,
+        LockOp::Link,
+        LockOp::RemoveTemp,
+    ]
+}
+
+fn apply_lock(fs: &mut CrashFs, op: LockOp, record: &[u8]) -> Result<(), FsError> {
+    let dir = [LOCK_DIR];
+    match op {
+        LockOp::CreateTemp => fs.create_new(&dir, LOCK_TEMP),
+        LockOp::WriteTemp => fs.write(&[LOCK_DIR, LOCK_TEMP], record),
+        LockOp::SyncTemp => fs.fsync(&[LOCK_DIR, LOCK_TEMP]),
+        LockOp::Link => fs.link(&dir, LOCK_TEMP, LOCK),
+        LockOp::RemoveTemp => fs.unlink(&dir, LOCK_TEMP),
     }
-    Ok(report)
+}
+
+/// Runs `ops` in a durable project directory without a lock, crashes after every prefix in
+/// every possible way, and checks `project.lock`: absent, or exactly `record`.
+pub fn check_lock_creation(ops: &[LockOp], record: &[u8]) -> Result<CrashReport, CrashViolation> {
+    let mut fs = CrashFs::default();
+    fs.mkdir(&[], LOCK_DIR)
+        .and_then(|()| fs.fsync(&[]))
+        .map_err(|e| model_error(0, e))?;
+    explore(
+        fs,
+        ops,
+        |fs, op| apply_lock(fs, op, record),
+        |done, acknowledged, after| match after.read(&[LOCK_DIR, LOCK]) {
+            None => Ok(false),
+            Some(found) if found == record => Ok(true),
+            found => Err(CrashViolation {
+                after_ops: done,
+                acknowledged,
+                found,
+                expected: "no lock file, or the complete record",
+            }),
+        },
+    )
 }
 
 #[cfg(test)]
@@ -399,5 +528,26 @@ mod tests {
         fs.fsync(&["d"]).unwrap();
         let reads: Vec<_> = fs.crash().iter().map(|s| s.read(&["d", "f"])).collect();
         assert_eq!(reads, vec![Some(b"abcd".to_vec())], "synced state is kept");
+    }
+
+    #[test]
+    fn a_link_is_a_second_name_whose_entry_a_crash_may_lose() {
+        let mut fs = CrashFs::default();
+        fs.mkdir(&[], "d").unwrap();
+        fs.fsync(&[]).unwrap();
+        fs.create_new(&["d"], "t").unwrap();
+        fs.write(&["d", "t"], b"abcd").unwrap();
+        fs.fsync(&["d", "t"]).unwrap();
+        assert_eq!(fs.link(&["d"], "t", "t"), Err(FsError::Exists("t".into())));
+        fs.link(&["d"], "t", "l").unwrap();
+        fs.unlink(&["d"], "t").unwrap();
+        assert_eq!(fs.read(&["d", "l"]), Some(b"abcd".to_vec()));
+        assert_eq!(fs.read(&["d", "t"]), None);
+        let reads: Vec<_> = fs.crash().iter().map(|s| s.read(&["d", "l"])).collect();
+        assert!(reads.contains(&None), "unsynced link lost");
+        assert!(reads.iter().flatten().all(|r| r == b"abcd"), "{reads:?}");
+        fs.fsync(&["d"]).unwrap();
+        let reads: Vec<_> = fs.crash().iter().map(|s| s.read(&["d", "l"])).collect();
+        assert_eq!(reads, vec![Some(b"abcd".to_vec())]);
     }
 }

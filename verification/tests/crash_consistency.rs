@@ -4,17 +4,25 @@
 //! complete one (the new one once success was reported). Dropping any one fsync from the
 //! sequence is caught: some crash point then leaves a missing, empty, torn or old document.
 //! The sequence checked is the adapter's own: its publication, run through a recording
-//! [`FileSystem`], must perform exactly [`publish_ops`]. Sequential and exhaustive; runs in
-//! the default `cargo test`.
+//! [`FileSystem`], must perform exactly [`publish_ops`].
+//!
+//! The project lock's creation sequence is checked the same way: a crash at any point leaves
+//! `project.lock` absent or the complete record, never an empty or torn one; dropping its
+//! fsync is caught; the real `ProjectLock` performs exactly [`lock_ops`]. Sequential and
+//! exhaustive; runs in the default `cargo test`.
 
 use solewriter_adapters::atomic_file::{FileSystem, RealFs};
 use solewriter_adapters::clock::ManualClock;
 use solewriter_adapters::lease::Acquisition;
+use solewriter_adapters::process::SystemProbe;
+use solewriter_adapters::project_lock::{ProjectLock, Wait};
 use solewriter_adapters::runtime::RuntimeRoot;
 use solewriter_adapters::store::{ProjectionStore, StoreOptions};
 use solewriter_core::config::TimingConfig;
 use solewriter_core::time::Millis;
-use solewriter_models::crash::{check_publication, publish_ops, CrashReport, FsOp};
+use solewriter_models::crash::{
+    check_lock_creation, check_publication, lock_ops, publish_ops, CrashReport, FsOp, LockOp,
+};
 use solewriter_verification::fixtures::{holder, registry, tuple};
 use solewriter_verification::report;
 use std::fs::File;
@@ -130,54 +138,92 @@ fn every_fsync_of_the_sequence_is_necessary() {
     }
 }
 
-/// The real file system, recording each operation as the model's [`FsOp`]: operations on
-/// the target directory, inside it, and the fsync of its parent. (The same create-and-fsync
-/// pair one level up, for `hook-projections`, is left out: the model has one level.)
+/// A call the recording file system saw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Call {
+    CreateDir(PathBuf),
+    CreateNew,
+    Write,
+    SyncFile,
+    Rename,
+    SyncDir(PathBuf),
+    RemoveFile,
+    HardLink,
+}
+
+/// The real file system, recording every call; each test maps the calls to its model's
+/// operations.
+#[derive(Default)]
 struct Recording {
-    target_dir: PathBuf,
-    ops: Mutex<Vec<FsOp>>,
+    calls: Mutex<Vec<Call>>,
 }
 
 impl Recording {
-    fn record(&self, op: FsOp) {
-        self.ops.lock().expect("not poisoned").push(op);
+    fn record(&self, call: Call) {
+        self.calls.lock().expect("not poisoned").push(call);
+    }
+
+    fn take(&self) -> Vec<Call> {
+        std::mem::take(&mut *self.calls.lock().expect("not poisoned"))
     }
 }
 
 impl FileSystem for Recording {
     fn create_dir(&self, path: &Path) -> io::Result<()> {
-        if path == self.target_dir {
-            self.record(FsOp::CreateDir);
-        }
+        self.record(Call::CreateDir(path.to_owned()));
         RealFs.create_dir(path)
     }
     fn create_new(&self, path: &Path) -> io::Result<File> {
-        self.record(FsOp::CreateTemp);
+        self.record(Call::CreateNew);
         RealFs.create_new(path)
     }
     fn write_all(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
-        self.record(FsOp::WriteTemp);
+        self.record(Call::Write);
         RealFs.write_all(file, bytes)
     }
     fn sync_file(&self, file: &File) -> io::Result<()> {
-        self.record(FsOp::SyncTemp);
+        self.record(Call::SyncFile);
         RealFs.sync_file(file)
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.record(FsOp::Rename);
+        self.record(Call::Rename);
         RealFs.rename(from, to)
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        if dir == self.target_dir {
-            self.record(FsOp::SyncDir);
-        } else if Some(dir) == self.target_dir.parent() {
-            self.record(FsOp::SyncParent);
-        }
+        self.record(Call::SyncDir(dir.to_owned()));
         RealFs.sync_dir(dir)
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.record(Call::RemoveFile);
         RealFs.remove_file(path)
     }
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.record(Call::HardLink);
+        RealFs.hard_link(from, to)
+    }
+}
+
+/// The publisher's calls as the model's operations: those on the target directory, inside it,
+/// and the fsync of its parent. (The same create-and-fsync pair one level up, for
+/// `hook-projections`, is left out: the model has one level.)
+fn as_publish_ops(calls: Vec<Call>, target_dir: &Path) -> Vec<FsOp> {
+    calls
+        .into_iter()
+        .filter_map(|call| match call {
+            Call::CreateDir(dir) if dir == target_dir => Some(FsOp::CreateDir),
+            Call::CreateDir(_) => None,
+            Call::CreateNew => Some(FsOp::CreateTemp),
+            Call::Write => Some(FsOp::WriteTemp),
+            Call::SyncFile => Some(FsOp::SyncTemp),
+            Call::Rename => Some(FsOp::Rename),
+            Call::SyncDir(dir) if dir == target_dir => Some(FsOp::SyncDir),
+            Call::SyncDir(dir) if Some(dir.as_path()) == target_dir.parent() => {
+                Some(FsOp::SyncParent)
+            }
+            Call::SyncDir(_) => None,
+            Call::RemoveFile | Call::HardLink => panic!("the publisher made {call:?}"),
+        })
+        .collect()
 }
 
 #[test]
@@ -195,25 +241,82 @@ fn the_adapter_performs_exactly_the_checked_sequence() {
         clock: Arc::new(ManualClock::new(Millis(1_000_000))),
     };
     let target = tuple(0).target_id();
-    let recording = Arc::new(Recording {
-        target_dir: options.runtime_root.target_dir(&target),
-        ops: Mutex::new(Vec::new()),
-    });
+    let target_dir = options.runtime_root.target_dir(&target);
+    let recording = Arc::new(Recording::default());
     let store = ProjectionStore::open(&options)
         .expect("open")
         .with_file_system(recording.clone());
     store.admit_target(&tuple(0)).expect("admit");
     for dir_exists in [false, true] {
-        recording.ops.lock().expect("not poisoned").clear();
+        recording.take();
         match store.acquire(&target, &holder(0)).expect("acquire") {
             Acquisition::Acquired(lease) => lease.publish().expect("publish"),
             Acquisition::Held(held) => panic!("{held:?}"),
         };
-        let ops = recording.ops.lock().expect("not poisoned").clone();
         assert_eq!(
-            ops,
+            as_publish_ops(recording.take(), &target_dir),
             publish_ops(dir_exists),
             "directory existed: {dir_exists}"
         );
     }
+}
+
+/// A lock record (the model only compares bytes).
+const RECORD: &[u8] = b"solewriter-lock v1\npid 4242\nstart 99\nboot b\nnonce n\nacquired 1\n";
+
+#[test]
+fn the_lock_creation_sequence_survives_a_crash_at_every_point() {
+    let ops = lock_ops();
+    let r = check_lock_creation(&ops, RECORD)
+        .unwrap_or_else(|v| panic!("{v:?} with the real sequence {ops:?}"));
+    // Non-vacuity: some crashes lose the lock, some keep it.
+    assert!(r.old > 0 && r.new > 0, "{r:?}");
+    assert_eq!(r.crash_points, ops.len() + 1);
+    report(&format!(
+        "lock crash consistency: {} crash points, {} post-crash states, {} without a lock, {} with the complete record, 0 empty or torn",
+        r.crash_points, r.states, r.old, r.new
+    ));
+}
+
+/// Every fsync of the lock's sequence is necessary: without it, a crash can leave the lock
+/// name pointing at an empty or torn record (a lock every later acquirer refuses as
+/// malformed).
+#[test]
+fn dropping_the_lock_temp_fsync_is_caught() {
+    for sync in LockOp::SYNCS {
+        let broken: Vec<_> = lock_ops().into_iter().filter(|op| *op != sync).collect();
+        let v = check_lock_creation(&broken, RECORD)
+            .expect_err("a crash must be able to leave a partial lock record");
+        let found = v.found.expect("the lock name exists");
+        assert!(found.len() < RECORD.len(), "{found:?}");
+        report(&format!(
+            "lock crash consistency without {sync:?}: after {} ops, project.lock holds {} of {} bytes",
+            v.after_ops,
+            found.len(),
+            RECORD.len()
+        ));
+    }
+}
+
+#[test]
+fn the_project_lock_performs_exactly_the_checked_sequence() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let recording = Arc::new(Recording::default());
+    let lock =
+        ProjectLock::new(dir.path(), Arc::new(SystemProbe)).with_file_system(recording.clone());
+    let guard = lock.acquire(Wait::NoWait).expect("acquire");
+    let calls = recording.take();
+    let ops: Vec<LockOp> = calls
+        .iter()
+        .map(|call| match call {
+            Call::CreateNew => LockOp::CreateTemp,
+            Call::Write => LockOp::WriteTemp,
+            Call::SyncFile => LockOp::SyncTemp,
+            Call::HardLink => LockOp::Link,
+            Call::RemoveFile => LockOp::RemoveTemp,
+            other => panic!("the lock made {other:?} in an existing directory"),
+        })
+        .collect();
+    assert_eq!(ops, lock_ops());
+    guard.release().expect("release");
 }
