@@ -38,14 +38,22 @@ struct Hiccups {
     releases_lost: AtomicUsize,
 }
 
-/// Sets `stop` if the thread that owns it unwinds, so a failing writer ends the readers (and
-/// the other writer) instead of leaving them spinning: the test fails, it never hangs.
-struct StopOnPanic<'a>(&'a AtomicBool);
+/// Held by the test's main thread and by every reader and writer: if its thread unwinds it
+/// sets `failed`, so a failing thread ends the others instead of leaving them spinning (the
+/// test fails, it never hangs); a reader's or writer's guard also counts its thread out of
+/// `running` when it ends, however it ends.
+struct Exit<'a> {
+    sh: &'a Shared<'a>,
+    worker: bool,
+}
 
-impl Drop for StopOnPanic<'_> {
+impl Drop for Exit<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            self.0.store(true, Ordering::SeqCst);
+            self.sh.failed.store(true, Ordering::SeqCst);
+        }
+        if self.worker {
+            self.sh.running.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
@@ -56,11 +64,13 @@ struct Shared<'a> {
     published: AtomicUsize,
     submitted: AtomicUsize,
     failed: AtomicBool,
+    /// Readers and writers not yet ended (all of them count from the start).
+    running: AtomicUsize,
     hiccups: Hiccups,
 }
 
 fn writer(sh: &Shared<'_>, store: ProjectionStore, id: usize) {
-    let _guard = StopOnPanic(&sh.failed);
+    let _exit = Exit { sh, worker: true };
     let me = holder(&format!("writer-{id}"));
     while sh.published.load(Ordering::SeqCst) < PUBLICATIONS && !sh.failed.load(Ordering::SeqCst) {
         let n = sh.submitted.fetch_add(1, Ordering::SeqCst);
@@ -107,20 +117,22 @@ fn end_lost_grant(sh: &Shared<'_>, store: &ProjectionStore, epoch: u64) {
     }
 }
 
-/// A hang detector, not a timing assertion. The run takes seconds; if no publication lands
-/// for `STALL`, or the whole run passes `BUDGET` (each a hundred times what it needs), it is
-/// stuck — e.g. a thread blocked for good in a system call, which no flag can stop, or a
-/// disk slowed to a crawl. It prints what it knows straight to stderr (bypassing the test
-/// harness's capture) and exits the process, so such a run fails with a diagnosis instead of
-/// running until an outer time limit kills it silently.
-fn watchdog(sh: &Shared<'_>, done: &AtomicBool) {
+/// A hang detector, not a timing assertion. The run takes about 7 s here (164 s with the
+/// disk's writes limited to 1 MB/s); if no publication lands for `STALL`, or the run passes
+/// `BUDGET`, while a reader or writer is still running, the run is stuck — e.g. a thread
+/// blocked for good in a system call, which no flag can stop (also after another thread
+/// failed), or a disk slowed to a crawl. It prints the counters straight to stderr (bypassing
+/// the test harness's capture; it touches neither the store nor the disk) and exits the
+/// process, so such a run fails with a diagnosis instead of running until an outer time
+/// limit kills it silently. It ends when every reader and writer has ended.
+fn watchdog(sh: &Shared<'_>) {
     use std::time::{Duration, Instant};
     const STALL: Duration = Duration::from_secs(300);
     const BUDGET: Duration = Duration::from_secs(1_200);
     const TICK: Duration = Duration::from_millis(100);
     let start = Instant::now();
     let (mut last, mut since) = (0, start);
-    while !done.load(Ordering::SeqCst) && !sh.failed.load(Ordering::SeqCst) {
+    while sh.running.load(Ordering::SeqCst) > 0 {
         std::thread::sleep(TICK);
         let now = sh.published.load(Ordering::SeqCst);
         if now != last {
@@ -128,17 +140,17 @@ fn watchdog(sh: &Shared<'_>, done: &AtomicBool) {
         }
         if since.elapsed() > STALL || start.elapsed() > BUDGET {
             use std::io::Write;
-            let row =
-                ProjectionStore::open(&sh.f.options).and_then(|store| store.lease_row(sh.target));
             let _ = writeln!(
                 std::io::stderr(),
                 "reader_atomicity: stuck after {:?}: {now} publications, the last {:?} ago; \
-                 submitted {}, busy {}, lost releases {}, lease row {row:?}",
+                 submitted {}, busy {}, lost releases {}, failed {}, threads running {}",
                 start.elapsed(),
                 since.elapsed(),
                 sh.submitted.load(Ordering::SeqCst),
                 sh.hiccups.busy.load(Ordering::SeqCst),
                 sh.hiccups.releases_lost.load(Ordering::SeqCst),
+                sh.failed.load(Ordering::SeqCst),
+                sh.running.load(Ordering::SeqCst),
             );
             std::process::exit(101);
         }
@@ -155,14 +167,25 @@ fn readers_never_see_a_torn_document_and_epochs_never_decrease() {
         published: AtomicUsize::new(0),
         submitted: AtomicUsize::new(0),
         failed: AtomicBool::new(false),
+        running: AtomicUsize::new(READERS + WRITERS),
         hiccups: Hiccups::default(),
     };
     let done = AtomicBool::new(false);
+    // Connections are opened before any thread runs, so opening never races a write.
+    let stores: Vec<_> = (0..WRITERS).map(|_| f.open()).collect();
     let reads = std::thread::scope(|s| {
+        let _exit = Exit {
+            sh: &sh,
+            worker: false,
+        };
+        s.spawn(|| watchdog(&sh));
         let readers: Vec<_> = (0..READERS)
             .map(|_| {
                 s.spawn(|| {
-                    let _guard = StopOnPanic(&sh.failed);
+                    let _exit = Exit {
+                        sh: &sh,
+                        worker: true,
+                    };
                     let (mut reads, mut last_epoch, mut big_seen, mut epochs_seen) =
                         (0usize, 0u64, 0usize, 0usize);
                     while !done.load(Ordering::SeqCst) && !sh.failed.load(Ordering::SeqCst) {
@@ -191,17 +214,14 @@ fn readers_never_see_a_torn_document_and_epochs_never_decrease() {
                 })
             })
             .collect();
-        // Connections are opened here, before any writer runs, so opening never races a write.
-        let writers: Vec<_> = (0..WRITERS)
-            .map(|id| (id, f.open()))
-            .collect::<Vec<_>>()
+        let writers: Vec<_> = stores
             .into_iter()
+            .enumerate()
             .map(|(id, store)| {
                 let sh = &sh;
                 s.spawn(move || writer(sh, store, id))
             })
             .collect();
-        s.spawn(|| watchdog(&sh, &done));
         for w in writers {
             w.join().unwrap();
         }
