@@ -96,20 +96,29 @@ fn rejected_input_exits_5_and_writes_nothing() {
 }
 
 /// Input from stdin or a file is read up to its bound and no further: an oversized or endless
-/// input costs at most the bound (plus one buffer), is refused with exit 5 and writes nothing.
+/// input costs at most the bound (plus one buffer), is refused with exit 5 and writes nothing;
+/// input at the bound is accepted. The channel's bound (1000 here) and the tuple's (4096, with
+/// room for surrounding whitespace) are told apart.
 #[test]
 fn outside_input_is_read_up_to_its_bound_and_no_further() {
     use std::io::{Seek, Write};
-    let env = Env::admitted("lease_ttl_ms = 5000\nbusy_timeout_ms = 2000");
-    let big = env.dir.path().join("big.json");
-    std::fs::File::create(&big)
-        .unwrap()
-        .write_all(&vec![b' '; 1 << 20])
-        .unwrap();
+    let env = Env::new();
+    let config = std::fs::read_to_string(&env.config).unwrap();
+    std::fs::write(
+        &env.config,
+        config.replacen("max_envelope_bytes = 4096", "max_envelope_bytes = 1000", 1),
+    )
+    .unwrap();
+    env.ok(&["init"]);
+    let file_of = |name: &str, bytes: &[u8]| {
+        let path = env.dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    };
     // The child shares the open file description of its stdin, so its offset afterwards is
     // how much the child read.
-    let read_from_stdin = |args: &[&str]| {
-        let mut file = std::fs::File::open(&big).unwrap();
+    let with_stdin = |path: &std::path::Path, args: &[&str]| {
+        let mut file = std::fs::File::open(path).unwrap();
         let out = Command::new(EXE)
             .arg("--config")
             .arg(&env.config)
@@ -120,34 +129,110 @@ fn outside_input_is_read_up_to_its_bound_and_no_further() {
             .unwrap();
         (out, file.stream_position().unwrap())
     };
-    let (out, read) = read_from_stdin(&["admit", "-"]);
-    expect_failure(
-        &out,
-        5,
-        "over its bound of 4096 bytes",
-        &"1 MiB tuple on stdin",
-    );
+    let big = file_of("big", &vec![b' '; 1 << 20]);
+
+    // The attested tuple: 1 MiB refused after one buffer; the largest tuple the core takes,
+    // with `echo`'s newline, accepted.
+    let (out, read) = with_stdin(&big, &["admit", "-"]);
+    expect_failure(&out, 5, "over its bound of 8192 bytes", &"1 MiB tuple");
     assert!(read < 64 * 1024, "the child read {read} bytes of the tuple");
+    let padded = format!("{{{}{}\n", " ".repeat(4096 - TUPLE.len()), &TUPLE[1..]);
+    assert_eq!(padded.trim().len(), 4096);
+    let (out, _) = with_stdin(&file_of("tuple", padded.as_bytes()), &["admit", "-"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The envelope on stdin: exactly the channel's bound is accepted, one byte more refused.
     let mut submit = submit_args("router", "computed-route", "1", "x").to_vec();
     let at = submit.iter().position(|a| a == "--envelope").unwrap();
+    let fitting = submit[at + 1].replace(
+        "\"x\"",
+        &format!("\"{}\"", "x".repeat(1001 - submit[at + 1].len())),
+    );
+    assert_eq!(fitting.len(), 1000);
     submit[at + 1] = "-".to_owned();
     let args: Vec<&str> = submit.iter().map(String::as_str).collect();
-    let (out, read) = read_from_stdin(&args);
-    expect_failure(
-        &out,
-        5,
-        "over its bound of 4096 bytes",
-        &"1 MiB envelope on stdin",
-    );
+    let (out, read) = with_stdin(&big, &args);
+    expect_failure(&out, 5, "over its bound of 1000 bytes", &"1 MiB envelope");
     assert!(
         read < 64 * 1024,
         "the child read {read} bytes of the envelope"
     );
+    let over = file_of("over", format!("{fitting} ").as_bytes());
+    expect_failure(
+        &with_stdin(&over, &args).0,
+        5,
+        "over its bound of 1000 bytes",
+        &"bound + 1",
+    );
+    let (out, _) = with_stdin(&file_of("fits", fitting.as_bytes()), &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // An envelope file that never ends (a FIFO whose writer stays open): a reader waiting for
+    // its end would never exit; the bounded one stops after the bound.
+    let fifo = env.dir.path().join("endless");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let mut writer = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    writer.write_all(&[b' '; 4096]).unwrap();
     submit[at] = "--envelope-file".to_owned();
-    submit[at + 1] = big.display().to_string();
-    let args: Vec<&str> = submit.iter().map(String::as_str).collect();
-    env.fails(&args, 5, "over its bound of 4096 bytes");
-    assert!(env.ok(&["inspect", "--json"]).contains("\"channels\":[]"));
+    submit[at + 1] = fifo.display().to_string();
+    submit[at - 1] = "2".to_owned(); // a fresh watermark
+    let mut child = Command::new(EXE)
+        .arg("--config")
+        .arg(&env.config)
+        .args(&submit)
+        .current_dir(env.dir.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A hang guard, not a timing assertion: the bounded reader exits at once.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("the CLI kept reading an envelope file past its bound");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(5), "{stderr}");
+    assert!(stderr.contains("over its bound of 1000 bytes"), "{stderr}");
+
+    // An unregistered channel is refused before anything is read.
+    submit[at - 3] = "no-such-channel".to_owned();
+    let (out, read) = with_stdin(&big, &submit.iter().map(String::as_str).collect::<Vec<_>>());
+    expect_failure(
+        &out,
+        5,
+        "channel `no-such-channel` is not registered",
+        &"unknown channel",
+    );
+    assert_eq!(read, 0);
+
+    // Only the fitting envelope was written.
+    let json: Value = serde_json::from_str(&env.ok(&["inspect", "--json"])).unwrap();
+    let channels = json["targets"][0]["channels"].as_array().unwrap();
+    assert_eq!(channels.len(), 1, "{json}");
+    assert_eq!(channels[0]["sourceWatermark"], 1, "{json}");
 }
 
 #[test]

@@ -5,6 +5,7 @@ use crate::cli::error::{Class, CliError, CliResult};
 use crate::cli::holder;
 use crate::cli::{parse_channel, parse_instance, parse_producer, parse_target};
 use solewriter::core::target::MAX_TUPLE_JSON_BYTES;
+use solewriter::core::watermark::SubmissionRejected;
 use solewriter::{
     Acquisition, Clock, Millis, ProjectionStore, Submission, SubmitOutcome, SystemClock,
     TargetTuple,
@@ -103,11 +104,13 @@ fn read_bounded(source: impl Read, from: &str, what: &str, limit: usize) -> CliR
 /// `admit`: admits the target of an attested tuple and prints its id.
 pub fn admit(settings: &Settings, tuple: &str) -> CliResult<()> {
     let text = if tuple == "-" {
+        // Room for whitespace around the tuple (e.g. `echo`'s newline): the core checks the
+        // exact bound after trimming.
         read_bounded(
             std::io::stdin().lock(),
             "stdin",
             "the attested tuple",
-            MAX_TUPLE_JSON_BYTES,
+            2 * MAX_TUPLE_JSON_BYTES,
         )?
     } else {
         tuple.to_owned()
@@ -125,17 +128,21 @@ pub fn submit(settings: &Settings, args: &SubmitArgs) -> CliResult<()> {
     let target = parse_target(&args.target)?;
     let channel = parse_channel(&args.channel)?;
     let options = settings.store_options()?;
-    // Read no more than the channel admits (the core checks the exact bound again); an unknown
-    // channel is refused by the core, after reading at most the largest bound of any channel.
-    let limit = match options.registry.get(&channel) {
-        Some(spec) => spec.max_envelope_bytes,
-        None => options
-            .registry
-            .iter()
-            .map(|spec| spec.max_envelope_bytes)
-            .max()
-            .unwrap_or(0),
-    };
+    // Read no more than the channel admits (the core checks the exact bound again). An
+    // unregistered channel is refused before anything is read.
+    let limit = options
+        .registry
+        .get(&channel)
+        .map(|spec| spec.max_envelope_bytes)
+        .ok_or_else(|| {
+            CliError::new(
+                Class::Rejected,
+                format!(
+                    "{}; nothing was read or written",
+                    SubmissionRejected::UnknownChannel(channel.to_string())
+                ),
+            )
+        })?;
     let envelope_json = match (&args.envelope, &args.envelope_file) {
         (Some(text), _) if text == "-" => {
             read_bounded(std::io::stdin().lock(), "stdin", "the envelope", limit)?
