@@ -317,14 +317,14 @@ fn apply(fs: &mut CrashFs, op: FsOp, new: &[u8]) -> Result<(), FsError> {
     }
 }
 
-/// A crash outcome that loses or tears a document.
+/// A crash outcome that loses or tears the file checked (`current.json`, `project.lock`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CrashViolation {
     /// How many operations of the sequence had completed at the crash.
     pub after_ops: usize,
-    /// Whether the publisher had already reported success.
+    /// Whether the sequence had completed (for the publisher: success was reported).
     pub acknowledged: bool,
-    /// What `current.json` held after the crash (`None`: absent).
+    /// What the file checked held after the crash (`None`: absent).
     pub found: Option<Vec<u8>>,
     /// What was allowed.
     pub expected: &'static str,
@@ -441,7 +441,7 @@ pub const LOCK_TEMP: &str = ".project.lock.tmp-0";
 pub const LOCK_DIR: &str = "project";
 
 /// One operation of the project lock's creation sequence.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockOp {
     /// Create the temp sibling (`create_new`).
     CreateTemp,

@@ -15,7 +15,7 @@ use solewriter_adapters::atomic_file::{FileSystem, RealFs};
 use solewriter_adapters::clock::ManualClock;
 use solewriter_adapters::lease::Acquisition;
 use solewriter_adapters::process::SystemProbe;
-use solewriter_adapters::project_lock::{ProjectLock, Wait};
+use solewriter_adapters::project_lock::{ProjectLock, Released, Wait};
 use solewriter_adapters::runtime::RuntimeRoot;
 use solewriter_adapters::store::{ProjectionStore, StoreOptions};
 use solewriter_core::config::TimingConfig;
@@ -63,6 +63,14 @@ fn the_publishers_sequence_survives_a_crash_at_every_point() {
         "crash consistency: {} crash points, {} post-crash states, {} old, {} new, 0 torn or lost",
         total.crash_points, total.states, total.old, total.new
     ));
+    // The figures FENCING.md and RELIABILITY.md quote.
+    let quoted = CrashReport {
+        crash_points: 14,
+        states: 31,
+        old: 27,
+        new: 4,
+    };
+    assert_eq!(total, quoted);
 }
 
 /// Removes `sync` from the real sequence and returns the first violation found.
@@ -142,13 +150,13 @@ fn every_fsync_of_the_sequence_is_necessary() {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Call {
     CreateDir(PathBuf),
-    CreateNew,
+    CreateNew(PathBuf),
     Write,
     SyncFile,
     Rename,
     SyncDir(PathBuf),
-    RemoveFile,
-    HardLink,
+    RemoveFile(PathBuf),
+    HardLink(PathBuf, PathBuf),
 }
 
 /// The real file system, recording every call; each test maps the calls to its model's
@@ -174,7 +182,7 @@ impl FileSystem for Recording {
         RealFs.create_dir(path)
     }
     fn create_new(&self, path: &Path) -> io::Result<File> {
-        self.record(Call::CreateNew);
+        self.record(Call::CreateNew(path.to_owned()));
         RealFs.create_new(path)
     }
     fn write_all(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
@@ -194,11 +202,11 @@ impl FileSystem for Recording {
         RealFs.sync_dir(dir)
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.record(Call::RemoveFile);
+        self.record(Call::RemoveFile(path.to_owned()));
         RealFs.remove_file(path)
     }
     fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.record(Call::HardLink);
+        self.record(Call::HardLink(from.to_owned(), to.to_owned()));
         RealFs.hard_link(from, to)
     }
 }
@@ -212,7 +220,7 @@ fn as_publish_ops(calls: Vec<Call>, target_dir: &Path) -> Vec<FsOp> {
         .filter_map(|call| match call {
             Call::CreateDir(dir) if dir == target_dir => Some(FsOp::CreateDir),
             Call::CreateDir(_) => None,
-            Call::CreateNew => Some(FsOp::CreateTemp),
+            Call::CreateNew(_) => Some(FsOp::CreateTemp),
             Call::Write => Some(FsOp::WriteTemp),
             Call::SyncFile => Some(FsOp::SyncTemp),
             Call::Rename => Some(FsOp::Rename),
@@ -221,7 +229,7 @@ fn as_publish_ops(calls: Vec<Call>, target_dir: &Path) -> Vec<FsOp> {
                 Some(FsOp::SyncParent)
             }
             Call::SyncDir(_) => None,
-            Call::RemoveFile | Call::HardLink => panic!("the publisher made {call:?}"),
+            Call::RemoveFile(_) | Call::HardLink(..) => panic!("the publisher made {call:?}"),
         })
         .collect()
 }
@@ -271,11 +279,18 @@ fn the_lock_creation_sequence_survives_a_crash_at_every_point() {
         .unwrap_or_else(|v| panic!("{v:?} with the real sequence {ops:?}"));
     // Non-vacuity: some crashes lose the lock, some keep it.
     assert!(r.old > 0 && r.new > 0, "{r:?}");
-    assert_eq!(r.crash_points, ops.len() + 1);
     report(&format!(
         "lock crash consistency: {} crash points, {} post-crash states, {} without a lock, {} with the complete record, 0 empty or torn",
         r.crash_points, r.states, r.old, r.new
     ));
+    // The figures FENCING.md and RELIABILITY.md quote.
+    let quoted = CrashReport {
+        crash_points: 6,
+        states: 15,
+        old: 13,
+        new: 2,
+    };
+    assert_eq!(r, quoted);
 }
 
 /// Every fsync of the lock's sequence is necessary: without it, a crash can leave the lock
@@ -283,7 +298,12 @@ fn the_lock_creation_sequence_survives_a_crash_at_every_point() {
 /// malformed).
 #[test]
 fn dropping_the_lock_temp_fsync_is_caught() {
-    for sync in LockOp::SYNCS {
+    let syncs: Vec<LockOp> = lock_ops()
+        .into_iter()
+        .filter(|op| LockOp::SYNCS.contains(op))
+        .collect();
+    assert_eq!(syncs, LockOp::SYNCS, "the sequence performs every fsync");
+    for sync in syncs {
         let broken: Vec<_> = lock_ops().into_iter().filter(|op| *op != sync).collect();
         let v = check_lock_creation(&broken, RECORD)
             .expect_err("a crash must be able to leave a partial lock record");
@@ -298,6 +318,9 @@ fn dropping_the_lock_temp_fsync_is_caught() {
     }
 }
 
+/// The real `ProjectLock` creates its lock with exactly the checked sequence, on the right
+/// names (its temp sibling, then `project.lock`), and releases it with one unlink of
+/// `project.lock`. (Recovery claims are created by the same function, under another name.)
 #[test]
 fn the_project_lock_performs_exactly_the_checked_sequence() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -305,18 +328,32 @@ fn the_project_lock_performs_exactly_the_checked_sequence() {
     let lock =
         ProjectLock::new(dir.path(), Arc::new(SystemProbe)).with_file_system(recording.clone());
     let guard = lock.acquire(Wait::NoWait).expect("acquire");
-    let calls = recording.take();
-    let ops: Vec<LockOp> = calls
-        .iter()
+    let lock_path = lock.path();
+    let is_temp = |path: &Path| {
+        path.parent() == Some(dir.path())
+            && path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(".project.lock."))
+    };
+    let ops: Vec<LockOp> = recording
+        .take()
+        .into_iter()
         .map(|call| match call {
-            Call::CreateNew => LockOp::CreateTemp,
+            Call::CreateNew(path) if is_temp(&path) => LockOp::CreateTemp,
             Call::Write => LockOp::WriteTemp,
             Call::SyncFile => LockOp::SyncTemp,
-            Call::HardLink => LockOp::Link,
-            Call::RemoveFile => LockOp::RemoveTemp,
+            Call::HardLink(from, to) if is_temp(&from) && to == lock_path => LockOp::Link,
+            Call::RemoveFile(path) if is_temp(&path) => LockOp::RemoveTemp,
             other => panic!("the lock made {other:?} in an existing directory"),
         })
         .collect();
     assert_eq!(ops, lock_ops());
-    guard.release().expect("release");
+    assert_eq!(
+        lock.current().expect("readable").as_ref(),
+        Some(guard.record()),
+        "project.lock holds the acquisition's record"
+    );
+    assert_eq!(guard.release().expect("release"), Released::Removed);
+    assert_eq!(recording.take(), vec![Call::RemoveFile(lock_path)]);
 }
