@@ -7,7 +7,7 @@
 //! ([`TempFile::write`]), then hard-linked to the lock name. `link(2)` fails if the name
 //! exists, so creation is exclusive, and a crash at any point leaves either no lock file or a
 //! complete one (never an empty or torn one). Temp files of crashed creators are swept by the
-//! next successful acquirer; their names carry the creator's pid and start token, so only
+//! next successful acquirer; their names carry the creator's pid, start token and boot id, so only
 //! temps of dead creators are removed.
 //!
 //! # Acquisition
@@ -57,7 +57,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::process::ProcessProbe;
 use crate::publication::NoProbe;
 use solewriter_core::ownership::{
-    classify, LockNonce, LockRecord, OwnerIdentity, Ownership, RecordError, UnknownReason,
+    classify, BootId, LockNonce, LockRecord, OwnerIdentity, Ownership, RecordError, UnknownReason,
     LOCK_RECORD_MAX_BYTES,
 };
 use std::io;
@@ -351,7 +351,13 @@ impl ProjectLock {
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or(LOCK_FILE);
-        let tag = format!("{name}.{}.{}", record.owner.pid, record.owner.start_token);
+        let owner = &record.owner;
+        let tag = format!(
+            "{name}.{}.{}.{}",
+            owner.pid,
+            owner.start_token,
+            owner.boot_id.as_str()
+        );
         let temp = TempFile::write(&*self.fs, &self.dir, &tag, record.encode().as_bytes())
             .map_err(io_err("write temp lock", &self.dir))?;
         self.steps.reached(LockStep::TempWritten, path);
@@ -453,7 +459,7 @@ impl ProjectLock {
                 }
                 continue;
             }
-            let Some(creator) = temp_creator(name, me) else {
+            let Some(creator) = temp_creator(name) else {
                 continue;
             };
             let seen = self.probe.observe(creator.pid);
@@ -486,21 +492,22 @@ fn claim_depth(name: &str) -> Option<usize> {
     Some(rest.matches(".recover-").count())
 }
 
-/// The creator of a lock temp file `.project.lock[.recover-…].<pid>.<start>.tmp-<hex>`,
-/// assumed to be of the current boot (a creator of another boot is dead anyway, and then at
-/// worst the temp is kept).
-fn temp_creator(name: &str, me: &OwnerIdentity) -> Option<OwnerIdentity> {
+/// The creator of a lock temp file `.project.lock[.recover-…].<pid>.<start>.<boot>.tmp-<hex>`.
+/// The boot is part of the name because start tokens count from boot: a temp left before a
+/// reboot must not pass for a live process of this boot with the same pid and start token.
+fn temp_creator(name: &str) -> Option<OwnerIdentity> {
     let tagged = name.strip_prefix('.')?.rsplit_once(".tmp-")?.0;
     if !tagged.starts_with(LOCK_FILE) {
         return None;
     }
-    let mut parts = tagged.rsplitn(3, '.');
+    let mut parts = tagged.rsplitn(4, '.');
+    let boot_id = BootId::parse(parts.next()?).ok()?;
     let start_token = parts.next()?.parse().ok()?;
     let pid = parts.next()?.parse().ok()?;
     Some(OwnerIdentity {
         pid,
         start_token,
-        boot_id: me.boot_id.clone(),
+        boot_id,
     })
 }
 
@@ -552,24 +559,25 @@ impl Drop for ProjectLockGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use solewriter_core::ownership::BootId;
 
     #[test]
     fn temp_names_carry_their_creator() {
-        let me = OwnerIdentity {
-            pid: 1,
-            start_token: 2,
-            boot_id: BootId::parse("b00f").unwrap(),
-        };
-        let creator = |n| temp_creator(n, &me).map(|o| (o.pid, o.start_token));
-        assert_eq!(creator(".project.lock.42.7.tmp-00ff"), Some((42, 7)));
+        let creator = |n| temp_creator(n).map(|o| (o.pid, o.start_token, o.boot_id));
+        let boot = BootId::parse("b00f-12").unwrap();
         assert_eq!(
-            creator(".project.lock.recover-abcd.42.7.tmp-00ff"),
-            Some((42, 7))
+            creator(".project.lock.42.7.b00f-12.tmp-00ff"),
+            Some((42, 7, boot.clone()))
+        );
+        assert_eq!(
+            creator(".project.lock.recover-abcd.42.7.b00f-12.tmp-00ff"),
+            Some((42, 7, boot))
         );
         assert_eq!(creator(".ledger.snapshot.tmp-00ff"), None);
         assert_eq!(creator("project.lock"), None);
-        assert_eq!(creator(".project.lock.x.7.tmp-00"), None);
+        assert_eq!(creator(".project.lock.x.7.b00f.tmp-00"), None);
+        assert_eq!(creator(".project.lock.42.7.NOTHEX.tmp-00"), None);
+        // A name without a boot (three fields) is not a creator's: it is left alone.
+        assert_eq!(creator(".project.lock.42.7.tmp-00ff"), None);
     }
 
     #[test]

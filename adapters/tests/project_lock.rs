@@ -322,3 +322,41 @@ fn claims_of_crashed_recoverers_are_recovered_up_to_the_depth_bound() {
         "the dead lock is left for an operator"
     );
 }
+
+/// Temp files of crashed creators are swept by the next acquirer; a temp's name carries its
+/// creator's boot, so one left before a reboot is swept even when a live process of this boot
+/// has the same pid and start token. A live creator's temp is never touched.
+#[test]
+fn temps_of_dead_creators_are_swept_across_a_reboot_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = lock_in(dir.path());
+    std::fs::create_dir(lock.dir()).unwrap();
+    let (me, dead) = (me(), dead_owner());
+    let name = |o: &OwnerIdentity, boot: &str, n: u8| {
+        format!(
+            ".{LOCK_FILE}.{}.{}.{boot}.tmp-{n:02x}",
+            o.pid, o.start_token
+        )
+    };
+    let other_boot = if me.boot_id.as_str().starts_with('0') {
+        "1"
+    } else {
+        "0"
+    };
+    let before_reboot = name(&me, other_boot, 1);
+    let live = name(&me, me.boot_id.as_str(), 2);
+    let dead_creator = name(&dead, dead.boot_id.as_str(), 3);
+    for temp in [&before_reboot, &live, &dead_creator] {
+        std::fs::write(lock.dir().join(temp), b"").unwrap();
+    }
+    lock.acquire(Wait::NoWait).unwrap().release().unwrap();
+    let left: Vec<String> = std::fs::read_dir(lock.dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(
+        left,
+        vec![live],
+        "swept: {before_reboot} and {dead_creator}"
+    );
+}
