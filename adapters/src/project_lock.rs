@@ -7,8 +7,8 @@
 //! ([`TempFile::write`]), then hard-linked to the lock name. `link(2)` fails if the name
 //! exists, so creation is exclusive, and a crash at any point leaves either no lock file or a
 //! complete one (never an empty or torn one). Temp files of crashed creators are swept by the
-//! next successful acquirer; their names carry the creator's pid, start token and boot id, so only
-//! temps of dead creators are removed.
+//! next successful acquirer; their names carry the creator's pid, start token and boot id, so
+//! only temps of dead creators are removed.
 //!
 //! # Acquisition
 //! Try to create the lock. If it exists, read it and classify its owner through the
