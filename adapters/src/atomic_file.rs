@@ -18,9 +18,14 @@ use std::path::{Path, PathBuf};
 
 /// Reads `path` whole if it holds at most `max` bytes; otherwise returns its first `max + 1`
 /// bytes, so the caller's parse refuses it without a planted huge file being loaded whole.
+/// A symlink at `path` is not followed: it fails (`ELOOP`), so a planted link can neither lead
+/// a reader out of the directory it trusts nor pass for an absent file.
 pub fn read_bounded(path: &Path, max: usize) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    File::open(path)?
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?
         .take(u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1))
         .read_to_end(&mut bytes)?;
     Ok(bytes)

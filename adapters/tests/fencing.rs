@@ -366,6 +366,36 @@ fn symlinked_projection_directory_is_refused() {
     );
 }
 
+/// A reader never follows a symlink in place of `current.json` (a planted link to a valid
+/// document elsewhere is refused, not read), and the next publication replaces the link
+/// itself, writing nothing through it.
+#[test]
+fn a_symlinked_current_json_is_neither_read_nor_written_through() {
+    let f = Fixture::new();
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    store.submit(&router(), &route(&target, 1, "x")).unwrap();
+    expect_acquired(store.acquire(&target, &holder("a")).unwrap())
+        .publish()
+        .unwrap();
+    let outside = f.dir.path().join("outside.json");
+    std::fs::rename(f.current_path(&target), &outside).unwrap();
+    let planted = std::fs::read(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, f.current_path(&target)).unwrap();
+    let err = read_projection(&f.options.runtime_root, &target).unwrap_err();
+    assert!(matches!(err, Error::Read { .. }), "{err}");
+    expect_acquired(store.acquire(&target, &holder("a")).unwrap())
+        .publish()
+        .unwrap();
+    assert_eq!(
+        std::fs::read(&outside).unwrap(),
+        planted,
+        "nothing written through"
+    );
+    assert!(!f.current_path(&target).is_symlink());
+    assert_eq!(published_epoch(&f, &target), 2);
+}
+
 #[test]
 fn publication_composes_committed_rows_and_the_reader_returns_them() {
     let f = Fixture::new();

@@ -360,3 +360,44 @@ fn temps_of_dead_creators_are_swept_across_a_reboot_too() {
         "swept: {before_reboot} and {dead_creator}"
     );
 }
+
+/// A lock name that is not a regular file — a dangling symlink, a symlink to a valid record
+/// elsewhere, a directory — fails loudly and is left alone. (A dangling symlink used to read
+/// as "no lock" while its name made every create fail: the acquirer spun forever.)
+#[test]
+fn a_lock_name_that_is_no_regular_file_fails_loudly_and_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    plant(&elsewhere, &record(dead_owner(), 1));
+    let cases: [(&str, &dyn Fn(&Path)); 3] = [
+        ("dangling symlink", &|lock| {
+            std::os::unix::fs::symlink(dir.path().join("nowhere"), lock).unwrap()
+        }),
+        ("symlink to a record", &|lock| {
+            std::os::unix::fs::symlink(elsewhere.join(LOCK_FILE), lock).unwrap()
+        }),
+        ("directory", &|lock| std::fs::create_dir(lock).unwrap()),
+    ];
+    for (name, make) in cases {
+        let lock = ProjectLock::new(dir.path().join(name), Arc::new(SystemProbe));
+        std::fs::create_dir(lock.dir()).unwrap();
+        make(&lock.path());
+        // A hang guard, not a timing assertion: the answer comes at once.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let probe = lock.clone();
+        std::thread::spawn(move || tx.send(probe.acquire(Wait::NoWait).map(|_| ())));
+        let answer = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("{name}: acquire did not answer"));
+        assert!(
+            matches!(answer, Err(LockError::Io { .. })),
+            "{name}: {answer:?}"
+        );
+        assert!(lock.path().symlink_metadata().is_ok(), "{name}: left alone");
+    }
+    assert!(
+        elsewhere.join(LOCK_FILE).exists(),
+        "the record elsewhere untouched"
+    );
+}
