@@ -370,7 +370,8 @@ fn a_lock_name_that_is_no_regular_file_fails_loudly_and_is_left_alone() {
     let elsewhere = dir.path().join("elsewhere");
     std::fs::create_dir(&elsewhere).unwrap();
     plant(&elsewhere, &record(dead_owner(), 1));
-    let cases: [(&str, &dyn Fn(&Path)); 3] = [
+    type Make<'a> = &'a dyn Fn(&Path);
+    let cases: [(&str, Make); 3] = [
         ("dangling symlink", &|lock| {
             std::os::unix::fs::symlink(dir.path().join("nowhere"), lock).unwrap()
         }),
