@@ -6,6 +6,7 @@
 mod children;
 
 use children::dead_owner;
+use solewriter_adapters::atomic_file::{FileSystem, RealFs};
 use solewriter_adapters::process::{ProcessProbe, SystemProbe};
 use solewriter_adapters::project_lock::{
     LockError, ProjectLock, Released, Wait, LOCK_FILE, MAX_RECOVERY_DEPTH,
@@ -401,4 +402,114 @@ fn a_lock_name_that_is_no_regular_file_fails_loudly_and_is_left_alone() {
         elsewhere.join(LOCK_FILE).exists(),
         "the record elsewhere untouched"
     );
+}
+
+/// The real file system, except that linking or unlinking the lock's own name fails with
+/// `errno` (the lock's temps are linked and removed normally).
+struct FailingOnLock {
+    lock: std::path::PathBuf,
+    link_errno: Option<i32>,
+    unlink_errno: Option<i32>,
+}
+
+impl FileSystem for FailingOnLock {
+    fn create_dir(&self, path: &Path) -> std::io::Result<()> {
+        RealFs.create_dir(path)
+    }
+    fn create_new(&self, path: &Path) -> std::io::Result<std::fs::File> {
+        RealFs.create_new(path)
+    }
+    fn write_all(&self, file: &mut std::fs::File, bytes: &[u8]) -> std::io::Result<()> {
+        RealFs.write_all(file, bytes)
+    }
+    fn sync_file(&self, file: &std::fs::File) -> std::io::Result<()> {
+        RealFs.sync_file(file)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        RealFs.rename(from, to)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        RealFs.sync_dir(dir)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        match self.unlink_errno {
+            Some(errno) if path == self.lock => Err(std::io::Error::from_raw_os_error(errno)),
+            _ => RealFs.remove_file(path),
+        }
+    }
+    fn hard_link(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        match self.link_errno {
+            Some(errno) if to == self.lock => Err(std::io::Error::from_raw_os_error(errno)),
+            _ => RealFs.hard_link(from, to),
+        }
+    }
+}
+
+fn failing_lock(dir: &Path, link_errno: Option<i32>, unlink_errno: Option<i32>) -> ProjectLock {
+    let lock = lock_in(dir);
+    let fs = FailingOnLock {
+        lock: lock.path(),
+        link_errno,
+        unlink_errno,
+    };
+    lock.with_file_system(Arc::new(fs))
+}
+
+/// A link that fails for another reason than an existing lock (here EIO) is an error, not a
+/// busy lock to wait for; the temp is removed and no lock appears.
+#[test]
+fn a_failing_link_is_an_error_not_a_busy_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = failing_lock(dir.path(), Some(5), None);
+    let answer = lock.acquire(Wait::Within(Duration::from_secs(60)));
+    assert!(
+        matches!(
+            &answer,
+            Err(LockError::Io {
+                step: "link lock into place",
+                ..
+            })
+        ),
+        "{answer:?}"
+    );
+    let left: Vec<_> = std::fs::read_dir(lock.dir()).unwrap().collect();
+    assert!(left.is_empty(), "no lock and no temp: {left:?}");
+}
+
+/// Release reports an unlink that fails (EIO) instead of claiming success or "not holder",
+/// and treats a lock already gone (ENOENT between its read and its unlink) as not held.
+#[test]
+fn a_failing_release_is_reported_and_a_vanished_lock_is_not_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let eio = failing_lock(&dir.path().join("eio"), None, Some(5));
+    std::fs::create_dir(dir.path().join("eio")).unwrap();
+    let answer = eio.acquire(Wait::NoWait).unwrap().release();
+    assert!(
+        matches!(
+            &answer,
+            Err(LockError::Io {
+                step: "remove lock",
+                ..
+            })
+        ),
+        "{answer:?}"
+    );
+    assert!(eio.current().unwrap().is_some(), "the lock is still there");
+    std::fs::create_dir(dir.path().join("gone")).unwrap();
+    let gone = failing_lock(&dir.path().join("gone"), None, Some(2));
+    let answer = gone.acquire(Wait::NoWait).unwrap().release();
+    assert!(
+        matches!(answer, Ok(Released::NotHolder(None))),
+        "{answer:?}"
+    );
+}
+
+/// Dropping the guard releases the lock (the safety net of a holder that forgot).
+#[test]
+fn dropping_the_guard_releases_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = lock_in(dir.path());
+    drop(lock.acquire(Wait::NoWait).unwrap());
+    assert_eq!(lock.current().unwrap(), None);
+    assert!(format!("{lock:?}").contains(&lock.dir().display().to_string()));
 }
