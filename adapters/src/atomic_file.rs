@@ -16,19 +16,25 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// Reads `path` whole if it holds at most `max` bytes; otherwise returns its first `max + 1`
-/// bytes, so the caller's parse refuses it without a planted huge file being loaded whole.
-/// A symlink at `path` is not followed: it fails (`ELOOP`), so a planted link can neither lead
-/// a reader out of the directory it trusts nor pass for an absent file.
-pub fn read_bounded(path: &Path, max: usize) -> io::Result<Vec<u8>> {
+/// Reads `source` to its end if it holds at most `max` bytes; otherwise returns its first
+/// `max + 1` bytes, so the caller refuses it without a huge or endless input being read whole.
+pub fn read_capped(source: impl Read, max: usize) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?
+    source
         .take(u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1))
         .read_to_end(&mut bytes)?;
     Ok(bytes)
+}
+
+/// [`read_capped`] of the file `path`. A symlink at `path` is not followed: it fails
+/// (`ELOOP`), so a planted link can neither lead a reader out of the directory it trusts nor
+/// pass for an absent file.
+pub fn read_bounded(path: &Path, max: usize) -> io::Result<Vec<u8>> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    read_capped(file, max)
 }
 
 /// Mode of every directory solewriter creates.

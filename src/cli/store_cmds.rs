@@ -4,6 +4,7 @@ use crate::cli::config::Settings;
 use crate::cli::error::{Class, CliError, CliResult};
 use crate::cli::holder;
 use crate::cli::{parse_channel, parse_instance, parse_producer, parse_target};
+use solewriter::adapters::atomic_file::read_capped;
 use solewriter::core::target::MAX_TUPLE_JSON_BYTES;
 use solewriter::core::watermark::SubmissionRejected;
 use solewriter::{
@@ -79,9 +80,7 @@ pub fn init(settings: &Settings) -> CliResult<()> {
 /// Reads `what` from `source` (named `from` in errors), at most `limit` bytes: one byte more
 /// is refused without reading the rest, so an endless or huge input costs nothing.
 fn read_bounded(source: impl Read, from: &str, what: &str, limit: usize) -> CliResult<String> {
-    let mut bytes = Vec::new();
-    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
-    source.take(cap).read_to_end(&mut bytes).map_err(|e| {
+    let bytes = read_capped(source, limit).map_err(|e| {
         CliError::new(
             Class::Io,
             format!("reading {what} from {from} failed: {e}; nothing was written"),
