@@ -63,11 +63,16 @@ fn the_publishers_sequence_survives_a_crash_at_every_point() {
         "crash consistency: {} crash points, {} post-crash states, {} old, {} new, 0 torn or lost",
         total.crash_points, total.states, total.old, total.new
     ));
-    let figures = (total.crash_points, total.states, total.old, total.new);
+    assert_quoted(total, (14, 31, 27, 4));
+}
+
+/// The report equals the figures FENCING.md and RELIABILITY.md quote: (crash points, states,
+/// old, new).
+fn assert_quoted(r: CrashReport, quoted: (usize, usize, usize, usize)) {
     assert_eq!(
-        figures,
-        (14, 31, 27, 4),
-        "the figures FENCING.md and RELIABILITY.md quote"
+        (r.crash_points, r.states, r.old, r.new),
+        quoted,
+        "the quoted figures"
     );
 }
 
@@ -281,12 +286,7 @@ fn the_lock_creation_sequence_survives_a_crash_at_every_point() {
         "lock crash consistency: {} crash points, {} post-crash states, {} without a lock, {} with the complete record, 0 empty or torn",
         r.crash_points, r.states, r.old, r.new
     ));
-    let figures = (r.crash_points, r.states, r.old, r.new);
-    assert_eq!(
-        figures,
-        (6, 15, 13, 2),
-        "the figures FENCING.md and RELIABILITY.md quote"
-    );
+    assert_quoted(r, (6, 15, 13, 2));
 }
 
 /// Every fsync of the lock's sequence is necessary: without it, a crash can leave the lock
