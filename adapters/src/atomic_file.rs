@@ -119,25 +119,39 @@ pub enum DirError {
 /// and then fsyncing the parent, so that the new directory's entry survives a power loss
 /// (without it, a file published inside could vanish with the directory). The parent must
 /// already be a real directory.
+///
+/// A directory found already there is not fsynced in its parent: callers whose durability
+/// depends on an earlier creation (which may have failed before its fsync) use
+/// [`make_private_dir`] and fsync the parent until they have seen one success.
 pub fn ensure_private_dir(fs: &dyn FileSystem, path: &Path) -> Result<(), DirError> {
+    if make_private_dir(fs, path)? {
+        fs.sync_dir(parent_of(path)).map_err(DirError::Io)?;
+    }
+    Ok(())
+}
+
+/// Ensures `path` is a real directory (not a symlink), creating it with mode 0700 if absent.
+/// Returns whether this call created it. Nothing is fsynced.
+pub fn make_private_dir(fs: &dyn FileSystem, path: &Path) -> Result<bool, DirError> {
     match path.symlink_metadata() {
         Ok(meta) if meta.file_type().is_symlink() => Err(DirError::Unsafe("is a symlink")),
         Ok(meta) if !meta.is_dir() => Err(DirError::Unsafe("is not a directory")),
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(false),
         Err(e) if e.kind() == io::ErrorKind::NotFound => match fs.create_dir(path) {
-            Ok(()) => {
-                let parent = path
-                    .parent()
-                    .filter(|p| !p.as_os_str().is_empty())
-                    .unwrap_or(Path::new("."));
-                fs.sync_dir(parent).map_err(DirError::Io)
-            }
+            Ok(()) => Ok(true),
             // Created concurrently by another writer: check what is there now.
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => ensure_private_dir(fs, path),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => make_private_dir(fs, path),
             Err(e) => Err(DirError::Io(e)),
         },
         Err(e) => Err(DirError::Io(e)),
     }
+}
+
+/// The directory containing `path` (`.` for a bare name).
+pub fn parent_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 fn temp_prefix(file_name: &str) -> String {

@@ -1,19 +1,22 @@
-//! Acquisition, the held lease, and the conditional release.
+//! Acquisition, the held lease, and the conditional release — the adapter's side of the
+//! core's [`Acquire`] and [`Release`] machines (`solewriter_core::machine`), run by the
+//! [`Executor`](crate::executor).
 //!
 //! `acquire` first reads the committed snapshot: a live grant answers `Held` (with retry
-//! metadata) without queueing for the write lock. Otherwise it runs one serialized
-//! transaction: read the row, read the broker clock, let the core decide, execute the plan —
-//! so a grant is always decided under the write lock. A contender writes nothing. The raw token leaves this module only inside the [`HeldLease`]; the store keeps
-//! its hash. Every release — explicit, on a failed publication, or from `Drop` — is
-//! conditional on the token hash AND the epoch.
+//! metadata) without any lock. Otherwise, holding the target's kernel lock and the store's
+//! write lock, the row is read and decided again and the grant written — so a grant is always
+//! decided under both locks, and a contender writes nothing. The raw token leaves this module
+//! only inside the [`HeldLease`]; the store keeps its hash. Every release — explicit, on a
+//! failed publication, or from `Drop` — is conditional on the token hash AND the epoch.
 
 use crate::error::{Error, Result};
-use crate::rows;
+use crate::executor::Executor;
+use crate::publication::NoProbe;
 use crate::store::ProjectionStore;
-use rusqlite::Connection;
-use solewriter_core::lease::{
-    observe, AcquireRefused, AcquireRequest, Credential, Fenced, HeldBy, Observed,
-};
+use solewriter_core::lease::{Credential, HeldBy};
+use solewriter_core::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
+pub use solewriter_core::machine::release::ReleaseOutcome;
+use solewriter_core::machine::release::{Release, ReleaseFailure};
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::target::TargetId;
 use solewriter_core::time::Millis;
@@ -26,16 +29,6 @@ pub enum Acquisition<'s> {
     Acquired(HeldLease<'s>),
     /// Another holder's grant is live; nothing was written.
     Held(HeldBy),
-}
-
-/// The answer to a release.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReleaseOutcome {
-    /// The row was released.
-    Released,
-    /// The presented credential does not hold the row (superseded, released, forged):
-    /// nothing changed.
-    NotHolder(Fenced),
 }
 
 /// A granted lease: the right to ONE publication, until `expires_at`, revalidated at
@@ -106,79 +99,65 @@ fn fresh_token() -> Result<HolderToken> {
     Ok(HolderToken::from_bytes(bytes))
 }
 
-/// Executes the conditional release of `credential` inside an open transaction.
-pub(crate) fn release_in(
-    conn: &Connection,
-    store: &ProjectionStore,
-    credential: &Credential,
-) -> Result<ReleaseOutcome> {
-    let record = rows::read_lease(conn, &credential.target_id)?
-        .ok_or_else(|| Error::NotAdmitted(credential.target_id.clone()))?;
-    let now = store.options.clock.now();
-    let outcome = match observe(record, now)?.decide_release(credential) {
-        Ok(plan) if rows::execute_release(conn, &plan)? => ReleaseOutcome::Released,
-        Ok(_) => {
-            return Err(Error::CorruptRow(
-                "lease row changed under the write lock".into(),
-            ))
+/// The adapter error of a failed release.
+pub(crate) fn release_error(target: &TargetId, failure: ReleaseFailure<Error>) -> Error {
+    match failure {
+        ReleaseFailure::NotAdmitted => Error::NotAdmitted(target.clone()),
+        ReleaseFailure::Inconsistent(inconsistent) => Error::InconsistentLease(inconsistent),
+        ReleaseFailure::RowChanged => {
+            Error::CorruptRow("lease row changed under the write lock".into())
         }
-        Err(fenced) => ReleaseOutcome::NotHolder(fenced),
-    };
-    tracing::info!(target_id = %credential.target_id, epoch = credential.epoch, ?outcome, "release");
-    Ok(outcome)
+        ReleaseFailure::Effect(error) => error,
+    }
 }
 
 impl ProjectionStore {
     /// Tries to acquire the lease of `target` for the instance `holder`. Never waits for a
     /// live grant: a contender gets [`Acquisition::Held`] at once.
     ///
-    /// A live grant seen in the committed snapshot (a plain read, no write lock) answers
-    /// `Held` without queueing for the write lock; the answer is advisory, since the grant
-    /// may end a moment later. Only a grant needs — and always takes — the serialized
-    /// transaction, where the row is read and decided again.
+    /// A live grant seen in the committed snapshot (a plain read, no lock) answers `Held`
+    /// without queueing for the write lock; the answer is advisory, since the grant may end a
+    /// moment later. Only a grant needs — and always takes — the target lock and the
+    /// serialized transaction, where the row is read and decided again.
     pub fn acquire(&self, target: &TargetId, holder: &InstanceDigest) -> Result<Acquisition<'_>> {
-        let snapshot = rows::read_lease(&self.conn, target).map_err(|e| self.busy_aware(e))?;
-        if let Some(record) = snapshot {
-            if let Observed::Held(live) = observe(record, self.options.clock.now())? {
-                let held = live.held_by();
-                tracing::info!(target_id = %target, epoch = held.fencing_epoch, retry_after_ms = held.retry_after_ms, "lease denied: held");
-                return Ok(Acquisition::Held(held));
-            }
-        }
         let token = fresh_token()?;
-        let tx = self.begin()?;
-        let record =
-            rows::read_lease(&tx, target)?.ok_or_else(|| Error::NotAdmitted(target.clone()))?;
-        let request = AcquireRequest {
+        let mut machine = Acquire::new(Applicant {
             token_hash: token.hash(),
             holder_instance_digest: holder.clone(),
-            now: self.options.clock.now(),
             ttl: self.options.timing.lease_ttl,
-        };
-        match observe(record, request.now)?.decide_acquire(request) {
-            Ok(plan) => {
-                rows::write_acquire(&tx, &plan)?;
-                tx.commit().map_err(|e| self.map_err(e))?;
+        });
+        Executor::new(self, target, 0, &NoProbe).run(&mut machine);
+        match machine.into_result() {
+            Acquired::Granted(plan) => {
                 let (epoch, expires_at) = (plan.epoch, plan.grant.expires_at);
                 tracing::info!(target_id = %target, epoch, holder = %holder, "lease granted");
-                let credential = Credential {
-                    target_id: target.clone(),
-                    epoch,
-                    token_hash: token.hash(),
-                };
                 Ok(Acquisition::Acquired(HeldLease {
                     store: self,
-                    credential,
+                    credential: Credential {
+                        target_id: target.clone(),
+                        epoch,
+                        token_hash: token.hash(),
+                    },
                     token,
                     expires_at,
                     armed: true,
                 }))
             }
-            Err(AcquireRefused::Held(held)) => {
+            Acquired::Held(held) => {
                 tracing::info!(target_id = %target, epoch = held.fencing_epoch, retry_after_ms = held.retry_after_ms, "lease denied: held");
                 Ok(Acquisition::Held(held))
             }
-            Err(AcquireRefused::EpochExhausted) => Err(Error::EpochExhausted),
+            Acquired::Failed(failure) => Err(match failure {
+                AcquireFailure::NotAdmitted => Error::NotAdmitted(target.clone()),
+                AcquireFailure::Inconsistent(inconsistent) => {
+                    Error::InconsistentLease(inconsistent)
+                }
+                AcquireFailure::EpochExhausted => Error::EpochExhausted,
+                AcquireFailure::RowChanged => {
+                    Error::CorruptRow("lease row changed under the write lock".into())
+                }
+                AcquireFailure::Effect(error) => error,
+            }),
         }
     }
 
@@ -200,9 +179,13 @@ impl ProjectionStore {
 
     /// Releases the grant `credential` names, conditional on its token hash AND epoch.
     pub(crate) fn release_credential(&self, credential: &Credential) -> Result<ReleaseOutcome> {
-        let tx = self.begin()?;
-        let outcome = release_in(&tx, self, credential)?;
-        tx.commit().map_err(|e| self.map_err(e))?;
+        let target = &credential.target_id;
+        let mut machine = Release::new(credential.clone());
+        Executor::new(self, target, credential.epoch, &NoProbe).run(&mut machine);
+        let outcome = machine
+            .into_result()
+            .map_err(|failure| release_error(target, failure))?;
+        tracing::info!(target_id = %target, epoch = credential.epoch, ?outcome, "release");
         Ok(outcome)
     }
 }

@@ -5,6 +5,8 @@
 //! - [`schema`]: the two operational tables and the checks that refuse a foreign store.
 //! - [`rows`]: reading and writing lease and channel rows.
 //! - [`submission`]: producer submissions.
+//! - `executor`: runs the core's lease machines against SQLite, the files and the target lock.
+//! - [`target_lock`]: the per-target kernel lock every grant, publication and release holds.
 //! - [`lease`]: acquisition, [`lease::HeldLease`] and the conditional release.
 //! - [`publication`]: the fenced publication of `current.json`.
 //! - [`atomic_file`]: temp sibling, fsync, rename, directory fsync.
@@ -21,6 +23,7 @@
 pub mod atomic_file;
 pub mod clock;
 pub mod error;
+mod executor;
 pub mod git_source;
 pub mod lease;
 pub mod ledger;
@@ -32,6 +35,7 @@ pub mod runtime;
 pub mod schema;
 pub mod store;
 pub mod submission;
+pub mod target_lock;
 pub mod write_guard;
 
 pub use error::Error;

@@ -111,7 +111,8 @@ pub(crate) fn read_leases(conn: &Connection) -> Result<Vec<LeaseRecord>> {
 }
 
 /// Executes a grant: the row moves from `prior_epoch` to the planned row, or nothing changes.
-pub(crate) fn write_acquire(conn: &Connection, plan: &AcquirePlan) -> Result<()> {
+/// True if the row was granted.
+pub(crate) fn write_acquire(conn: &Connection, plan: &AcquirePlan) -> Result<bool> {
     let grant = &plan.grant;
     let n = conn
         .execute(
@@ -129,11 +130,7 @@ pub(crate) fn write_acquire(conn: &Connection, plan: &AcquirePlan) -> Result<()>
             ],
         )
         .map_err(Error::Sqlite)?;
-    if n == 1 {
-        Ok(())
-    } else {
-        Err(corrupt("lease row changed under the write lock"))
-    }
+    Ok(n == 1)
 }
 
 /// Executes a conditional release; true if the row was released. The WHERE clause carries

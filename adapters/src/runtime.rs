@@ -4,7 +4,7 @@
 //! `<runtime_root>/hook-projections/<target_id>/current.json`; the target id is 64 lowercase
 //! hex characters, so no input can name or escape a path.
 
-use crate::atomic_file::{ensure_private_dir, read_bounded, DirError, FileSystem};
+use crate::atomic_file::read_bounded;
 use crate::error::{Error, Result};
 use solewriter_core::projection::{DocumentError, ProjectionDocument, MAX_DOCUMENT_BYTES};
 use solewriter_core::target::TargetId;
@@ -40,45 +40,20 @@ impl RuntimeRoot {
         self.target_dir(target).join(CURRENT_FILE)
     }
 
-    /// Makes sure the target directory exists as a real directory chain (mode 0700, no
-    /// symlinks) below an existing root, and returns it.
-    pub(crate) fn prepare_target_dir(
-        &self,
-        fs: &dyn FileSystem,
-        target: &TargetId,
-    ) -> Result<PathBuf> {
-        let mut dir = self.0.clone();
-        check(&dir, std::fs::metadata(&dir).map(|m| m.is_dir()))?;
-        for part in [PROJECTIONS_DIR, target.as_str()] {
-            dir.push(part);
-            ensure_private_dir(fs, &dir).map_err(|e| match e {
-                DirError::Unsafe(reason) => Error::UnsafeRuntimeDir {
-                    path: dir.clone(),
-                    reason,
-                },
-                DirError::Io(source) => Error::Io {
-                    step: "create directory",
-                    path: dir.clone(),
-                    source,
-                },
-            })?;
+    /// Checks that the root is an existing directory (solewriter never creates it).
+    pub(crate) fn check_root(&self) -> Result<()> {
+        match std::fs::metadata(&self.0) {
+            Ok(m) if m.is_dir() => Ok(()),
+            Ok(_) => Err(Error::UnsafeRuntimeDir {
+                path: self.0.clone(),
+                reason: "runtime root is not a directory",
+            }),
+            Err(source) => Err(Error::Io {
+                step: "open runtime root",
+                path: self.0.clone(),
+                source,
+            }),
         }
-        Ok(dir)
-    }
-}
-
-fn check(root: &Path, is_dir: std::io::Result<bool>) -> Result<()> {
-    match is_dir {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(Error::UnsafeRuntimeDir {
-            path: root.to_owned(),
-            reason: "runtime root is not a directory",
-        }),
-        Err(source) => Err(Error::Io {
-            step: "open runtime root",
-            path: root.to_owned(),
-            source,
-        }),
     }
 }
 

@@ -15,6 +15,8 @@ use solewriter_core::channel::{ChannelRecord, ChannelRegistry};
 use solewriter_core::config::TimingConfig;
 use solewriter_core::lease::LeaseRecord;
 use solewriter_core::target::{TargetId, TargetTuple};
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +42,8 @@ pub struct ProjectionStore {
     pub(crate) options: StoreOptions,
     /// The file system publication writes through ([`RealFs`] unless replaced).
     pub(crate) fs: Arc<dyn FileSystem>,
+    /// Target directories whose creation this store has seen fsynced in their parent.
+    pub(crate) durable_dirs: RefCell<HashSet<PathBuf>>,
 }
 
 impl std::fmt::Debug for ProjectionStore {
@@ -137,6 +141,7 @@ impl ProjectionStore {
             conn,
             options: options.clone(),
             fs: Arc::new(RealFs),
+            durable_dirs: RefCell::default(),
         })
     }
 

@@ -27,7 +27,10 @@ enum Op {
     Write,
     SyncFile,
     Rename,
+    /// The fsync of the target directory (after the rename).
     SyncDir,
+    /// The fsync of a parent of the target directory (making the directory's creation durable).
+    SyncParent,
 }
 
 /// The real file system, except that `op` fails with `errno` (every time it is called).
@@ -70,8 +73,15 @@ impl FileSystem for FaultyFs {
         RealFs.rename(from, to)
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        // After the rename: the file is in place, its directory entry not durable.
-        self.fault(Op::SyncDir)?;
+        // A target directory is named by its 64-hex target id; its fsync follows the rename
+        // (the file is in place, its directory entry not durable). Any other directory is a
+        // parent, fsynced before the temp file is written.
+        let is_target = dir.file_name().is_some_and(|n| n.len() == 64);
+        self.fault(if is_target {
+            Op::SyncDir
+        } else {
+            Op::SyncParent
+        })?;
         RealFs.sync_dir(dir)
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
@@ -196,7 +206,7 @@ fn a_directory_fsync_failing_after_the_rename_is_not_durable_and_releases() {
 fn a_failed_fsync_of_a_new_target_directory_is_typed_and_creates_no_file() {
     let f = Fixture::new();
     let fs = Arc::new(FaultyFs {
-        op: Op::SyncDir,
+        op: Op::SyncParent,
         errno: EIO,
         injected: AtomicUsize::new(0),
     });
@@ -207,13 +217,88 @@ fn a_failed_fsync_of_a_new_target_directory_is_typed_and_creates_no_file() {
     assert!(matches!(
         lease.publish(),
         Err(Error::Io {
-            step: "create directory",
+            step: "sync parent directory",
             ..
         })
     ));
     assert!(f.current_bytes(&target).is_none());
     drop(store);
     nothing_lost(&f, &target);
+}
+
+/// The real file system, counting the fsyncs of each directory, failing the first parent
+/// fsync.
+#[derive(Default)]
+struct FirstParentSyncFails {
+    parent_syncs: AtomicUsize,
+}
+
+impl FileSystem for FirstParentSyncFails {
+    fn create_dir(&self, path: &Path) -> io::Result<()> {
+        RealFs.create_dir(path)
+    }
+    fn create_new(&self, path: &Path) -> io::Result<File> {
+        RealFs.create_new(path)
+    }
+    fn write_all(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
+        RealFs.write_all(file, bytes)
+    }
+    fn sync_file(&self, file: &File) -> io::Result<()> {
+        RealFs.sync_file(file)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        RealFs.rename(from, to)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        if dir.file_name().is_some_and(|n| n.len() == 64) {
+            return RealFs.sync_dir(dir);
+        }
+        if self.parent_syncs.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Err(io::Error::from_raw_os_error(EIO));
+        }
+        RealFs.sync_dir(dir)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        RealFs.remove_file(path)
+    }
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        RealFs.hard_link(from, to)
+    }
+}
+
+/// Durable before acknowledged, also on the retry path: the directory a failed publication
+/// created is found existing by the retry, which must still fsync its parent before it may
+/// report success (skipping it once the directory exists was a real gap: a power loss could
+/// take the directory, and the acknowledged document with it).
+#[test]
+fn a_retry_after_a_failed_parent_fsync_fsyncs_the_parent_before_reporting_success() {
+    let f = Fixture::new();
+    let fs = Arc::new(FirstParentSyncFails::default());
+    let store = f.open().with_file_system(fs.clone());
+    let target = store.admit_target(&tuple("a")).unwrap();
+    store.submit(&router(), &route(&target, 2, "two")).unwrap();
+    let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    assert!(matches!(
+        lease.publish(),
+        Err(Error::Io {
+            step: "sync parent directory",
+            ..
+        })
+    ));
+    let after_failure = fs.parent_syncs.load(Ordering::SeqCst);
+    assert_eq!(after_failure, 1, "the failed fsync was the first");
+    let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    lease.publish().expect("the retry publishes");
+    let retried = fs.parent_syncs.load(Ordering::SeqCst) - after_failure;
+    // Both directories of the chain (hook-projections/ and the target's) are still unverified.
+    assert_eq!(
+        retried, 2,
+        "the retry fsynced the parents of the existing directories"
+    );
+    // Once seen durable, a directory is not fsynced in its parent again by this store.
+    let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    lease.publish().expect("a third publication");
+    assert_eq!(fs.parent_syncs.load(Ordering::SeqCst), after_failure + 2);
 }
 
 /// A deterministic byte stream (xorshift), so a failure replays.

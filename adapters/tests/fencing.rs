@@ -292,23 +292,33 @@ fn expired_before_publishing_is_fenced() {
     ));
 }
 
+/// Every grant, publication and release takes the target's lock file under
+/// `hook-projections/`: with that directory unusable, a grant is refused (nothing written),
+/// and a holder whose directory broke after its grant can neither publish nor release — its
+/// grant ends at expiry, and nothing is written.
 #[test]
-fn unwritable_runtime_directory_is_a_typed_error_and_releases() {
+fn unwritable_runtime_directory_is_a_typed_error_and_writes_nothing() {
     let f = Fixture::new();
     let store = f.open();
     let target = store.admit_target(&tuple("a")).unwrap();
-    std::fs::write(
-        f.options.runtime_root.path().join("hook-projections"),
-        b"not a dir",
-    )
-    .unwrap();
     let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    let projections = f.options.runtime_root.path().join("hook-projections");
+    std::fs::remove_file(projections.join(format!("{target}.lock"))).unwrap();
+    std::fs::remove_dir(&projections).unwrap();
+    std::fs::write(&projections, b"not a dir").unwrap();
     let err = lease.publish().unwrap_err();
     assert!(matches!(err, Error::UnsafeRuntimeDir { .. }), "{err}");
-    assert!(matches!(
-        store.lease_row(&target).unwrap().unwrap().state,
-        LeaseState::Released(_)
-    ));
+    let row = store.lease_row(&target).unwrap().unwrap();
+    assert!(matches!(row.state, LeaseState::Held(_)), "{row:?}");
+    f.clock.advance(TTL_MS);
+    let err = store.acquire(&target, &holder("b")).unwrap_err();
+    assert!(matches!(err, Error::UnsafeRuntimeDir { .. }), "{err}");
+    let after = store.lease_row(&target).unwrap().unwrap();
+    assert_eq!(
+        after.fencing_epoch, row.fencing_epoch,
+        "no grant was written"
+    );
+    assert_eq!(std::fs::read(&projections).unwrap(), b"not a dir");
 }
 
 #[test]
@@ -351,9 +361,8 @@ fn symlinked_projection_directory_is_refused() {
         f.options.runtime_root.path().join("hook-projections"),
     )
     .unwrap();
-    let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
     assert!(matches!(
-        lease.publish().unwrap_err(),
+        store.acquire(&target, &holder("a")).unwrap_err(),
         Error::UnsafeRuntimeDir {
             reason: "is a symlink",
             ..

@@ -177,7 +177,14 @@ fn submissions_cannot_steer_the_output_path() {
         .unwrap();
     let mut written: Vec<String> = walk(f.options.runtime_root.path());
     written.sort();
-    assert_eq!(written, [format!("hook-projections/{target}/current.json")]);
+    // The document and the target's lock file (beside its directory) are all.
+    assert_eq!(
+        written,
+        [
+            format!("hook-projections/{target}.lock"),
+            format!("hook-projections/{target}/current.json")
+        ]
+    );
     assert!(!f.dir.path().join("escape.json").exists());
 }
 

@@ -18,6 +18,8 @@
 //! - [`watermark`]: producer-submission admission.
 //! - [`projection`]: composition of committed channel rows into the published document.
 //! - [`publication`]: the named steps of the fenced publication sequence.
+//! - [`machine`]: acquisition, publication and release as sans-IO step machines — the one
+//!   sequence both the SQLite adapter and the model checkers execute.
 //! - [`subtree`]: subtree write locks of (agent, session) writers and fail-closed write admission.
 //! - [`ledger`]: the event ledger's facts, integrity-checked snapshot and build decisions.
 //! - [`git_facts`]: Git history and hunk facts, and the parsers of Git's answers.
@@ -31,6 +33,7 @@ pub mod git_facts;
 pub mod hex;
 pub mod lease;
 pub mod ledger;
+pub mod machine;
 pub mod names;
 pub mod ownership;
 pub mod projection;

@@ -1,0 +1,242 @@
+//! Acquisition. A live grant seen in the committed snapshot answers `Held` at once, without
+//! any lock (the answer is advisory: the grant may end a moment later). Otherwise, inside the
+//! lock envelope: read the row, read the clock, let the core decide (`decide_acquire`), write
+//! the grant WHERE the epoch is still the one observed, commit. A grant is therefore always
+//! decided and written under both locks; a contender writes nothing.
+
+use super::serialized::{Body, End, Serialized};
+use super::{protocol_violation, Effect, Input, Machine};
+use crate::config::LeaseTtl;
+use crate::lease::{
+    observe, AcquirePlan, AcquireRefused, AcquireRequest, HeldBy, InconsistentLease, LeaseRecord,
+    Observed,
+};
+use crate::names::InstanceDigest;
+use crate::token::TokenHash;
+
+/// What an acquisition ended with.
+#[derive(Debug)]
+pub enum Acquired<E> {
+    /// The grant committed.
+    Granted(AcquirePlan),
+    /// A live grant holds the target; nothing was written.
+    Held(HeldBy),
+    /// No grant: nothing was written.
+    Failed(AcquireFailure<E>),
+}
+
+/// Why an acquisition failed (nothing was written).
+#[derive(Debug)]
+pub enum AcquireFailure<E> {
+    /// The target has no lease row.
+    NotAdmitted,
+    /// The lease row breaks the row invariants.
+    Inconsistent(InconsistentLease),
+    /// The epoch cannot be raised any further.
+    EpochExhausted,
+    /// The conditional grant write changed no row although the decision, made under the same
+    /// locks, said it would.
+    RowChanged,
+    /// An effect failed (busy store or target lock, a store error, the commit).
+    Effect(E),
+}
+
+/// Who asks, and for how long.
+#[derive(Clone, Debug)]
+pub struct Applicant {
+    /// Hash of the fresh random token the executor generated for this attempt.
+    pub token_hash: TokenHash,
+    /// Digest identifying the requesting instance.
+    pub holder_instance_digest: InstanceDigest,
+    /// The configured TTL.
+    pub ttl: LeaseTtl,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    ReadLease,
+    ReadClock,
+    Write,
+    Done,
+}
+
+#[derive(Debug)]
+struct Grant<E> {
+    applicant: Applicant,
+    stage: Stage,
+    record: Option<LeaseRecord>,
+    plan: Option<AcquirePlan>,
+    result: Option<Acquired<E>>,
+}
+
+impl<E> Grant<E> {
+    fn finish(&mut self, result: Acquired<E>) -> Stage {
+        self.result = Some(result);
+        Stage::Done
+    }
+}
+
+impl<E> Body<E> for Grant<E> {
+    fn poll(&self) -> Effect<'_> {
+        match (self.stage, &self.plan) {
+            (Stage::ReadLease, _) => Effect::ReadLease,
+            (Stage::ReadClock, _) => Effect::ReadClock,
+            (Stage::Write, Some(plan)) => Effect::WriteGrant(plan),
+            (Stage::Write, None) | (Stage::Done, _) => Effect::Finished,
+        }
+    }
+
+    fn handle(&mut self, input: Input<E>) {
+        self.stage = match (self.stage, input) {
+            (Stage::ReadLease, Input::Lease(Some(record))) => {
+                self.record = Some(record);
+                Stage::ReadClock
+            }
+            (Stage::ReadLease, Input::Lease(None)) => {
+                self.finish(Acquired::Failed(AcquireFailure::NotAdmitted))
+            }
+            (Stage::ReadClock, Input::Clock(now)) => {
+                let Some(record) = self.record.take() else {
+                    unreachable!("the clock is read after the row")
+                };
+                let request = AcquireRequest {
+                    token_hash: self.applicant.token_hash,
+                    holder_instance_digest: self.applicant.holder_instance_digest.clone(),
+                    now,
+                    ttl: self.applicant.ttl,
+                };
+                match observe(record, now).map(|o| o.decide_acquire(request)) {
+                    Err(inconsistent) => {
+                        self.finish(Acquired::Failed(AcquireFailure::Inconsistent(inconsistent)))
+                    }
+                    Ok(Ok(plan)) => {
+                        self.plan = Some(plan);
+                        Stage::Write
+                    }
+                    Ok(Err(AcquireRefused::Held(held))) => self.finish(Acquired::Held(held)),
+                    Ok(Err(AcquireRefused::EpochExhausted)) => {
+                        self.finish(Acquired::Failed(AcquireFailure::EpochExhausted))
+                    }
+                }
+            }
+            (Stage::Write, Input::Written(true)) => match self.plan.take() {
+                Some(plan) => self.finish(Acquired::Granted(plan)),
+                None => unreachable!("the grant is written from its plan"),
+            },
+            (Stage::Write, Input::Written(false)) => {
+                self.finish(Acquired::Failed(AcquireFailure::RowChanged))
+            }
+            (Stage::ReadLease | Stage::ReadClock | Stage::Write, Input::Failed(e)) => {
+                self.finish(Acquired::Failed(AcquireFailure::Effect(e)))
+            }
+            (stage, other) => protocol_violation(&format!("acquire {stage:?}"), &other),
+        };
+    }
+
+    fn end(&self) -> Option<End> {
+        match (&self.result, self.stage) {
+            (_, Stage::ReadLease | Stage::ReadClock | Stage::Write) => None,
+            (Some(Acquired::Granted(_)), _) => Some(End::Commit),
+            _ => Some(End::Rollback),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Phase<E> {
+    /// Reading the committed snapshot (no lock).
+    Snapshot,
+    /// The snapshot row was read; the clock decides whether it is a live grant.
+    SnapshotClock(LeaseRecord),
+    /// Inside the lock envelope.
+    Serialized(Box<Serialized<E, Grant<E>>>),
+    /// Ended before the envelope.
+    Done(Option<Acquired<E>>),
+}
+
+/// The acquisition machine.
+#[derive(Debug)]
+pub struct Acquire<E> {
+    applicant: Option<Applicant>,
+    phase: Phase<E>,
+}
+
+impl<E> Acquire<E> {
+    /// An acquisition for `applicant`.
+    pub fn new(applicant: Applicant) -> Self {
+        Acquire {
+            applicant: Some(applicant),
+            phase: Phase::Snapshot,
+        }
+    }
+
+    fn serialized(&mut self) -> Phase<E> {
+        let Some(applicant) = self.applicant.take() else {
+            unreachable!("the envelope is entered once")
+        };
+        Phase::Serialized(Box::new(Serialized::new(Grant {
+            applicant,
+            stage: Stage::ReadLease,
+            record: None,
+            plan: None,
+            result: None,
+        })))
+    }
+
+    /// The result, once [`Effect::Finished`] was polled.
+    ///
+    /// # Panics
+    /// If the machine has not finished.
+    pub fn into_result(self) -> Acquired<E> {
+        match self.phase {
+            Phase::Done(Some(result)) => result,
+            Phase::Serialized(mut inner) if inner.is_done() => {
+                if let Some(e) = inner.not_started.take() {
+                    return Acquired::Failed(AcquireFailure::Effect(e));
+                }
+                if let Some(e) = inner.commit_failed.take() {
+                    return Acquired::Failed(AcquireFailure::Effect(e));
+                }
+                match inner.body.result.take() {
+                    Some(result) => result,
+                    None => unreachable!("a started grant runs its steps to their end"),
+                }
+            }
+            _ => panic!("acquire machine not polled to its end"),
+        }
+    }
+}
+
+impl<E> Machine<E> for Acquire<E> {
+    fn poll(&self) -> Effect<'_> {
+        match &self.phase {
+            Phase::Snapshot => Effect::ReadCommittedLease,
+            Phase::SnapshotClock(_) => Effect::ReadClock,
+            Phase::Serialized(inner) => inner.poll(),
+            Phase::Done(_) => Effect::Finished,
+        }
+    }
+
+    fn handle(&mut self, input: Input<E>) {
+        let phase = std::mem::replace(&mut self.phase, Phase::Done(None));
+        self.phase = match (phase, input) {
+            (Phase::Snapshot, Input::Lease(Some(record))) => Phase::SnapshotClock(record),
+            (Phase::Snapshot, Input::Lease(None)) => self.serialized(),
+            (Phase::Snapshot, Input::Failed(e)) => {
+                Phase::Done(Some(Acquired::Failed(AcquireFailure::Effect(e))))
+            }
+            (Phase::SnapshotClock(record), Input::Clock(now)) => match observe(record, now) {
+                Ok(Observed::Held(live)) => Phase::Done(Some(Acquired::Held(live.held_by()))),
+                Ok(_) => self.serialized(),
+                Err(inconsistent) => Phase::Done(Some(Acquired::Failed(
+                    AcquireFailure::Inconsistent(inconsistent),
+                ))),
+            },
+            (Phase::Serialized(mut inner), input) => {
+                inner.handle(input);
+                Phase::Serialized(inner)
+            }
+            (_, other) => protocol_violation("acquire", &other),
+        };
+    }
+}
