@@ -68,7 +68,7 @@ impl<'s> Executor<'s> {
 
     /// Runs `machine` to its end.
     pub(crate) fn run<M: Machine<Error>>(&mut self, machine: &mut M) {
-        drive(machine, |effect| self.execute(effect));
+        drive(machine, |effect| Some(self.execute(effect)));
     }
 
     /// The connection of the open transaction, or the plain connection outside one.

@@ -32,9 +32,20 @@ pub enum Design {
     /// Trap found while building the model: writing `current.json` in place instead of a
     /// temp sibling plus rename.
     InPlaceWrite,
+    /// Not a trap — defence in depth: the store's write lock is lost right after the
+    /// revalidation (as when the process closes a descriptor of the database file and SQLite's
+    /// POSIX locks vanish); the target lock is still held. Must pass.
+    StoreLockLost,
+    /// Not a trap — defence in depth: the target lock is never taken (the store's write lock
+    /// alone). Must pass.
+    TargetLockSkipped,
 }
 
 impl Design {
+    /// The variants that lose one of the two locks and must still pass every check: each
+    /// lock alone fences the takeover.
+    pub const ONE_LOCK: [Design; 2] = [Design::StoreLockLost, Design::TargetLockSkipped];
+
     /// Every trap variant (everything but [`Design::Real`]).
     pub const TRAPS: [Design; 9] = [
         Design::RenameWithoutCheck,

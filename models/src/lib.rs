@@ -1,16 +1,19 @@
 //! solewriter-models: the executable reference model — the specification in code.
 //!
-//! The model holds the store (lease rows, channel rows, ONE serialized write transaction)
-//! and the runtime directory (current documents, temp siblings, atomic rename) in memory,
-//! and executes the SAME core decisions and plans as the SQLite adapter: `observe`,
-//! `decide_acquire`, `authorize_publish`, `check_deadline`, `decide_release`,
-//! `decide_submission`, `compose`. It is small and obviously right, so it can serve as the
+//! The model holds the store (lease rows, channel rows, ONE serialized write transaction),
+//! the per-target locks and the runtime directory (current documents, temp siblings, atomic
+//! rename) in memory, and executes the SAME core machines as the SQLite adapter
+//! (`solewriter_core::machine`: acquisition, publication, release) and the same submission
+//! decision (`decide_submission`). It is small and obviously right, so it can serve as the
 //! oracle of the conformance test and as the system under the loom and shuttle checkers.
 //!
 //! - [`shim`]: the synchronization shim (std here; loom and shuttle in `solewriter-verification`).
 //! - [`design`]: the real design and the deliberately broken trap variants.
 //! - [`ghost`]: the invariant checker, fed from inside each critical section.
 //! - [`state`]: the store and file-system state.
+//! - [`executor`]: the model's executor of the core's acquisition, publication and release
+//!   machines — the same machines the SQLite adapter executes; the traps are misbehaving
+//!   executors.
 //! - [`world`]: the operations (admit, submit, acquire, publish, release, read, clock).
 //! - [`crash`]: the file system's durable and volatile views, and the exhaustive crash check
 //!   of the publisher's write / fsync / rename / fsync sequence.
@@ -19,6 +22,7 @@
 
 pub mod crash;
 pub mod design;
+pub mod executor;
 pub mod ghost;
 pub mod shim;
 pub mod state;

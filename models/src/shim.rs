@@ -1,36 +1,46 @@
 //! The synchronization shim. The model takes every lock through [`Shim`], so the same model
 //! runs on std mutexes (conformance tests), under loom (exhaustive interleavings) and under
 //! shuttle (randomized and PCT schedules). Each lock acquisition is a scheduling point for
-//! the checkers.
+//! the checkers. A guard may be held across several effects of a machine (the target lock
+//! and the store's transaction are), exactly as the adapter holds its locks.
+
+use std::ops::DerefMut;
 
 /// A family of mutexes. Implementations for loom and shuttle live in `solewriter-verification`.
 pub trait Shim: 'static {
     /// The mutex type.
     type Mutex<T: Send + 'static>: Send + Sync + 'static;
+    /// The guard of a locked mutex.
+    type Guard<'a, T: Send + 'static>: DerefMut<Target = T>;
 
     /// Creates a mutex holding `value`.
     fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T>;
 
+    /// Locks `mutex` (a poisoned lock is entered anyway: the model's state is only ever
+    /// replaced whole, at commit).
+    fn lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Self::Guard<'_, T>;
+
     /// Runs `f` with the lock held.
-    fn with<T: Send + 'static, R>(mutex: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R;
+    fn with<T: Send + 'static, R>(mutex: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut Self::lock(mutex))
+    }
 }
 
-/// `std::sync::Mutex`. A poisoned lock is entered anyway: the model's state is only ever
-/// replaced whole, at commit.
+/// `std::sync::Mutex`.
 #[derive(Debug)]
 pub struct StdShim;
 
 impl Shim for StdShim {
     type Mutex<T: Send + 'static> = std::sync::Mutex<T>;
+    type Guard<'a, T: Send + 'static> = std::sync::MutexGuard<'a, T>;
 
     fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
         std::sync::Mutex::new(value)
     }
 
-    fn with<T: Send + 'static, R>(mutex: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
-        let mut guard = mutex
+    fn lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Self::Guard<'_, T> {
+        mutex
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut guard)
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

@@ -1,29 +1,32 @@
-//! The model's operations. Each store operation is one serialized transaction (the store
-//! mutex held throughout, as SQLite's write lock is); file operations take the file-system
-//! mutex; the clock is its own mutex; the last committed state is also kept in a snapshot
-//! readable without the write lock (as SQLite's WAL readers see it). Lock order:
-//! store → snapshot → fs → clock → ghost.
-//!
-//! With [`Design::Real`] every operation follows the adapter's sequence step for step and
-//! calls the same core functions; the trap variants differ only where their name says.
+//! The model's operations. Admission and submission are one serialized transaction each
+//! (the store mutex held throughout, as SQLite's write lock is). Acquisition, publication and
+//! release are the core's machines, run by the model's [`Executor`](crate::executor), which
+//! holds the target lock and the store mutex across effects where the adapter holds its
+//! locks. File operations take the file-system mutex; the clock is its own mutex; the last
+//! committed state is also kept in a snapshot readable without the write lock (as SQLite's WAL
+//! readers see it). Lock order: target → store → snapshot → fs → clock → ghost.
 
 use crate::design::Design;
-use crate::ghost::{Ghost, ReaderCheck, Renamer};
+use crate::executor::{Executor, Kind, ModelFault};
+use crate::ghost::{Ghost, ReaderCheck};
 use crate::shim::Shim;
 use crate::state::{FsState, StoreState};
 use solewriter_core::channel::{ChannelRecord, ChannelRegistry, ProducerId, Submission};
 use solewriter_core::config::LeaseTtl;
-use solewriter_core::lease::{
-    observe, AcquireRefused, AcquireRequest, Authority, Credential, DeadlinePassed, Fenced, HeldBy,
-    LeaseRecord, LeaseState, Observed,
-};
+use solewriter_core::lease::{Credential, DeadlinePassed, Fenced, HeldBy, LeaseRecord};
+use solewriter_core::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
+use solewriter_core::machine::publish::{Publish, PublishEnd, PublishFailure};
+use solewriter_core::machine::release::{Release, ReleaseOutcome};
 use solewriter_core::names::InstanceDigest;
-use solewriter_core::projection::{compose, ProjectionDocument};
 use solewriter_core::publication::PublishStep;
 use solewriter_core::target::{TargetId, TargetTuple};
 use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
 use solewriter_core::watermark::{decide_submission, SubmissionPlan, SubmissionRejected};
+
+/// Number of target-lock stripes: targets share a stripe by their id's first byte (a coarser
+/// exclusion than one lock per target, never a finer one).
+const TARGET_LOCKS: usize = 4;
 
 /// A grant as its holder keeps it. `Clone` on purpose: the checkers let stale copies act.
 #[derive(Clone, Debug)]
@@ -36,8 +39,8 @@ pub struct ModelLease {
     pub token: HolderToken,
     /// Expiry of the grant (as the holder believes it).
     pub expires_at: Millis,
-    /// The authority as it stood at grant time (used only by the traps that skip revalidation).
-    granted_authority: Authority,
+    /// The row as it stood at grant time (trusted only by the traps that skip revalidation).
+    granted: LeaseRecord,
 }
 
 impl ModelLease {
@@ -119,17 +122,29 @@ enum Tx<R> {
     Rollback(R),
 }
 
+impl From<ReleaseOutcome> for ReleaseKind {
+    fn from(outcome: ReleaseOutcome) -> Self {
+        match outcome {
+            ReleaseOutcome::Released => ReleaseKind::Released,
+            ReleaseOutcome::NotHolder(fenced) => ReleaseKind::NotHolder(fenced),
+        }
+    }
+}
+
 /// The model world: store, runtime directory, clock, checker.
 pub struct World<S: Shim> {
-    design: Design,
+    pub(crate) design: Design,
     registry: ChannelRegistry,
-    ttl: LeaseTtl,
-    store: S::Mutex<StoreState>,
+    pub(crate) ttl: LeaseTtl,
+    /// The per-target kernel locks (striped).
+    target_locks: Vec<S::Mutex<()>>,
+    /// The committed store; holding this mutex is holding SQLite's write lock.
+    pub(crate) store: S::Mutex<StoreState>,
     /// The last committed state, readable without the write lock (SQLite's WAL snapshot).
-    snapshot: S::Mutex<StoreState>,
-    fs: S::Mutex<FsState>,
+    pub(crate) snapshot: S::Mutex<StoreState>,
+    pub(crate) fs: S::Mutex<FsState>,
     clock: S::Mutex<Millis>,
-    ghost: S::Mutex<Ghost>,
+    pub(crate) ghost: S::Mutex<Ghost>,
 }
 
 impl<S: Shim> World<S> {
@@ -139,6 +154,7 @@ impl<S: Shim> World<S> {
             design,
             registry,
             ttl,
+            target_locks: (0..TARGET_LOCKS).map(|_| S::mutex(())).collect(),
             store: S::mutex(StoreState::default()),
             snapshot: S::mutex(StoreState::default()),
             fs: S::mutex(FsState::default()),
@@ -160,6 +176,12 @@ impl<S: Shim> World<S> {
     /// Sets the clock (backwards jumps allowed).
     pub fn set_clock(&self, to: Millis) {
         S::with(&self.clock, |c| *c = to);
+    }
+
+    /// The kernel lock of `target`'s stripe.
+    pub(crate) fn target_lock(&self, target: &TargetId) -> &S::Mutex<()> {
+        let first = target.as_str().as_bytes().first().copied().unwrap_or(0);
+        &self.target_locks[usize::from(first) % TARGET_LOCKS]
     }
 
     fn transaction<R>(&self, f: impl FnOnce(&mut StoreState) -> Tx<R>) -> R {
@@ -256,90 +278,37 @@ impl<S: Shim> World<S> {
         })
     }
 
-    /// Tries to acquire `target` for `holder` with the fresh `token`.
+    /// Tries to acquire `target` for `holder` with the fresh `token`: the core's acquisition
+    /// machine, executed against the model.
     pub fn acquire(
         &self,
         target: &TargetId,
         holder: &InstanceDigest,
         token: HolderToken,
     ) -> Result<ModelAcquire, ModelError> {
-        let decide = |tx: &StoreState| {
-            let record = tx
-                .leases
-                .get(target)
-                .cloned()
-                .ok_or(ModelError::NotAdmitted)?;
-            let request = AcquireRequest {
-                token_hash: token.hash(),
-                holder_instance_digest: holder.clone(),
-                now: self.now(),
-                ttl: self.ttl,
-            };
-            let now = request.now;
-            let observed = observe(record, now).map_err(|_| ModelError::NotAdmitted)?;
-            Ok(observed.decide_acquire(request))
-        };
-        let apply =
-            |tx: &mut StoreState, plan: &solewriter_core::lease::AcquirePlan, check_prior: bool| {
-                let row = tx
-                    .leases
-                    .get_mut(target)
-                    .expect("admitted rows are never deleted");
-                if check_prior && row.fencing_epoch != plan.prior_epoch {
-                    return false;
-                }
-                *row = plan.record();
-                true
-            };
-        // As the adapter: a live grant in the committed snapshot answers `Held` without the
-        // write lock.
-        let snapshot = S::with(&self.snapshot, |snap| snap.leases.get(target).cloned());
-        if let Some(Ok(Observed::Held(live))) = snapshot.map(|row| observe(row, self.now())) {
-            return Ok(ModelAcquire::Held(live.held_by()));
-        }
-        let decision = if self.design == Design::SplitAcquire {
-            // Trap: decide in one transaction, write in another.
-            let decision = self.transaction(|tx| Tx::Rollback(decide(tx)))?;
-            if let Ok(plan) = &decision {
-                self.transaction(|tx| {
-                    apply(tx, plan, false);
-                    Tx::Commit(())
-                });
-            }
-            decision
-        } else {
-            self.transaction(|tx| match decide(tx) {
-                Ok(Ok(plan)) if apply(tx, &plan, true) => Tx::Commit(Ok(Ok(plan))),
-                other => Tx::Rollback(other),
-            })?
-        };
-        match decision {
-            Ok(plan) => {
-                let credential = Credential {
-                    target_id: target.clone(),
-                    epoch: plan.epoch,
-                    token_hash: token.hash(),
-                };
-                let granted_authority = observe(plan.record(), plan.grant.acquired_at)
-                    .ok()
-                    .and_then(|o| o.authorize_publish(&credential).ok())
-                    .expect("a fresh grant (ttl > 0) authorizes its holder");
-                Ok(ModelAcquire::Acquired(ModelLease {
-                    target_id: target.clone(),
-                    epoch: plan.epoch,
-                    token,
-                    expires_at: plan.grant.expires_at,
-                    granted_authority,
-                }))
-            }
-            Err(AcquireRefused::Held(held)) => Ok(ModelAcquire::Held(held)),
-            Err(AcquireRefused::EpochExhausted) => Err(ModelError::EpochExhausted),
+        let mut machine = Acquire::new(Applicant {
+            token_hash: token.hash(),
+            holder_instance_digest: holder.clone(),
+            ttl: self.ttl,
+        });
+        Executor::new(self, Kind::Acquire, target.clone()).run(&mut machine);
+        match machine.into_result() {
+            Acquired::Granted(plan) => Ok(ModelAcquire::Acquired(ModelLease {
+                target_id: target.clone(),
+                epoch: plan.epoch,
+                token,
+                expires_at: plan.grant.expires_at,
+                granted: plan.record(),
+            })),
+            Acquired::Held(held) => Ok(ModelAcquire::Held(held)),
+            Acquired::Failed(AcquireFailure::EpochExhausted) => Err(ModelError::EpochExhausted),
+            Acquired::Failed(_) => Err(ModelError::NotAdmitted),
         }
     }
 
     /// Releases `lease` (conditional; see [`Design`] for the broken variants).
     pub fn release(&self, lease: &ModelLease) -> ReleaseKind {
-        self.transaction(|tx| Tx::Commit(self.release_in(tx, &lease.credential())))
+        self.release_credential(lease.credential(), Some(lease.granted.clone()))
     }
 
     /// Releases by raw credential — what anyone, holder or not, can present (the adapter's
@@ -350,276 +319,55 @@ impl<S: Shim> World<S> {
             epoch,
             token_hash: token.hash(),
         };
-        self.transaction(|tx| Tx::Commit(self.release_in(tx, &credential)))
+        self.release_credential(credential, None)
     }
 
-    fn release_in(&self, tx: &mut StoreState, credential: &Credential) -> ReleaseKind {
-        let Some(row) = tx.leases.get_mut(&credential.target_id) else {
-            return ReleaseKind::NotHolder(Fenced::NeverGranted);
-        };
-        let token_ok = row
-            .state
-            .grant()
-            .is_some_and(|g| g.holder_token_hash.ct_eq(&credential.token_hash));
-        let held = matches!(row.state, LeaseState::Held(_));
-        let allowed = match self.design {
-            Design::ReleaseTokenOnly => Ok(held && token_ok),
-            Design::ReleaseEpochOnly => Ok(held && row.fencing_epoch == credential.epoch),
-            _ => match observe(row.clone(), self.now()) {
-                Ok(observed) => observed.decide_release(credential).map(|_| true),
-                Err(_) => Ok(false),
-            },
-        };
-        match allowed {
-            Ok(true) => {
-                S::with(&self.ghost, |g| {
-                    g.on_release(row, credential.epoch, &credential.token_hash)
-                });
-                if let LeaseState::Held(g) = &row.state {
-                    row.state = LeaseState::Released(g.clone());
-                }
-                ReleaseKind::Released
-            }
-            Ok(false) => ReleaseKind::NotHolder(Fenced::TokenMismatch),
-            Err(fenced) => ReleaseKind::NotHolder(fenced),
+    fn release_credential(
+        &self,
+        credential: Credential,
+        granted: Option<LeaseRecord>,
+    ) -> ReleaseKind {
+        let target = credential.target_id.clone();
+        let granted = granted.unwrap_or_else(|| LeaseRecord::admitted(target.clone()));
+        let mut machine = Release::new(credential.clone());
+        Executor::new(self, Kind::Release, target)
+            .holder(credential, granted)
+            .run(&mut machine);
+        match machine.into_result() {
+            Ok(outcome) => outcome.into(),
+            Err(_) => ReleaseKind::NotHolder(Fenced::NeverGranted),
         }
     }
 
-    fn compose_bytes(&self, authority: &Authority, tx: &StoreState, now: Millis) -> Vec<u8> {
-        let rows = tx.channel_rows(authority.target_id());
-        compose(authority, &self.registry, &rows, now)
-            .map(|d| d.to_bytes())
-            .expect("the model stores only envelopes that passed the schema check")
-    }
-
-    fn write_temp(&self, target: &TargetId, bytes: &[u8], remove_orphans: bool) -> u64 {
-        S::with(&self.fs, |fs| {
-            let dir = fs.dir(target);
-            if remove_orphans {
-                dir.temps.clear();
-            }
-            let id = dir.next_temp;
-            dir.next_temp += 1;
-            dir.temps.insert(id, bytes.to_vec());
-            id
-        })
-    }
-
-    fn rename(&self, target: &TargetId, temp: u64, renamer: Renamer) {
-        S::with(&self.fs, |fs| {
-            let dir = fs.dir(target);
-            let bytes = dir.temps.remove(&temp).expect("a renamed temp exists");
-            let epoch = ProjectionDocument::parse(&bytes).map_or(0, |d| d.fencing_epoch);
-            S::with(&self.ghost, |g| g.on_rename(target, &renamer, epoch));
-            dir.current = Some(bytes);
-        });
-    }
-
-    fn renamer(lease: &ModelLease, last_clock: Millis) -> Renamer {
-        Renamer {
-            epoch: lease.epoch,
-            token_hash: lease.token.hash(),
-            expires_at: lease.expires_at,
-            last_clock,
-        }
-    }
-
-    /// Publishes `current.json` for `lease`, crashing at `crash_at` if given.
+    /// Publishes `current.json` for `lease` — the core's publication machine, executed
+    /// against the model — crashing at `crash_at` if given.
     pub fn publish(&self, lease: &ModelLease, crash_at: Option<PublishStep>) -> PublishOutcome {
-        match self.design {
-            Design::RenameWithoutCheck | Design::JsonEpochGuard => self.publish_unguarded(lease),
-            Design::CommitThenRename => self.publish_commit_then_rename(lease),
-            _ => self.publish_fenced(lease, crash_at),
-        }
-    }
-
-    /// The real sequence (the adapter's, step for step); `IgnoreExpiry`, `Renewal` and
-    /// `InPlaceWrite` deviate where marked.
-    fn publish_fenced(&self, lease: &ModelLease, crash_at: Option<PublishStep>) -> PublishOutcome {
-        let mut lease = lease.clone();
-        if self.design == Design::Renewal {
-            self.renew(&mut lease);
-        }
-        let crash = |step| crash_at == Some(step);
         let credential = lease.credential();
-        let target = lease.target_id.clone();
-        self.transaction(|tx| {
-            if crash(PublishStep::TransactionOpen) {
-                return Tx::Rollback(PublishOutcome::Crashed(PublishStep::TransactionOpen));
-            }
-            let Some(record) = tx.leases.get(&target).cloned() else {
-                return Tx::Rollback(PublishOutcome::NotAdmitted);
-            };
-            let now = self.now();
-            let authorized = match observe(record, now) {
-                Ok(Observed::Expired(l)) if self.design == Design::IgnoreExpiry => {
-                    // Trap: an expired row is treated as held (the credential is still
-                    // checked, through `release`'s check).
-                    l.release(&credential)
-                        .map(|_| lease.granted_authority.clone())
-                }
-                Ok(observed) => observed.authorize_publish(&credential),
-                Err(_) => Err(Fenced::NeverGranted),
-            };
-            let authority = match authorized {
-                Ok(a) => a,
-                Err(fenced) => {
-                    self.release_in(tx, &credential);
-                    return Tx::Commit(PublishOutcome::Fenced(fenced));
-                }
-            };
-            if crash(PublishStep::Revalidated) {
-                return Tx::Rollback(PublishOutcome::Crashed(PublishStep::Revalidated));
-            }
-            let bytes = self.compose_bytes(&authority, tx, now);
-            if crash(PublishStep::Composed) {
-                return Tx::Rollback(PublishOutcome::Crashed(PublishStep::Composed));
-            }
-            if self.design == Design::InPlaceWrite {
-                // Trap: current.json written in place, in two writes.
-                let checked_at = self.now();
-                if let Err(deadline) = authority.check_deadline(checked_at) {
-                    self.release_in(tx, &credential);
-                    return Tx::Commit(PublishOutcome::Expired(deadline));
-                }
-                let half = bytes.len() / 2;
-                S::with(&self.fs, |fs| {
-                    fs.dir(&target).current = Some(bytes[..half].to_vec())
-                });
-                let temp = self.write_temp(&target, &bytes, true);
-                self.rename(&target, temp, Self::renamer(&lease, checked_at));
-                self.release_in(tx, &credential);
-                return Tx::Commit(PublishOutcome::Published {
-                    epoch: authority.epoch(),
-                    bytes,
-                });
-            }
-            let temp = self.write_temp(&target, &bytes, true);
-            if crash(PublishStep::TempWritten) {
-                return Tx::Rollback(PublishOutcome::Crashed(PublishStep::TempWritten));
-            }
-            let checked_at = self.now();
-            if self.design != Design::IgnoreExpiry {
-                if let Err(deadline) = authority.check_deadline(checked_at) {
-                    S::with(&self.fs, |fs| fs.dir(&target).temps.remove(&temp));
-                    self.release_in(tx, &credential);
-                    return Tx::Commit(PublishOutcome::Expired(deadline));
-                }
-            }
-            if crash(PublishStep::DeadlineChecked) {
-                return Tx::Rollback(PublishOutcome::Crashed(PublishStep::DeadlineChecked));
-            }
-            self.rename(&target, temp, Self::renamer(&lease, checked_at));
-            for step in [PublishStep::Renamed, PublishStep::DirectorySynced] {
-                if crash(step) {
-                    return Tx::Rollback(PublishOutcome::Crashed(step));
-                }
-            }
-            self.release_in(tx, &credential);
-            if crash(PublishStep::Released) {
-                return Tx::Rollback(PublishOutcome::Crashed(PublishStep::Released));
-            }
-            Tx::Commit(PublishOutcome::Published {
-                epoch: authority.epoch(),
-                bytes,
-            })
-        })
-    }
-
-    /// Trap `Renewal`: extend `expires_at` to `now + ttl` while still the holder.
-    fn renew(&self, lease: &mut ModelLease) {
-        let credential = lease.credential();
-        let renewed = self.transaction(|tx| {
-            let now = self.now();
-            let Some(row) = tx.leases.get_mut(&lease.target_id) else {
-                return Tx::Rollback(None);
-            };
-            if let LeaseState::Held(g) = &mut row.state {
-                if row.fencing_epoch == credential.epoch
-                    && g.holder_token_hash.ct_eq(&credential.token_hash)
-                {
-                    g.expires_at = now.plus_ms(self.ttl.as_millis());
-                    return Tx::Commit(Some(g.expires_at));
-                }
-            }
-            Tx::Rollback(None)
-        });
-        if let Some(expires_at) = renewed {
-            lease.expires_at = expires_at;
+        let mut machine = Publish::new(credential.clone(), &self.registry);
+        let mut executor = Executor::new(self, Kind::Publish, lease.target_id.clone())
+            .holder(credential, lease.granted.clone())
+            .crash_at(crash_at);
+        if let Some(step) = executor.run(&mut machine) {
+            return PublishOutcome::Crashed(step);
         }
-    }
-
-    /// Traps `RenameWithoutCheck` and `JsonEpochGuard`: no transaction around the rename.
-    fn publish_unguarded(&self, lease: &ModelLease) -> PublishOutcome {
-        let target = &lease.target_id;
-        let now = self.now();
-        let bytes = S::with(&self.store, |tx| {
-            self.compose_bytes(&lease.granted_authority, tx, now)
-        });
-        let temp = self.write_temp(target, &bytes, false);
-        // Both traps still honour the lease's expiry on the local clock.
-        let checked_at = self.now();
-        if let Err(deadline) = lease.granted_authority.check_deadline(checked_at) {
-            S::with(&self.fs, |fs| fs.dir(target).temps.remove(&temp));
-            return PublishOutcome::Expired(deadline);
-        }
-        if self.design == Design::JsonEpochGuard {
-            let current_epoch = S::with(&self.fs, |fs| {
-                fs.dir(target)
-                    .current
-                    .as_deref()
-                    .and_then(|b| ProjectionDocument::parse(b).ok())
-                    .map_or(0, |d| d.fencing_epoch)
-            });
-            if current_epoch > lease.epoch {
-                S::with(&self.fs, |fs| fs.dir(target).temps.remove(&temp));
-                return PublishOutcome::Refused;
-            }
-        }
-        self.rename(target, temp, Self::renamer(lease, checked_at));
-        self.release(lease);
-        PublishOutcome::Published {
-            epoch: lease.epoch,
-            bytes,
-        }
-    }
-
-    /// Trap `CommitThenRename`: revalidate and compose in one transaction, commit, then write
-    /// and rename outside it.
-    fn publish_commit_then_rename(&self, lease: &ModelLease) -> PublishOutcome {
-        let credential = lease.credential();
-        let target = &lease.target_id;
-        let checked = self.transaction(|tx| {
-            let now = self.now();
-            let Some(record) = tx.leases.get(target).cloned() else {
-                return Tx::Rollback(Err(PublishOutcome::NotAdmitted));
-            };
-            match observe(record, now)
-                .map_err(|_| Fenced::NeverGranted)
-                .and_then(|o| o.authorize_publish(&credential))
-            {
-                Ok(authority) => {
-                    Tx::Commit(Ok((self.compose_bytes(&authority, tx, now), authority)))
+        match machine.into_end() {
+            PublishEnd::NotStarted(ModelFault::Refused) => PublishOutcome::Refused,
+            PublishEnd::Ran { result, .. } => match result {
+                Ok(published) => PublishOutcome::Published {
+                    epoch: published.fencing_epoch,
+                    bytes: std::mem::take(&mut executor.document),
+                },
+                Err(PublishFailure::Fenced(fenced)) => PublishOutcome::Fenced(fenced),
+                Err(PublishFailure::Expired(passed)) => PublishOutcome::Expired(passed),
+                Err(PublishFailure::NotAdmitted | PublishFailure::Inconsistent(_)) => {
+                    PublishOutcome::NotAdmitted
                 }
-                Err(f) => Tx::Rollback(Err(PublishOutcome::Fenced(f))),
-            }
-        });
-        let (bytes, authority) = match checked {
-            Ok(v) => v,
-            Err(outcome) => return outcome,
-        };
-        let temp = self.write_temp(target, &bytes, false);
-        let checked_at = self.now();
-        if let Err(deadline) = authority.check_deadline(checked_at) {
-            S::with(&self.fs, |fs| fs.dir(target).temps.remove(&temp));
-            self.release(lease);
-            return PublishOutcome::Expired(deadline);
-        }
-        self.rename(target, temp, Self::renamer(lease, checked_at));
-        self.release(lease);
-        PublishOutcome::Published {
-            epoch: lease.epoch,
-            bytes,
+                Err(
+                    PublishFailure::Document(_)
+                    | PublishFailure::Effect(ModelFault::Refused)
+                    | PublishFailure::NotDurable(ModelFault::Refused),
+                ) => PublishOutcome::Refused,
+            },
         }
     }
 }

@@ -11,16 +11,16 @@ pub struct LoomShim;
 
 impl Shim for LoomShim {
     type Mutex<T: Send + 'static> = loom::sync::Mutex<T>;
+    type Guard<'a, T: Send + 'static> = loom::sync::MutexGuard<'a, T>;
 
     fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
         loom::sync::Mutex::new(value)
     }
 
-    fn with<T: Send + 'static, R>(mutex: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
-        let mut guard = mutex
+    fn lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Self::Guard<'_, T> {
+        mutex
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut guard)
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -30,15 +30,15 @@ pub struct ShuttleShim;
 
 impl Shim for ShuttleShim {
     type Mutex<T: Send + 'static> = shuttle::sync::Mutex<T>;
+    type Guard<'a, T: Send + 'static> = shuttle::sync::MutexGuard<'a, T>;
 
     fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
         shuttle::sync::Mutex::new(value)
     }
 
-    fn with<T: Send + 'static, R>(mutex: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
-        let mut guard = mutex
+    fn lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Self::Guard<'_, T> {
+        mutex
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut guard)
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

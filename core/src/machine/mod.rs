@@ -155,16 +155,22 @@ pub trait Machine<E> {
     fn handle(&mut self, input: Input<E>);
 }
 
-/// Runs `machine` to its end, executing each effect with `execute`. The whole executor of a
-/// machine is this loop plus one `match` on [`Effect`].
-pub fn drive<E, M: Machine<E>>(machine: &mut M, mut execute: impl FnMut(Effect<'_>) -> Input<E>) {
+/// Runs `machine` until it has ended, executing each effect with `execute` — or until
+/// `execute` answers `None` (the executor stopped: a crash in a model). Returns whether the
+/// machine ended. The whole executor of a machine is this loop plus one `match` on [`Effect`].
+pub fn drive<E, M: Machine<E>>(
+    machine: &mut M,
+    mut execute: impl FnMut(Effect<'_>) -> Option<Input<E>>,
+) -> bool {
     loop {
         let effect = machine.poll();
         if matches!(effect, Effect::Finished) {
-            return;
+            return true;
         }
-        let input = execute(effect);
-        machine.handle(input);
+        match execute(effect) {
+            Some(input) => machine.handle(input),
+            None => return false,
+        }
     }
 }
 

@@ -1,0 +1,394 @@
+//! The model's executor of the core's lease machines (`solewriter_core::machine`): the same
+//! machines the SQLite adapter runs, executed against the model store, the model runtime
+//! directory and the model clock. The target lock and the store's transaction are shim
+//! mutexes whose guards are held across effects exactly where the adapter holds its locks,
+//! so loom and shuttle may switch threads at every lock acquisition inside a publication.
+//!
+//! With [`Design::Real`] this executor does what the adapter does, effect for effect. Each
+//! trap of [`Design`] is a *misbehaving executor*: it runs the same machine but carries out
+//! some effects wrongly (drops a lock early, answers a read from memory, writes with a weaker
+//! condition, writes in place), which is how a broken adapter would look.
+
+use crate::design::Design;
+use crate::ghost::Renamer;
+use crate::shim::Shim;
+use crate::state::StoreState;
+use crate::world::World;
+use solewriter_core::lease::{Credential, LeaseRecord, LeaseState};
+use solewriter_core::machine::{drive, Effect, Input, Machine};
+use solewriter_core::projection::ProjectionDocument;
+use solewriter_core::publication::PublishStep;
+use solewriter_core::target::TargetId;
+use solewriter_core::time::Millis;
+
+/// What the model's effects can fail with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelFault {
+    /// A trap's own guard refused (the JSON-epoch compare).
+    Refused,
+}
+
+/// Which machine the executor runs (a trap may misbehave in one and not another).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Acquire,
+    Publish,
+    Release,
+}
+
+/// One run of one machine.
+pub(crate) struct Executor<'w, S: Shim> {
+    world: &'w World<S>,
+    kind: Kind,
+    target: TargetId,
+    /// The credential of a publication or release.
+    credential: Option<Credential>,
+    /// The grant as the holder remembers it (what the traps that skip revalidation trust).
+    granted: Option<LeaseRecord>,
+    /// Its expiry as the holder believes it.
+    expires_at: Millis,
+    crash_at: Option<PublishStep>,
+    target_guard: Option<S::Guard<'w, ()>>,
+    tx: Option<(S::Guard<'w, StoreState>, StoreState)>,
+    temp: Option<u64>,
+    lease_reads: usize,
+    /// The true clock at the last clock read (the ghost's bounded-lease check).
+    last_clock: Millis,
+    /// The document written to the temp file.
+    pub(crate) document: Vec<u8>,
+}
+
+impl<'w, S: Shim> Executor<'w, S> {
+    pub(crate) fn new(world: &'w World<S>, kind: Kind, target: TargetId) -> Self {
+        Executor {
+            world,
+            kind,
+            target,
+            credential: None,
+            granted: None,
+            expires_at: Millis(0),
+            crash_at: None,
+            target_guard: None,
+            tx: None,
+            temp: None,
+            lease_reads: 0,
+            last_clock: Millis(0),
+            document: Vec::new(),
+        }
+    }
+
+    /// The holder's credential, the grant as it remembers it, and its expiry.
+    pub(crate) fn holder(mut self, credential: Credential, granted: LeaseRecord) -> Self {
+        self.expires_at = granted.state.grant().map_or(Millis(0), |g| g.expires_at);
+        self.credential = Some(credential);
+        self.granted = Some(granted);
+        self
+    }
+
+    /// Crash (stop, dropping the transaction and the locks) when `step` is reached.
+    pub(crate) fn crash_at(mut self, step: Option<PublishStep>) -> Self {
+        self.crash_at = step;
+        self
+    }
+
+    /// Runs `machine`; `Some(step)` if the executor crashed there. A crash rolls back the open
+    /// transaction and drops the target lock (the kernel drops a dead process's locks); temp
+    /// files stay.
+    pub(crate) fn run<M: Machine<ModelFault>>(&mut self, machine: &mut M) -> Option<PublishStep> {
+        let mut crashed = None;
+        let finished = drive(machine, |effect| {
+            if let Effect::Reached(step) = effect {
+                if self.crash_at == Some(step) {
+                    crashed = Some(step);
+                    return None;
+                }
+            }
+            Some(self.execute(effect))
+        });
+        self.tx = None;
+        self.target_guard = None;
+        if finished {
+            None
+        } else {
+            crashed
+        }
+    }
+
+    fn design(&self) -> Design {
+        self.world.design
+    }
+
+    /// Whether this executor skips the locks (the traps that publish without the store's
+    /// exclusion).
+    fn unguarded(&self) -> bool {
+        self.kind == Kind::Publish
+            && matches!(
+                self.design(),
+                Design::RenameWithoutCheck | Design::JsonEpochGuard
+            )
+    }
+
+    /// The working state of the open transaction, opened now if the executor had left it
+    /// (the traps that commit early open a second transaction for the release).
+    fn work(&mut self) -> &mut StoreState {
+        if self.tx.is_none() {
+            let guard = S::lock(&self.world.store);
+            let work = guard.clone();
+            self.tx = Some((guard, work));
+        }
+        match &mut self.tx {
+            Some((_, work)) => work,
+            None => unreachable!("opened above"),
+        }
+    }
+
+    fn commit(&mut self) {
+        if let Some((mut guard, work)) = self.tx.take() {
+            S::with(&self.world.ghost, |g| g.on_commit(&work));
+            S::with(&self.world.snapshot, |snap| *snap = work.clone());
+            *guard = work;
+        }
+    }
+
+    fn lease_row(&mut self) -> Option<LeaseRecord> {
+        self.lease_reads += 1;
+        let revalidation = self.kind == Kind::Publish && self.lease_reads == 1;
+        let releasing = match self.kind {
+            Kind::Publish => self.lease_reads == 2,
+            Kind::Release => true,
+            Kind::Acquire => false,
+        };
+        if revalidation && self.unguarded() {
+            // Trap: no revalidation against the store; the holder trusts its own grant.
+            return self.granted.clone();
+        }
+        let target = self.target.clone();
+        let row = self.work().leases.get(&target).cloned();
+        let credential = self.credential.clone();
+        match (self.design(), row, credential) {
+            // Traps: the release reads the row by token only (or by epoch only), so the core
+            // sees the presenter's own epoch (or token) — as a `WHERE` on one column would.
+            (Design::ReleaseTokenOnly, Some(mut row), Some(c)) if releasing => {
+                let ours = row
+                    .state
+                    .grant()
+                    .is_some_and(|g| g.holder_token_hash.ct_eq(&c.token_hash));
+                if ours && matches!(row.state, LeaseState::Held(_)) {
+                    row.fencing_epoch = c.epoch;
+                }
+                Some(row)
+            }
+            (Design::ReleaseEpochOnly, Some(mut row), Some(c)) if releasing => {
+                if row.fencing_epoch == c.epoch {
+                    if let LeaseState::Held(g) = &mut row.state {
+                        g.holder_token_hash = c.token_hash;
+                    }
+                }
+                Some(row)
+            }
+            (_, row, _) => row,
+        }
+    }
+
+    fn clock(&mut self) -> Millis {
+        let now = self.world.now();
+        self.last_clock = now;
+        match (self.design(), self.kind, &self.granted) {
+            // Trap: the publication reads a clock cached at its grant, so expiry is ignored.
+            (Design::IgnoreExpiry, Kind::Publish, Some(granted)) => {
+                granted.state.grant().map_or(now, |g| g.acquired_at)
+            }
+            _ => now,
+        }
+    }
+
+    fn execute(&mut self, effect: Effect<'_>) -> Input<ModelFault> {
+        let world = self.world;
+        let target = self.target.clone();
+        match effect {
+            Effect::ReadCommittedLease => {
+                Input::Lease(S::with(&world.snapshot, |s| s.leases.get(&target).cloned()))
+            }
+            Effect::LockTarget => {
+                if !self.unguarded() && self.design() != Design::TargetLockSkipped {
+                    self.target_guard = Some(S::lock(world.target_lock(&target)));
+                }
+                Input::Done
+            }
+            Effect::Begin => {
+                if !self.unguarded() {
+                    self.work();
+                    if self.design() == Design::Renewal && self.kind == Kind::Publish {
+                        self.renew();
+                    }
+                }
+                Input::Done
+            }
+            Effect::ReadLease => Input::Lease(self.lease_row()),
+            Effect::ReadClock => Input::Clock(self.clock()),
+            Effect::ReadChannels => Input::Channels(match &self.tx {
+                Some((_, work)) => work.channel_rows(&target),
+                None => S::with(&world.snapshot, |s| s.channel_rows(&target)),
+            }),
+            Effect::WriteGrant(plan) => {
+                if self.design() == Design::SplitAcquire {
+                    // Trap: decided in one transaction, written in another: both locks are
+                    // let go between the decision and the write.
+                    self.tx = None;
+                    self.target_guard = None;
+                }
+                let check_prior = self.design() != Design::SplitAcquire;
+                let work = self.work();
+                let row = work.leases.get_mut(&target);
+                Input::Written(match row {
+                    Some(row) if !check_prior || row.fencing_epoch == plan.prior_epoch => {
+                        *row = plan.record();
+                        true
+                    }
+                    _ => false,
+                })
+            }
+            Effect::WriteRelease(plan) => {
+                let design = self.design();
+                let work = self.work();
+                let Some(row) = work.leases.get_mut(&target) else {
+                    return Input::Written(false);
+                };
+                let Some(grant) = row.state.grant().cloned() else {
+                    return Input::Written(false);
+                };
+                let held = matches!(row.state, LeaseState::Held(_));
+                let epoch_ok = row.fencing_epoch == plan.epoch;
+                let token_ok = grant.holder_token_hash.ct_eq(&plan.token_hash);
+                let matches = held
+                    && match design {
+                        Design::ReleaseTokenOnly => token_ok,
+                        Design::ReleaseEpochOnly => epoch_ok,
+                        _ => epoch_ok && token_ok,
+                    };
+                if matches {
+                    S::with(&world.ghost, |g| {
+                        g.on_release(row, plan.epoch, &plan.token_hash)
+                    });
+                    row.state = LeaseState::Released(grant);
+                }
+                Input::Written(matches)
+            }
+            Effect::PrepareDir => Input::Dir { verified: true },
+            Effect::SyncParents | Effect::SyncDir => Input::Done,
+            Effect::RemoveOrphans => {
+                // A trap that let the locks go removes a live temp file of another publisher
+                // here; that publisher's rename then fails.
+                S::with(&world.fs, |fs| fs.dir(&target).temps.clear());
+                Input::Done
+            }
+            Effect::WriteTemp(bytes) => {
+                self.document = bytes.to_vec();
+                let in_place = self.design() == Design::InPlaceWrite;
+                self.temp = Some(S::with(&world.fs, |fs| {
+                    let dir = fs.dir(&target);
+                    if in_place {
+                        // Trap: current.json written in place, in two writes (the first here).
+                        dir.current = Some(bytes[..bytes.len() / 2].to_vec());
+                    }
+                    let id = dir.next_temp;
+                    dir.next_temp += 1;
+                    dir.temps.insert(id, bytes.to_vec());
+                    id
+                }));
+                Input::Done
+            }
+            Effect::RemoveTemp => {
+                if let Some(temp) = self.temp.take() {
+                    S::with(&world.fs, |fs| fs.dir(&target).temps.remove(&temp));
+                }
+                Input::Done
+            }
+            Effect::Rename => self.rename(),
+            Effect::Reached(step) => {
+                if step == PublishStep::Revalidated && self.design() == Design::StoreLockLost {
+                    // The store's lock vanishes; the release later takes it anew.
+                    self.commit();
+                }
+                if step == PublishStep::Composed && self.design() == Design::CommitThenRename {
+                    // Trap: revalidate and compose in one transaction, commit, and write and
+                    // rename outside it ("remote lease + unguarded local write").
+                    self.commit();
+                    self.target_guard = None;
+                }
+                Input::Done
+            }
+            Effect::Commit => {
+                self.commit();
+                Input::Done
+            }
+            Effect::Rollback => {
+                self.tx = None;
+                Input::Done
+            }
+            Effect::UnlockTarget => {
+                self.target_guard = None;
+                Input::Done
+            }
+            Effect::Finished => unreachable!("`drive` stops at Finished"),
+        }
+    }
+
+    fn rename(&mut self) -> Input<ModelFault> {
+        let (world, target) = (self.world, self.target.clone());
+        let Some(temp) = self.temp.take() else {
+            return Input::Failed(ModelFault::Refused);
+        };
+        let credential = self.credential.clone();
+        let Some(credential) = credential else {
+            unreachable!("only a publication renames")
+        };
+        let renamer = Renamer {
+            epoch: credential.epoch,
+            token_hash: credential.token_hash,
+            expires_at: self.expires_at,
+            last_clock: self.last_clock,
+        };
+        let json_guard = self.design() == Design::JsonEpochGuard;
+        S::with(&world.fs, |fs| {
+            let dir = fs.dir(&target);
+            if json_guard {
+                // Trap: the epoch in the published JSON used as the guard.
+                let current = dir
+                    .current
+                    .as_deref()
+                    .and_then(|b| ProjectionDocument::parse(b).ok())
+                    .map_or(0, |d| d.fencing_epoch);
+                if current > credential.epoch {
+                    dir.temps.remove(&temp);
+                    return Input::Failed(ModelFault::Refused);
+                }
+            }
+            let Some(bytes) = dir.temps.remove(&temp) else {
+                return Input::Failed(ModelFault::Refused);
+            };
+            let epoch = ProjectionDocument::parse(&bytes).map_or(0, |d| d.fencing_epoch);
+            S::with(&world.ghost, |g| g.on_rename(&target, &renamer, epoch));
+            dir.current = Some(bytes);
+            Input::Done
+        })
+    }
+
+    /// Trap `Renewal`: extend `expires_at` to `now + ttl` while still the holder.
+    fn renew(&mut self) {
+        let (now, ttl) = (self.world.now(), self.world.ttl);
+        let Some(credential) = self.credential.clone() else {
+            return;
+        };
+        let work = self.work();
+        if let Some(row) = work.leases.get_mut(&credential.target_id) {
+            if let LeaseState::Held(g) = &mut row.state {
+                if row.fencing_epoch == credential.epoch
+                    && g.holder_token_hash.ct_eq(&credential.token_hash)
+                {
+                    g.expires_at = now.plus_ms(ttl.as_millis());
+                }
+            }
+        }
+    }
+}
