@@ -1,0 +1,473 @@
+//! Adapter-level interleavings of the takeover path, on the real SQLite adapter.
+//!
+//! A holder publishes on its own thread and is parked — before every effect of the core's
+//! publication machine, and inside every `FileSystem` call — while the broker clock moves past
+//! its expiry (and, in half the runs, back again before it resumes). While it is parked, a
+//! contender on its own connection tries to take over: it acquires, and a rogue presents the
+//! holder's epoch with its own token to release. The suite asserts, at every park point:
+//!
+//! - inside the holder's lock envelope, the store's write lock is held (a raw `BEGIN
+//!   IMMEDIATE` on another connection is busy) and the target's kernel lock is held (a
+//!   `try_lock` of its lock file would block), and no contender is granted;
+//! - outside it, a contender may be granted — and then the holder is fenced;
+//! - in every run: no rename by the holder after a successor's grant committed, the rogue
+//!   releases nothing, and `current.json` is always a complete document.
+//!
+//! So any change that lets go of either lock anywhere between the revalidation and the rename
+//! fails here (FENCING.md records the spans broken on purpose). A second test reproduces the
+//! descriptor hazard across real processes: a holder process closes a descriptor of the
+//! database file inside its transaction, which drops SQLite's POSIX locks — and the target
+//! lock still refuses the successor.
+
+mod children;
+mod support;
+
+use solewriter_adapters::atomic_file::{FileSystem, RealFs};
+use solewriter_adapters::lease::{Acquisition, ReleaseOutcome};
+use solewriter_adapters::publication::{PublishProbe, PublishStep};
+use solewriter_adapters::store::StoreOptions;
+use solewriter_adapters::target_lock::lock_path;
+use solewriter_adapters::Error;
+use solewriter_core::target::TargetId;
+use solewriter_core::time::Millis;
+use solewriter_core::token::HolderToken;
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::*;
+
+/// Where the holder parks: before the `n`-th effect of its publication, or inside its `n`-th
+/// file-system call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Point {
+    Effect(usize),
+    FsCall(usize),
+}
+
+/// A global order of events, to tell whether a rename came after a successor's grant.
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn tick() -> u64 {
+    SEQ.fetch_add(1, SeqCst) + 1
+}
+
+/// Parks the holder at one point and records what it did.
+struct Parker {
+    at: Option<Point>,
+    effects: AtomicUsize,
+    fs_calls: AtomicUsize,
+    /// Effect names in order (recorded on every run; the first, unparked run lists them).
+    effect_names: Mutex<Vec<&'static str>>,
+    fs_names: Mutex<Vec<&'static str>>,
+    parked: Mutex<Option<Sender<&'static str>>>,
+    resume: Mutex<Option<Receiver<()>>>,
+    /// When the rename was executed (a [`tick`]).
+    renamed_at: AtomicU64,
+}
+
+impl Parker {
+    fn new(at: Option<Point>) -> (Arc<Self>, Receiver<&'static str>, Sender<()>) {
+        let (parked_tx, parked_rx) = channel();
+        let (resume_tx, resume_rx) = channel();
+        let parker = Arc::new(Parker {
+            at,
+            effects: AtomicUsize::new(0),
+            fs_calls: AtomicUsize::new(0),
+            effect_names: Mutex::default(),
+            fs_names: Mutex::default(),
+            parked: Mutex::new(Some(parked_tx)),
+            resume: Mutex::new(Some(resume_rx)),
+            renamed_at: AtomicU64::new(0),
+        });
+        (parker, parked_rx, resume_tx)
+    }
+
+    fn maybe_park(&self, here: Point, name: &'static str) {
+        if self.at == Some(here) {
+            let parked = self.parked.lock().unwrap().take().expect("parks once");
+            parked.send(name).unwrap();
+            let resume = self.resume.lock().unwrap().take().expect("parks once");
+            // Resumed by a message or by the sender being dropped.
+            let _ = resume.recv();
+        }
+    }
+
+    fn fs_call(&self, name: &'static str) {
+        self.fs_names.lock().unwrap().push(name);
+        let n = self.fs_calls.fetch_add(1, SeqCst);
+        self.maybe_park(Point::FsCall(n), name);
+    }
+}
+
+impl PublishProbe for Parker {
+    fn reached(&self, _: PublishStep, _: &TargetId, _: u64) {}
+
+    fn before(&self, effect: &'static str, _: &TargetId, _: u64) {
+        self.effect_names.lock().unwrap().push(effect);
+        let n = self.effects.fetch_add(1, SeqCst);
+        self.maybe_park(Point::Effect(n), effect);
+    }
+}
+
+/// The real file system, reporting each call to the parker first.
+struct ParkingFs(Arc<Parker>);
+
+impl FileSystem for ParkingFs {
+    fn create_dir(&self, path: &Path) -> io::Result<()> {
+        self.0.fs_call("create_dir");
+        RealFs.create_dir(path)
+    }
+    fn create_new(&self, path: &Path) -> io::Result<File> {
+        self.0.fs_call("create_new");
+        RealFs.create_new(path)
+    }
+    fn write_all(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
+        self.0.fs_call("write_all");
+        RealFs.write_all(file, bytes)
+    }
+    fn sync_file(&self, file: &File) -> io::Result<()> {
+        self.0.fs_call("sync_file");
+        RealFs.sync_file(file)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.0.fs_call("rename");
+        let result = RealFs.rename(from, to);
+        if result.is_ok() {
+            self.0.renamed_at.store(tick(), SeqCst);
+        }
+        result
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.0.fs_call("sync_dir");
+        RealFs.sync_dir(dir)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        self.0.fs_call("remove_file");
+        RealFs.remove_file(path)
+    }
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.0.fs_call("hard_link");
+        RealFs.hard_link(from, to)
+    }
+}
+
+/// What one run saw.
+#[derive(Debug, Default)]
+struct Run {
+    /// The contender was granted (and when).
+    contender_granted_at: Option<u64>,
+    /// The contender got `Busy`.
+    contender_busy: bool,
+    holder: Option<Result<u64, String>>,
+}
+
+/// Whether, parked at this point, the holder holds the store's write lock and the target
+/// lock (from the unparked run's effect list).
+fn envelope(effects: &[&str], at: Point) -> (bool, bool) {
+    let index = |name| effects.iter().position(|e| *e == name).expect("effect ran");
+    match at {
+        // Every file-system call of a publication happens inside both locks.
+        Point::FsCall(_) => (true, true),
+        Point::Effect(n) => (
+            n > index("begin") && n <= index("commit"),
+            n > index("lock-target") && n <= index("unlock-target"),
+        ),
+    }
+}
+
+fn target_of() -> TargetId {
+    tuple("a").target_id()
+}
+
+fn store_lock_is_held(options: &StoreOptions) -> bool {
+    let conn = rusqlite::Connection::open(&options.db_path).unwrap();
+    conn.busy_timeout(Duration::ZERO).unwrap();
+    match conn.execute_batch("BEGIN IMMEDIATE") {
+        Ok(()) => {
+            conn.execute_batch("ROLLBACK").unwrap();
+            false
+        }
+        Err(e) => {
+            assert_eq!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseBusy),
+                "{e}"
+            );
+            true
+        }
+    }
+}
+
+fn target_lock_is_held(options: &StoreOptions, target: &TargetId) -> bool {
+    let file = File::open(lock_path(&options.runtime_root, target)).unwrap();
+    match file.try_lock() {
+        Ok(()) => {
+            file.unlock().unwrap();
+            false
+        }
+        Err(std::fs::TryLockError::WouldBlock) => true,
+        Err(e) => panic!("try_lock: {e:?}"),
+    }
+}
+
+/// One run: the holder parks at `at` (or nowhere), the clock moves forward past its expiry
+/// (and back when `back`), contenders act, the holder resumes.
+fn run(at: Option<Point>, back: bool) -> (Run, Arc<Parker>) {
+    let f = Fixture::new();
+    let setup = f.open();
+    let target = setup.admit_target(&tuple("a")).unwrap();
+    setup.submit(&router(), &route(&target, 1, "one")).unwrap();
+    // A document of an earlier epoch exists, so a stale rename would replace something.
+    expect_acquired(setup.acquire(&target, &holder("z")).unwrap())
+        .publish()
+        .unwrap();
+    drop(setup);
+    let (parker, parked, resume) = Parker::new(at);
+    let mut contender_options = f.options.clone();
+    contender_options.timing = timing(TTL_MS, 20);
+    let mut seen = Run::default();
+    std::thread::scope(|s| {
+        let (granted_tx, granted_rx) = channel();
+        let (probe, fs, options) = (parker.clone(), parker.clone(), &f.options);
+        let publisher = s.spawn(move || {
+            let store = solewriter_adapters::store::ProjectionStore::open(options)
+                .unwrap()
+                .with_file_system(Arc::new(ParkingFs(fs)));
+            let lease = expect_acquired(store.acquire(&target_of(), &holder("a")).unwrap());
+            granted_tx.send(lease.epoch()).unwrap();
+            match lease.publish_observed(&*probe) {
+                Ok(p) => Ok(p.fencing_epoch),
+                Err(e) => Err(e.to_string()),
+            }
+        });
+        let epoch = granted_rx.recv().unwrap();
+        if at.is_none() {
+            // The listing run: one undisturbed publication.
+            seen.holder = Some(publisher.join().unwrap());
+            return;
+        }
+        wait_parked(&parked, at);
+        f.clock.advance(TTL_MS);
+        let contender =
+            solewriter_adapters::store::ProjectionStore::open(&contender_options).unwrap();
+        // A rogue presents the holder's epoch with its own token: never a release.
+        match contender.release_token(&target, epoch, &HolderToken::from_bytes([7; 32])) {
+            Ok(ReleaseOutcome::NotHolder(_)) | Err(Error::Busy { .. }) => {}
+            other => panic!("rogue release at {at:?}: {other:?}"),
+        }
+        let granted = match contender.acquire(&target, &holder("b")) {
+            Ok(Acquisition::Acquired(b)) => {
+                seen.contender_granted_at = Some(tick());
+                Some(b)
+            }
+            Ok(Acquisition::Held(h)) => panic!("holder expired, yet held: {h:?}"),
+            Err(Error::Busy { .. }) => {
+                seen.contender_busy = true;
+                None
+            }
+            Err(e) => panic!("contender at {at:?}: {e}"),
+        };
+        if back {
+            f.clock.set(Millis(START.0 + 1));
+        }
+        drop(resume);
+        seen.holder = Some(publisher.join().unwrap());
+        if let Some(b) = granted {
+            b.release().unwrap();
+        }
+    });
+    // Whatever happened, current.json is a complete document.
+    let bytes = f.current_bytes(&target).expect("published");
+    serde_json::from_slice::<serde_json::Value>(&bytes).expect("a complete document");
+    (seen, parker)
+}
+
+#[test]
+fn no_contender_is_granted_while_a_publication_holds_its_locks_and_no_stale_rename_lands() {
+    // The unparked run lists the effects and file-system calls of one publication.
+    let (listing_run, listing) = run(None, false);
+    let effects = listing.effect_names.lock().unwrap().clone();
+    let fs_calls = listing.fs_names.lock().unwrap().clone();
+    assert!(matches!(listing_run.holder, Some(Ok(_))), "{listing_run:?}");
+    let points: Vec<Point> = (0..effects.len())
+        .map(Point::Effect)
+        .chain((0..fs_calls.len()).map(Point::FsCall))
+        .collect();
+    let (mut inside, mut granted, mut fenced, mut published) = (0, 0, 0, 0);
+    for &at in &points {
+        for back in [false, true] {
+            let (seen, parker) = run(Some(at), back);
+            let (store_lock, target_lock) = envelope(&effects, at);
+            let name = match at {
+                Point::Effect(n) => effects[n],
+                Point::FsCall(n) => fs_calls[n],
+            };
+            let renamed_at = parker.renamed_at.load(SeqCst);
+            // No rename by the holder after a successor's grant committed.
+            if let Some(granted_at) = seen.contender_granted_at {
+                granted += 1;
+                assert!(
+                    renamed_at == 0 || renamed_at < granted_at,
+                    "{at:?} ({name}), back {back}: the holder renamed after the successor's grant"
+                );
+                assert!(
+                    matches!(&seen.holder, Some(Err(e)) if e.contains("fenced") || e.contains("expired")),
+                    "{at:?} ({name}): granted a successor, yet the holder ended with {:?}",
+                    seen.holder
+                );
+                fenced += 1;
+            }
+            if store_lock || target_lock {
+                inside += 1;
+                assert!(
+                    seen.contender_granted_at.is_none() && seen.contender_busy,
+                    "{at:?} ({name}), back {back}: a contender was granted while the holder held its locks: {seen:?}"
+                );
+            }
+            if matches!(seen.holder, Some(Ok(_))) {
+                published += 1;
+            }
+        }
+    }
+    // The lock checks proper, at each point once more (a run without contenders).
+    for &at in &points {
+        let (store_lock, target_lock) = envelope(&effects, at);
+        assert_eq!(
+            locks_while_parked(at),
+            (store_lock, target_lock),
+            "{at:?}: the locks held while parked"
+        );
+    }
+    solewriter_adapters_report(&format!(
+        "adapter interleavings: ({} effect points + {} file-system points) x 2 clock moves = {} runs; {inside} inside the locks (no grant), {granted} granted a successor outside them (holder fenced in {fenced}), {published} publications",
+        effects.len(),
+        fs_calls.len(),
+        2 * points.len()
+    ));
+    // Non-vacuity: both sides of the envelope were exercised.
+    assert!(inside > 0 && granted > 0 && published > 0);
+}
+
+/// Parks the holder at `at` and reports (store lock held, target lock held).
+fn locks_while_parked(at: Point) -> (bool, bool) {
+    let f = Fixture::new();
+    let setup = f.open();
+    let target = setup.admit_target(&tuple("a")).unwrap();
+    setup.submit(&router(), &route(&target, 1, "one")).unwrap();
+    drop(setup);
+    let (parker, parked, resume) = Parker::new(Some(at));
+    std::thread::scope(|s| {
+        let (probe, fs, options) = (parker.clone(), parker.clone(), &f.options);
+        let publisher = s.spawn(move || {
+            let store = solewriter_adapters::store::ProjectionStore::open(options)
+                .unwrap()
+                .with_file_system(Arc::new(ParkingFs(fs)));
+            let lease = expect_acquired(store.acquire(&target_of(), &holder("a")).unwrap());
+            lease.publish_observed(&*probe).map(|_| ())
+        });
+        wait_parked(&parked, Some(at));
+        let held = (
+            store_lock_is_held(&f.options),
+            target_lock_is_held(&f.options, &target),
+        );
+        drop(resume);
+        publisher.join().unwrap().expect("publishes");
+        held
+    })
+}
+
+/// Waits for the holder to park. The points come from an unparked run of the same sequence,
+/// so each is reached; the bound only turns a hang into a failure.
+fn wait_parked(parked: &Receiver<&'static str>, at: Option<Point>) {
+    if let Err(e) = parked.recv_timeout(Duration::from_secs(120)) {
+        panic!("the holder never reached {at:?}: {e}");
+    }
+}
+
+fn solewriter_adapters_report(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// The descriptor hazard, across real processes. A holder process, inside its publication
+/// transaction (right after the revalidation), reads the store's files with plain file I/O,
+/// as a naive backup would; closing those descriptors silently drops every POSIX lock its
+/// process held on them, SQLite's write lock included — shown here by another process's
+/// `BEGIN IMMEDIATE` succeeding. A successor whose clock says the holder's grant expired then
+/// tries to take over: the target's kernel lock still refuses it (`Busy`), so the holder's
+/// rename cannot land after a successor's grant. With the target lock made a no-op, the
+/// successor is granted here and the test fails.
+#[test]
+fn a_holder_that_drops_sqlites_locks_still_excludes_the_successor() {
+    const NAME: &str = "a_holder_that_drops_sqlites_locks_still_excludes_the_successor";
+    if let Some((role, dir)) = children::role() {
+        assert_eq!(role, "holder");
+        return descriptor_closing_holder(&dir);
+    }
+    let f = Fixture::new();
+    let setup = f.open();
+    let target = setup.admit_target(&tuple("a")).unwrap();
+    setup.submit(&router(), &route(&target, 1, "one")).unwrap();
+    drop(setup);
+    let mut holder_proc = children::ChildProc::spawn(NAME, "holder", f.dir.path());
+    assert_eq!(holder_proc.line(), "parked");
+    assert!(
+        !store_lock_is_held(&f.options),
+        "the hazard is reproduced: SQLite's write lock vanished with the closed descriptors"
+    );
+    assert!(target_lock_is_held(&f.options, &target));
+    // The successor's clock is past the holder's expiry.
+    f.clock.set(Millis(START.0 + 2 * TTL_MS));
+    let mut contender_options = f.options.clone();
+    contender_options.timing = timing(TTL_MS, 50);
+    let contender = solewriter_adapters::store::ProjectionStore::open(&contender_options).unwrap();
+    match contender.acquire(&target, &holder("b")) {
+        Err(Error::Busy { .. }) => {}
+        Ok(Acquisition::Acquired(b)) => panic!(
+            "a successor was granted epoch {} while the holder was inside its publication",
+            b.epoch()
+        ),
+        other => panic!("{other:?}"),
+    }
+    holder_proc.send("go");
+    assert_eq!(holder_proc.line(), "published 1");
+    holder_proc.finish();
+    let b = expect_acquired(contender.acquire(&target, &holder("b")).unwrap());
+    assert_eq!(b.epoch(), 2);
+    assert_eq!(b.publish().unwrap().fencing_epoch, 2);
+}
+
+/// The child of the descriptor-hazard test.
+fn descriptor_closing_holder(dir: &Path) {
+    struct CopyTheStore<'a>(&'a Path);
+    impl PublishProbe for CopyTheStore<'_> {
+        fn reached(&self, step: PublishStep, _: &TargetId, _: u64) {
+            if step == PublishStep::Revalidated {
+                for name in ["store.sqlite", "store.sqlite-wal", "store.sqlite-shm"] {
+                    let _ = std::fs::read(self.0.join(name));
+                }
+                children::say("parked");
+                let go = children::commands().next();
+                assert_eq!(go.as_deref(), Some("go"));
+            }
+        }
+    }
+    let options = StoreOptions {
+        db_path: dir.join("store.sqlite"),
+        runtime_root: solewriter_adapters::runtime::RuntimeRoot::new(dir.join("runtime")),
+        timing: timing(TTL_MS, 100),
+        registry: registry(64 * 1024),
+        clock: Arc::new(solewriter_adapters::clock::ManualClock::new(START)),
+    };
+    let store = solewriter_adapters::store::ProjectionStore::open(&options).unwrap();
+    let target = tuple("a").target_id();
+    let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    match lease.publish_observed(&CopyTheStore(dir)) {
+        Ok(p) => children::say(&format!("published {}", p.fencing_epoch)),
+        Err(e) => children::say(&format!("error {e}")),
+    }
+}
