@@ -72,27 +72,117 @@ fn store_errors_exit_4_and_create_nothing() {
     foreign.fails(&["inspect"], 4, "nothing was changed");
 }
 
+/// Every row of every table of the store, and every file under the env's directory but the
+/// store's own (path and contents): what a refused command must leave exactly as it was.
+fn everything_written(env: &Env) -> (Vec<String>, Vec<(String, String)>) {
+    let db = rusqlite::Connection::open_with_flags(
+        env.dir.path().join("store.sqlite"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let tables: Vec<String> = db
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(tables.len() >= 2, "{tables:?}");
+    let mut rows = Vec::new();
+    for table in tables {
+        let mut stmt = db.prepare(&format!("SELECT * FROM \"{table}\"")).unwrap();
+        let columns = stmt.column_count();
+        let mut cursor = stmt.query([]).unwrap();
+        while let Some(row) = cursor.next().unwrap() {
+            let values: Vec<String> = (0..columns)
+                .map(|i| match row.get_ref(i).unwrap() {
+                    rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                    other => format!("{other:?}"),
+                })
+                .collect();
+            rows.push(format!("{table}: {}", values.join(", ")));
+        }
+    }
+    let mut files = Vec::new();
+    let mut dirs = vec![env.dir.path().to_owned()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path
+                .strip_prefix(env.dir.path())
+                .unwrap()
+                .display()
+                .to_string();
+            if path.is_dir() {
+                files.push((format!("{name}/"), String::new()));
+                dirs.push(path);
+            } else if !name.starts_with("store.sqlite") {
+                let bytes = std::fs::read(&path).unwrap();
+                files.push((name, String::from_utf8_lossy(&bytes).into_owned()));
+            }
+        }
+    }
+    files.sort();
+    (rows, files)
+}
+
 #[test]
 fn rejected_input_exits_5_and_writes_nothing() {
     let env = Env::admitted("lease_ttl_ms = 5000\nbusy_timeout_ms = 2000");
+    assert!(env
+        .submit("router", "computed-route", "2", "x")
+        .status
+        .success());
+    let published = env.ok(&["publish", TARGET, "--instance", "op"]);
+    assert!(published.starts_with("published epoch 1:"), "{published}");
+    let before = everything_written(&env);
+    assert!(
+        before.0.len() >= 2,
+        "a lease row and a channel row: {before:?}"
+    );
+    assert!(
+        before
+            .1
+            .iter()
+            .any(|(name, _)| name.ends_with("current.json")),
+        "{:?}",
+        before.1
+    );
+    let unchanged = |what: &str| {
+        assert_eq!(
+            everything_written(&env),
+            before,
+            "{what}: a refused command wrote something"
+        );
+    };
     let with_session = TUPLE.replace('}', r#","sessionId":"s"}"#);
     env.fails(&["admit", &with_session], 5, "unknown field `sessionId`");
+    unchanged("admit with an unknown field");
     env.fails(&["read", "../etc"], 5, "64 lowercase hex");
+    unchanged("read of a bad target id");
     env.fails(
         &["publish", TARGET, "--instance", "Bad Name"],
         5,
         "instance name refused",
     );
-    let out = env.submit("frontier", "computed-route", "1", "x");
+    unchanged("publish by a bad instance name");
+    let out = env.submit("frontier", "computed-route", "3", "x");
     expect_failure(&out, 5, "does not own channel", &"foreign channel");
-    assert!(env
-        .submit("router", "computed-route", "2", "x")
-        .status
-        .success());
+    unchanged("submit to a foreign channel");
     let out = env.submit("router", "computed-route", "1", "x");
     expect_failure(&out, 5, "regressed", &"regressed watermark");
+    unchanged("submit of a regressed watermark");
     let other = TARGET.replace('2', "3");
     env.fails(&["publish", &other, "--instance", "a"], 5, "not admitted");
+    // Known exception, pinned exactly so that anything more fails: the per-target flock file
+    // is created (empty) before the transaction that finds the target unadmitted, although
+    // the message says nothing was written. No row, no document, nothing else.
+    let (rows, mut files) = everything_written(&env);
+    let lock = format!("runtime/hook-projections/{other}.lock");
+    let at = files.iter().position(|(name, _)| *name == lock);
+    let (_, contents) = files.remove(at.unwrap_or_else(|| panic!("{lock} in {files:?}")));
+    assert_eq!(contents, "", "the flock file is empty");
+    assert_eq!((rows, files), before, "publish of a target never admitted");
 }
 
 /// Input from stdin or a file is read up to its bound and no further: an oversized or endless
@@ -200,20 +290,24 @@ fn outside_input_is_read_up_to_its_bound_and_no_further() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // A hang guard, not a timing assertion: the bounded reader exits at once.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            child.kill().unwrap();
+    // A hang guard, not a timing assertion: the bounded reader exits at once. The exit is an
+    // event (a thread's `wait` returns); only a child still running after a minute — one
+    // waiting for the endless file's end — is killed and fails the test.
+    let pid = child.id();
+    let stderr_pipe = child.stderr.take().unwrap();
+    let (exited, exit) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = exited.send(child.wait());
+    });
+    let status = match exit.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(status) => status.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
             panic!("the CLI kept reading an envelope file past its bound");
         }
-        std::thread::sleep(std::time::Duration::from_millis(10));
     };
     let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    std::io::Read::read_to_string(&mut { stderr_pipe }, &mut stderr).unwrap();
     assert_eq!(status.code(), Some(5), "{stderr}");
     assert!(stderr.contains("over its bound of 1000 bytes"), "{stderr}");
 
@@ -271,7 +365,9 @@ fn scripting_by_hand_submit_publish_inspect_read() {
 
 #[test]
 fn holder_protocol_held_then_fenced_after_takeover() {
-    let env = Env::admitted("lease_ttl_ms = 1500\nbusy_timeout_ms = 2000");
+    // Every process reads one broker clock that only this test moves: the lease is ten
+    // minutes long and expires when the clock is moved past it, not after a real wait.
+    let env = Env::clocked(LONG_LEASE);
     let mut a = env.holder("a", &[]);
     let mut b = env.holder("b", &[]);
     assert_eq!(a.ask("publish"), "error no lease held (acquire first)");
@@ -280,29 +376,29 @@ fn holder_protocol_held_then_fenced_after_takeover() {
     let [word, epoch, expires_at] = words(&granted)[..] else {
         panic!("{granted}")
     };
-    assert_eq!((word, epoch), ("acquired", "1"));
-    assert!(a
-        .ask("acquire")
-        .starts_with("error already holding epoch 1"));
-    let held = b.ask("acquire");
-    assert_eq!(words(&held)[..2], ["held", "1"], "{held}");
+    assert_eq!((word, epoch), ("acquired", "1"), "{granted}");
+    assert_eq!(
+        expires_at.parse::<u64>().ok(),
+        Some(CLOCK_START + 600_000),
+        "the grant runs on the shared clock: {granted}"
+    );
+    let again = a.ask("acquire");
+    assert!(
+        again.starts_with("error already holding epoch 1"),
+        "{again}"
+    );
+    expect_answer(&b.ask("acquire"), "held 1", &"B while A's grant is live");
     // A live holder refuses the one-shot `publish` command too: exit 6, nothing written.
     env.fails(&["publish", TARGET, "--instance", "c"], 6, "is held by a");
-    // Wait out A's grant without A doing anything, then B takes over and publishes.
-    let expires_at: u64 = expires_at.parse().unwrap();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    std::thread::sleep(std::time::Duration::from_millis(
-        expires_at.saturating_sub(now) + 50,
-    ));
-    assert_eq!(words(&b.ask("acquire"))[..2], ["acquired", "2"]);
-    assert_eq!(words(&b.ask("publish"))[..2], ["published", "2"]);
+    // A's grant expires without A doing anything, then B takes over and publishes.
+    env.expire(expires_at);
+    expect_answer(&b.ask("acquire"), "acquired 2", &"B after A's expiry");
+    expect_answer(&b.ask("publish"), "published 2", &"B");
     let bytes = std::fs::read(env.current()).unwrap();
     assert_eq!(a.ask("publish"), "fenced superseded 2");
     assert_eq!(std::fs::read(env.current()).unwrap(), bytes, "untouched");
-    assert!(a.ask("acquire").starts_with("acquired 3"));
+    // B's publication released its grant, so A may take a fresh one.
+    expect_answer(&a.ask("acquire"), "acquired 3", &"A after B published");
     assert_eq!(a.ask("release"), "released");
     assert_eq!(a.ask("release"), "error no lease held (acquire first)");
     a.quit();
@@ -311,27 +407,34 @@ fn holder_protocol_held_then_fenced_after_takeover() {
 
 #[test]
 fn holder_stalled_inside_its_transaction_blocks_every_other_writer() {
-    let env = Env::admitted("lease_ttl_ms = 5000\nbusy_timeout_ms = 150");
+    // The lease outlives every step (the shared clock never moves here), so A is still the
+    // holder when it goes on, however slow the machine.
+    let env = Env::clocked("lease_ttl_ms = 600000\nbusy_timeout_ms = 150");
     assert!(env
         .submit("router", "computed-route", "1", "a")
         .status
         .success());
     let mut a = env.holder("a", &["--stall-at", "temp-written"]);
-    assert!(a.ask("acquire").starts_with("acquired 1 "));
+    expect_answer(&a.ask("acquire"), "acquired 1", &"A");
     assert_eq!(a.ask("publish"), "stalled temp-written");
     // A contender for the live lease is answered `held` from the committed snapshot, without
     // queueing for the write lock; but A holds SQLite's write lock, so any other writer —
     // here a producer's submission — waits out the busy timeout and exits 4.
     let mut b = env.holder("b", &[]);
-    assert!(b.ask("acquire").starts_with("held 1 "));
+    expect_answer(
+        &b.ask("acquire"),
+        "held 1",
+        &"B while A is inside its transaction",
+    );
     env.fails(&["publish", TARGET, "--instance", "c"], 6, "is held by a");
     let out = env.submit("router", "computed-route", "2", "b");
     expect_failure(&out, 4, "busy", &"submit while A is inside its transaction");
     assert!(!env.current().exists(), "not renamed yet");
     a.send("go on");
-    assert_eq!(words(&a.recv())[..2], ["published", "1"]);
+    expect_answer(&a.recv(), "published 1", &"A going on");
     assert!(env.current().exists());
-    assert_eq!(words(&b.ask("acquire"))[..2], ["acquired", "2"]);
+    // A published and released; B is granted without any clock moving.
+    expect_answer(&b.ask("acquire"), "acquired 2", &"B after A released");
     a.quit();
     b.quit();
     let out = Command::new(EXE)

@@ -6,13 +6,16 @@
 //! committed rows and removes the leftovers. A producer killed between its row write and
 //! its commit leaves the store exactly as before (every kind of submission: insert, advance,
 //! degrade, replay), and retrying it then does what it would have done.
+//!
+//! No step has to happen before a real deadline: every process of a test reads one broker
+//! clock that only the test moves, leases are ten minutes long, and a lease expires when the
+//! test moves the clock past it (`Env::expire`). Waits are on the holders' answers.
 
 mod support;
 
 use serde_json::Value;
 use solewriter::core::publication::PublishStep;
 use std::process::Command;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use support::*;
 
 fn signal(holder: &Holder, sig: &str) {
@@ -23,21 +26,12 @@ fn signal(holder: &Holder, sig: &str) {
     assert!(status.success(), "kill {sig}");
 }
 
-/// Sleeps until the wall clock passes `expires_at_ms` (as printed by `acquired`).
-fn sleep_past(expires_at_ms: &str) {
-    let expires: u64 = expires_at_ms.parse().unwrap();
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    std::thread::sleep(Duration::from_millis(expires.saturating_sub(now) + 60));
-}
-
+/// Acquires epoch `epoch`; returns the grant's expiry (ms on the shared clock).
+#[track_caller]
 fn acquired(holder: &mut Holder, epoch: &str) -> String {
     let answer = holder.ask("acquire");
-    let w = words(&answer);
-    assert_eq!(w[..2], ["acquired", epoch], "{answer}");
-    w[2].to_owned()
+    expect_answer(&answer, &format!("acquired {epoch}"), &"acquire");
+    word(&answer, 2).to_owned()
 }
 
 fn doc(env: &Env) -> Value {
@@ -62,7 +56,7 @@ fn temps(env: &Env) -> usize {
 
 #[test]
 fn holder_frozen_past_expiry_is_fenced_after_takeover() {
-    let env = Env::admitted("lease_ttl_ms = 800\nbusy_timeout_ms = 2000");
+    let env = Env::clocked(LONG_LEASE);
     assert!(env
         .submit("router", "computed-route", "1", "a")
         .status
@@ -71,14 +65,14 @@ fn holder_frozen_past_expiry_is_fenced_after_takeover() {
     let mut b = env.holder("b", &[]);
     let expires = acquired(&mut a, "1");
     signal(&a, "-STOP");
-    assert_eq!(words(&b.ask("acquire"))[..2], ["held", "1"]);
-    sleep_past(&expires);
+    expect_answer(&b.ask("acquire"), "held 1", &"B while A's grant is live");
+    env.expire(&expires);
     acquired(&mut b, "2");
     // A resumes while B still holds its live grant (B has not published yet).
     signal(&a, "-CONT");
     assert_eq!(a.ask("publish"), "fenced superseded 2");
     assert!(!env.current().exists(), "the stale holder wrote nothing");
-    assert_eq!(words(&b.ask("publish"))[..2], ["published", "2"]);
+    expect_answer(&b.ask("publish"), "published 2", &"B");
     assert_eq!(doc(&env)["fencingEpoch"], 2);
     assert_eq!(temps(&env), 0);
     a.quit();
@@ -87,7 +81,7 @@ fn holder_frozen_past_expiry_is_fenced_after_takeover() {
 
 #[test]
 fn holder_frozen_inside_its_transaction_cannot_be_taken_over() {
-    let env = Env::admitted("lease_ttl_ms = 800\nbusy_timeout_ms = 300");
+    let env = Env::clocked("lease_ttl_ms = 600000\nbusy_timeout_ms = 300");
     assert!(env
         .submit("router", "computed-route", "1", "a")
         .status
@@ -98,7 +92,7 @@ fn holder_frozen_inside_its_transaction_cannot_be_taken_over() {
     assert_eq!(a.ask("publish"), "stalled temp-written");
     signal(&a, "-STOP");
     a.send("continue"); // buffered until A runs again
-    sleep_past(&expires);
+    env.expire(&expires);
     // A's lease has expired by the clock, but A holds SQLite's write lock.
     assert_eq!(b.ask("acquire"), "busy");
     assert!(!env.current().exists(), "nothing renamed");
@@ -111,7 +105,7 @@ fn holder_frozen_inside_its_transaction_cannot_be_taken_over() {
     assert!(!env.current().exists(), "current.json untouched");
     assert_eq!(temps(&env), 0, "A removed its temp file");
     acquired(&mut b, "2");
-    assert_eq!(words(&b.ask("publish"))[..2], ["published", "2"]);
+    expect_answer(&b.ask("publish"), "published 2", &"B after A aborted");
     a.quit();
     b.quit();
 }
@@ -119,14 +113,14 @@ fn holder_frozen_inside_its_transaction_cannot_be_taken_over() {
 #[test]
 fn holder_killed_at_every_publication_step_loses_nothing() {
     for step in PublishStep::ALL {
-        let env = Env::admitted("lease_ttl_ms = 600\nbusy_timeout_ms = 2000");
+        let env = Env::clocked(LONG_LEASE);
         assert!(env
             .submit("router", "computed-route", "1", "one")
             .status
             .success());
         let mut z = env.holder("z", &[]);
         acquired(&mut z, "1");
-        assert_eq!(words(&z.ask("publish"))[..2], ["published", "1"]);
+        expect_answer(&z.ask("publish"), "published 1", &step);
         z.quit();
         let before = std::fs::read(env.current()).unwrap();
         assert!(env
@@ -164,14 +158,10 @@ fn holder_killed_at_every_publication_step_loses_nothing() {
         }
         // The lease stays A's until it expires; then B takes over and republishes.
         let mut b = env.holder("b", &[]);
-        assert_eq!(words(&b.ask("acquire"))[..2], ["held", "2"], "{step:?}");
-        sleep_past(&expires);
+        expect_answer(&b.ask("acquire"), "held 2", &step);
+        env.expire(&expires);
         acquired(&mut b, "3");
-        assert_eq!(
-            words(&b.ask("publish"))[..2],
-            ["published", "3"],
-            "{step:?}"
-        );
+        expect_answer(&b.ask("publish"), "published 3", &step);
         let republished = doc(&env);
         assert_eq!(
             republished["channels"][0]["sourceWatermark"], 2,
@@ -202,7 +192,7 @@ fn producer_killed_before_its_commit_leaves_nothing_partial() {
         ("computed-route", "1", "one", "replayed"),
     ];
     for (channel, watermark, body, retried) in cases {
-        let env = Env::admitted("lease_ttl_ms = 600\nbusy_timeout_ms = 2000");
+        let env = Env::clocked(LONG_LEASE);
         let owner = if channel == "computed-route" {
             "router"
         } else {

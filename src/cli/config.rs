@@ -18,10 +18,12 @@
 
 use crate::cli::error::{CliError, CliResult};
 use serde::Deserialize;
+use solewriter::adapters::clock::FileClock;
 use solewriter::core::channel::ChannelSpec;
 use solewriter::core::config::{BusyTimeout, ConfigError, LeaseTtl};
 use solewriter::{
-    ChannelName, ChannelRegistry, ProducerId, RuntimeRoot, StoreOptions, SystemClock, TimingConfig,
+    ChannelName, ChannelRegistry, Clock, ProducerId, RuntimeRoot, StoreOptions, SystemClock,
+    TimingConfig,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -112,6 +114,22 @@ fn timing_error(error: ConfigError) -> CliError {
             timing_key(key).0
         )),
         other => CliError::config(format!("{other}; {UNTOUCHED}")),
+    }
+}
+
+/// A hidden test seam, not a setting: when this environment variable names a file, every
+/// command but `demo` reads broker time from that file ([`FileClock`]: decimal milliseconds,
+/// replaced atomically) instead of the system clock. The process tests use it to make a
+/// lease expire by moving one clock that all their child processes share, so no test waits
+/// for a real deadline. Unset (always, outside tests), the broker clock is the system clock.
+pub const TEST_CLOCK_ENV: &str = "SOLEWRITER_TEST_CLOCK_FILE";
+
+/// The broker clock of every command but `demo`: the system clock, unless the hidden
+/// [`TEST_CLOCK_ENV`] seam is set.
+pub fn broker_clock() -> Arc<dyn Clock> {
+    match std::env::var_os(TEST_CLOCK_ENV) {
+        Some(path) if !path.is_empty() => Arc::new(FileClock::new(path)),
+        _ => Arc::new(SystemClock),
     }
 }
 
@@ -206,14 +224,14 @@ impl Settings {
         ChannelRegistry::new(specs).map_err(|e| refused(format!("channel registry refused: {e}")))
     }
 
-    /// Everything needed to open the store, on the system clock.
+    /// Everything needed to open the store, on the [`broker_clock`].
     pub fn store_options(&self) -> CliResult<StoreOptions> {
         Ok(StoreOptions {
             db_path: self.store_path()?.to_owned(),
             runtime_root: self.runtime_root()?,
             timing: self.timing()?,
             registry: self.registry()?,
-            clock: Arc::new(SystemClock),
+            clock: broker_clock(),
         })
     }
 }

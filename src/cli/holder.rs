@@ -5,7 +5,8 @@
 //! solewriter holder --config FILE --target HEX --instance NAME [--stall-at STEP]
 //! ```
 //!
-//! The holder opens its own connection to the store (system clock) and reads one command per
+//! The holder opens its own connection to the store (the broker clock of
+//! [`crate::cli::config::broker_clock`]) and reads one command per
 //! stdin line. It answers every command with exactly one line on stdout, flushed at once:
 //!
 //! | command   | answers                                                                      |

@@ -8,10 +8,7 @@ use serde_json::{json, Value};
 use solewriter::core::channel::ChannelRecord;
 use solewriter::core::lease::{LeaseRecord, LeaseState};
 use solewriter::core::projection::Freshness;
-use solewriter::{
-    read_projection, ChannelRegistry, Clock, Millis, ProjectionDocument, ProjectionStore,
-    SystemClock,
-};
+use solewriter::{read_projection, ChannelRegistry, Millis, ProjectionDocument, ProjectionStore};
 
 /// The observed state of a lease row at `now`: `expired` is derived, never stored.
 fn lease_state(record: &LeaseRecord, now: Millis) -> &'static str {
@@ -124,7 +121,7 @@ pub fn print_target(record: &LeaseRecord, rows: &[ChannelRecord], now: Millis, i
 pub fn inspect(settings: &Settings, as_json: bool) -> CliResult<()> {
     let options = settings.store_options()?;
     let store = ProjectionStore::open(&options)?;
-    let now = SystemClock.now();
+    let now = options.clock.now();
     let leases = store.lease_rows()?;
     let mut targets = Vec::with_capacity(leases.len());
     for record in leases {
@@ -190,7 +187,7 @@ pub fn read(settings: &Settings, target: &str, as_json: bool) -> CliResult<()> {
     if as_json {
         print!("{}", String::from_utf8_lossy(&doc.to_bytes()));
     } else {
-        print_document(&doc, SystemClock.now(), "");
+        print_document(&doc, crate::cli::config::broker_clock().now(), "");
     }
     Ok(())
 }

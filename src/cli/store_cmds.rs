@@ -7,10 +7,7 @@ use crate::cli::{parse_channel, parse_instance, parse_producer, parse_target};
 use solewriter::adapters::atomic_file::read_capped;
 use solewriter::core::target::MAX_TUPLE_JSON_BYTES;
 use solewriter::core::watermark::SubmissionRejected;
-use solewriter::{
-    Acquisition, Clock, Millis, ProjectionStore, Submission, SubmitOutcome, SystemClock,
-    TargetTuple,
-};
+use solewriter::{Acquisition, Millis, ProjectionStore, Submission, SubmitOutcome, TargetTuple};
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
@@ -160,7 +157,7 @@ pub fn submit(settings: &Settings, args: &SubmitArgs) -> CliResult<()> {
         (None, None) => return Err(CliError::usage("give --envelope or --envelope-file")),
     };
     let store = ProjectionStore::open(&options)?;
-    let captured_at = args.captured_at.map_or_else(|| SystemClock.now(), Millis);
+    let captured_at = args.captured_at.map_or_else(|| options.clock.now(), Millis);
     let submission = Submission {
         target_id: target,
         channel,

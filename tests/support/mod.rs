@@ -1,9 +1,14 @@
 //! Shared fixtures of the root integration tests: a temp directory with a `solewriter.toml`,
 //! the `solewriter` binary run as a command, and the scripted `holder` process.
+//!
+//! A clocked [`Env`] gives every command it runs one shared broker clock, a file named by the
+//! CLI's hidden `SOLEWRITER_TEST_CLOCK_FILE` seam. Its leases are ten minutes long — far
+//! longer than any step of a test, however loaded the machine — and a test makes a lease
+//! expire by moving that clock ([`Env::expire`]), never by waiting for a real deadline.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 
 pub const EXE: &str = env!("CARGO_BIN_EXE_solewriter");
@@ -24,10 +29,19 @@ envelope_schema = "lifecycle-frontier.v1"
 max_envelope_bytes = 4096
 "#;
 
-/// A temp directory with a config file.
+/// The hidden clock seam of the CLI (`src/cli/config.rs`).
+pub const CLOCK_ENV: &str = "SOLEWRITER_TEST_CLOCK_FILE";
+/// Where a clocked [`Env`]'s broker clock starts (ms).
+pub const CLOCK_START: u64 = 1_700_000_000_000;
+/// The timing of a clocked [`Env`]: a lease far longer than any step.
+pub const LONG_LEASE: &str = "lease_ttl_ms = 600000\nbusy_timeout_ms = 2000";
+
+/// A temp directory with a config file, and perhaps a shared broker clock.
 pub struct Env {
     pub dir: tempfile::TempDir,
     pub config: PathBuf,
+    /// The clock file every command of this env reads, when clocked.
+    pub clock: Option<PathBuf>,
 }
 
 impl Env {
@@ -38,7 +52,60 @@ impl Env {
         let text =
             format!("store = \"store.sqlite\"\nruntime_root = \"runtime\"\n{timing}\n{CHANNELS}");
         std::fs::write(&config, text).unwrap();
-        Env { dir, config }
+        Env {
+            dir,
+            config,
+            clock: None,
+        }
+    }
+
+    /// An initialized store with the target admitted, whose commands all read one broker
+    /// clock (starting at [`CLOCK_START`]) that only the test moves.
+    pub fn clocked(timing: &str) -> Env {
+        let mut env = Env::with(timing);
+        let clock = env.dir.path().join("broker-clock");
+        std::fs::write(&clock, CLOCK_START.to_string()).unwrap();
+        env.clock = Some(clock);
+        env.ok(&["init"]);
+        assert_eq!(env.ok(&["admit", TUPLE]).trim(), TARGET);
+        env
+    }
+
+    /// The shared broker clock's reading.
+    pub fn now(&self) -> u64 {
+        let clock = self.clock.as_ref().expect("a clocked env");
+        std::fs::read_to_string(clock)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// Moves the shared broker clock to `ms` (atomically: a sibling renamed over it).
+    pub fn set_clock(&self, ms: u64) {
+        let clock = self.clock.as_ref().expect("a clocked env");
+        let tmp = clock.with_extension("tmp");
+        std::fs::write(&tmp, ms.to_string()).unwrap();
+        std::fs::rename(&tmp, clock).unwrap();
+    }
+
+    /// Moves the shared broker clock to `expires_at_ms` (as printed by `acquired`): the
+    /// lease it ends has expired for every process of this env.
+    pub fn expire(&self, expires_at_ms: &str) {
+        let expires: u64 = expires_at_ms
+            .parse()
+            .unwrap_or_else(|e| panic!("expiry {expires_at_ms:?}: {e}"));
+        assert!(expires > self.now(), "the clock only moves forward here");
+        self.set_clock(expires);
+    }
+
+    /// A command of the binary, with this env's clock (if any).
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(EXE);
+        if let Some(clock) = &self.clock {
+            command.env(CLOCK_ENV, clock);
+        }
+        command
     }
 
     pub fn new() -> Env {
@@ -54,7 +121,7 @@ impl Env {
     }
 
     pub fn run(&self, args: &[&str]) -> Output {
-        Command::new(EXE)
+        self.command()
             .arg("--config")
             .arg(&self.config)
             .args(args)
@@ -99,7 +166,10 @@ impl Env {
         let mut args = vec!["--config".to_owned(), self.config.display().to_string()];
         args.extend(submit_args(producer, channel, watermark, body));
         args.push("--stall-before-commit".to_owned());
-        Holder::command(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        Holder::command(
+            self.command(),
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
     }
 
     pub fn current(&self) -> PathBuf {
@@ -111,7 +181,11 @@ impl Env {
     }
 
     pub fn holder(&self, instance: &str, extra: &[&str]) -> Holder {
-        Holder::spawn(&self.config, instance, extra)
+        let config = self.config.display().to_string();
+        let mut args = vec!["holder", "--config", &config, "--target", TARGET];
+        args.extend(["--instance", instance]);
+        args.extend(extra);
+        Holder::command(self.command(), &args)
     }
 }
 
@@ -157,17 +231,10 @@ pub struct Holder {
 }
 
 impl Holder {
-    pub fn spawn(config: &Path, instance: &str, extra: &[&str]) -> Holder {
-        let config = config.display().to_string();
-        let mut args = vec!["holder", "--config", &config, "--target", TARGET];
-        args.extend(["--instance", instance]);
-        args.extend(extra);
-        Holder::command(&args)
-    }
-
-    /// Any `solewriter` command driven line by line on stdin/stdout.
-    pub fn command(args: &[&str]) -> Holder {
-        let mut child = Command::new(EXE)
+    /// `command` (the binary, perhaps with a clock) with `args`, driven line by line on
+    /// stdin/stdout.
+    pub fn command(mut command: Command, args: &[&str]) -> Holder {
+        let mut child = command
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -187,9 +254,11 @@ impl Holder {
         self.stdin.flush().unwrap();
     }
 
+    /// The next answer line; a holder that exits without answering fails the test.
     pub fn recv(&mut self) -> String {
         let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
+        let read = self.stdout.read_line(&mut line).unwrap();
+        assert_ne!(read, 0, "the holder exited without answering");
         line.trim_end().to_owned()
     }
 
@@ -217,4 +286,24 @@ impl Drop for Holder {
 
 pub fn words(answer: &str) -> Vec<&str> {
     answer.split_whitespace().collect()
+}
+
+/// Asserts that `answer` begins with the words of `expected` (`"held 1"` matches
+/// `held 1 5000`); a failure shows the whole answer, however short or malformed.
+#[track_caller]
+pub fn expect_answer(answer: &str, expected: &str, context: &dyn std::fmt::Debug) {
+    let want = words(expected);
+    assert!(
+        words(answer).starts_with(&want),
+        "{context:?}: expected `{expected} …`, got {answer:?}"
+    );
+}
+
+/// The `n`th word of `answer`; a failure shows the whole answer.
+#[track_caller]
+pub fn word(answer: &str, n: usize) -> &str {
+    words(answer)
+        .get(n)
+        .copied()
+        .unwrap_or_else(|| panic!("no word {n} in the answer {answer:?}"))
 }
