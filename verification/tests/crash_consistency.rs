@@ -167,6 +167,9 @@ enum Call {
 #[derive(Default)]
 struct Recording {
     calls: Mutex<Vec<Call>>,
+    /// A directory whose next fsync fails (EIO) and is not recorded: a failed fsync has no
+    /// durable effect.
+    fail_sync_of: Mutex<Option<PathBuf>>,
 }
 
 impl Recording {
@@ -201,6 +204,12 @@ impl FileSystem for Recording {
         RealFs.rename(from, to)
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut fail = self.fail_sync_of.lock().expect("not poisoned");
+        if fail.as_deref() == Some(dir) {
+            *fail = None;
+            return Err(io::Error::from_raw_os_error(5));
+        }
+        drop(fail);
         self.record(Call::SyncDir(dir.to_owned()));
         RealFs.sync_dir(dir)
     }
@@ -237,39 +246,77 @@ fn as_publish_ops(calls: Vec<Call>, target_dir: &Path) -> Vec<FsOp> {
         .collect()
 }
 
-#[test]
-fn the_adapter_performs_exactly_the_checked_sequence() {
-    let dir = tempfile::tempdir().expect("temp dir");
+/// A store on a fresh temp directory, writing through `recording`.
+fn recorded_store(dir: &Path, recording: Arc<Recording>) -> (ProjectionStore, PathBuf) {
     let timing = TimingConfig::from_values(Some(60_000), Some(1_000)).expect("valid");
-    let db_path = dir.path().join("store.sqlite");
+    let db_path = dir.join("store.sqlite");
     ProjectionStore::initialize(&db_path, &timing).expect("initialize");
-    std::fs::create_dir(dir.path().join("runtime")).expect("runtime dir");
+    std::fs::create_dir(dir.join("runtime")).expect("runtime dir");
     let options = StoreOptions {
         db_path,
-        runtime_root: RuntimeRoot::new(dir.path().join("runtime")),
+        runtime_root: RuntimeRoot::new(dir.join("runtime")),
         timing,
         registry: registry(),
         clock: Arc::new(ManualClock::new(Millis(1_000_000))),
     };
-    let target = tuple(0).target_id();
-    let target_dir = options.runtime_root.target_dir(&target);
-    let recording = Arc::new(Recording::default());
+    let target_dir = options.runtime_root.target_dir(&tuple(0).target_id());
     let store = ProjectionStore::open(&options)
         .expect("open")
-        .with_file_system(recording.clone());
+        .with_file_system(recording);
     store.admit_target(&tuple(0)).expect("admit");
+    (store, target_dir)
+}
+
+fn publish_once(store: &ProjectionStore) -> Result<(), solewriter_adapters::Error> {
+    match store
+        .acquire(&tuple(0).target_id(), &holder(0))
+        .expect("acquire")
+    {
+        Acquisition::Acquired(lease) => lease.publish().map(|_| ()),
+        Acquisition::Held(held) => panic!("{held:?}"),
+    }
+}
+
+#[test]
+fn the_adapter_performs_exactly_the_checked_sequence() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let recording = Arc::new(Recording::default());
+    let (store, target_dir) = recorded_store(dir.path(), recording.clone());
     for dir_exists in [false, true] {
         recording.take();
-        match store.acquire(&target, &holder(0)).expect("acquire") {
-            Acquisition::Acquired(lease) => lease.publish().expect("publish"),
-            Acquisition::Held(held) => panic!("{held:?}"),
-        };
+        publish_once(&store).expect("publish");
         assert_eq!(
             as_publish_ops(recording.take(), &target_dir),
             publish_ops(dir_exists),
             "directory existed: {dir_exists}"
         );
     }
+}
+
+/// Durable before acknowledged, after a failure too: a publication whose parent fsync fails
+/// (after it created the target directory) reports the failure; the retry finds the directory
+/// and — as no fsync of its parent has succeeded yet — fsyncs the parent again before it may
+/// report success. The two attempts together (the failed fsync has no durable effect) are
+/// exactly the first publication's checked sequence, so every crash of that history leaves the
+/// old or the new document, the new one once acknowledged. A retry that trusted the existing
+/// directory is the sequence without the parent fsync, which the checker catches
+/// (`dropping_the_parent_fsync_after_creating_the_target_directory_is_caught`).
+#[test]
+fn a_retry_after_a_failed_parent_fsync_is_durable_before_it_is_acknowledged() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let recording = Arc::new(Recording::default());
+    let (store, target_dir) = recorded_store(dir.path(), recording.clone());
+    let parent = target_dir.parent().expect("a parent").to_owned();
+    *recording.fail_sync_of.lock().expect("not poisoned") = Some(parent);
+    assert!(
+        publish_once(&store).is_err(),
+        "the failed parent fsync is reported"
+    );
+    publish_once(&store).expect("the retry publishes");
+    let history = as_publish_ops(recording.take(), &target_dir);
+    assert_eq!(history, publish_ops(false), "{history:?}");
+    let r = check_publication(&history, None, NEW).expect("durable before acknowledged");
+    assert!(r.new > 0, "{r:?}");
 }
 
 /// A lock record (the model only compares bytes).
