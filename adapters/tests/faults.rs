@@ -1,7 +1,8 @@
 //! Injected faults and hostile state: ENOSPC and EIO on each file-system step of publication
 //! (through the [`FileSystem`] seam), a directory fsync failing after the rename, a store
-//! file overwritten with garbage, tables dropped under a running store, and a projection
-//! directory replaced by a symlink. Each gives its typed error, leaves `current.json` in the
+//! file overwritten with garbage, tables dropped under a running store, lease rows changed by
+//! one SQL statement (a partial grant, a grant at epoch 0, an exhausted epoch), and a
+//! projection directory replaced by a symlink. Each gives its typed error, leaves `current.json` in the
 //! documented state, releases the lease, leaves no temp file, and loses no committed row.
 
 mod support;
@@ -324,8 +325,8 @@ fn corrupt(path: &Path, offset: u64, len: usize) {
 }
 
 /// Every store operation on a corrupt file fails with a typed error, and no operation
-/// changes the file or publishes anything.
-fn corrupt_store_is_refused(offset: u64, len: usize) -> Vec<String> {
+/// changes the file or publishes anything. Returns each failed operation and its error.
+fn corrupt_store_is_refused(offset: u64, len: usize) -> Vec<(&'static str, Error)> {
     let (f, target, before) = published_once();
     // Closing the last connection checkpointed the WAL: every row is in the main file.
     let db = f.options.db_path.clone();
@@ -333,19 +334,22 @@ fn corrupt_store_is_refused(offset: u64, len: usize) -> Vec<String> {
     let corrupted = std::fs::read(&db).unwrap();
     let mut errors = Vec::new();
     match solewriter_adapters::store::ProjectionStore::open(&f.options) {
-        Err(e) => errors.push(format!("open: {e}")),
+        Err(e) => errors.push(("open", e)),
         Ok(store) => {
             let results = [
-                store.lease_row(&target).map(|_| ()),
-                store.channel_rows(&target).map(|_| ()),
-                store
-                    .submit(&router(), &route(&target, 3, "three"))
-                    .map(|_| ()),
-                store.acquire(&target, &holder("b")).map(|_| ()),
+                ("lease_row", store.lease_row(&target).map(|_| ())),
+                ("channel_rows", store.channel_rows(&target).map(|_| ())),
+                (
+                    "submit",
+                    store
+                        .submit(&router(), &route(&target, 3, "three"))
+                        .map(|_| ()),
+                ),
+                ("acquire", store.acquire(&target, &holder("b")).map(|_| ())),
             ];
-            for result in results {
+            for (op, result) in results {
                 if let Err(e) = result {
-                    errors.push(format!("use: {e}"));
+                    errors.push((op, e));
                 }
             }
         }
@@ -363,18 +367,32 @@ fn corrupt_store_is_refused(offset: u64, len: usize) -> Vec<String> {
 fn garbage_over_the_database_header_is_refused_on_open() {
     let errors = corrupt_store_is_refused(0, 100);
     assert!(
-        errors.len() == 1 && errors[0].starts_with("open: "),
+        matches!(&errors[..], [("open", Error::Unreadable { .. })]),
         "{errors:?}"
     );
-    assert!(errors[0].contains("unreadable"), "{errors:?}");
 }
 
 #[test]
 fn garbage_over_a_later_page_is_a_typed_error_on_use() {
-    // Page 1 is the schema; pages 2 onwards hold the tables and their indexes.
+    // Page 1 is the schema; pages 2 onwards hold the tables and their indexes. The store
+    // opens (the schema page is intact); each operation reading a table then fails, and it
+    // fails as SQLite's own corruption error, not as anything else.
     let errors = corrupt_store_is_refused(4096, 3 * 4096);
     assert!(!errors.is_empty(), "a corrupt table page went unnoticed");
-    assert!(errors.iter().all(|e| !e.contains("panicked")), "{errors:?}");
+    for (op, error) in &errors {
+        assert_ne!(*op, "open", "{errors:?}");
+        let corrupt = matches!(
+            error,
+            Error::Sqlite(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error {
+                    code: rusqlite::ErrorCode::DatabaseCorrupt,
+                    ..
+                },
+                _
+            ))
+        );
+        assert!(corrupt, "{op}: {error:?}");
+    }
 }
 
 #[test]
@@ -428,4 +446,91 @@ fn a_target_directory_replaced_by_a_symlink_is_refused_and_nothing_is_written_th
         store.lease_row(&target).unwrap().unwrap().state,
         LeaseState::Released(_)
     ));
+}
+
+/// A store whose published lease row is changed by one SQL statement behind solewriter's back
+/// (a foreign writer, a bad restore): every read of the row and every acquisition fails with
+/// its own typed error and writes nothing.
+fn planted(sql: &str) -> (Fixture, TargetId, Vec<u8>, Vec<u8>) {
+    let (f, target, before) = published_once();
+    let vandal = rusqlite::Connection::open(&f.options.db_path).unwrap();
+    let changed = vandal.execute(sql, [target.as_str()]).unwrap();
+    assert_eq!(changed, 1, "{sql}");
+    drop(vandal);
+    let db = std::fs::read(&f.options.db_path).unwrap();
+    (f, target, before, db)
+}
+
+/// Nothing was written: the store file and `current.json` are as planted.
+fn untouched(f: &Fixture, target: &TargetId, before: &[u8], db: &[u8]) {
+    assert_eq!(
+        f.current_bytes(target).unwrap(),
+        before,
+        "nothing published"
+    );
+    assert_eq!(
+        std::fs::read(&f.options.db_path).unwrap(),
+        db,
+        "nothing written"
+    );
+}
+
+#[test]
+fn a_planted_partial_grant_is_a_corrupt_row() {
+    let (f, target, before, db) =
+        planted("UPDATE HookProjectionLeases SET expires_at = NULL WHERE target_id = ?1");
+    let store = f.open();
+    let read = store.lease_row(&target).unwrap_err();
+    assert!(
+        matches!(&read, Error::CorruptRow(why) if why.ends_with("partial grant columns")),
+        "{read:?}"
+    );
+    let acquire = store.acquire(&target, &holder("b")).unwrap_err();
+    assert!(
+        matches!(&acquire, Error::CorruptRow(why) if why.ends_with("partial grant columns")),
+        "{acquire:?}"
+    );
+    drop(store);
+    untouched(&f, &target, &before, &db);
+}
+
+#[test]
+fn a_planted_grant_at_epoch_0_is_an_inconsistent_lease() {
+    let (f, target, before, db) =
+        planted("UPDATE HookProjectionLeases SET fencing_epoch = 0 WHERE target_id = ?1");
+    let store = f.open();
+    // The row decodes (every column is well-formed); observing it breaks an invariant.
+    assert_eq!(store.lease_row(&target).unwrap().unwrap().fencing_epoch, 0);
+    let acquire = store.acquire(&target, &holder("b")).unwrap_err();
+    assert!(
+        matches!(&acquire, Error::InconsistentLease(i) if i.reason == "granted row at epoch 0"),
+        "{acquire:?}"
+    );
+    drop(store);
+    untouched(&f, &target, &before, &db);
+}
+
+#[test]
+fn a_planted_epoch_at_the_storage_maximum_is_exhausted() {
+    let (f, target, before, db) = planted(&format!(
+        "UPDATE HookProjectionLeases SET fencing_epoch = {} WHERE target_id = ?1",
+        i64::MAX
+    ));
+    let store = f.open();
+    let acquire = store.acquire(&target, &holder("b")).unwrap_err();
+    assert!(matches!(acquire, Error::EpochExhausted), "{acquire:?}");
+    // One below the maximum is still granted: the bound is exact.
+    drop(store);
+    untouched(&f, &target, &before, &db);
+    let vandal = rusqlite::Connection::open(&f.options.db_path).unwrap();
+    vandal
+        .execute(
+            "UPDATE HookProjectionLeases SET fencing_epoch = fencing_epoch - 1",
+            [],
+        )
+        .unwrap();
+    drop(vandal);
+    let store = f.open();
+    let lease = expect_acquired(store.acquire(&target, &holder("b")).unwrap());
+    assert_eq!(lease.epoch(), i64::MAX as u64);
 }

@@ -68,6 +68,23 @@ fn raw_token_is_returned_and_only_its_hash_is_stored() {
     let raw = *lease.token().as_bytes();
     let row = store.lease_row(&target).unwrap().unwrap();
     let stored = row.state.grant().unwrap().holder_token_hash;
+    // The stored hash is SHA-256 of the raw token as computed outside this code (coreutils'
+    // `sha256sum`), not merely whatever the token's own `hash()` returns.
+    let mut sha256sum = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sha256sum on PATH");
+    std::io::Write::write_all(&mut sha256sum.stdin.take().unwrap(), &raw).unwrap();
+    let out = sha256sum.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let expected = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        solewriter_core::hex::encode(stored.as_bytes()),
+        expected.split_whitespace().next().unwrap(),
+        "stored hash of token {}",
+        lease.token().to_hex()
+    );
     assert_eq!(stored.as_bytes(), lease.token().hash().as_bytes());
     assert_ne!(stored.as_bytes(), &raw);
     let hex = lease.token().to_hex();

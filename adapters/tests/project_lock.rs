@@ -51,6 +51,22 @@ impl ProcessProbe for ScriptedProbe {
     }
 }
 
+/// The real OS, reporting every sighting of another process (an owner being looked at).
+struct Observed {
+    met: Mutex<std::sync::mpsc::Sender<u32>>,
+}
+
+impl ProcessProbe for Observed {
+    fn current(&self) -> Result<OwnerIdentity, String> {
+        SystemProbe.current()
+    }
+
+    fn observe(&self, pid: u32) -> ProbeReport {
+        let _ = self.met.lock().unwrap().send(pid);
+        SystemProbe.observe(pid)
+    }
+}
+
 fn me() -> OwnerIdentity {
     SystemProbe.current().unwrap()
 }
@@ -225,9 +241,25 @@ fn a_live_owner_is_waited_for_within_the_bound_only() {
         .unwrap_err();
     assert!(matches!(err, LockError::Busy { .. }), "{err}");
     let nonce = held.record().nonce;
+    // The waiter's probe reports each time it looks at the live owner, so the release below
+    // happens after the waiter has met the held lock at least once — an event, not a sleep.
+    let (met, meeting) = std::sync::mpsc::channel();
+    let waiting = ProjectLock::new(
+        lock.dir(),
+        Arc::new(Observed {
+            met: Mutex::new(met),
+        }),
+    );
     std::thread::scope(|s| {
-        let waiter = s.spawn(|| lock.acquire(Wait::Within(Duration::from_secs(30))));
-        std::thread::sleep(Duration::from_millis(10));
+        let waiter = s.spawn(|| waiting.acquire(Wait::Within(Duration::from_secs(30))));
+        // (A hang guard, not a timing assertion.)
+        meeting
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the waiter looked at the live owner");
+        assert!(
+            !waiter.is_finished(),
+            "the waiter waits while the lock is held"
+        );
         assert_eq!(held.release().unwrap(), Released::Removed);
         let next = waiter.join().unwrap().unwrap();
         assert_ne!(next.record().nonce, nonce, "a new acquisition, a new nonce");
@@ -512,4 +544,51 @@ fn dropping_the_guard_releases_the_lock() {
     drop(lock.acquire(Wait::NoWait).unwrap());
     assert_eq!(lock.current().unwrap(), None);
     assert!(format!("{lock:?}").contains(&lock.dir().display().to_string()));
+}
+
+/// A probe that cannot read the calling process's own identity.
+struct NoIdentity;
+
+impl ProcessProbe for NoIdentity {
+    fn current(&self) -> Result<OwnerIdentity, String> {
+        Err("scripted: /proc/self unreadable".into())
+    }
+
+    fn observe(&self, pid: u32) -> ProbeReport {
+        SystemProbe.observe(pid)
+    }
+}
+
+#[test]
+fn an_unreadable_own_identity_or_an_unsafe_directory_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = ProjectLock::new(dir.path().join("p"), Arc::new(NoIdentity));
+    let err = lock.acquire(Wait::NoWait).unwrap_err();
+    assert!(
+        matches!(&err, LockError::OwnIdentity(why) if why == "scripted: /proc/self unreadable"),
+        "{err:?}"
+    );
+    assert_eq!(lock_bytes(lock.dir()), None, "no lock created");
+
+    // The project directory is a symlink (to a real directory), or a regular file.
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    for (project, why) in [(&link, "is a symlink"), (&file, "is not a directory")] {
+        let lock = ProjectLock::new(project, Arc::new(SystemProbe));
+        let err = lock.acquire(Wait::NoWait).unwrap_err();
+        assert!(
+            matches!(&err, LockError::UnsafeDir { dir, reason } if dir == project && *reason == why),
+            "{err:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(&real).unwrap().count(),
+        0,
+        "nothing created"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), b"not a directory");
 }

@@ -94,6 +94,27 @@ mod tests {
         assert_ne!(a.as_bytes(), &[1; 32]);
     }
 
+    /// Known answers computed outside this code, e.g.
+    /// `printf '0123456789abcdef%.0s' 1 2 3 4 | xxd -r -p | sha256sum`: any other function in
+    /// place of SHA-256 (or SHA-256 of anything but the raw 32 bytes) fails here.
+    #[test]
+    fn hash_matches_sha256_known_answers() {
+        let vectors = [
+            (
+                "0123456789abcdef".repeat(4),
+                "4884fdaafea47c29fea7159d0daddd9c085d6200e1359e85bb81736af6b7c837",
+            ),
+            (
+                "ab".repeat(32),
+                "9a2db2e23f1504cd056606553ac049c5e718e8f9ce9233876df1a7a1821af885",
+            ),
+        ];
+        for (token, hash) in vectors {
+            let token = HolderToken::from_hex(&token).unwrap();
+            assert_eq!(crate::hex::encode(token.hash().as_bytes()), hash);
+        }
+    }
+
     #[test]
     fn bytes_are_exposed_unchanged() {
         let token = HolderToken::from_bytes([7; 32]);
