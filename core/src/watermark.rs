@@ -260,51 +260,73 @@ mod tests {
         assert_eq!(clean.degraded_reason, None);
     }
 
+    /// The rules are checked in a fixed order: a submission breaking rule `k` and every rule
+    /// after it is rejected for rule `k`. Each input below breaks several rules at once, so a
+    /// reordering of any two checks changes some answer.
     #[test]
     fn rejections_in_order() {
         let reg = registry();
         let router = ProducerId::parse("router").unwrap();
         let other = ProducerId::parse("frontier").unwrap();
-        let mut unknown = sub(1, "a");
-        unknown.channel = ChannelName::parse("nope").unwrap();
-        let d = |p: &ProducerId, admitted, s: &Submission| {
-            decide_submission(&reg, p, admitted, None, s, Millis(0))
+        let stored = ChannelRecord::from_submission(&sub(5, "a"), Millis(0));
+        // Breaks rules `from..` (0 unknown channel, 1 foreign producer, 2 target not admitted,
+        // 3 oversized, 4 schema, 5 expiry before capture, 6 out of the storable range, 7 a
+        // regressed watermark) and keeps the rules before `from`.
+        let decide_breaking = |from: usize| {
+            let mut s = sub(1, "a"); // below the stored 5: always regressed
+            if from == 0 {
+                s.channel = ChannelName::parse("nope").unwrap();
+            }
+            let producer = if from <= 1 { &other } else { &router };
+            let admitted = from > 2;
+            if from <= 4 {
+                let body = if from <= 3 {
+                    "x".repeat(200)
+                } else {
+                    "a".into()
+                };
+                s.envelope_json = envelope(&body).replace("computed-route.v1", "other.v1");
+            }
+            if from <= 5 {
+                s.expires_at = Millis(5); // before captured_at (10)
+            }
+            let now = if from <= 6 {
+                Millis(u64::MAX)
+            } else {
+                Millis(0)
+            };
+            decide_submission(&reg, producer, admitted, Some(&stored), &s, now)
         };
+        let answers: Vec<_> = (0..8).map(decide_breaking).collect();
+        let expected: [fn(&SubmissionRejected) -> bool; 8] = [
+            |r| matches!(r, SubmissionRejected::UnknownChannel(c) if c == "nope"),
+            |r| matches!(r, SubmissionRejected::NotChannelOwner { .. }),
+            |r| matches!(r, SubmissionRejected::TargetNotAdmitted(_)),
+            |r| matches!(r, SubmissionRejected::Oversized { limit: 200, .. }),
+            |r| matches!(r, SubmissionRejected::SchemaInvalid(m) if m.contains("other.v1")),
+            |r| matches!(r, SubmissionRejected::InvalidRange(m) if m.contains("after captured_at")),
+            |r| matches!(r, SubmissionRejected::InvalidRange(m) if m.contains("storable")),
+            |r| {
+                matches!(
+                    r,
+                    SubmissionRejected::Regressed {
+                        submitted: 1,
+                        stored: 5
+                    }
+                )
+            },
+        ];
+        for (rule, (answer, expected)) in answers.iter().zip(expected).enumerate() {
+            assert!(
+                answer.as_ref().is_err_and(expected),
+                "rule {rule} (and every later one) broken: {answer:?}"
+            );
+        }
+        // A watermark beyond the storable range is refused like the clock.
+        let huge = sub(u64::MAX, "a");
         assert!(matches!(
-            d(&router, true, &unknown),
-            Err(SubmissionRejected::UnknownChannel(_))
-        ));
-        assert!(matches!(
-            d(&other, true, &sub(1, "a")),
-            Err(SubmissionRejected::NotChannelOwner { .. })
-        ));
-        assert!(matches!(
-            d(&router, false, &sub(1, "a")),
-            Err(SubmissionRejected::TargetNotAdmitted(_))
-        ));
-        assert!(matches!(
-            d(&router, true, &sub(1, &"x".repeat(200))),
-            Err(SubmissionRejected::Oversized { limit: 200, .. })
-        ));
-        let mut bad_schema = sub(1, "a");
-        bad_schema.envelope_json = bad_schema
-            .envelope_json
-            .replace("computed-route.v1", "other.v1");
-        assert!(matches!(
-            d(&router, true, &bad_schema),
-            Err(SubmissionRejected::SchemaInvalid(_))
-        ));
-        let mut backwards = sub(1, "a");
-        backwards.expires_at = Millis(10);
-        assert!(matches!(
-            d(&router, true, &backwards),
-            Err(SubmissionRejected::InvalidRange(_))
-        ));
-        let mut huge = sub(u64::MAX, "a");
-        huge.source_watermark = u64::MAX;
-        assert!(matches!(
-            d(&router, true, &huge),
-            Err(SubmissionRejected::InvalidRange(_))
+            decide_submission(&reg, &router, true, None, &huge, Millis(0)),
+            Err(SubmissionRejected::InvalidRange(m)) if m.contains("storable")
         ));
     }
 
