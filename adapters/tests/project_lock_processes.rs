@@ -1,7 +1,9 @@
 //! The project lock across real processes: a `kill -9` at every named step and at random
 //! points of acquisition, release and recovery never leaves an unreadable lock (and the next
 //! acquirer succeeds and leaves no temp or claim behind), and many processes recovering one
-//! dead lock at once elect exactly one holder.
+//! dead lock at once elect exactly one holder. The random kill delays come from a printed seed
+//! (`SOLEWRITER_TEST_SEED` replays one), and the run fails unless some kills interrupted the
+//! protocol (leaving the victim's lock, temp or claim).
 
 mod children;
 
@@ -24,10 +26,29 @@ fn lock(dir: &Path) -> ProjectLock {
     ProjectLock::new(dir, Arc::new(SystemProbe))
 }
 
-fn random_below(n: u64) -> u64 {
-    let mut b = [0u8; 8];
-    getrandom::fill(&mut b).unwrap();
-    u64::from_le_bytes(b) % n
+/// Where the kill delays come from: `SOLEWRITER_TEST_SEED` if set, otherwise a fixed seed.
+/// The seed is printed and named in every failure, so a run's delays can be replayed (the
+/// kills still land where the scheduler lets them).
+fn seed() -> u64 {
+    match std::env::var("SOLEWRITER_TEST_SEED") {
+        Ok(text) => text
+            .parse()
+            .unwrap_or_else(|_| panic!("SOLEWRITER_TEST_SEED={text:?} is not a u64")),
+        Err(_) => 0x5015_0b17,
+    }
+}
+
+/// splitmix64: a small seeded source of delays, no dependency.
+struct Delays(u64);
+
+impl Delays {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % n
+    }
 }
 
 #[test]
@@ -46,24 +67,57 @@ fn kill_9_at_random_points_never_leaves_an_unreadable_lock() {
     let project = dir.path().join("p");
     let lock = lock(&project);
     let name = "kill_9_at_random_points_never_leaves_an_unreadable_lock";
+    let seed = seed();
+    eprintln!("kill delays: SOLEWRITER_TEST_SEED={seed}");
+    let mut delays = Delays(seed);
     let mut left_locked = 0;
+    let mut mid_protocol = 0;
     let mut victims = Vec::new();
     for run in 0..KILL_RUNS {
         let mut child = ChildProc::spawn(name, "acquirer", &project);
         assert_eq!(child.line(), "ready");
-        std::thread::sleep(Duration::from_micros(random_below(3_000)));
+        // The delay only spreads the kills over the child's loop; what matters is where they
+        // land, which is counted below.
+        std::thread::sleep(Duration::from_micros(delays.below(3_000)));
         child.child.kill().unwrap();
         child.child.wait().unwrap();
         victims.push(child.child.id());
         // Whatever the kill interrupted, the lock is absent or a complete record of a
         // (now dead) victim, never empty or torn.
-        match lock.current() {
+        let held = match lock.current() {
             Ok(Some(record)) => {
-                assert!(victims.contains(&record.owner.pid), "run {run}: {record:?}");
+                assert!(
+                    victims.contains(&record.owner.pid),
+                    "run {run} (SOLEWRITER_TEST_SEED={seed}): {record:?}"
+                );
                 left_locked += 1;
+                true
             }
-            Ok(None) => {}
-            Err(e) => panic!("run {run}: unreadable lock after kill -9: {e}"),
+            Ok(None) => false,
+            Err(e) => {
+                panic!(
+                    "run {run} (SOLEWRITER_TEST_SEED={seed}): unreadable lock after kill -9: {e}"
+                )
+            }
+        };
+        // A kill landed mid-protocol if it left this victim's lock, temp or recovery claim
+        // (leftovers of earlier victims not yet swept do not count).
+        let victim = child.child.id();
+        let owned = |name: &String| {
+            name.contains(&format!(".{victim}."))
+                || std::fs::read(project.join(name)).is_ok_and(|bytes| {
+                    String::from_utf8_lossy(&bytes).contains(&format!("\npid {victim}\n"))
+                })
+        };
+        let own_lock = held && lock.current().ok().flatten().map(|r| r.owner.pid) == Some(victim);
+        // (The first victims may die before the project directory exists.)
+        let left = if project.exists() {
+            leftovers(&project)
+        } else {
+            Vec::new()
+        };
+        if own_lock || left.iter().any(owned) {
+            mid_protocol += 1;
         }
         // Every fourth run the parent takes the lock (recovering the dead child's); the
         // other runs leave the recovery to the next child, so kills also land in recovery.
@@ -80,7 +134,16 @@ fn kill_9_at_random_points_never_leaves_an_unreadable_lock() {
         .filter(|n| n.contains(".tmp-"))
         .count();
     assert_eq!(temps, 0, "temps of killed creators are swept");
-    eprintln!("kill -9 runs: {KILL_RUNS}, lock left by the victim: {left_locked}");
+    eprintln!(
+        "kill -9 runs: {KILL_RUNS}, lock left by the victim: {left_locked}, \
+         mid-protocol (lock, temp or claim left): {mid_protocol}"
+    );
+    // A run whose kills all landed before the first acquisition or between a release and the
+    // next acquisition would test nothing; at least some must interrupt the protocol.
+    assert!(
+        mid_protocol >= KILL_RUNS / 20,
+        "only {mid_protocol} of {KILL_RUNS} kills landed mid-protocol (SOLEWRITER_TEST_SEED={seed})"
+    );
 }
 
 /// Stops the process at the first `step` reached on the lock (or on a claim), says so and
