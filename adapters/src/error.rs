@@ -1,9 +1,8 @@
 //! The adapters' error type. Every variant says what failed and what was left untouched.
 
-use solewriter_core::config::ConfigError;
 use solewriter_core::lease::{DeadlinePassed, Fenced, InconsistentLease};
 use solewriter_core::projection::DocumentError;
-use solewriter_core::target::{TargetError, TargetId};
+use solewriter_core::target::TargetId;
 use solewriter_core::watermark::SubmissionRejected;
 use std::path::PathBuf;
 
@@ -72,12 +71,6 @@ pub enum Error {
     /// A submission was rejected. Nothing was written.
     #[error("submission rejected ({0}); nothing was written")]
     Rejected(#[from] SubmissionRejected),
-    /// An attested tuple or target id was refused.
-    #[error(transparent)]
-    Target(#[from] TargetError),
-    /// A configuration value was refused.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
     /// The holder was fenced: it no longer holds the lease. `current.json` was not touched.
     #[error("publication fenced ({0}); current.json was not touched")]
     Fenced(Fenced),

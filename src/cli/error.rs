@@ -95,8 +95,7 @@ impl fmt::Display for CliError {
 /// The class of a library error.
 pub fn classify(error: &LibError) -> Class {
     match error {
-        LibError::Config(_) => Class::Config,
-        LibError::NotAdmitted(_) | LibError::Rejected(_) | LibError::Target(_) => Class::Rejected,
+        LibError::NotAdmitted(_) | LibError::Rejected(_) => Class::Rejected,
         LibError::Fenced(_) | LibError::LeaseExpired(_) => Class::Fenced,
         LibError::ReleaseFailed { cause, .. } => classify(cause),
         LibError::Io { .. }
