@@ -534,3 +534,26 @@ fn a_planted_epoch_at_the_storage_maximum_is_exhausted() {
     let lease = expect_acquired(store.acquire(&target, &holder("b")).unwrap());
     assert_eq!(lease.epoch(), i64::MAX as u64);
 }
+
+#[test]
+fn a_torn_or_foreign_document_is_refused_by_the_reader_as_malformed() {
+    use solewriter_adapters::runtime::read_projection;
+    use solewriter_core::projection::DocumentError;
+    let (f, target, before) = published_once();
+    let path = f.current_path(&target);
+    std::fs::write(&path, &before[..before.len() / 2]).unwrap();
+    let torn = read_projection(&f.options.runtime_root, &target).unwrap_err();
+    assert!(
+        matches!(&torn, Error::Document(DocumentError::Malformed(why)) if why.contains("EOF")),
+        "{torn:?}"
+    );
+    let text = String::from_utf8(before).unwrap();
+    let foreign = text.replacen("solewriter.hook-projection.v1", "other.v1", 1);
+    assert_ne!(foreign, text);
+    std::fs::write(&path, foreign).unwrap();
+    let err = read_projection(&f.options.runtime_root, &target).unwrap_err();
+    assert!(
+        matches!(&err, Error::Document(DocumentError::Malformed(why)) if why.starts_with("format `other.v1`")),
+        "{err:?}"
+    );
+}

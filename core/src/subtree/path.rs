@@ -291,5 +291,34 @@ mod tests {
         ));
         let long = "x".repeat(MAX_COMPONENT_ID_BYTES + 1);
         assert_eq!(ComponentId::parse(&long), Err(PathError::IdTooLong));
+        assert!(ComponentId::parse(&"x".repeat(MAX_COMPONENT_ID_BYTES)).is_ok());
+    }
+
+    #[test]
+    fn ids_with_whitespace_or_control_characters_are_refused() {
+        for bad in ["a b", "a\tb", "a\u{7f}", "a\nb", "\u{a0}x"] {
+            assert_eq!(
+                ComponentId::parse(bad),
+                Err(PathError::IdInvalidChar(bad.to_owned())),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            SubtreePath::parse("/a/b c"),
+            Err(PathError::IdInvalidChar("b c".to_owned()))
+        );
+    }
+
+    #[test]
+    fn depth_is_bounded_exactly() {
+        let ids = |n: usize| (0..n).map(|i| ComponentId::parse(&format!("c{i}")).unwrap());
+        assert_eq!(
+            SubtreePath::new(ids(MAX_SUBTREE_DEPTH + 1).collect()),
+            Err(PathError::TooDeep)
+        );
+        let deepest = SubtreePath::new(ids(MAX_SUBTREE_DEPTH).collect()).unwrap();
+        assert_eq!(deepest.components().len(), MAX_SUBTREE_DEPTH);
+        let text: String = (0..=MAX_SUBTREE_DEPTH).map(|i| format!("/c{i}")).collect();
+        assert_eq!(SubtreePath::parse(&text), Err(PathError::TooDeep));
     }
 }
