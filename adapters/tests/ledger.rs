@@ -329,3 +329,55 @@ fn a_snapshot_past_the_bound_is_not_loaded_and_is_rebuilt() {
     assert_eq!(rebuilt.value, good);
     assert_eq!(rebuilt.persisted, Persisted::Replaced { added: 6 });
 }
+
+#[test]
+fn a_failing_consumer_or_an_unreadable_snapshot_leaves_the_snapshot_and_the_lock_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    repo(dir.path());
+    let ledger = ledger_in(dir.path(), Arc::new(SystemProbe));
+    read_history(&ledger);
+    let before = snapshot_bytes(&ledger).unwrap();
+    let head = ledger.source().resolve("HEAD").unwrap();
+
+    // A consumer that derives a new fact, then fails: its error is the transaction's, the
+    // fact is not persisted, the lock is released.
+    let err = ledger
+        .build(Wait::NoWait, |d| -> Result<(), LedgerError> {
+            history(d, &head)?;
+            Err(LedgerError::Consumer("scripted consumer failure".into()))
+        })
+        .unwrap_err();
+    assert!(
+        matches!(&err, LedgerError::Consumer(why) if why == "scripted consumer failure"),
+        "{err:?}"
+    );
+    assert_eq!(snapshot_bytes(&ledger).unwrap(), before);
+    assert!(!ledger.lock().path().exists(), "the lock was released");
+
+    // A snapshot that exists but cannot be read (a directory in its place) is an I/O error
+    // of the read step, not a missing or malformed snapshot to rebuild over.
+    std::fs::remove_file(ledger.snapshot_path()).unwrap();
+    std::fs::create_dir(ledger.snapshot_path()).unwrap();
+    let err = ledger.read_snapshot().unwrap_err();
+    assert!(
+        matches!(&err, LedgerError::Io { step: "read snapshot", path, .. } if *path == ledger.snapshot_path()),
+        "{err:?}"
+    );
+    let err = ledger.demand(|d| history(d, &head)).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            LedgerError::Io {
+                step: "read snapshot",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(ledger.snapshot_path().is_dir(), "left as it was");
+    assert_eq!(
+        std::fs::read_dir(ledger.snapshot_path()).unwrap().count(),
+        0
+    );
+    assert!(!ledger.lock().path().exists(), "the lock was released");
+}
