@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Load test (not part of CI): runs the whole `cargo test --features model-check` beside an
+# fsync-heavy writer and CPU hogs, twice — once with the default test threads, once with
+# `-- --test-threads=1` — and reports each run's result and wall time.
+#
+# The load, started after the build so that it weighs on the tests and not on the compiler:
+#   WRITERS processes (default 2), each a loop of
+#       dd if=/dev/zero of=<scratch> bs=1M count=64 conv=fsync
+#   HOGS busy loops (default: the number of CPUs).
+# The scratch files go to LOAD_DIR (default: TMPDIR, else /tmp — where the tests' own temp
+# directories are), so the writers compete with the tests' fsyncs on the same file system.
+#
+# Every background process runs in its own process group and is killed, with its group, on
+# every exit of this script (success, failure, Ctrl-C, TERM); the scratch directory is removed.
+#
+# usage: scripts/load-test.sh [WRITERS] [HOGS]
+# Exits 0 if both runs passed, 1 otherwise; prints one `load-test:` line per run.
+set -euo pipefail
+
+writers=${1:-2}
+hogs=${2:-$(nproc)}
+cd "$(dirname "$0")/.."
+scratch=$(mktemp -d "${LOAD_DIR:-${TMPDIR:-/tmp}}/solewriter-load.XXXXXX")
+loaders=()
+
+stop_load() {
+    local pid
+    for pid in "${loaders[@]}"; do
+        # The group first (the loop and its current dd), then the leader itself.
+        kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${loaders[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    loaders=()
+}
+
+cleanup() {
+    stop_load
+    rm -rf "$scratch"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+start_load() {
+    local i
+    for ((i = 0; i < writers; i++)); do
+        setsid bash -c 'while :; do dd if=/dev/zero of="$1" bs=1M count=64 conv=fsync status=none; done' \
+            _ "$scratch/writer-$i" &
+        loaders+=("$!")
+    done
+    for ((i = 0; i < hogs; i++)); do
+        setsid bash -c 'while :; do :; done' &
+        loaders+=("$!")
+    done
+}
+
+echo "load-test: building (no load yet)"
+cargo test --features model-check --no-run --quiet
+
+failed=0
+run() {
+    local label=$1
+    shift
+    local start end status=0
+    start_load
+    echo "load-test: $label under $writers fsync writer(s) and $hogs CPU hog(s)"
+    start=$(date +%s)
+    cargo test --features model-check "$@" || status=$?
+    end=$(date +%s)
+    stop_load
+    if ((status == 0)); then
+        echo "load-test: $label: PASSED in $((end - start)) s"
+    else
+        echo "load-test: $label: FAILED (exit $status) after $((end - start)) s"
+        failed=1
+    fi
+}
+
+run "default test threads"
+run "--test-threads=1" -- --test-threads=1
+exit "$failed"
