@@ -116,6 +116,19 @@ fn leak(stats: Stats) -> &'static Stats {
     Box::leak(Box::new(stats))
 }
 
+/// The figures FENCING.md quotes for each design at the default bound: (interleavings,
+/// takeovers while the old holder still tried to publish, successor published, reader saw old
+/// and new). loom's exploration is deterministic, so a change to the machine, the executor or
+/// the scenario that changes what is explored shows here first.
+fn quoted(design: Design) -> Option<(usize, usize, usize, usize)> {
+    match design {
+        Design::Real => Some((13_903, 621, 7_416, 1_612)),
+        Design::StoreLockLost => Some((16_906, 621, 8_648, 1_836)),
+        Design::TargetLockSkipped => Some((12_851, 558, 6_925, 1_568)),
+        _ => None,
+    }
+}
+
 /// Runs `design` under loom, asserts it survives and that the dangerous interleavings were
 /// reached, and reports the figures.
 fn survives(design: Design) {
@@ -141,6 +154,13 @@ fn survives(design: Design) {
         "no interleaving let the reader see both documents"
     );
     assert!(b > 0, "the successor never published");
+    if bound() == 3 {
+        assert_eq!(
+            Some((n, takeover, b, both)),
+            quoted(design),
+            "{design:?}: the figures FENCING.md quotes (update both together)"
+        );
+    }
 }
 
 #[test]

@@ -270,6 +270,30 @@ fn survives(design: Design) {
         get(&stats.reader_saw_change),
     ));
     assert_eq!(get(&stats.executions), 2 * iterations());
+    // The figures FENCING.md quotes: shuttle's schedules are deterministic for a fixed seed.
+    let figures = [
+        &stats.publications,
+        &stats.fenced_after_takeover,
+        &stats.crashes,
+        &stats.crash_leftovers_cleaned,
+        &stats.stale_releases_refused,
+        &stats.rogue_releases_refused,
+        &stats.reader_saw_change,
+    ]
+    .map(get);
+    let quoted = match design {
+        Design::Real => Some([5_162, 406, 5_345, 933, 3_193, 4_000, 939]),
+        Design::StoreLockLost => Some([5_245, 447, 5_330, 909, 3_295, 4_000, 959]),
+        Design::TargetLockSkipped => Some([5_315, 606, 5_342, 939, 3_531, 4_000, 989]),
+        _ => None,
+    };
+    if iterations() == 2_000 {
+        assert_eq!(
+            Some(figures),
+            quoted,
+            "{design:?}: the figures FENCING.md quotes (update both together)"
+        );
+    }
     for (what, n) in [
         ("fenced after takeover", &stats.fenced_after_takeover),
         ("crash", &stats.crashes),
@@ -388,6 +412,7 @@ fn replay() {
         Err(_) | Ok("Real") => Design::Real,
         Ok(name) => *Design::TRAPS
             .iter()
+            .chain(&Design::ONE_LOCK)
             .find(|d| format!("{d:?}") == name)
             .unwrap_or_else(|| panic!("unknown design {name}")),
     };
