@@ -1,5 +1,6 @@
-//! Acquisition. A live grant seen in the committed snapshot answers `Held` at once, without
-//! any lock (the answer is advisory: the grant may end a moment later). Otherwise, inside the
+//! Acquisition. A live grant seen in the committed snapshot answers `Held` at once, and an
+//! absent row `NotAdmitted`, without any lock (the `Held` answer is advisory: the grant may end
+//! a moment later). Otherwise, inside the
 //! lock envelope: read the row, read the clock, let the core decide (`decide_acquire`), write
 //! the grant WHERE the epoch is still the one observed, commit. A grant is therefore always
 //! decided and written under both locks; a contender writes nothing.
@@ -221,7 +222,12 @@ impl<E> Machine<E> for Acquire<E> {
         let phase = std::mem::replace(&mut self.phase, Phase::Done(None));
         self.phase = match (phase, input) {
             (Phase::Snapshot, Input::Lease(Some(record))) => Phase::SnapshotClock(record),
-            (Phase::Snapshot, Input::Lease(None)) => self.serialized(),
+            // Lease rows are never deleted, so a target absent from a committed state was not
+            // admitted then: answered without taking any lock (nothing is created, not even the
+            // target's lock file).
+            (Phase::Snapshot, Input::Lease(None)) => {
+                Phase::Done(Some(Acquired::Failed(AcquireFailure::NotAdmitted)))
+            }
             (Phase::Snapshot, Input::Failed(e)) => {
                 Phase::Done(Some(Acquired::Failed(AcquireFailure::Effect(e))))
             }
