@@ -22,6 +22,7 @@ hogs=${2:-$(nproc)}
 cd "$(dirname "$0")/.."
 scratch=$(mktemp -d "${LOAD_DIR:-${TMPDIR:-/tmp}}/solewriter-load.XXXXXX")
 loaders=()
+cargo_pid=
 
 stop_load() {
     local pid
@@ -36,6 +37,10 @@ stop_load() {
 }
 
 cleanup() {
+    if [[ -n $cargo_pid ]]; then
+        kill "$cargo_pid" 2>/dev/null || true
+        wait "$cargo_pid" 2>/dev/null || true
+    fi
     stop_load
     rm -rf "$scratch"
 }
@@ -56,18 +61,34 @@ start_load() {
     done
 }
 
+# Cargo runs in the background and is waited for, so a signal to this script is handled at
+# once (bash defers traps while a foreground command runs).
+cargo_status=0
+run_cargo() {
+    cargo_status=0
+    cargo test --features model-check "$@" &
+    cargo_pid=$!
+    wait "$cargo_pid" || cargo_status=$?
+    cargo_pid=
+}
+
 echo "load-test: building (no load yet)"
-cargo test --features model-check --no-run --quiet
+run_cargo --no-run --quiet
+if ((cargo_status != 0)); then
+    echo "load-test: build failed (exit $cargo_status)"
+    exit 1
+fi
 
 failed=0
 run() {
     local label=$1
     shift
-    local start end status=0
+    local start end status
     start_load
     echo "load-test: $label under $writers fsync writer(s) and $hogs CPU hog(s)"
     start=$(date +%s)
-    cargo test --features model-check "$@" || status=$?
+    run_cargo "$@"
+    status=$cargo_status
     end=$(date +%s)
     stop_load
     if ((status == 0)); then
