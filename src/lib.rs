@@ -17,7 +17,7 @@ pub use solewriter_adapters::process::{ProcessProbe, SystemProbe};
 pub use solewriter_adapters::project_lock::{
     LockError, ProjectLock, ProjectLockGuard, Released, Wait,
 };
-pub use solewriter_adapters::publication::Published;
+pub use solewriter_adapters::publication::{Published, PublishedNow};
 pub use solewriter_adapters::runtime::{read_projection, RuntimeRoot};
 pub use solewriter_adapters::store::{ProjectionStore, StoreOptions};
 pub use solewriter_adapters::submission::SubmitOutcome;

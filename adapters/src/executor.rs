@@ -9,13 +9,13 @@ use crate::error::Error;
 use crate::publication::PublishProbe;
 use crate::rows;
 use crate::runtime::{CURRENT_FILE, PROJECTIONS_DIR};
-use crate::store::ProjectionStore;
+use crate::store::{ProjectionStore, WriteTx};
 use crate::target_lock::TargetLock;
-use rusqlite::{Connection, Transaction};
+use rusqlite::Connection;
 use solewriter_core::machine::{drive, Effect, Input, Machine};
 use solewriter_core::target::TargetId;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::Instant;
 
 /// The state one run of a machine needs: the locks it holds, the open transaction, the
 /// target directory and the temp file.
@@ -24,11 +24,16 @@ pub(crate) struct Executor<'s> {
     target: &'s TargetId,
     epoch: u64,
     probe: &'s dyn PublishProbe,
+    // Field order is drop order, which matters only when a run unwinds (a panic): the temp
+    // file is removed, then the transaction rolls back, then the target lock is let go — the
+    // reverse of the order they were taken in.
+    temp: Option<TempFile<'s>>,
+    tx: Option<WriteTx<'s>>,
     lock: Option<TargetLock>,
-    tx: Option<Transaction<'s>>,
+    /// When waiting for the locks of this run ends: one busy timeout for all of them.
+    deadline: Option<Instant>,
     /// The target directory and the directories of its chain not yet known durable.
     dir: Option<(PathBuf, Vec<PathBuf>)>,
-    temp: Option<TempFile<'s>>,
     /// Where the rename put the document.
     pub(crate) renamed: Option<PathBuf>,
 }
@@ -58,10 +63,11 @@ impl<'s> Executor<'s> {
             target,
             epoch,
             probe,
-            lock: None,
-            tx: None,
-            dir: None,
             temp: None,
+            tx: None,
+            lock: None,
+            deadline: None,
+            dir: None,
             renamed: None,
         }
     }
@@ -90,19 +96,25 @@ impl<'s> Executor<'s> {
                 Input::Lease,
             ),
             Effect::LockTarget => {
-                let timeout = Duration::from_millis(store.options.timing.busy_timeout.as_millis());
+                let timeout = store.busy_timeout();
+                let deadline = *self.deadline.insert(Instant::now() + timeout);
                 result(
-                    TargetLock::acquire(&store.options.runtime_root, target, timeout),
+                    TargetLock::acquire(&store.options.runtime_root, target, deadline, timeout),
                     |lock| {
                         self.lock = Some(lock);
                         Input::Done
                     },
                 )
             }
-            Effect::Begin => result(store.begin(), |tx| {
-                self.tx = Some(tx);
-                Input::Done
-            }),
+            Effect::Begin => {
+                let deadline = self
+                    .deadline
+                    .unwrap_or_else(|| Instant::now() + store.busy_timeout());
+                result(store.begin_by(deadline), |tx| {
+                    self.tx = Some(tx);
+                    Input::Done
+                })
+            }
             Effect::ReadLease => result(rows::read_lease(self.conn(), target), Input::Lease),
             Effect::ReadClock => Input::Clock(store.options.clock.now()),
             Effect::ReadChannels => {
@@ -176,16 +188,14 @@ impl<'s> Executor<'s> {
                 None => Input::Failed(Error::CorruptRow("commit without a transaction".into())),
             },
             Effect::Rollback => {
-                match self.tx.take() {
-                    Some(tx) => {
-                        if let Err(error) = tx.rollback() {
-                            tracing::error!(%error, "rollback failed");
-                        }
+                if let Some(tx) = self.tx.take() {
+                    if let Err(error) = tx.rollback() {
+                        tracing::error!(%error, "rollback failed");
                     }
-                    // After a failed commit: make sure the connection is not left inside the
-                    // transaction (it would keep the write lock).
-                    None => store.abandon_transaction(),
                 }
+                // After a failed commit or rollback: make sure the connection is not left inside
+                // the transaction (it would keep the write lock).
+                store.abandon_transaction();
                 Input::Done
             }
             Effect::UnlockTarget => {
@@ -236,7 +246,11 @@ impl<'s> Executor<'s> {
     /// fsync is never taken for durable.
     fn sync_parents(&mut self) -> Result<(), Error> {
         let Some((_, unverified)) = &self.dir else {
-            return Ok(());
+            return Err(Error::Io {
+                step: "sync parent directory",
+                path: self.store.options.runtime_root.target_dir(self.target),
+                source: std::io::Error::other("the directory chain was not prepared"),
+            });
         };
         for dir in unverified {
             let parent = parent_of(dir);

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::publication::NoProbe;
 use crate::store::ProjectionStore;
-use solewriter_core::lease::{Credential, HeldBy};
+use solewriter_core::lease::{AcquirePlan, Credential, HeldBy};
 use solewriter_core::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
 pub use solewriter_core::machine::release::ReleaseOutcome;
 use solewriter_core::machine::release::{Release, ReleaseFailure};
@@ -54,7 +54,26 @@ impl std::fmt::Debug for HeldLease<'_> {
     }
 }
 
-impl HeldLease<'_> {
+impl<'s> HeldLease<'s> {
+    /// The held lease of the committed grant `plan`, made for the holder of `token`.
+    pub(crate) fn granted(
+        store: &'s ProjectionStore,
+        plan: &AcquirePlan,
+        token: HolderToken,
+    ) -> Self {
+        HeldLease {
+            store,
+            credential: Credential {
+                target_id: plan.target_id.clone(),
+                epoch: plan.epoch,
+                token_hash: token.hash(),
+            },
+            token,
+            expires_at: plan.grant.expires_at,
+            armed: true,
+        }
+    }
+
     /// The target.
     pub fn target_id(&self) -> &TargetId {
         &self.credential.target_id
@@ -93,7 +112,7 @@ impl Drop for HeldLease<'_> {
     }
 }
 
-fn fresh_token() -> Result<HolderToken> {
+pub(crate) fn fresh_token() -> Result<HolderToken> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| Error::Random(e.to_string()))?;
     Ok(HolderToken::from_bytes(bytes))
@@ -108,6 +127,31 @@ pub(crate) fn release_error(target: &TargetId, failure: ReleaseFailure<Error>) -
             Error::CorruptRow("lease row changed under the write lock".into())
         }
         ReleaseFailure::Effect(error) => error,
+    }
+}
+
+/// The adapter's answer for an acquisition that was not granted: `Held` (logged), or the
+/// error; `None` for a grant (the caller's to handle).
+pub(crate) fn acquired(
+    target: &TargetId,
+    holder: &InstanceDigest,
+    answer: Acquired<Error>,
+) -> Result<Option<HeldBy>> {
+    match answer {
+        Acquired::Granted(_) => Ok(None),
+        Acquired::Held(held) => {
+            tracing::info!(target_id = %target, holder = %holder, epoch = held.fencing_epoch, retry_after_ms = held.retry_after_ms, "lease denied: held");
+            Ok(Some(held))
+        }
+        Acquired::Failed(failure) => Err(match failure {
+            AcquireFailure::NotAdmitted => Error::NotAdmitted(target.clone()),
+            AcquireFailure::Inconsistent(inconsistent) => Error::InconsistentLease(inconsistent),
+            AcquireFailure::EpochExhausted => Error::EpochExhausted,
+            AcquireFailure::RowChanged => {
+                Error::CorruptRow("lease row changed under the write lock".into())
+            }
+            AcquireFailure::Effect(error) => error,
+        }),
     }
 }
 
@@ -129,35 +173,15 @@ impl ProjectionStore {
         Executor::new(self, target, 0, &NoProbe).run(&mut machine);
         match machine.into_result() {
             Acquired::Granted(plan) => {
-                let (epoch, expires_at) = (plan.epoch, plan.grant.expires_at);
-                tracing::info!(target_id = %target, epoch, holder = %holder, "lease granted");
-                Ok(Acquisition::Acquired(HeldLease {
-                    store: self,
-                    credential: Credential {
-                        target_id: target.clone(),
-                        epoch,
-                        token_hash: token.hash(),
-                    },
-                    token,
-                    expires_at,
-                    armed: true,
-                }))
+                tracing::info!(target_id = %target, epoch = plan.epoch, holder = %holder, "lease granted");
+                Ok(Acquisition::Acquired(HeldLease::granted(
+                    self, &plan, token,
+                )))
             }
-            Acquired::Held(held) => {
-                tracing::info!(target_id = %target, epoch = held.fencing_epoch, retry_after_ms = held.retry_after_ms, "lease denied: held");
-                Ok(Acquisition::Held(held))
-            }
-            Acquired::Failed(failure) => Err(match failure {
-                AcquireFailure::NotAdmitted => Error::NotAdmitted(target.clone()),
-                AcquireFailure::Inconsistent(inconsistent) => {
-                    Error::InconsistentLease(inconsistent)
-                }
-                AcquireFailure::EpochExhausted => Error::EpochExhausted,
-                AcquireFailure::RowChanged => {
-                    Error::CorruptRow("lease row changed under the write lock".into())
-                }
-                AcquireFailure::Effect(error) => error,
-            }),
+            refused => match acquired(target, holder, refused)? {
+                Some(held) => Ok(Acquisition::Held(held)),
+                None => unreachable!("a grant is handled above"),
+            },
         }
     }
 

@@ -11,6 +11,7 @@
 //! - [`publication`]: the fenced publication of `current.json`.
 //! - [`atomic_file`]: temp sibling, fsync, rename, directory fsync.
 //! - [`runtime`]: the runtime root, the derived output paths, and the hook reader.
+//! - `write_gate`: the in-process queue in front of the store's write lock.
 //! - [`write_guard`]: the per-heap subtree write-lock authority (ADR 0021).
 //! - [`process`]: process identities (pid, start token, boot id) read from the OS.
 //! - [`project_lock`]: the project lock, whose authority is one process generation.
@@ -36,6 +37,7 @@ pub mod schema;
 pub mod store;
 pub mod submission;
 pub mod target_lock;
+mod write_gate;
 pub mod write_guard;
 
 pub use error::Error;

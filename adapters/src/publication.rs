@@ -11,11 +11,18 @@
 
 use crate::error::{Error, Result};
 use crate::executor::Executor;
-use crate::lease::{release_error, HeldLease};
+use crate::lease::{acquired, fresh_token, release_error, HeldLease, ReleaseOutcome};
+use crate::store::ProjectionStore;
+use solewriter_core::lease::HeldBy;
+use solewriter_core::machine::acquire::Applicant;
 use solewriter_core::machine::publish::{Publish, PublishEnd, PublishFailure};
+use solewriter_core::machine::publish_now::{PublishNow, PublishNowEnd};
+use solewriter_core::machine::release::ReleaseFailure;
+use solewriter_core::names::InstanceDigest;
 pub use solewriter_core::publication::PublishStep;
 use solewriter_core::target::TargetId;
 use solewriter_core::time::Millis;
+use solewriter_core::token::HolderToken;
 use std::path::PathBuf;
 
 /// Observes the publication sequence: tests pause or crash a publisher between steps. The
@@ -69,10 +76,6 @@ impl HeldLease<'_> {
         let mut machine = Publish::new(credential.clone(), &store.options.registry);
         let mut executor = Executor::new(store, target, epoch, probe);
         executor.run(&mut machine);
-        let path = executor
-            .renamed
-            .take()
-            .unwrap_or_else(|| store.options.runtime_root.current_path(target));
         let (result, release) = match machine.into_end() {
             // `Busy` (target lock or transaction): the lease was not used. It stays armed, so
             // dropping it attempts the conditional release; if the store is still busy, the
@@ -82,48 +85,144 @@ impl HeldLease<'_> {
         };
         // The machine ran the release itself, on every path.
         self.armed = false;
-        let not_released = release.err().map(|failure| {
-            let e = release_error(target, failure);
-            tracing::error!(target_id = %target, epoch, error = %e, "conditional release did not commit; the lease expires on its own");
-            e.to_string()
-        });
-        match result {
-            Ok(published) => match not_released {
-                None => {
-                    tracing::info!(target_id = %target, epoch, bytes = published.bytes, "published");
-                    Ok(Published {
-                        target_id: target.clone(),
-                        fencing_epoch: published.fencing_epoch,
-                        path,
-                        bytes: published.bytes,
-                        published_at: published.published_at,
-                    })
-                }
-                Some(reason) => Err(Error::PublishedNotReleased { path, reason }),
+        outcome(
+            store,
+            target,
+            epoch,
+            executor.renamed.take(),
+            result,
+            release,
+        )
+    }
+}
+
+/// What a one-shot publication did.
+#[derive(Debug)]
+pub enum PublishedNow {
+    /// Granted, published and released in one transaction.
+    Published(Published),
+    /// Another holder's grant is live; nothing was written.
+    Held(HeldBy),
+}
+
+impl ProjectionStore {
+    /// Acquires, publishes and releases in ONE transaction (one durable commit fewer than
+    /// [`ProjectionStore::acquire`] followed by [`HeldLease::publish`]), for a caller that does
+    /// not need the grant before composing. A live grant answers [`PublishedNow::Held`] at
+    /// once, without any lock; nothing is written then.
+    pub fn publish_now(&self, target: &TargetId, holder: &InstanceDigest) -> Result<PublishedNow> {
+        self.publish_now_observed(target, holder, &NoProbe)
+    }
+
+    /// [`Self::publish_now`], reporting each step of the publication to `probe`.
+    pub fn publish_now_observed(
+        &self,
+        target: &TargetId,
+        holder: &InstanceDigest,
+        probe: &dyn PublishProbe,
+    ) -> Result<PublishedNow> {
+        self.publish_now_with_token(target, holder, fresh_token()?, probe)
+    }
+
+    /// [`Self::publish_now_observed`] with the holder token given instead of drawn: a seam for
+    /// the conformance test, which must give the model the same token.
+    #[doc(hidden)]
+    pub fn publish_now_with_token(
+        &self,
+        target: &TargetId,
+        holder: &InstanceDigest,
+        token: HolderToken,
+        probe: &dyn PublishProbe,
+    ) -> Result<PublishedNow> {
+        let mut machine = PublishNow::new(
+            Applicant {
+                token_hash: token.hash(),
+                holder_instance_digest: holder.clone(),
+                ttl: self.options.timing.lease_ttl,
             },
-            Err(failure) => {
-                let error = match failure {
-                    PublishFailure::NotAdmitted => Error::NotAdmitted(target.clone()),
-                    PublishFailure::Inconsistent(inconsistent) => {
-                        Error::InconsistentLease(inconsistent)
-                    }
-                    PublishFailure::Fenced(reason) => {
-                        tracing::warn!(target_id = %target, epoch, %reason, "publication fenced");
-                        Error::Fenced(reason)
-                    }
-                    PublishFailure::Document(e) => Error::Document(e),
-                    PublishFailure::Expired(passed) => Error::LeaseExpired(passed),
-                    PublishFailure::Effect(e) => e,
-                    PublishFailure::NotDurable(e) => {
-                        tracing::error!(target_id = %target, epoch, error = %e, "published but directory fsync failed");
-                        e
-                    }
-                };
-                if !matches!(error, Error::Fenced(_)) {
-                    tracing::warn!(target_id = %target, epoch, %error, "publication aborted");
-                }
-                Err(with_release_failure(error, not_released))
+            &self.options.registry,
+        );
+        let mut executor = Executor::new(self, target, 0, probe);
+        executor.run(&mut machine);
+        match machine.into_end() {
+            PublishNowEnd::NotGranted(answer) => match acquired(target, holder, answer)? {
+                Some(held) => Ok(PublishedNow::Held(held)),
+                None => unreachable!("a one-shot publication that was granted ran"),
+            },
+            // A takeover of an expired grant committed on its own: publish with it in a second
+            // envelope (see `solewriter_core::machine::publish_now`).
+            PublishNowEnd::TakenOver(plan) => {
+                tracing::info!(target_id = %target, epoch = plan.epoch, holder = %holder, "lease granted (takeover)");
+                let lease = HeldLease::granted(self, &plan, token);
+                lease.publish_observed(probe).map(PublishedNow::Published)
             }
+            PublishNowEnd::Ran {
+                epoch,
+                result,
+                release,
+            } => {
+                tracing::info!(target_id = %target, epoch, holder = %holder, "lease granted (one-shot)");
+                let renamed = executor.renamed.take();
+                outcome(self, target, epoch, renamed, result, release).map(PublishedNow::Published)
+            }
+        }
+    }
+}
+
+/// The adapter's answer for a publication that ran, with its release.
+fn outcome(
+    store: &ProjectionStore,
+    target: &TargetId,
+    epoch: u64,
+    renamed: Option<PathBuf>,
+    result: std::result::Result<
+        solewriter_core::machine::publish::Published,
+        PublishFailure<Error>,
+    >,
+    release: std::result::Result<ReleaseOutcome, ReleaseFailure<Error>>,
+) -> Result<Published> {
+    let path = renamed.unwrap_or_else(|| store.options.runtime_root.current_path(target));
+    let not_released = release.err().map(|failure| {
+        let e = release_error(target, failure);
+        tracing::error!(target_id = %target, epoch, error = %e, "conditional release did not commit; the lease expires on its own");
+        e.to_string()
+    });
+    match result {
+        Ok(published) => match not_released {
+            None => {
+                tracing::info!(target_id = %target, epoch, bytes = published.bytes, "published");
+                Ok(Published {
+                    target_id: target.clone(),
+                    fencing_epoch: published.fencing_epoch,
+                    path,
+                    bytes: published.bytes,
+                    published_at: published.published_at,
+                })
+            }
+            Some(reason) => Err(Error::PublishedNotReleased { path, reason }),
+        },
+        Err(failure) => {
+            let error = match failure {
+                PublishFailure::NotAdmitted => Error::NotAdmitted(target.clone()),
+                PublishFailure::Inconsistent(inconsistent) => {
+                    Error::InconsistentLease(inconsistent)
+                }
+                PublishFailure::Fenced(reason) => {
+                    tracing::warn!(target_id = %target, epoch, %reason, "publication fenced");
+                    Error::Fenced(reason)
+                }
+                PublishFailure::Document(e) => Error::Document(e),
+                PublishFailure::Expired(passed) => Error::LeaseExpired(passed),
+                PublishFailure::Effect(e) => e,
+                PublishFailure::NotDurable(e) => {
+                    tracing::error!(target_id = %target, epoch, error = %e, "published but directory fsync failed");
+                    e
+                }
+            };
+            if !matches!(error, Error::Fenced(_)) {
+                tracing::warn!(target_id = %target, epoch, %error, "publication aborted");
+            }
+            Err(with_release_failure(error, not_released))
         }
     }
 }

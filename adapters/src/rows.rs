@@ -213,3 +213,85 @@ pub(crate) fn upsert_channel(conn: &Connection, record: &ChannelRecord) -> Resul
     .map_err(Error::Sqlite)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! The conditional writes are fenced by their own `WHERE` clauses, not only by the core's
+    //! decision made before them: each condition, broken alone, changes no row.
+    use super::*;
+    use solewriter_core::token::HolderToken;
+
+    fn store() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        crate::schema::create(&conn).unwrap();
+        conn
+    }
+
+    fn target() -> TargetId {
+        TargetId::parse(&"ab".repeat(32)).unwrap()
+    }
+
+    fn grant(epoch: u64, token: u8) -> AcquirePlan {
+        AcquirePlan {
+            target_id: target(),
+            prior_epoch: epoch - 1,
+            epoch,
+            grant: Grant {
+                holder_token_hash: HolderToken::from_bytes([token; 32]).hash(),
+                holder_instance_digest: InstanceDigest::parse("h").unwrap(),
+                acquired_at: Millis(10),
+                expires_at: Millis(20),
+            },
+        }
+    }
+
+    fn release(epoch: u64, token: u8) -> ReleasePlan {
+        ReleasePlan {
+            target_id: target(),
+            epoch,
+            token_hash: HolderToken::from_bytes([token; 32]).hash(),
+        }
+    }
+
+    fn state(conn: &Connection) -> (u64, String) {
+        let row = read_lease(conn, &target()).unwrap().unwrap();
+        (row.fencing_epoch, row.state.name().to_owned())
+    }
+
+    #[test]
+    fn a_grant_is_written_only_over_the_epoch_it_was_decided_on() {
+        let conn = store();
+        insert_admitted(&conn, &target()).unwrap();
+        assert!(write_acquire(&conn, &grant(1, 1)).unwrap());
+        assert!(
+            !write_acquire(&conn, &grant(1, 2)).unwrap(),
+            "stale prior epoch"
+        );
+        assert_eq!(state(&conn), (1, "held".into()));
+        assert!(write_acquire(&conn, &grant(2, 2)).unwrap());
+        assert_eq!(state(&conn), (2, "held".into()));
+    }
+
+    #[test]
+    fn a_release_changes_the_row_only_with_its_epoch_its_token_and_a_held_row() {
+        let conn = store();
+        insert_admitted(&conn, &target()).unwrap();
+        assert!(write_acquire(&conn, &grant(1, 1)).unwrap());
+        assert!(write_acquire(&conn, &grant(2, 2)).unwrap());
+        assert!(
+            !execute_release(&conn, &release(1, 2)).unwrap(),
+            "wrong epoch"
+        );
+        assert!(
+            !execute_release(&conn, &release(2, 1)).unwrap(),
+            "wrong token"
+        );
+        assert_eq!(state(&conn), (2, "held".into()));
+        assert!(execute_release(&conn, &release(2, 2)).unwrap());
+        assert_eq!(state(&conn), (2, "released".into()));
+        assert!(
+            !execute_release(&conn, &release(2, 2)).unwrap(),
+            "already released"
+        );
+    }
+}

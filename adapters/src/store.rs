@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::rows;
 use crate::runtime::RuntimeRoot;
 use crate::schema;
+use crate::write_gate::{Gate, Pass};
 use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
 use solewriter_core::channel::{ChannelRecord, ChannelRegistry};
 use solewriter_core::config::TimingConfig;
@@ -19,7 +20,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Everything needed to open a store. Cheap to clone: each thread opens its own store.
 #[derive(Clone)]
@@ -44,6 +45,36 @@ pub struct ProjectionStore {
     pub(crate) fs: Arc<dyn FileSystem>,
     /// Target directories whose creation this store has seen fsynced in their parent.
     pub(crate) durable_dirs: RefCell<HashSet<PathBuf>>,
+    /// This process's queue for the database's write lock.
+    gate: Arc<Gate>,
+}
+
+/// The serialized write transaction: the passage through the in-process gate, then SQLite's
+/// write lock (`BEGIN IMMEDIATE`), both held until commit or rollback (dropped: rolled back).
+pub(crate) struct WriteTx<'s> {
+    // Field order is drop order: the transaction ends before the gate lets the next in.
+    tx: Transaction<'s>,
+    _pass: Pass,
+}
+
+impl WriteTx<'_> {
+    /// Commits; the gate opens either way.
+    pub(crate) fn commit(self) -> rusqlite::Result<()> {
+        self.tx.commit()
+    }
+
+    /// Rolls back; the gate opens either way.
+    pub(crate) fn rollback(self) -> rusqlite::Result<()> {
+        self.tx.rollback()
+    }
+}
+
+impl std::ops::Deref for WriteTx<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        &self.tx
+    }
 }
 
 impl std::fmt::Debug for ProjectionStore {
@@ -142,6 +173,7 @@ impl ProjectionStore {
             options: options.clone(),
             fs: Arc::new(RealFs),
             durable_dirs: RefCell::default(),
+            gate: Gate::of(path),
         })
     }
 
@@ -158,11 +190,34 @@ impl ProjectionStore {
         &self.options
     }
 
-    /// Begins the serialized write transaction (`BEGIN IMMEDIATE`): SQLite's write lock is
-    /// held from here until commit or rollback.
-    pub(crate) fn begin(&self) -> Result<Transaction<'_>> {
-        Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
-            .map_err(|e| self.map_err(e))
+    /// The store's busy timeout.
+    pub(crate) fn busy_timeout(&self) -> Duration {
+        Duration::from_millis(self.options.timing.busy_timeout.as_millis())
+    }
+
+    /// Begins the serialized write transaction, waiting at most the busy timeout.
+    pub(crate) fn begin(&self) -> Result<WriteTx<'_>> {
+        self.begin_by(Instant::now() + self.busy_timeout())
+    }
+
+    /// Begins the serialized write transaction: passes this process's gate, then
+    /// `BEGIN IMMEDIATE` takes SQLite's write lock; both are held until commit or rollback.
+    /// All waiting ends at `deadline` ([`Error::Busy`]).
+    pub(crate) fn begin_by(&self, deadline: Instant) -> Result<WriteTx<'_>> {
+        let busy = || Error::Busy {
+            timeout_ms: self.options.timing.busy_timeout.as_millis(),
+        };
+        let left = || deadline.saturating_duration_since(Instant::now());
+        let pass = self.gate.enter(left()).ok_or_else(busy)?;
+        // SQLite's own wait (for another process) gets what is left of the deadline.
+        self.conn
+            .busy_timeout(left())
+            .map_err(|e| self.map_err(e))?;
+        let begun = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate);
+        let restored = self.conn.busy_timeout(self.busy_timeout());
+        let tx = begun.map_err(|e| self.map_err(e))?;
+        restored.map_err(|e| self.map_err(e))?;
+        Ok(WriteTx { tx, _pass: pass })
     }
 
     /// After a failed commit: make sure the connection is not left inside a transaction

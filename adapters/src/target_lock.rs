@@ -43,10 +43,15 @@ pub fn lock_path(root: &RuntimeRoot, target: &TargetId) -> PathBuf {
 }
 
 impl TargetLock {
-    /// Takes the lock of `target`, waiting at most `timeout` for another holder to let go
-    /// ([`Error::Busy`] after that). Creates `hook-projections/` (mode 0700, fsynced in its
+    /// Takes the lock of `target`, waiting until `deadline` at most for another holder to let
+    /// go ([`Error::Busy`] after that, naming `timeout`, the busy timeout). Creates `hook-projections/` (mode 0700, fsynced in its
     /// parent) and the lock file (mode 0600, no symlink followed) on first use.
-    pub fn acquire(root: &RuntimeRoot, target: &TargetId, timeout: Duration) -> Result<Self> {
+    pub fn acquire(
+        root: &RuntimeRoot,
+        target: &TargetId,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Self> {
         let dir = root.path().join(PROJECTIONS_DIR);
         let path = lock_path(root, target);
         let io = |step: &'static str, path: &PathBuf| {
@@ -74,7 +79,6 @@ impl TargetLock {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(io("open target lock", &path))?;
-        let deadline = Instant::now() + timeout;
         let mut pause = Duration::from_micros(50);
         loop {
             match file.try_lock() {

@@ -148,6 +148,43 @@ fn busy_store_at_publication_writes_nothing_and_the_grant_still_ends() {
     );
 }
 
+/// Holds the store's write lock from just before the publication's `begin` until just
+/// before it lets its target lock go, so the publication gets `Busy` and ends — and the
+/// dropped lease's safety-net release then finds the store free.
+struct BusyDuringBegin(rusqlite::Connection);
+
+impl PublishProbe for BusyDuringBegin {
+    fn reached(&self, _: PublishStep, _: &TargetId, _: u64) {}
+
+    fn before(&self, effect: &'static str, _: &TargetId, _: u64) {
+        match effect {
+            "begin" => self.0.execute_batch("BEGIN IMMEDIATE;").unwrap(),
+            "unlock-target" => self.0.execute_batch("ROLLBACK;").unwrap(),
+            _ => {}
+        }
+    }
+}
+
+/// A publication that could not start (`Busy`) leaves its lease armed, and dropping it
+/// releases it: the row is `released` with no clock moved.
+#[test]
+fn a_publication_that_could_not_start_releases_its_grant_on_drop() {
+    let f = Fixture::with_timing(timing(TTL_MS, 50), 1024);
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    let a = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    let probe = BusyDuringBegin(rusqlite::Connection::open(&f.options.db_path).unwrap());
+    assert!(matches!(
+        a.publish_observed(&probe).unwrap_err(),
+        Error::Busy { timeout_ms: 50 }
+    ));
+    assert!(matches!(
+        store.lease_row(&target).unwrap().unwrap().state,
+        LeaseState::Released(_)
+    ));
+    assert!(f.current_bytes(&target).is_none(), "nothing written");
+}
+
 #[test]
 fn holder_paused_inside_its_transaction_cannot_be_taken_over_and_aborts_at_expiry() {
     let f = Fixture::with_timing(timing(TTL_MS, 100), 1024);

@@ -33,6 +33,8 @@ pub enum ModelFault {
 pub(crate) enum Kind {
     Acquire,
     Publish,
+    /// A one-shot publication (grant, publish and release in one envelope).
+    PublishNow,
     Release,
 }
 
@@ -56,6 +58,8 @@ pub(crate) struct Executor<'w, S: Shim> {
     last_clock: Millis,
     /// The document written to the temp file.
     pub(crate) document: Vec<u8>,
+    /// Between the revalidation and the rename (counted in the world's `in_span`).
+    in_span: bool,
 }
 
 impl<'w, S: Shim> Executor<'w, S> {
@@ -74,6 +78,7 @@ impl<'w, S: Shim> Executor<'w, S> {
             lease_reads: 0,
             last_clock: Millis(0),
             document: Vec::new(),
+            in_span: false,
         }
     }
 
@@ -105,12 +110,21 @@ impl<'w, S: Shim> Executor<'w, S> {
             }
             Some(self.execute(effect))
         });
+        self.leave_span();
         self.tx = None;
         self.target_guard = None;
         if finished {
             None
         } else {
             crashed
+        }
+    }
+
+    fn leave_span(&mut self) {
+        if std::mem::take(&mut self.in_span) {
+            self.world
+                .in_span
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         }
     }
 
@@ -155,6 +169,7 @@ impl<'w, S: Shim> Executor<'w, S> {
         let revalidation = self.kind == Kind::Publish && self.lease_reads == 1;
         let releasing = match self.kind {
             Kind::Publish => self.lease_reads == 2,
+            Kind::PublishNow => self.lease_reads == 3,
             Kind::Release => true,
             Kind::Acquire => false,
         };
@@ -210,12 +225,14 @@ impl<'w, S: Shim> Executor<'w, S> {
                 Input::Lease(S::with(&world.snapshot, |s| s.leases.get(&target).cloned()))
             }
             Effect::LockTarget => {
+                world.note_lock_attempt();
                 if !self.unguarded() && self.design() != Design::TargetLockSkipped {
                     self.target_guard = Some(S::lock(world.target_lock(&target)));
                 }
                 Input::Done
             }
             Effect::Begin => {
+                world.note_lock_attempt();
                 if !self.unguarded() {
                     self.work();
                     if self.design() == Design::Renewal && self.kind == Kind::Publish {
@@ -236,6 +253,16 @@ impl<'w, S: Shim> Executor<'w, S> {
                     // let go between the decision and the write.
                     self.tx = None;
                     self.target_guard = None;
+                }
+                if self.kind == Kind::PublishNow {
+                    // The one-shot publisher learns its grant here.
+                    self.credential = Some(Credential {
+                        target_id: target.clone(),
+                        epoch: plan.epoch,
+                        token_hash: plan.grant.holder_token_hash,
+                    });
+                    self.expires_at = plan.grant.expires_at;
+                    self.granted = Some(plan.record());
                 }
                 let check_prior = self.design() != Design::SplitAcquire;
                 let work = self.work();
@@ -306,6 +333,15 @@ impl<'w, S: Shim> Executor<'w, S> {
             }
             Effect::Rename => self.rename(),
             Effect::Reached(step) => {
+                if step == PublishStep::Revalidated && !self.in_span {
+                    self.in_span = true;
+                    world
+                        .in_span
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                if step == PublishStep::Renamed {
+                    self.leave_span();
+                }
                 if step == PublishStep::Revalidated && self.design() == Design::StoreLockLost {
                     // The store's lock vanishes; the release later takes it anew.
                     self.commit();
@@ -350,6 +386,10 @@ impl<'w, S: Shim> Executor<'w, S> {
             last_clock: self.last_clock,
         };
         let json_guard = self.design() == Design::JsonEpochGuard;
+        let open = self
+            .tx
+            .as_ref()
+            .and_then(|(_, work)| work.leases.get(&target).cloned());
         S::with(&world.fs, |fs| {
             let dir = fs.dir(&target);
             if json_guard {
@@ -368,7 +408,9 @@ impl<'w, S: Shim> Executor<'w, S> {
                 return Input::Failed(ModelFault::Refused);
             };
             let epoch = ProjectionDocument::parse(&bytes).map_or(0, |d| d.fencing_epoch);
-            S::with(&world.ghost, |g| g.on_rename(&target, &renamer, epoch));
+            S::with(&world.ghost, |g| {
+                g.on_rename(&target, &renamer, epoch, open.as_ref())
+            });
             dir.current = Some(bytes);
             Input::Done
         })

@@ -4,9 +4,10 @@
 //! with `VIOLATION:`, which the model checkers report together with a replayable schedule.
 //!
 //! Invariants:
-//! - **fenced rename**: a rename is made only by the holder of the committed lease row
-//!   (same epoch, same token hash, state held) — so never after a successor's acquisition
-//!   committed, and never by a released or fenced lease;
+//! - **fenced rename**: a rename is made only by the holder of the lease row (same epoch, same
+//!   token hash, state held) as committed — or as the renamer's own open transaction has just
+//!   granted it (a one-shot publication) — and never when a higher epoch has committed; so
+//!   never after a successor's acquisition committed, and never by a released or fenced lease;
 //! - **bounded lease**: the renamer's last clock reading before the rename was before its
 //!   `expires_at`;
 //! - **monotonic publication**: the epochs of successive published documents never decrease;
@@ -98,14 +99,23 @@ impl Ghost {
         self.committed = after.leases.clone();
     }
 
-    /// `renamer` replaces `current.json` of `target` with a document of `doc_epoch`.
-    pub fn on_rename(&mut self, target: &TargetId, renamer: &Renamer, doc_epoch: u64) {
+    /// `renamer` replaces `current.json` of `target` with a document of `doc_epoch`. `open` is
+    /// the target's row as the renamer's own open transaction sees it, if it has one (a
+    /// one-shot publication renames under its own, not yet committed, grant).
+    pub fn on_rename(
+        &mut self,
+        target: &TargetId,
+        renamer: &Renamer,
+        doc_epoch: u64,
+        open: Option<&LeaseRecord>,
+    ) {
         self.renames += 1;
-        let row = self.committed.get(target);
+        let committed = self.committed.get(target);
+        let row = open.or(committed);
         let holds = row.is_some_and(|r| {
             r.fencing_epoch == renamer.epoch
                 && matches!(&r.state, LeaseState::Held(g) if g.holder_token_hash.ct_eq(&renamer.token_hash))
-        });
+        }) && committed.is_none_or(|c| c.fencing_epoch <= renamer.epoch);
         if !holds {
             let (epoch, state) = row.map_or((0, "absent"), |r| (r.fencing_epoch, r.state.name()));
             violation(format!(

@@ -15,7 +15,8 @@ use solewriter_core::channel::{ChannelRecord, ChannelRegistry, ProducerId, Submi
 use solewriter_core::config::LeaseTtl;
 use solewriter_core::lease::{Credential, DeadlinePassed, Fenced, HeldBy, LeaseRecord};
 use solewriter_core::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
-use solewriter_core::machine::publish::{Publish, PublishEnd, PublishFailure};
+use solewriter_core::machine::publish::{Publish, PublishEnd, PublishFailure, Published};
+use solewriter_core::machine::publish_now::{PublishNow, PublishNowEnd};
 use solewriter_core::machine::release::{Release, ReleaseOutcome};
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::publication::PublishStep;
@@ -115,6 +116,8 @@ pub enum PublishOutcome {
     NotAdmitted,
     /// A trap variant's own guard refused (e.g. the JSON epoch compare).
     Refused,
+    /// A one-shot publication found a live grant; nothing written.
+    Held(HeldBy),
 }
 
 enum Tx<R> {
@@ -145,6 +148,11 @@ pub struct World<S: Shim> {
     pub(crate) fs: S::Mutex<FsState>,
     clock: S::Mutex<Millis>,
     pub(crate) ghost: S::Mutex<Ghost>,
+    /// Publications now between their revalidation and their rename (the dangerous span).
+    pub(crate) in_span: std::sync::atomic::AtomicUsize,
+    /// Lock attempts (`LockTarget`, `Begin`) made while a publication was in that span: each
+    /// had to wait for the holder, which is the interleaving the proof is about.
+    contended: std::sync::atomic::AtomicUsize,
 }
 
 impl<S: Shim> World<S> {
@@ -160,6 +168,8 @@ impl<S: Shim> World<S> {
             fs: S::mutex(FsState::default()),
             clock: S::mutex(start),
             ghost: S::mutex(Ghost::new(ttl.as_millis())),
+            in_span: Default::default(),
+            contended: Default::default(),
         }
     }
 
@@ -176,6 +186,20 @@ impl<S: Shim> World<S> {
     /// Sets the clock (backwards jumps allowed).
     pub fn set_clock(&self, to: Millis) {
         S::with(&self.clock, |c| *c = to);
+    }
+
+    /// How many lock attempts were made while a publication was between its revalidation and
+    /// its rename (non-vacuity: the checkers reached the interleaving that fencing is about).
+    pub fn contended_in_span(&self) -> usize {
+        self.contended.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Counts a lock attempt if a publication is in its dangerous span now.
+    pub(crate) fn note_lock_attempt(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.in_span.load(SeqCst) > 0 {
+            self.contended.fetch_add(1, SeqCst);
+        }
     }
 
     /// The kernel lock of `target`'s stripe.
@@ -352,22 +376,68 @@ impl<S: Shim> World<S> {
         }
         match machine.into_end() {
             PublishEnd::NotStarted(ModelFault::Refused) => PublishOutcome::Refused,
-            PublishEnd::Ran { result, .. } => match result {
-                Ok(published) => PublishOutcome::Published {
-                    epoch: published.fencing_epoch,
-                    bytes: std::mem::take(&mut executor.document),
-                },
-                Err(PublishFailure::Fenced(fenced)) => PublishOutcome::Fenced(fenced),
-                Err(PublishFailure::Expired(passed)) => PublishOutcome::Expired(passed),
-                Err(PublishFailure::NotAdmitted | PublishFailure::Inconsistent(_)) => {
-                    PublishOutcome::NotAdmitted
-                }
-                Err(
-                    PublishFailure::Document(_)
-                    | PublishFailure::Effect(ModelFault::Refused)
-                    | PublishFailure::NotDurable(ModelFault::Refused),
-                ) => PublishOutcome::Refused,
-            },
+            PublishEnd::Ran { result, .. } => outcome(result, &mut executor.document),
         }
+    }
+
+    /// Grants, publishes and releases in one envelope for `holder` with the fresh `token` —
+    /// the core's one-shot machine, executed against the model — crashing at `crash_at` if
+    /// given.
+    pub fn publish_now(
+        &self,
+        target: &TargetId,
+        holder: &InstanceDigest,
+        token: HolderToken,
+        crash_at: Option<PublishStep>,
+    ) -> PublishOutcome {
+        let applicant = Applicant {
+            token_hash: token.hash(),
+            holder_instance_digest: holder.clone(),
+            ttl: self.ttl,
+        };
+        let mut machine = PublishNow::new(applicant, &self.registry);
+        let mut executor = Executor::new(self, Kind::PublishNow, target.clone()).crash_at(crash_at);
+        if let Some(step) = executor.run(&mut machine) {
+            return PublishOutcome::Crashed(step);
+        }
+        match machine.into_end() {
+            PublishNowEnd::NotGranted(Acquired::Held(held)) => PublishOutcome::Held(held),
+            // A takeover committed on its own: publish with it as a two-step publication.
+            PublishNowEnd::TakenOver(plan) => self.publish(
+                &ModelLease {
+                    target_id: target.clone(),
+                    epoch: plan.epoch,
+                    token,
+                    expires_at: plan.grant.expires_at,
+                    granted: plan.record(),
+                },
+                crash_at,
+            ),
+            PublishNowEnd::NotGranted(_) => PublishOutcome::NotAdmitted,
+            PublishNowEnd::Ran { result, .. } => outcome(result, &mut executor.document),
+        }
+    }
+}
+
+/// The model's outcome of a publication that ran (`document`: what it wrote to its temp file).
+fn outcome(
+    result: Result<Published, PublishFailure<ModelFault>>,
+    document: &mut Vec<u8>,
+) -> PublishOutcome {
+    match result {
+        Ok(published) => PublishOutcome::Published {
+            epoch: published.fencing_epoch,
+            bytes: std::mem::take(document),
+        },
+        Err(PublishFailure::Fenced(fenced)) => PublishOutcome::Fenced(fenced),
+        Err(PublishFailure::Expired(passed)) => PublishOutcome::Expired(passed),
+        Err(PublishFailure::NotAdmitted | PublishFailure::Inconsistent(_)) => {
+            PublishOutcome::NotAdmitted
+        }
+        Err(
+            PublishFailure::Document(_)
+            | PublishFailure::Effect(ModelFault::Refused)
+            | PublishFailure::NotDurable(ModelFault::Refused),
+        ) => PublishOutcome::Refused,
     }
 }

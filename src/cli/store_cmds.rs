@@ -7,7 +7,7 @@ use crate::cli::{parse_channel, parse_instance, parse_producer, parse_target};
 use solewriter::adapters::atomic_file::read_capped;
 use solewriter::core::target::MAX_TUPLE_JSON_BYTES;
 use solewriter::core::watermark::SubmissionRejected;
-use solewriter::{Acquisition, Millis, ProjectionStore, Submission, SubmitOutcome, TargetTuple};
+use solewriter::{Millis, ProjectionStore, PublishedNow, Submission, SubmitOutcome, TargetTuple};
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
@@ -188,22 +188,21 @@ pub fn submit(settings: &Settings, args: &SubmitArgs) -> CliResult<()> {
     Ok(())
 }
 
-/// `publish`: acquires the lease and publishes once; a live holder means exit code 6.
+/// `publish`: grants, publishes and releases in one transaction (one-shot); a live holder
+/// means exit code 6.
 pub fn publish(settings: &Settings, target: &str, instance: &str) -> CliResult<()> {
     let target = parse_target(target)?;
     let instance = parse_instance(instance)?;
     let store = ProjectionStore::open(&settings.store_options()?)?;
-    let acquisition = store.acquire(&target, &instance)?;
-    let result = match acquisition {
-        Acquisition::Held(held) => Err(CliError::new(
+    match store.publish_now(&target, &instance)? {
+        PublishedNow::Held(held) => Err(CliError::new(
             Class::Fenced,
             format!(
                 "target {target} is held by {} at epoch {} (retry after {} ms); nothing was written",
                 held.holder_instance_digest, held.fencing_epoch, held.retry_after_ms
             ),
         )),
-        Acquisition::Acquired(lease) => {
-            let published = lease.publish()?;
+        PublishedNow::Published(published) => {
             println!(
                 "published epoch {}: {} bytes to {}",
                 published.fencing_epoch,
@@ -212,6 +211,5 @@ pub fn publish(settings: &Settings, target: &str, instance: &str) -> CliResult<(
             );
             Ok(())
         }
-    };
-    result
+    }
 }

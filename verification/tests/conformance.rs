@@ -14,6 +14,7 @@
 use proptest::prelude::*;
 use solewriter_adapters::clock::ManualClock;
 use solewriter_adapters::lease::{Acquisition, HeldLease, ReleaseOutcome};
+use solewriter_adapters::publication::{NoProbe, PublishedNow};
 use solewriter_adapters::runtime::RuntimeRoot;
 use solewriter_adapters::store::{ProjectionStore, StoreOptions};
 use solewriter_adapters::submission::SubmitOutcome;
@@ -52,6 +53,10 @@ enum Op {
     Publish {
         slot: usize,
     },
+    PublishNow {
+        target: usize,
+        token: u8,
+    },
     Release {
         slot: usize,
     },
@@ -67,6 +72,7 @@ fn op() -> impl Strategy<Value = Op> {
         ),
         4 => (0..SLOTS, 0..TARGETS).prop_map(|(slot, target)| Op::Acquire { slot, target }),
         3 => (0..SLOTS).prop_map(|slot| Op::Publish { slot }),
+        2 => (0..TARGETS, 0..4u8).prop_map(|(target, token)| Op::PublishNow { target, token }),
         2 => (0..SLOTS).prop_map(|slot| Op::Release { slot }),
         3 => (0..(2 * TTL_MS)).prop_map(Op::Advance),
         1 => (0..TTL_MS).prop_map(Op::ClockBack),
@@ -285,6 +291,36 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                     (a, m)
                 }
             },
+            Op::PublishNow { target, token } => {
+                let (t, digest) = (&targets[*target], holder(9));
+                let token = HolderToken::from_bytes([0xa0 + *token; 32]);
+                let a = match store.publish_now_with_token(t, &digest, token.clone(), &NoProbe) {
+                    Ok(PublishedNow::Published(p)) => Out::Published {
+                        epoch: p.fencing_epoch,
+                        bytes: p.bytes,
+                    },
+                    Ok(PublishedNow::Held(h)) => Out::Held {
+                        epoch: h.fencing_epoch,
+                        retry_after_ms: h.retry_after_ms,
+                    },
+                    Err(e) => adapter_error(e),
+                };
+                let m = match model.publish_now(t, &digest, token, None) {
+                    PublishOutcome::Published { epoch, bytes } => Out::Published {
+                        epoch,
+                        bytes: bytes.len(),
+                    },
+                    PublishOutcome::Held(h) => Out::Held {
+                        epoch: h.fencing_epoch,
+                        retry_after_ms: h.retry_after_ms,
+                    },
+                    PublishOutcome::Fenced(f) => Out::Fenced(f),
+                    PublishOutcome::Expired(d) => Out::Expired(d),
+                    PublishOutcome::NotAdmitted => Out::NotAdmitted,
+                    other => panic!("unexpected model outcome {other:?}"),
+                };
+                (a, m)
+            }
             Op::Release { slot } => match slots[*slot].take() {
                 None => (Out::NoLease, Out::NoLease),
                 Some((lease, ml)) => {

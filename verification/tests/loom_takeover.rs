@@ -36,6 +36,7 @@ struct Stats {
     takeover_while_publishing: AtomicUsize,
     reader_saw_old_and_new: AtomicUsize,
     b_published: AtomicUsize,
+    contended_in_span: AtomicUsize,
 }
 
 fn bound() -> usize {
@@ -52,7 +53,7 @@ fn acquired(outcome: ModelAcquire) -> solewriter_models::world::ModelLease {
     }
 }
 
-fn check(design: Design, stats: &'static Stats) {
+fn check(design: Design, one_shot: bool, stats: &'static Stats) {
     let mut builder = loom::model::Builder::new();
     builder.preemption_bound = Some(bound());
     builder.check(move || {
@@ -71,16 +72,29 @@ fn check(design: Design, stats: &'static Stats) {
             world.publish(&z, None),
             PublishOutcome::Published { epoch: 1, .. }
         ));
-        let a_lease = acquired(
-            world
-                .acquire(&target, &holder(1), token(1))
-                .expect("admitted"),
-        );
+        // Two-step: A holds epoch 2 and is taken over after its expiry. One-shot: A is Z
+        // again, whose grant was released by its publication; B then grants, publishes and
+        // releases in one envelope while A retries with its released grant.
+        let a_lease = if one_shot {
+            z
+        } else {
+            acquired(
+                world
+                    .acquire(&target, &holder(1), token(1))
+                    .expect("admitted"),
+            )
+        };
 
         let (w, t) = (world.clone(), target.clone());
         let a = loom::thread::spawn(move || w.publish(&a_lease, None));
         let (w, t2) = (world.clone(), target.clone());
         let b = loom::thread::spawn(move || {
+            if one_shot {
+                return match w.publish_now(&t2, &holder(2), token(2), None) {
+                    PublishOutcome::Held(_) => None,
+                    outcome => Some(outcome),
+                };
+            }
             match w.acquire(&t2, &holder(2), token(2)).expect("admitted") {
                 ModelAcquire::Acquired(lease) => Some(w.publish(&lease, None)),
                 ModelAcquire::Held(_) => None,
@@ -98,8 +112,14 @@ fn check(design: Design, stats: &'static Stats) {
         let a_outcome = a.join().expect("A");
         let b_outcome = b.join().expect("B");
         clock.join().expect("clock");
+        stats
+            .contended_in_span
+            .fetch_add(world.contended_in_span(), SeqCst);
         if b_outcome.is_some()
-            && matches!(a_outcome, PublishOutcome::Fenced(Fenced::Superseded { .. }))
+            && matches!(
+                a_outcome,
+                PublishOutcome::Fenced(Fenced::Superseded { .. } | Fenced::Released)
+            )
         {
             stats.takeover_while_publishing.fetch_add(1, SeqCst);
         }
@@ -120,20 +140,21 @@ fn leak(stats: Stats) -> &'static Stats {
 /// takeovers while the old holder still tried to publish, successor published, reader saw old
 /// and new). loom's exploration is deterministic, so a change to the machine, the executor or
 /// the scenario that changes what is explored shows here first.
-fn quoted(design: Design) -> Option<(usize, usize, usize, usize)> {
-    match design {
-        Design::Real => Some((13_903, 621, 7_416, 1_612)),
-        Design::StoreLockLost => Some((16_906, 621, 8_648, 1_836)),
-        Design::TargetLockSkipped => Some((12_851, 558, 6_925, 1_568)),
+fn quoted(design: Design, one_shot: bool) -> Option<(usize, usize, usize, usize)> {
+    match (design, one_shot) {
+        (Design::Real, false) => Some((13_903, 621, 7_416, 1_612)),
+        (Design::StoreLockLost, false) => Some((16_906, 621, 8_648, 1_836)),
+        (Design::TargetLockSkipped, false) => Some((12_851, 558, 6_925, 1_568)),
+        (Design::Real, true) => Some((20_006, 20_006, 19_779, 1_293)),
         _ => None,
     }
 }
 
 /// Runs `design` under loom, asserts it survives and that the dangerous interleavings were
 /// reached, and reports the figures.
-fn survives(design: Design) {
+fn survives(design: Design, one_shot: bool) {
     let stats = leak(Stats::default());
-    check(design, stats);
+    check(design, one_shot, stats);
     let (n, takeover, both, b) = (
         stats.executions.load(SeqCst),
         stats.takeover_while_publishing.load(SeqCst),
@@ -141,7 +162,8 @@ fn survives(design: Design) {
         stats.b_published.load(SeqCst),
     );
     solewriter_verification::report(&format!(
-        "loom {design:?} (preemption bound {}): {n} interleavings explored; {takeover} with a takeover while the old holder still tried to publish; {b} where the successor published; {both} where the reader saw the old and a new document",
+        "loom {design:?}{} (preemption bound {}): {n} interleavings explored; {takeover} with a takeover while the old holder still tried to publish; {b} where the successor published; {both} where the reader saw the old and a new document",
+        if one_shot { ", successor publishing in one shot" } else { "" },
         bound()
     ));
     // Non-vacuity: the dangerous interleavings were reached.
@@ -154,10 +176,19 @@ fn survives(design: Design) {
         "no interleaving let the reader see both documents"
     );
     assert!(b > 0, "the successor never published");
+    let contended = stats.contended_in_span.load(SeqCst);
+    solewriter_verification::report(&format!(
+        "loom {design:?}{}: {contended} lock attempts while a publication was between its revalidation and its rename",
+        if one_shot { ", one-shot successor" } else { "" }
+    ));
+    assert!(
+        contended > 0,
+        "no contender ever met a publication between its revalidation and its rename"
+    );
     if bound() == 3 {
         assert_eq!(
             Some((n, takeover, b, both)),
-            quoted(design),
+            quoted(design, one_shot),
             "{design:?}: the figures FENCING.md quotes (update both together)"
         );
     }
@@ -165,7 +196,16 @@ fn survives(design: Design) {
 
 #[test]
 fn real_design_survives_every_interleaving_of_the_takeover() {
-    survives(Design::Real);
+    survives(Design::Real, false);
+}
+
+/// The successor grants, publishes and releases in one envelope (`publish_now`) over a
+/// released grant, while that grant's holder tries to publish again: the one-shot machine in
+/// every interleaving. (A one-shot over an *expired* grant commits its grant first and
+/// publishes in two steps — the takeover path above.)
+#[test]
+fn a_one_shot_successor_survives_every_interleaving_of_the_takeover() {
+    survives(Design::Real, true);
 }
 
 /// Defence in depth: with the store's write lock lost right after the revalidation (a
@@ -174,7 +214,7 @@ fn real_design_survives_every_interleaving_of_the_takeover() {
 #[test]
 fn each_lock_alone_fences_every_interleaving_of_the_takeover() {
     for design in Design::ONE_LOCK {
-        survives(design);
+        survives(design, false);
     }
 }
 
@@ -182,7 +222,7 @@ fn each_lock_alone_fences_every_interleaving_of_the_takeover() {
 /// contains `expected` (the invariant the trap breaks).
 fn assert_caught(design: Design, expected: &str) {
     let stats = leak(Stats::default());
-    let result = catch_unwind(AssertUnwindSafe(|| check(design, stats)));
+    let result = catch_unwind(AssertUnwindSafe(|| check(design, false, stats)));
     let message = match result {
         Ok(()) => panic!("loom did not find the violation of trap {design:?}"),
         Err(payload) => solewriter_verification::panic_message(payload.as_ref()),

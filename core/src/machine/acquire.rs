@@ -61,16 +61,35 @@ enum Stage {
     Done,
 }
 
+/// The grant's steps, for a machine that holds the locks.
 #[derive(Debug)]
-struct Grant<E> {
+pub(crate) struct Grant<E> {
     applicant: Applicant,
     stage: Stage,
     record: Option<LeaseRecord>,
     plan: Option<AcquirePlan>,
-    result: Option<Acquired<E>>,
+    pub(crate) result: Option<Acquired<E>>,
+    /// The grant replaces an expired one (a takeover).
+    pub(crate) takeover: bool,
 }
 
 impl<E> Grant<E> {
+    pub(crate) fn new(applicant: Applicant) -> Self {
+        Grant {
+            applicant,
+            stage: Stage::ReadLease,
+            record: None,
+            plan: None,
+            result: None,
+            takeover: false,
+        }
+    }
+
+    /// The applicant's token hash.
+    pub(crate) fn token_hash(&self) -> crate::token::TokenHash {
+        self.applicant.token_hash
+    }
+
     fn finish(&mut self, result: Acquired<E>) -> Stage {
         self.result = Some(result);
         Stage::Done
@@ -106,7 +125,11 @@ impl<E> Body<E> for Grant<E> {
                     now,
                     ttl: self.applicant.ttl,
                 };
-                match observe(record, now).map(|o| o.decide_acquire(request)) {
+                let observed = observe(record, now);
+                // A grant over an expired one is a takeover: its predecessor may still try to
+                // publish (and would be fenced only once this grant has committed).
+                self.takeover = matches!(observed, Ok(Observed::Expired(_)));
+                match observed.map(|o| o.decide_acquire(request)) {
                     Err(inconsistent) => {
                         self.finish(Acquired::Failed(AcquireFailure::Inconsistent(inconsistent)))
                     }
@@ -143,12 +166,63 @@ impl<E> Body<E> for Grant<E> {
     }
 }
 
+/// The lock-free prelude of every acquisition: the committed snapshot's row and the clock
+/// answer `Held` (a live grant) or `NotAdmitted` (no row) without any lock.
 #[derive(Debug)]
-enum Phase<E> {
-    /// Reading the committed snapshot (no lock).
+pub(crate) enum Prelude {
+    /// Reading the committed snapshot.
     Snapshot,
     /// The snapshot row was read; the clock decides whether it is a live grant.
     SnapshotClock(LeaseRecord),
+}
+
+/// Where the prelude leads.
+pub(crate) enum PreludeNext<E> {
+    /// The prelude needs another effect.
+    Continue(Prelude),
+    /// No live grant seen: take the locks.
+    Serialize,
+    /// Answered without any lock.
+    Answered(Acquired<E>),
+}
+
+impl Prelude {
+    pub(crate) fn poll(&self) -> Effect<'static> {
+        match self {
+            Prelude::Snapshot => Effect::ReadCommittedLease,
+            Prelude::SnapshotClock(_) => Effect::ReadClock,
+        }
+    }
+
+    pub(crate) fn handle<E>(self, input: Input<E>) -> PreludeNext<E> {
+        match (self, input) {
+            (Prelude::Snapshot, Input::Lease(Some(record))) => {
+                PreludeNext::Continue(Prelude::SnapshotClock(record))
+            }
+            // Lease rows are never deleted, so a target absent from a committed state was not
+            // admitted then: answered without taking any lock (nothing is created, not even
+            // the target's lock file).
+            (Prelude::Snapshot, Input::Lease(None)) => {
+                PreludeNext::Answered(Acquired::Failed(AcquireFailure::NotAdmitted))
+            }
+            (Prelude::Snapshot, Input::Failed(e)) => {
+                PreludeNext::Answered(Acquired::Failed(AcquireFailure::Effect(e)))
+            }
+            (Prelude::SnapshotClock(record), Input::Clock(now)) => match observe(record, now) {
+                Ok(Observed::Held(live)) => PreludeNext::Answered(Acquired::Held(live.held_by())),
+                Ok(_) => PreludeNext::Serialize,
+                Err(inconsistent) => PreludeNext::Answered(Acquired::Failed(
+                    AcquireFailure::Inconsistent(inconsistent),
+                )),
+            },
+            (_, other) => protocol_violation("acquire prelude", &other),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Phase<E> {
+    Prelude(Prelude),
     /// Inside the lock envelope.
     Serialized(Box<Serialized<E, Grant<E>>>),
     /// Ended before the envelope.
@@ -167,21 +241,8 @@ impl<E> Acquire<E> {
     pub fn new(applicant: Applicant) -> Self {
         Acquire {
             applicant: Some(applicant),
-            phase: Phase::Snapshot,
+            phase: Phase::Prelude(Prelude::Snapshot),
         }
-    }
-
-    fn serialized(&mut self) -> Phase<E> {
-        let Some(applicant) = self.applicant.take() else {
-            unreachable!("the envelope is entered once")
-        };
-        Phase::Serialized(Box::new(Serialized::new(Grant {
-            applicant,
-            stage: Stage::ReadLease,
-            record: None,
-            plan: None,
-            result: None,
-        })))
     }
 
     /// The result, once [`Effect::Finished`] was polled.
@@ -211,8 +272,7 @@ impl<E> Acquire<E> {
 impl<E> Machine<E> for Acquire<E> {
     fn poll(&self) -> Effect<'_> {
         match &self.phase {
-            Phase::Snapshot => Effect::ReadCommittedLease,
-            Phase::SnapshotClock(_) => Effect::ReadClock,
+            Phase::Prelude(prelude) => prelude.poll(),
             Phase::Serialized(inner) => inner.poll(),
             Phase::Done(_) => Effect::Finished,
         }
@@ -220,29 +280,22 @@ impl<E> Machine<E> for Acquire<E> {
 
     fn handle(&mut self, input: Input<E>) {
         let phase = std::mem::replace(&mut self.phase, Phase::Done(None));
-        self.phase = match (phase, input) {
-            (Phase::Snapshot, Input::Lease(Some(record))) => Phase::SnapshotClock(record),
-            // Lease rows are never deleted, so a target absent from a committed state was not
-            // admitted then: answered without taking any lock (nothing is created, not even the
-            // target's lock file).
-            (Phase::Snapshot, Input::Lease(None)) => {
-                Phase::Done(Some(Acquired::Failed(AcquireFailure::NotAdmitted)))
-            }
-            (Phase::Snapshot, Input::Failed(e)) => {
-                Phase::Done(Some(Acquired::Failed(AcquireFailure::Effect(e))))
-            }
-            (Phase::SnapshotClock(record), Input::Clock(now)) => match observe(record, now) {
-                Ok(Observed::Held(live)) => Phase::Done(Some(Acquired::Held(live.held_by()))),
-                Ok(_) => self.serialized(),
-                Err(inconsistent) => Phase::Done(Some(Acquired::Failed(
-                    AcquireFailure::Inconsistent(inconsistent),
-                ))),
+        self.phase = match phase {
+            Phase::Prelude(prelude) => match prelude.handle(input) {
+                PreludeNext::Continue(prelude) => Phase::Prelude(prelude),
+                PreludeNext::Answered(answer) => Phase::Done(Some(answer)),
+                PreludeNext::Serialize => match self.applicant.take() {
+                    Some(applicant) => {
+                        Phase::Serialized(Box::new(Serialized::new(Grant::new(applicant))))
+                    }
+                    None => unreachable!("the envelope is entered once"),
+                },
             },
-            (Phase::Serialized(mut inner), input) => {
+            Phase::Serialized(mut inner) => {
                 inner.handle(input);
                 Phase::Serialized(inner)
             }
-            (_, other) => protocol_violation("acquire", &other),
+            Phase::Done(_) => protocol_violation("finished acquire", &input),
         };
     }
 }

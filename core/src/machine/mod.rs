@@ -21,9 +21,11 @@
 //! - [`acquire`]: the grant (a `Held` answer from the committed snapshot needs no lock).
 //! - [`release`]: the conditional release, alone or as the end of a publication.
 //! - [`publish`]: the fenced publication of `current.json`.
+//! - [`publish_now`]: grant, publish and release in one envelope (one commit).
 
 pub mod acquire;
 pub mod publish;
+pub mod publish_now;
 pub mod release;
 mod serialized;
 

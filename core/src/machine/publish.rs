@@ -102,8 +102,9 @@ fn after(step: PublishStep) -> Stage {
     }
 }
 
+/// The publication's steps, for a machine that holds the locks.
 #[derive(Debug)]
-struct Steps<'r, E> {
+pub(crate) struct Steps<'r, E> {
     credential: Credential,
     registry: &'r ChannelRegistry,
     stage: Stage,
@@ -113,6 +114,49 @@ struct Steps<'r, E> {
     bytes: Vec<u8>,
     failure: Option<PublishFailure<E>>,
     release: ReleaseSteps<E>,
+}
+
+impl<'r, E> Steps<'r, E> {
+    /// The steps publishing for the holder of `credential`.
+    pub(crate) fn new(credential: Credential, registry: &'r ChannelRegistry) -> Self {
+        let release = ReleaseSteps::new(credential.clone());
+        Steps {
+            credential,
+            registry,
+            stage: Stage::Mark(PublishStep::TransactionOpen),
+            record: None,
+            authority: None,
+            now: Millis(0),
+            bytes: Vec::new(),
+            failure: None,
+            release,
+        }
+    }
+
+    /// The publication's and the release's results, once the envelope has ended
+    /// (`commit_failed`: the commit's error, which is the release's too).
+    pub(crate) fn results(
+        &mut self,
+        commit_failed: Option<E>,
+    ) -> (
+        Result<Published, PublishFailure<E>>,
+        Result<ReleaseOutcome, ReleaseFailure<E>>,
+    ) {
+        let result = match self.failure.take() {
+            Some(failure) => Err(failure),
+            None => Ok(Published {
+                fencing_epoch: self.authority().epoch(),
+                bytes: self.bytes.len(),
+                published_at: self.now,
+            }),
+        };
+        let release = match (commit_failed, self.release.take_result()) {
+            (Some(e), _) => Err(ReleaseFailure::Effect(e)),
+            (None, Some(release)) => release,
+            (None, None) => unreachable!("a started publication runs its release"),
+        };
+        (result, release)
+    }
 }
 
 impl<E> Steps<'_, E> {
@@ -244,19 +288,8 @@ pub struct Publish<'r, E> {
 impl<'r, E> Publish<'r, E> {
     /// A publication of the target of `credential`, composed with `registry`.
     pub fn new(credential: Credential, registry: &'r ChannelRegistry) -> Self {
-        let release = ReleaseSteps::new(credential.clone());
         Publish {
-            inner: Serialized::new(Steps {
-                credential,
-                registry,
-                stage: Stage::Mark(PublishStep::TransactionOpen),
-                record: None,
-                authority: None,
-                now: Millis(0),
-                bytes: Vec::new(),
-                failure: None,
-                release,
-            }),
+            inner: Serialized::new(Steps::new(credential, registry)),
         }
     }
 
@@ -269,20 +302,8 @@ impl<'r, E> Publish<'r, E> {
         if let Some(e) = self.inner.not_started.take() {
             return PublishEnd::NotStarted(e);
         }
-        let steps = &mut self.inner.body;
-        let result = match steps.failure.take() {
-            Some(failure) => Err(failure),
-            None => Ok(Published {
-                fencing_epoch: steps.authority().epoch(),
-                bytes: steps.bytes.len(),
-                published_at: steps.now,
-            }),
-        };
-        let release = match (self.inner.commit_failed.take(), steps.release.take_result()) {
-            (Some(e), _) => Err(ReleaseFailure::Effect(e)),
-            (None, Some(release)) => release,
-            (None, None) => unreachable!("a started publication runs its release"),
-        };
+        let commit_failed = self.inner.commit_failed.take();
+        let (result, release) = self.inner.body.results(commit_failed);
         PublishEnd::Ran { result, release }
     }
 }
