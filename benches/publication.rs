@@ -1,8 +1,9 @@
 //! Publication cycle vs an unfenced atomic write, for 1 KiB and 256 KiB documents.
 //!
-//! `fenced_cycle` is what a holder pays for one publication: acquire (one serialized
+//! `fenced_cycle` is what a holder pays for one two-step publication: acquire (one serialized
 //! transaction, committed) + publish (revalidate, compose, temp write + fsync, deadline check,
-//! rename, directory fsync, conditional release, commit). `atomic_write` writes the same
+//! rename, directory fsync, conditional release, commit). `one_shot` is `publish_now`: the
+//! grant, the publication and the release in one transaction (one commit fewer). `atomic_write` writes the same
 //! bytes the unfenced way: temp sibling, fsync, rename, directory fsync. The store runs with
 //! `synchronous = FULL`, set inside `ProjectionStore::open` on its private connection; the
 //! cost of FULL against NORMAL is measured on the plain-SQLite baseline in `submission.rs`.
@@ -11,7 +12,7 @@ mod support;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use solewriter::adapters::atomic_file::{FileSystem, RealFs, TempFile};
-use support::{holder, publish_once, Bench};
+use support::{holder, publish_now_once, publish_once, Bench};
 
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("publication");
@@ -23,6 +24,9 @@ fn bench(c: &mut Criterion) {
         assert!(publish_once(&store, target, &who), "first publication");
         group.bench_function(BenchmarkId::new("fenced_cycle", label), |b| {
             b.iter(|| assert!(publish_once(&store, target, &who)))
+        });
+        group.bench_function(BenchmarkId::new("one_shot", label), |b| {
+            b.iter(|| assert!(publish_now_once(&store, target, &who)))
         });
         let bytes = std::fs::read(bench.options.runtime_root.current_path(target))
             .expect("published document");

@@ -124,3 +124,12 @@ pub fn publish_once(store: &ProjectionStore, target: &TargetId, who: &InstanceDi
         Acquisition::Held(_) => false,
     }
 }
+
+/// One one-shot publication (grant, publish and release in one transaction). `false` when
+/// held.
+pub fn publish_now_once(store: &ProjectionStore, target: &TargetId, who: &InstanceDigest) -> bool {
+    match store.publish_now(target, who).expect("publish_now") {
+        solewriter::PublishedNow::Published(_) => true,
+        solewriter::PublishedNow::Held(_) => false,
+    }
+}
