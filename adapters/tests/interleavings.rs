@@ -315,7 +315,7 @@ fn no_contender_is_granted_while_a_publication_holds_its_locks_and_no_stale_rena
                     "{at:?} ({name}), back {back}: the holder renamed after the successor's grant"
                 );
                 assert!(
-                    matches!(&seen.holder, Some(Err(e)) if e.contains("fenced") || e.contains("expired")),
+                    matches!(&seen.holder, Some(Err(e)) if e.contains("fenced (superseded")),
                     "{at:?} ({name}): granted a successor, yet the holder ended with {:?}",
                     seen.holder
                 );
