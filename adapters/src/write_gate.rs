@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 pub(crate) struct Gate {
     taken: Mutex<bool>,
     freed: Condvar,
+    /// Threads waiting at the gate now (observed by tests).
+    waiting: std::sync::atomic::AtomicUsize,
 }
 
 /// Passage through a gate; dropping it lets the next thread through.
@@ -45,16 +47,19 @@ impl Gate {
     pub(crate) fn enter(self: &Arc<Self>, timeout: Duration) -> Option<Pass> {
         let deadline = Instant::now() + timeout;
         let mut taken = self.taken.lock().unwrap_or_else(PoisonError::into_inner);
+        let waiting = &self.waiting;
         while *taken {
             let now = Instant::now();
             if now >= deadline {
                 return None;
             }
+            waiting.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             taken = self
                 .freed
                 .wait_timeout(taken, deadline - now)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
+            waiting.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         }
         *taken = true;
         Some(Pass { gate: self.clone() })
@@ -71,5 +76,56 @@ impl Drop for Pass {
         *taken = false;
         drop(taken);
         self.gate.freed.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering::SeqCst;
+
+    #[test]
+    fn every_store_of_one_database_file_shares_one_gate() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.sqlite");
+        std::fs::write(&path, b"").unwrap();
+        let other = dir.path().join("other.sqlite");
+        std::fs::write(&other, b"").unwrap();
+        // Spelled differently, the same file.
+        let dotted = dir.path().join(".").join("store.sqlite");
+        assert!(Arc::ptr_eq(&Gate::of(&path), &Gate::of(&dotted)));
+        assert!(!Arc::ptr_eq(&Gate::of(&path), &Gate::of(&other)));
+    }
+
+    #[test]
+    fn a_waiter_passes_when_the_holder_leaves_and_not_before() {
+        let gate = Arc::new(Gate::default());
+        let pass = gate
+            .enter(Duration::ZERO)
+            .expect("a free gate lets in at once");
+        assert!(
+            gate.enter(Duration::ZERO).is_none(),
+            "a taken gate refuses a zero wait"
+        );
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| gate.enter(Duration::from_secs(60)).is_some());
+            // An event, not a sleep: the waiter is inside the wait.
+            while gate.waiting.load(SeqCst) == 0 {
+                assert!(
+                    !waiter.is_finished(),
+                    "the waiter gave up while the gate was taken"
+                );
+                std::thread::yield_now();
+            }
+            drop(pass);
+            assert!(
+                waiter.join().unwrap(),
+                "the waiter passed once the holder left"
+            );
+        });
+        assert!(
+            gate.enter(Duration::ZERO).is_some(),
+            "the waiter's pass was dropped"
+        );
     }
 }

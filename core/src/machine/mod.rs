@@ -28,6 +28,8 @@ pub mod publish;
 pub mod publish_now;
 pub mod release;
 mod serialized;
+#[cfg(test)]
+mod tests;
 
 use crate::channel::ChannelRecord;
 use crate::lease::{AcquirePlan, LeaseRecord, ReleasePlan};
