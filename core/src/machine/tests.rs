@@ -563,3 +563,32 @@ fn an_input_that_does_not_answer_the_effect_is_an_executor_bug() {
 fn a_result_is_only_taken_from_a_finished_machine() {
     let _ = Acquire::<&str>::new(applicant(1)).into_result();
 }
+
+#[test]
+#[should_panic(expected = "not polled to its end")]
+fn an_acquisition_inside_its_locks_has_no_result_yet() {
+    let mut m = Acquire::<&str>::new(applicant(2));
+    m.handle(Input::Lease(Some(row(1, 1, 0, true))));
+    m.handle(Input::Clock(Millis(10)));
+    m.handle(Input::Done); // the target lock
+    let _ = m.into_result();
+}
+
+#[test]
+#[should_panic(expected = "not polled to its end")]
+fn a_one_shot_inside_its_locks_has_no_result_yet() {
+    let registry = registry();
+    let mut m = PublishNow::<&str>::new(applicant(2), &registry);
+    m.handle(Input::Lease(Some(row(1, 1, 0, true))));
+    m.handle(Input::Clock(Millis(10)));
+    m.handle(Input::Done); // the target lock
+    let _ = m.into_end();
+}
+
+#[test]
+#[should_panic(expected = "polled to its end")]
+fn a_release_inside_its_locks_has_no_result_yet() {
+    let mut m = Release::<&str>::new(credential(1, 1));
+    m.handle(Input::Done); // the target lock
+    let _ = m.into_result();
+}
