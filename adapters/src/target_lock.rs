@@ -29,6 +29,10 @@ pub const LOCK_SUFFIX: &str = ".lock";
 /// this much of its release.
 const MAX_POLL: Duration = Duration::from_millis(2);
 
+/// How many attempts of this process found a target lock taken (observed by tests: an event
+/// to wait for instead of a sleep).
+static BLOCKED_ATTEMPTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// A held target lock; dropping it releases the lock.
 #[derive(Debug)]
 pub struct TargetLock {
@@ -83,7 +87,9 @@ impl TargetLock {
         loop {
             match file.try_lock() {
                 Ok(()) => return Ok(TargetLock { _file: file }),
-                Err(TryLockError::WouldBlock) => {}
+                Err(TryLockError::WouldBlock) => {
+                    BLOCKED_ATTEMPTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
                 Err(TryLockError::Error(source)) => {
                     return Err(Error::Io {
                         step: "lock target",
@@ -101,5 +107,68 @@ impl TargetLock {
             std::thread::sleep(pause.min(deadline - now));
             pause = (pause * 2).min(MAX_POLL);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::lease::Acquisition;
+    use crate::store::{ProjectionStore, StoreOptions};
+    use solewriter_core::channel::ChannelRegistry;
+    use solewriter_core::config::TimingConfig;
+    use solewriter_core::names::InstanceDigest;
+    use solewriter_core::target::TargetTuple;
+    use solewriter_core::time::Millis;
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::sync::Arc;
+
+    /// A grant waits for the target lock within its busy timeout — and gets it as soon as the
+    /// holder lets go — instead of answering `Busy` at the first attempt.
+    #[test]
+    fn a_grant_waits_for_the_target_lock_within_its_busy_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let timing = TimingConfig::from_values(Some(60_000), Some(60_000)).unwrap();
+        let db_path = dir.path().join("store.sqlite");
+        ProjectionStore::initialize(&db_path, &timing).unwrap();
+        std::fs::create_dir(dir.path().join("runtime")).unwrap();
+        let options = StoreOptions {
+            db_path,
+            runtime_root: RuntimeRoot::new(dir.path().join("runtime")),
+            timing,
+            registry: ChannelRegistry::new([]).unwrap(),
+            clock: Arc::new(ManualClock::new(Millis(1_000))),
+        };
+        let tuple = TargetTuple::new(["1", "c", "a", "h", "i", "w", "k"]).unwrap();
+        let target = ProjectionStore::open(&options)
+            .unwrap()
+            .admit_target(&tuple)
+            .unwrap();
+        let held = TargetLock::acquire(
+            &options.runtime_root,
+            &target,
+            Instant::now(),
+            Duration::ZERO,
+        )
+        .unwrap();
+        let before = BLOCKED_ATTEMPTS.load(SeqCst);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                let store = ProjectionStore::open(&options).unwrap();
+                let who = InstanceDigest::parse("w").unwrap();
+                let granted = matches!(store.acquire(&target, &who), Ok(Acquisition::Acquired(_)));
+                granted
+            });
+            while BLOCKED_ATTEMPTS.load(SeqCst) == before {
+                assert!(
+                    !waiter.is_finished(),
+                    "the grant gave up at its first attempt"
+                );
+                std::thread::yield_now();
+            }
+            drop(held);
+            assert!(waiter.join().unwrap(), "granted once the lock was let go");
+        });
     }
 }
