@@ -107,9 +107,8 @@ impl<'s> Executor<'s> {
                 )
             }
             Effect::Begin => {
-                let deadline = self
-                    .deadline
-                    .unwrap_or_else(|| Instant::now() + store.busy_timeout());
+                // Every machine takes the target lock first, which sets the deadline.
+                let deadline = self.deadline.unwrap_or_else(Instant::now);
                 result(store.begin_by(deadline), |tx| {
                     self.tx = Some(tx);
                     Input::Done

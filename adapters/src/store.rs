@@ -274,3 +274,47 @@ impl ProjectionStore {
         rows::read_channels(&self.conn, target)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use solewriter_core::target::TargetTuple;
+    use solewriter_core::time::Millis;
+
+    /// A write transaction waits for another thread's within the busy timeout and starts as
+    /// soon as it ends, instead of answering `Busy` at once.
+    #[test]
+    fn a_writer_waits_at_the_gate_within_its_busy_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let timing = TimingConfig::from_values(Some(60_000), Some(60_000)).unwrap();
+        let db_path = dir.path().join("store.sqlite");
+        ProjectionStore::initialize(&db_path, &timing).unwrap();
+        let options = StoreOptions {
+            db_path: db_path.clone(),
+            runtime_root: RuntimeRoot::new(dir.path()),
+            timing,
+            registry: ChannelRegistry::new([]).unwrap(),
+            clock: Arc::new(ManualClock::new(Millis(1_000))),
+        };
+        let holder = ProjectionStore::open(&options).unwrap();
+        let tx = holder.begin().unwrap();
+        let gate = Gate::of(&db_path);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                let store = ProjectionStore::open(&options).unwrap();
+                let tuple = TargetTuple::new(["1", "c", "a", "h", "i", "w", "k"]).unwrap();
+                store.admit_target(&tuple).is_ok()
+            });
+            while gate.waiters() == 0 {
+                assert!(!waiter.is_finished(), "the writer gave up at once");
+                std::thread::yield_now();
+            }
+            tx.commit().unwrap();
+            assert!(
+                waiter.join().unwrap(),
+                "admitted once the other transaction ended"
+            );
+        });
+    }
+}

@@ -31,6 +31,12 @@ pub(crate) struct Pass {
 }
 
 impl Gate {
+    /// How many threads wait at the gate now (for tests: an event to wait for).
+    #[cfg(test)]
+    pub(crate) fn waiters(&self) -> usize {
+        self.waiting.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// The gate of the database at `path` (canonicalized, so that every store of one file in
     /// this process shares it).
     pub(crate) fn of(path: &Path) -> Arc<Gate> {
