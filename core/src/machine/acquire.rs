@@ -220,20 +220,54 @@ impl Prelude {
     }
 }
 
+/// The phases every acquiring machine goes through: the lock-free prelude, then its body
+/// inside the lock envelope — or an answer before it.
 #[derive(Debug)]
-enum Phase<E> {
+pub(crate) enum Gated<E, B> {
     Prelude(Prelude),
     /// Inside the lock envelope.
-    Serialized(Box<Serialized<E, Grant<E>>>),
-    /// Ended before the envelope.
+    Serialized(Box<Serialized<E, B>>),
+    /// Answered before the envelope.
     Done(Option<Acquired<E>>),
+}
+
+impl<E, B: Body<E>> Gated<E, B> {
+    pub(crate) fn new() -> Self {
+        Gated::Prelude(Prelude::Snapshot)
+    }
+
+    pub(crate) fn poll(&self) -> Effect<'_> {
+        match self {
+            Gated::Prelude(prelude) => prelude.poll(),
+            Gated::Serialized(inner) => inner.poll(),
+            Gated::Done(_) => Effect::Finished,
+        }
+    }
+
+    /// Consumes `input`; `body` makes the envelope's body when the prelude leads into it
+    /// (called at most once).
+    pub(crate) fn handle(&mut self, input: Input<E>, body: impl FnOnce() -> B) {
+        let phase = std::mem::replace(self, Gated::Done(None));
+        *self = match phase {
+            Gated::Prelude(prelude) => match prelude.handle(input) {
+                PreludeNext::Continue(prelude) => Gated::Prelude(prelude),
+                PreludeNext::Answered(answer) => Gated::Done(Some(answer)),
+                PreludeNext::Serialize => Gated::Serialized(Box::new(Serialized::new(body()))),
+            },
+            Gated::Serialized(mut inner) => {
+                inner.handle(input);
+                Gated::Serialized(inner)
+            }
+            Gated::Done(_) => protocol_violation("finished machine", &input),
+        };
+    }
 }
 
 /// The acquisition machine.
 #[derive(Debug)]
 pub struct Acquire<E> {
     applicant: Option<Applicant>,
-    phase: Phase<E>,
+    phase: Gated<E, Grant<E>>,
 }
 
 impl<E> Acquire<E> {
@@ -241,7 +275,7 @@ impl<E> Acquire<E> {
     pub fn new(applicant: Applicant) -> Self {
         Acquire {
             applicant: Some(applicant),
-            phase: Phase::Prelude(Prelude::Snapshot),
+            phase: Gated::new(),
         }
     }
 
@@ -251,8 +285,8 @@ impl<E> Acquire<E> {
     /// If the machine has not finished.
     pub fn into_result(self) -> Acquired<E> {
         match self.phase {
-            Phase::Done(Some(result)) => result,
-            Phase::Serialized(mut inner) if inner.is_done() => {
+            Gated::Done(Some(result)) => result,
+            Gated::Serialized(mut inner) if inner.is_done() => {
                 if let Some(e) = inner.not_started.take() {
                     return Acquired::Failed(AcquireFailure::Effect(e));
                 }
@@ -271,31 +305,14 @@ impl<E> Acquire<E> {
 
 impl<E> Machine<E> for Acquire<E> {
     fn poll(&self) -> Effect<'_> {
-        match &self.phase {
-            Phase::Prelude(prelude) => prelude.poll(),
-            Phase::Serialized(inner) => inner.poll(),
-            Phase::Done(_) => Effect::Finished,
-        }
+        self.phase.poll()
     }
 
     fn handle(&mut self, input: Input<E>) {
-        let phase = std::mem::replace(&mut self.phase, Phase::Done(None));
-        self.phase = match phase {
-            Phase::Prelude(prelude) => match prelude.handle(input) {
-                PreludeNext::Continue(prelude) => Phase::Prelude(prelude),
-                PreludeNext::Answered(answer) => Phase::Done(Some(answer)),
-                PreludeNext::Serialize => match self.applicant.take() {
-                    Some(applicant) => {
-                        Phase::Serialized(Box::new(Serialized::new(Grant::new(applicant))))
-                    }
-                    None => unreachable!("the envelope is entered once"),
-                },
-            },
-            Phase::Serialized(mut inner) => {
-                inner.handle(input);
-                Phase::Serialized(inner)
-            }
-            Phase::Done(_) => protocol_violation("finished acquire", &input),
-        };
+        let applicant = &mut self.applicant;
+        self.phase.handle(input, || match applicant.take() {
+            Some(applicant) => Grant::new(applicant),
+            None => unreachable!("the envelope is entered once"),
+        });
     }
 }

@@ -17,11 +17,11 @@
 //! predecessor can never publish again, so after a lost one-shot commit nothing older can be
 //! published (shuttle found this: "published epoch went back").
 
-use super::acquire::{Acquired, Applicant, Grant, Prelude, PreludeNext};
+use super::acquire::{Acquired, Applicant, Gated, Grant};
 use super::publish::{PublishFailure, Published, Steps};
 use super::release::{ReleaseFailure, ReleaseOutcome};
-use super::serialized::{Body, End, Serialized};
-use super::{protocol_violation, Effect, Input, Machine};
+use super::serialized::{Body, End};
+use super::{Effect, Input, Machine};
 use crate::channel::ChannelRegistry;
 use crate::lease::Credential;
 
@@ -92,19 +92,12 @@ impl<E> Body<E> for Stage<'_, E> {
     }
 }
 
-#[derive(Debug)]
-enum Phase<'r, E> {
-    Prelude(Prelude),
-    Serialized(Box<Serialized<E, Stage<'r, E>>>),
-    Done(Option<Acquired<E>>),
-}
-
 /// The one-shot publication machine.
 #[derive(Debug)]
 pub struct PublishNow<'r, E> {
     applicant: Option<Applicant>,
     registry: &'r ChannelRegistry,
-    phase: Phase<'r, E>,
+    phase: Gated<E, Stage<'r, E>>,
 }
 
 impl<'r, E> PublishNow<'r, E> {
@@ -113,7 +106,7 @@ impl<'r, E> PublishNow<'r, E> {
         PublishNow {
             applicant: Some(applicant),
             registry,
-            phase: Phase::Prelude(Prelude::Snapshot),
+            phase: Gated::new(),
         }
     }
 
@@ -123,8 +116,8 @@ impl<'r, E> PublishNow<'r, E> {
     /// If the machine has not finished.
     pub fn into_end(self) -> PublishNowEnd<E> {
         match self.phase {
-            Phase::Done(Some(answer)) => PublishNowEnd::NotGranted(answer),
-            Phase::Serialized(mut inner) if inner.is_done() => {
+            Gated::Done(Some(answer)) => PublishNowEnd::NotGranted(answer),
+            Gated::Serialized(mut inner) if inner.is_done() => {
                 if let Some(e) = inner.not_started.take() {
                     return PublishNowEnd::NotGranted(Acquired::Failed(
                         super::acquire::AcquireFailure::Effect(e),
@@ -159,31 +152,14 @@ impl<'r, E> PublishNow<'r, E> {
 
 impl<E> Machine<E> for PublishNow<'_, E> {
     fn poll(&self) -> Effect<'_> {
-        match &self.phase {
-            Phase::Prelude(prelude) => prelude.poll(),
-            Phase::Serialized(inner) => inner.poll(),
-            Phase::Done(_) => Effect::Finished,
-        }
+        self.phase.poll()
     }
 
     fn handle(&mut self, input: Input<E>) {
-        let phase = std::mem::replace(&mut self.phase, Phase::Done(None));
-        self.phase = match phase {
-            Phase::Prelude(prelude) => match prelude.handle(input) {
-                PreludeNext::Continue(prelude) => Phase::Prelude(prelude),
-                PreludeNext::Answered(answer) => Phase::Done(Some(answer)),
-                PreludeNext::Serialize => match self.applicant.take() {
-                    Some(applicant) => Phase::Serialized(Box::new(Serialized::new(
-                        Stage::Granting(Box::new(Grant::new(applicant)), self.registry),
-                    ))),
-                    None => unreachable!("the envelope is entered once"),
-                },
-            },
-            Phase::Serialized(mut inner) => {
-                inner.handle(input);
-                Phase::Serialized(inner)
-            }
-            Phase::Done(_) => protocol_violation("finished one-shot publication", &input),
-        };
+        let (applicant, registry) = (&mut self.applicant, self.registry);
+        self.phase.handle(input, || match applicant.take() {
+            Some(applicant) => Stage::Granting(Box::new(Grant::new(applicant)), registry),
+            None => unreachable!("the envelope is entered once"),
+        });
     }
 }
