@@ -183,6 +183,24 @@ fn target_of() -> TargetId {
     tuple("a").target_id()
 }
 
+/// The holder: its own store writing through the parker, a grant (its epoch sent on
+/// `granted`), then a publication reporting each effect to the parker.
+fn holder_publishes(
+    options: &StoreOptions,
+    parker: Arc<Parker>,
+    granted: Sender<u64>,
+) -> Result<u64, String> {
+    let store = solewriter_adapters::store::ProjectionStore::open(options)
+        .unwrap()
+        .with_file_system(Arc::new(ParkingFs(parker.clone())));
+    let lease = expect_acquired(store.acquire(&target_of(), &holder("a")).unwrap());
+    let _ = granted.send(lease.epoch());
+    match lease.publish_observed(&*parker) {
+        Ok(p) => Ok(p.fencing_epoch),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn store_lock_is_held(options: &StoreOptions) -> bool {
     let conn = rusqlite::Connection::open(&options.db_path).unwrap();
     conn.busy_timeout(Duration::ZERO).unwrap();
@@ -232,18 +250,8 @@ fn run(at: Option<Point>, back: bool) -> (Run, Arc<Parker>) {
     let mut seen = Run::default();
     std::thread::scope(|s| {
         let (granted_tx, granted_rx) = channel();
-        let (probe, fs, options) = (parker.clone(), parker.clone(), &f.options);
-        let publisher = s.spawn(move || {
-            let store = solewriter_adapters::store::ProjectionStore::open(options)
-                .unwrap()
-                .with_file_system(Arc::new(ParkingFs(fs)));
-            let lease = expect_acquired(store.acquire(&target_of(), &holder("a")).unwrap());
-            granted_tx.send(lease.epoch()).unwrap();
-            match lease.publish_observed(&*probe) {
-                Ok(p) => Ok(p.fencing_epoch),
-                Err(e) => Err(e.to_string()),
-            }
-        });
+        let (probe, options) = (parker.clone(), &f.options);
+        let publisher = s.spawn(move || holder_publishes(options, probe, granted_tx));
         let epoch = granted_rx.recv().unwrap();
         if at.is_none() {
             // The listing run: one undisturbed publication.
@@ -373,14 +381,8 @@ fn locks_while_parked(at: Point) -> (bool, bool) {
     drop(setup);
     let (parker, parked, resume) = Parker::new(Some(at));
     std::thread::scope(|s| {
-        let (probe, fs, options) = (parker.clone(), parker.clone(), &f.options);
-        let publisher = s.spawn(move || {
-            let store = solewriter_adapters::store::ProjectionStore::open(options)
-                .unwrap()
-                .with_file_system(Arc::new(ParkingFs(fs)));
-            let lease = expect_acquired(store.acquire(&target_of(), &holder("a")).unwrap());
-            lease.publish_observed(&*probe).map(|_| ())
-        });
+        let (probe, options) = (parker.clone(), &f.options);
+        let publisher = s.spawn(move || holder_publishes(options, probe, channel().0));
         wait_parked(&parked, Some(at));
         let held = (
             store_lock_is_held(&f.options),
