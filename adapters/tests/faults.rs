@@ -34,16 +34,36 @@ enum Op {
     SyncParent,
 }
 
-/// The real file system, except that `op` fails with `errno` (every time it is called).
+/// The real file system, except that `op` fails with `errno` (the first `times` calls of it;
+/// every call unless limited).
 struct FaultyFs {
     op: Op,
     errno: i32,
+    times: usize,
+    /// Calls of `op`, failed or not.
+    calls: AtomicUsize,
     injected: AtomicUsize,
 }
 
 impl FaultyFs {
+    fn new(op: Op, errno: i32) -> Self {
+        FaultyFs {
+            op,
+            errno,
+            times: usize::MAX,
+            calls: AtomicUsize::new(0),
+            injected: AtomicUsize::new(0),
+        }
+    }
+
+    /// Fails only the first `times` calls of the op.
+    fn times(mut self, times: usize) -> Self {
+        self.times = times;
+        self
+    }
+
     fn fault(&self, op: Op) -> io::Result<()> {
-        if op == self.op {
+        if op == self.op && self.calls.fetch_add(1, Ordering::SeqCst) < self.times {
             self.injected.fetch_add(1, Ordering::SeqCst);
             return Err(io::Error::from_raw_os_error(self.errno));
         }
@@ -150,11 +170,7 @@ fn each_injected_fault_is_typed_leaves_current_in_its_documented_state_and_loses
     ];
     for (op, errno, expected_step) in cases {
         let (f, target, before) = published_once();
-        let fs = Arc::new(FaultyFs {
-            op,
-            errno,
-            injected: AtomicUsize::new(0),
-        });
+        let fs = Arc::new(FaultyFs::new(op, errno));
         let store = f.open().with_file_system(fs.clone());
         let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
         match lease.publish() {
@@ -179,11 +195,7 @@ fn each_injected_fault_is_typed_leaves_current_in_its_documented_state_and_loses
 fn a_directory_fsync_failing_after_the_rename_is_not_durable_and_releases() {
     for errno in [EIO, ENOSPC] {
         let (f, target, _) = published_once();
-        let fs = Arc::new(FaultyFs {
-            op: Op::SyncDir,
-            errno,
-            injected: AtomicUsize::new(0),
-        });
+        let fs = Arc::new(FaultyFs::new(Op::SyncDir, errno));
         let store = f.open().with_file_system(fs.clone());
         let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
         match lease.publish() {
@@ -206,11 +218,7 @@ fn a_directory_fsync_failing_after_the_rename_is_not_durable_and_releases() {
 #[test]
 fn a_failed_fsync_of_a_new_target_directory_is_typed_and_creates_no_file() {
     let f = Fixture::new();
-    let fs = Arc::new(FaultyFs {
-        op: Op::SyncParent,
-        errno: EIO,
-        injected: AtomicUsize::new(0),
-    });
+    let fs = Arc::new(FaultyFs::new(Op::SyncParent, EIO));
     let store = f.open().with_file_system(fs);
     let target = store.admit_target(&tuple("a")).unwrap();
     store.submit(&router(), &route(&target, 2, "two")).unwrap();
@@ -227,46 +235,6 @@ fn a_failed_fsync_of_a_new_target_directory_is_typed_and_creates_no_file() {
     nothing_lost(&f, &target);
 }
 
-/// The real file system, counting the fsyncs of each directory, failing the first parent
-/// fsync.
-#[derive(Default)]
-struct FirstParentSyncFails {
-    parent_syncs: AtomicUsize,
-}
-
-impl FileSystem for FirstParentSyncFails {
-    fn create_dir(&self, path: &Path) -> io::Result<()> {
-        RealFs.create_dir(path)
-    }
-    fn create_new(&self, path: &Path) -> io::Result<File> {
-        RealFs.create_new(path)
-    }
-    fn write_all(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
-        RealFs.write_all(file, bytes)
-    }
-    fn sync_file(&self, file: &File) -> io::Result<()> {
-        RealFs.sync_file(file)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        RealFs.rename(from, to)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        if dir.file_name().is_some_and(|n| n.len() == 64) {
-            return RealFs.sync_dir(dir);
-        }
-        if self.parent_syncs.fetch_add(1, Ordering::SeqCst) == 0 {
-            return Err(io::Error::from_raw_os_error(EIO));
-        }
-        RealFs.sync_dir(dir)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        RealFs.remove_file(path)
-    }
-    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
-        RealFs.hard_link(from, to)
-    }
-}
-
 /// Durable before acknowledged, also on the retry path: the directory a failed publication
 /// created is found existing by the retry, which must still fsync its parent before it may
 /// report success (skipping it once the directory exists was a real gap: a power loss could
@@ -274,7 +242,7 @@ impl FileSystem for FirstParentSyncFails {
 #[test]
 fn a_retry_after_a_failed_parent_fsync_fsyncs_the_parent_before_reporting_success() {
     let f = Fixture::new();
-    let fs = Arc::new(FirstParentSyncFails::default());
+    let fs = Arc::new(FaultyFs::new(Op::SyncParent, EIO).times(1));
     let store = f.open().with_file_system(fs.clone());
     let target = store.admit_target(&tuple("a")).unwrap();
     store.submit(&router(), &route(&target, 2, "two")).unwrap();
@@ -286,11 +254,11 @@ fn a_retry_after_a_failed_parent_fsync_fsyncs_the_parent_before_reporting_succes
             ..
         })
     ));
-    let after_failure = fs.parent_syncs.load(Ordering::SeqCst);
+    let after_failure = fs.calls.load(Ordering::SeqCst);
     assert_eq!(after_failure, 1, "the failed fsync was the first");
     let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
     lease.publish().expect("the retry publishes");
-    let retried = fs.parent_syncs.load(Ordering::SeqCst) - after_failure;
+    let retried = fs.calls.load(Ordering::SeqCst) - after_failure;
     // Both directories of the chain (hook-projections/ and the target's) are still unverified.
     assert_eq!(
         retried, 2,
@@ -299,7 +267,7 @@ fn a_retry_after_a_failed_parent_fsync_fsyncs_the_parent_before_reporting_succes
     // Once seen durable, a directory is not fsynced in its parent again by this store.
     let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
     lease.publish().expect("a third publication");
-    assert_eq!(fs.parent_syncs.load(Ordering::SeqCst), after_failure + 2);
+    assert_eq!(fs.calls.load(Ordering::SeqCst), after_failure + 2);
 }
 
 /// A deterministic byte stream (xorshift), so a failure replays.
