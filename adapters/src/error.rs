@@ -10,20 +10,16 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// `open` was given a path with no store. Nothing was created.
-    #[error("store {path} does not exist (initialize it explicitly); nothing was created")]
+    /// `open` was given a path with no database, or a database without the two tables.
+    /// Nothing was created.
+    #[error("no store at {path} (initialize it explicitly); nothing was created")]
     StoreMissing {
         /// The store path.
         path: PathBuf,
     },
-    /// `initialize` was given a path that already exists. Nothing was changed.
-    #[error("store {path} already exists; initialize never overwrites a store")]
-    StoreExists {
-        /// The store path.
-        path: PathBuf,
-    },
-    /// The file is a SQLite database, but not a solewriter store. Nothing was changed.
-    #[error("{path} is not a solewriter store ({reason}); nothing was changed")]
+    /// The database holds a table of solewriter's names in another shape (or one of the two
+    /// tables only, or an object attached to them), or is not in WAL mode. Nothing was changed.
+    #[error("{path} does not hold a solewriter store ({reason}); nothing was changed")]
     ForeignSchema {
         /// The store path.
         path: PathBuf,
@@ -37,7 +33,7 @@ pub enum Error {
     SchemaVersion {
         /// The store path.
         path: PathBuf,
-        /// The stored `user_version`.
+        /// The version the tables carry.
         found: i64,
         /// The version this build reads.
         expected: i64,

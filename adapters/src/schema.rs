@@ -1,18 +1,38 @@
-//! The two operational tables, the schema version, and the checks that make `open` refuse a
-//! store it did not create (missing, foreign, outdated, unreadable).
+//! The two operational tables, the schema-version marker they carry, and the checks that make
+//! `initialize` and `open` refuse anything else.
+//!
+//! The tables live in the host's database, beside its own tables, so solewriter claims nothing
+//! database-wide: no `application_id`, no `user_version`, no third table. The schema version
+//! is a comment inside each table's `CREATE TABLE` statement (`-- solewriter schema 1`), which
+//! SQLite keeps verbatim in `sqlite_master.sql`. A table's shape is verified by comparing that
+//! stored statement with [`create_statement`] byte for byte, so any change — a column added,
+//! a constraint dropped, another version — is seen; and no index, trigger or view may be
+//! attached to either table.
+//!
+//! Stores made by release 0.1.0 carry no marker: their statements are the same without the
+//! comment, and the version was in the database-wide pragmas (`application_id` 0x536f4c57,
+//! `user_version` 1). Such a store opens as it is (the shape is the same); see [`Layout`].
 
 use crate::error::{Error, Result};
 use rusqlite::Connection;
 use std::path::Path;
 
-/// `PRAGMA user_version` of the current schema.
+/// The schema version this build reads and writes.
 pub const SCHEMA_VERSION: i64 = 1;
-/// `PRAGMA application_id` of a solewriter store ("SoLW").
-pub const APPLICATION_ID: i64 = 0x536f_4c57;
 
-/// The DDL of the store: exactly the two tables of the storage contract.
-pub const DDL: &str = "
-CREATE TABLE HookProjectionLeases (
+/// The marker every table of [`SCHEMA_VERSION`] carries at the start of its column list.
+pub const MARKER: &str = "-- solewriter schema 1";
+
+/// The two tables, in creation order (the channels refer to the leases).
+pub const TABLE_NAMES: [&str; 2] = ["HookProjectionLeases", "HookProjectionChannels"];
+
+/// `application_id` of a release-0.1.0 store ("SoLW"); read only to recognise one.
+pub const LEGACY_APPLICATION_ID: i64 = 0x536f_4c57;
+
+/// The column list of each table, in [`TABLE_NAMES`] order (everything between the marker and
+/// the closing `) STRICT`).
+const COLUMNS: [&str; 2] = [
+    "
     target_id              TEXT    NOT NULL PRIMARY KEY CHECK (length(target_id) = 64),
     fencing_epoch          INTEGER NOT NULL CHECK (fencing_epoch >= 0),
     holder_token_hash      BLOB    CHECK (holder_token_hash IS NULL OR length(holder_token_hash) = 32),
@@ -20,8 +40,8 @@ CREATE TABLE HookProjectionLeases (
     acquired_at            INTEGER,
     expires_at             INTEGER,
     state                  TEXT    NOT NULL CHECK (state IN ('unheld', 'held', 'released'))
-) STRICT;
-CREATE TABLE HookProjectionChannels (
+",
+    "
     target_id        TEXT    NOT NULL REFERENCES HookProjectionLeases (target_id),
     channel          TEXT    NOT NULL,
     source_watermark INTEGER NOT NULL CHECK (source_watermark >= 0),
@@ -31,47 +51,44 @@ CREATE TABLE HookProjectionChannels (
     updated_at       INTEGER NOT NULL,
     degraded_reason  TEXT,
     PRIMARY KEY (target_id, channel)
-) STRICT;
-";
-
-/// The columns each table must have, in order.
-pub const TABLES: [(&str, &[&str]); 2] = [
-    (
-        "HookProjectionLeases",
-        &[
-            "target_id",
-            "fencing_epoch",
-            "holder_token_hash",
-            "holder_instance_digest",
-            "acquired_at",
-            "expires_at",
-            "state",
-        ],
-    ),
-    (
-        "HookProjectionChannels",
-        &[
-            "target_id",
-            "channel",
-            "source_watermark",
-            "envelope_json",
-            "captured_at",
-            "expires_at",
-            "updated_at",
-            "degraded_reason",
-        ],
-    ),
+",
 ];
 
-/// Creates the schema in a fresh database (inside one transaction).
-pub(crate) fn create(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute_batch(&format!(
-        "BEGIN IMMEDIATE;{DDL}PRAGMA application_id = {APPLICATION_ID};PRAGMA user_version = {SCHEMA_VERSION};COMMIT;"
-    ))
+/// The `CREATE TABLE` statement of table `index` (of [`TABLE_NAMES`]), as SQLite stores it;
+/// with the [`MARKER`], or as release 0.1.0 wrote it (`marked == false`).
+pub fn create_statement(index: usize, marked: bool) -> String {
+    let (name, columns) = (TABLE_NAMES[index], COLUMNS[index]);
+    let marker = if marked {
+        format!(" {MARKER}")
+    } else {
+        String::new()
+    };
+    format!("CREATE TABLE {name} ({marker}{columns}) STRICT")
 }
 
-/// Refuses anything but a solewriter store of [`SCHEMA_VERSION`] in WAL mode.
-pub(crate) fn verify(conn: &Connection, path: &Path) -> Result<()> {
+/// What a database holds of solewriter's schema.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Neither table exists.
+    Absent,
+    /// Both tables, marked with [`SCHEMA_VERSION`].
+    Current,
+    /// Both tables as release 0.1.0 made them (unmarked, with its pragmas): opens as it is.
+    Legacy,
+}
+
+/// Creates both tables in the caller's transaction.
+pub(crate) fn create(conn: &Connection) -> rusqlite::Result<()> {
+    for index in 0..TABLE_NAMES.len() {
+        conn.execute_batch(&create_statement(index, true))?;
+    }
+    Ok(())
+}
+
+/// Reads what the database at `path` (open on `conn`) holds of the schema. Anything but
+/// [`Layout`] — one table without the other, another shape, another version, an index,
+/// trigger or view attached to either table — is an error naming what did not match.
+pub(crate) fn layout(conn: &Connection, path: &Path) -> Result<Layout> {
     let unreadable = |e: rusqlite::Error| Error::Unreadable {
         path: path.to_owned(),
         reason: e.to_string(),
@@ -80,39 +97,125 @@ pub(crate) fn verify(conn: &Connection, path: &Path) -> Result<()> {
         path: path.to_owned(),
         reason,
     };
-    let app: i64 = conn
-        .query_row("PRAGMA application_id", [], |r| r.get(0))
-        .map_err(unreadable)?;
-    if app != APPLICATION_ID {
-        return Err(foreign(format!("application_id {app:#x}")));
-    }
-    let found: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(unreadable)?;
-    if found != SCHEMA_VERSION {
-        return Err(Error::SchemaVersion {
-            path: path.to_owned(),
-            found,
-            expected: SCHEMA_VERSION,
-        });
-    }
-    for (table, expected) in TABLES {
+    let mut statements = Vec::with_capacity(TABLE_NAMES.len());
+    for table in TABLE_NAMES {
         let mut stmt = conn
-            .prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")
+            .prepare(
+                "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = ?1 COLLATE NOCASE \
+                 AND NOT (type = 'index' AND sql IS NULL) ORDER BY type DESC, name",
+            )
             .map_err(unreadable)?;
-        let columns = stmt
-            .query_map([table], |r| r.get::<_, String>(0))
+        let objects = stmt
+            .query_map([table], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                ))
+            })
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(unreadable)?;
-        if columns != expected {
-            return Err(foreign(format!("table {table} has columns {columns:?}")));
+        match objects.as_slice() {
+            [] => statements.push(None),
+            [(kind, name, sql)] if kind == "table" && name == table => {
+                statements.push(Some(sql.clone().unwrap_or_default()))
+            }
+            _ => {
+                let names: Vec<String> =
+                    objects.iter().map(|(k, n, _)| format!("{k} {n}")).collect();
+                return Err(foreign(format!(
+                    "table {table} must stand alone, found {}",
+                    names.join(", ")
+                )));
+            }
         }
     }
+    let marked: Vec<bool> = (0..TABLE_NAMES.len())
+        .map(|i| statements[i].as_deref() == Some(create_statement(i, true).as_str()))
+        .collect();
+    let unmarked: Vec<bool> = (0..TABLE_NAMES.len())
+        .map(|i| statements[i].as_deref() == Some(create_statement(i, false).as_str()))
+        .collect();
+    if statements.iter().all(Option::is_none) {
+        return Ok(Layout::Absent);
+    }
+    if marked.iter().all(|m| *m) {
+        return Ok(Layout::Current);
+    }
+    if unmarked.iter().all(|m| *m) {
+        let pragma = |name: &str| {
+            conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, i64>(0))
+                .map_err(unreadable)
+        };
+        if pragma("application_id")? != LEGACY_APPLICATION_ID {
+            return Err(foreign(
+                "the two tables carry no schema marker and no release-0.1.0 application_id"
+                    .to_owned(),
+            ));
+        }
+        return match pragma("user_version")? {
+            SCHEMA_VERSION => Ok(Layout::Legacy),
+            found => Err(Error::SchemaVersion {
+                path: path.to_owned(),
+                found,
+                expected: SCHEMA_VERSION,
+            }),
+        };
+    }
+    for (index, statement) in statements.iter().enumerate() {
+        let table = TABLE_NAMES[index];
+        let Some(sql) = statement else {
+            return Err(foreign(format!("table {table} is missing")));
+        };
+        if let Some(found) = marked_version(sql).filter(|v| *v != SCHEMA_VERSION) {
+            return Err(Error::SchemaVersion {
+                path: path.to_owned(),
+                found,
+                expected: SCHEMA_VERSION,
+            });
+        }
+        if !marked[index] && !unmarked[index] {
+            return Err(foreign(format!("table {table} has another shape: {sql}")));
+        }
+    }
+    Err(foreign(
+        "the two tables are of different releases".to_owned(),
+    ))
+}
+
+/// The version in a `-- solewriter schema N` marker of a stored statement, if any.
+fn marked_version(sql: &str) -> Option<i64> {
+    let rest = &sql[sql.find("-- solewriter schema ")? + "-- solewriter schema ".len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// Refuses a database whose journal mode is not WAL (the host sets it; solewriter never does
+/// on a database it did not create).
+pub(crate) fn verify_wal(conn: &Connection, path: &Path) -> Result<()> {
     let mode: String = conn
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
-        .map_err(unreadable)?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(foreign(format!("journal_mode {mode}, expected wal")));
+        .map_err(|e| Error::Unreadable {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
+    if mode.eq_ignore_ascii_case("wal") {
+        Ok(())
+    } else {
+        Err(Error::ForeignSchema {
+            path: path.to_owned(),
+            reason: format!("journal_mode {mode}; solewriter needs WAL, which the host sets"),
+        })
     }
-    Ok(())
+}
+
+/// Refuses anything but both tables of [`SCHEMA_VERSION`] (or a release-0.1.0 store) in a
+/// WAL database.
+pub(crate) fn verify(conn: &Connection, path: &Path) -> Result<()> {
+    match layout(conn, path)? {
+        Layout::Absent => Err(Error::StoreMissing {
+            path: path.to_owned(),
+        }),
+        Layout::Current | Layout::Legacy => verify_wal(conn, path),
+    }
 }

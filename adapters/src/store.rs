@@ -1,5 +1,6 @@
-//! The SQLite store: explicit `initialize`, fail-closed `open`, the serialized write
-//! transaction every mutation runs in, and read-only inspection.
+//! The SQLite store: explicit `initialize` (a new file, or the two tables added to the host's
+//! database), fail-closed `open`, the serialized write transaction every mutation runs in, and
+//! read-only inspection.
 //!
 //! Each thread or process opens its own [`ProjectionStore`] (one connection each); SQLite's
 //! write lock, taken by `BEGIN IMMEDIATE`, serializes every mutation across all of them.
@@ -91,82 +92,172 @@ fn configure(conn: &Connection, timing: &TimingConfig) -> rusqlite::Result<()> {
     conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
 }
 
-impl ProjectionStore {
-    /// Creates a new store at `db_path`: the two tables, WAL mode, the schema version.
-    /// Refuses an existing path — the file is created exclusively, so of two concurrent
-    /// initializers exactly one wins and the other touches nothing. On failure, only the
-    /// files this call created are removed.
-    pub fn initialize(db_path: &Path, timing: &TimingConfig) -> Result<()> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let created = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(crate::atomic_file::FILE_MODE)
-            .open(db_path);
-        match created {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(Error::StoreExists {
-                    path: db_path.to_owned(),
+/// What [`ProjectionStore::initialize`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Initialized {
+    /// The two tables were created (in a new file, or added to the host's database).
+    Created,
+    /// Both tables were already there, of this schema; nothing was changed.
+    AlreadyPresent,
+}
+
+fn open_existing(path: &Path, timing: &TimingConfig) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| unreadable(path, e))?;
+    configure(&conn, timing).map_err(|e| unreadable(path, e))?;
+    Ok(conn)
+}
+
+fn unreadable(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Unreadable {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    }
+}
+
+/// Adds the two tables to the existing database at `path` in one `BEGIN IMMEDIATE`
+/// transaction, after checking, under the same write lock, that neither exists in another
+/// shape and that the database is in WAL mode.
+fn add_tables(path: &Path, timing: &TimingConfig) -> Result<Initialized> {
+    let conn = open_existing(path, timing)?;
+    let tx =
+        Transaction::new_unchecked(&conn, TransactionBehavior::Immediate).map_err(|e| {
+            match e.sqlite_error_code() {
+                Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Error::Busy {
+                    timeout_ms: timing.busy_timeout.as_millis(),
+                },
+                _ => unreadable(path, e),
+            }
+        })?;
+    schema::verify_wal(&tx, path)?;
+    match schema::layout(&tx, path)? {
+        schema::Layout::Absent => {
+            schema::create(&tx).map_err(|e| unreadable(path, e))?;
+            tx.commit().map_err(|e| unreadable(path, e))?;
+            Ok(Initialized::Created)
+        }
+        schema::Layout::Current | schema::Layout::Legacy => Ok(Initialized::AlreadyPresent),
+    }
+}
+
+/// Builds a new store under a temp name beside `path` and links it into place. `Ok(false)`:
+/// another initializer's file appeared at `path` first (the temp is removed).
+fn create_database(path: &Path, timing: &TimingConfig) -> Result<bool> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| unreadable(path, "not a file name"))?;
+    let mut nonce = [0u8; 8];
+    getrandom::fill(&mut nonce).map_err(|e| Error::Random(e.to_string()))?;
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(format!(".init-{}", solewriter_core::hex::encode(&nonce)));
+    let temp = parent.join(temp_name);
+    let remove_temp = || {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = temp.as_os_str().to_owned();
+            p.push(suffix);
+            let _ = std::fs::remove_file(PathBuf::from(p));
+        }
+    };
+    let built = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(crate::atomic_file::FILE_MODE)
+        .open(&temp)
+        .map_err(|e| unreadable(path, format!("cannot create {}: {e}", temp.display())))
+        .and_then(|_| {
+            let conn = open_existing(&temp, timing)?;
+            let build = || -> rusqlite::Result<()> {
+                conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))?;
+                conn.execute_batch("BEGIN IMMEDIATE")?;
+                schema::create(&conn)?;
+                conn.execute_batch("COMMIT")?;
+                // Everything into the main file before it is linked into place.
+                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                    r.get::<_, i64>(0)
                 })
+                .and_then(|busy| match busy {
+                    0 => Ok(()),
+                    _ => Err(rusqlite::Error::SqliteFailure(
+                        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+                        Some("checkpoint of the new store did not complete".into()),
+                    )),
+                })
+            };
+            build().map_err(|e| unreadable(path, format!("initialize failed: {e}")))?;
+            conn.close().map_err(|(_, e)| unreadable(path, e))?;
+            std::fs::File::open(&temp)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| unreadable(path, format!("fsync of the new store failed: {e}")))
+        });
+    if let Err(e) = built {
+        remove_temp();
+        return Err(e);
+    }
+    let linked = std::fs::hard_link(&temp, path);
+    remove_temp();
+    match linked {
+        Ok(()) => RealFs.sync_dir(parent).map(|()| true).map_err(|e| {
+            unreadable(
+                path,
+                format!("created, but its directory fsync failed: {e}"),
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(unreadable(
+            path,
+            format!("cannot link the new store into place: {e}"),
+        )),
+    }
+}
+
+impl ProjectionStore {
+    /// Adds the two tables to the database at `db_path` — a new file, or an existing database
+    /// of the host's (in WAL mode, which the host sets) — in one transaction, touching nothing
+    /// else: no pragma, no other table. Idempotent: a database that already holds both tables
+    /// of this schema is left as it is ([`Initialized::AlreadyPresent`]). Refuses, changing
+    /// nothing, when either table exists with another shape or version, or only one of them
+    /// exists ([`Error::ForeignSchema`], [`Error::SchemaVersion`]).
+    ///
+    /// A new file is made complete before it appears: it is built under a unique temp name
+    /// (WAL mode, both tables, checkpointed and fsynced), then hard-linked to `db_path`, which
+    /// fails if the name exists — so of concurrent initializers one creates the file and the
+    /// others find it complete, and a crash leaves either no file or a complete store (plus,
+    /// at worst, the temp file of the crashed call).
+    pub fn initialize(db_path: &Path, timing: &TimingConfig) -> Result<Initialized> {
+        match db_path.symlink_metadata() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if create_database(db_path, timing)? {
+                    return Ok(Initialized::Created);
+                }
             }
             Err(e) => {
                 return Err(Error::Unreadable {
                     path: db_path.to_owned(),
-                    reason: format!("cannot create: {e}"),
+                    reason: e.to_string(),
                 })
             }
+            Ok(_) => {}
         }
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let result = Connection::open_with_flags(db_path, flags).and_then(|conn| {
-            configure(&conn, timing)?;
-            conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))?;
-            schema::create(&conn)
-        });
-        let parent = db_path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        match result {
-            Ok(()) => RealFs.sync_dir(parent).map_err(|e| Error::Unreadable {
-                path: db_path.to_owned(),
-                reason: format!("created, but its directory fsync failed: {e}"),
-            }),
-            Err(e) => {
-                for suffix in ["", "-wal", "-shm"] {
-                    let mut p = db_path.as_os_str().to_owned();
-                    p.push(suffix);
-                    let _ = std::fs::remove_file(PathBuf::from(p));
-                }
-                Err(Error::Unreadable {
-                    path: db_path.to_owned(),
-                    reason: format!("initialize failed: {e}"),
-                })
-            }
-        }
+        add_tables(db_path, timing)
     }
 
-    /// Opens an existing store. Fails closed — creating nothing — on a missing file, a
-    /// foreign or outdated schema, or an unreadable file.
+    /// Opens the store in an existing database. Fails closed — creating nothing — on a
+    /// missing file or missing tables ([`Error::StoreMissing`]), tables of another shape or
+    /// version, a database not in WAL mode, or an unreadable file.
     pub fn open(options: &StoreOptions) -> Result<Self> {
         let path = &options.db_path;
         match path.metadata() {
             Ok(m) if m.is_file() => {}
-            Ok(_) => {
-                return Err(Error::Unreadable {
-                    path: path.clone(),
-                    reason: "not a regular file".into(),
-                })
-            }
+            Ok(_) => return Err(unreadable(path, "not a regular file")),
             Err(_) => return Err(Error::StoreMissing { path: path.clone() }),
         }
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let unreadable = |e: rusqlite::Error| Error::Unreadable {
-            path: path.clone(),
-            reason: e.to_string(),
-        };
-        let conn = Connection::open_with_flags(path, flags).map_err(unreadable)?;
-        configure(&conn, &options.timing).map_err(unreadable)?;
+        let conn = open_existing(path, &options.timing)?;
         schema::verify(&conn, path)?;
         Ok(ProjectionStore {
             conn,

@@ -106,7 +106,6 @@ pub fn classify(error: &LibError) -> Class {
         | LibError::Read { .. }
         | LibError::Document(_) => Class::Io,
         LibError::StoreMissing { .. }
-        | LibError::StoreExists { .. }
         | LibError::ForeignSchema { .. }
         | LibError::SchemaVersion { .. }
         | LibError::Unreadable { .. }

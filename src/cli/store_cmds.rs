@@ -5,6 +5,7 @@ use crate::cli::error::{Class, CliError, CliResult};
 use crate::cli::holder;
 use crate::cli::{parse_channel, parse_instance, parse_producer, parse_target};
 use solewriter::adapters::atomic_file::read_capped;
+use solewriter::adapters::store::Initialized;
 use solewriter::core::target::MAX_TUPLE_JSON_BYTES;
 use solewriter::core::watermark::SubmissionRejected;
 use solewriter::{Millis, ProjectionStore, PublishedNow, Submission, SubmitOutcome, TargetTuple};
@@ -46,12 +47,16 @@ pub struct SubmitArgs {
     stall_before_commit: bool,
 }
 
-/// `init`: creates the store (refusing an existing one) and the runtime root (mode 0700).
+/// `init`: adds the two tables to the store's database (creating the file if absent; a
+/// database that already holds them is left as it is) and creates the runtime root (0700).
 pub fn init(settings: &Settings) -> CliResult<()> {
     let path = settings.store_path()?;
     let root = settings.runtime_root()?;
     let timing = settings.timing()?;
-    ProjectionStore::initialize(path, &timing)?;
+    let done = match ProjectionStore::initialize(path, &timing)? {
+        Initialized::Created => "initialized",
+        Initialized::AlreadyPresent => "already initialized:",
+    };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -60,14 +65,14 @@ pub fn init(settings: &Settings) -> CliResult<()> {
             CliError::new(
                 Class::Io,
                 format!(
-                    "store {} was created but runtime root {} could not be created: {e}",
+                    "store {} is initialized but runtime root {} could not be created: {e}",
                     path.display(),
                     root.path().display()
                 ),
             )
         })?;
     println!(
-        "initialized store {} and runtime root {}",
+        "{done} store {} and runtime root {}",
         path.display(),
         root.path().display()
     );

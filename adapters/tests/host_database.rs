@@ -1,0 +1,188 @@
+//! The two tables living in the host's own database, as in the Memory Core: the host writes
+//! its own table in its own transactions, with its own busy timeout, while submissions,
+//! publications and takeovers run on the same file. The host's rows and schema are untouched,
+//! every host write succeeds within its busy timeout, and fencing holds.
+
+mod support;
+
+use rusqlite::Connection;
+use solewriter_adapters::publication::PublishedNow;
+use solewriter_adapters::runtime::read_projection;
+use solewriter_adapters::store::{Initialized, ProjectionStore};
+use solewriter_adapters::Error;
+use solewriter_core::lease::Fenced;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use support::*;
+
+const HOST_BUSY_TIMEOUT_MS: u64 = 20_000;
+const WORKERS: usize = 3;
+/// Each worker publishes at least this many times, and goes on until the host has committed
+/// [`HOST_TRANSACTIONS`] transactions, so the two overlap.
+const ROUNDS: u64 = 30;
+const HOST_TRANSACTIONS: u64 = 100;
+/// The pause of each worker between two publications.
+const WORKER_GAP_MS: u64 = 20;
+
+fn host_schema(conn: &Connection) -> Vec<(String, Option<String>)> {
+    conn.prepare(
+        "SELECT name, sql FROM sqlite_master WHERE name NOT LIKE '%HookProjection%' ORDER BY name",
+    )
+    .unwrap()
+    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn the_host_writes_its_own_table_while_the_store_publishes_and_takes_over() {
+    let mut f = Fixture::with_timing(timing(TTL_MS, 20_000), 64 * 1024);
+    let path = f.dir.path().join("memory-core.sqlite");
+    let host = Connection::open(&path).unwrap();
+    host.busy_timeout(std::time::Duration::from_millis(HOST_BUSY_TIMEOUT_MS))
+        .unwrap();
+    host.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
+        .unwrap();
+    host.execute_batch(
+        "PRAGMA application_id = 4242; PRAGMA user_version = 17;
+         CREATE TABLE SummarizationJobs (id INTEGER PRIMARY KEY, worker INTEGER, state TEXT);
+         CREATE INDEX jobs_by_state ON SummarizationJobs (state);",
+    )
+    .unwrap();
+    let schema_before = host_schema(&host);
+    f.options.db_path = path.clone();
+    assert_eq!(
+        ProjectionStore::initialize(&path, &f.options.timing).unwrap(),
+        Initialized::Created
+    );
+    let setup = f.open();
+    let targets: Vec<_> = (0..WORKERS)
+        .map(|w| setup.admit_target(&tuple(&format!("agent-{w}"))).unwrap())
+        .collect();
+
+    let stop = &AtomicBool::new(false);
+    let committed = &AtomicU64::new(0);
+    let (host, host_writes, outcomes) = std::thread::scope(|s| {
+        let host_thread = s.spawn(move || {
+            let mut written = 0u64;
+            let mut slowest = std::time::Duration::ZERO;
+            while !stop.load(Ordering::Relaxed) {
+                let started = std::time::Instant::now();
+                // The host's own transaction: a write and a read of its table.
+                host.execute_batch("BEGIN IMMEDIATE").unwrap();
+                host.execute(
+                    "INSERT INTO SummarizationJobs (worker, state) VALUES (?1, 'queued')",
+                    [written],
+                )
+                .unwrap();
+                let count: u64 = host
+                    .query_row("SELECT count(*) FROM SummarizationJobs", [], |r| r.get(0))
+                    .unwrap();
+                assert_eq!(count, written + 1);
+                host.execute_batch("COMMIT").unwrap();
+                slowest = slowest.max(started.elapsed());
+                written += 1;
+                committed.store(written, Ordering::Relaxed);
+                // A host that took the write lock back the instant it let go would starve
+                // every other writer of the file, its own other connections included (SQLite's
+                // busy handler polls); the Memory Core's writes come with gaps between them.
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            eprintln!("the host's slowest transaction took {slowest:?}");
+            (host, written)
+        });
+        // However the workers end, the host stops.
+        let _stop_host = StopOnDrop(stop);
+        let workers: Vec<_> = targets
+            .iter()
+            .map(|target| {
+                let f = &f;
+                s.spawn(move || {
+                    let store = f.open();
+                    let mut published = 0u64;
+                    let mut round = 0;
+                    while round < ROUNDS || committed.load(Ordering::Relaxed) < HOST_TRANSACTIONS {
+                        round += 1;
+                        // Publishers in a tight loop would hold SQLite's write lock nearly all
+                        // the time, and the host's polling busy handler would rarely find it
+                        // free (README, "Hosting the tables"); the Memory Core's publications
+                        // come with gaps.
+                        std::thread::sleep(std::time::Duration::from_millis(WORKER_GAP_MS));
+                        store.submit(&router(), &route(target, round, "r")).unwrap();
+                        if round % 2 == 0 {
+                            match store.publish_now(target, &holder("one-shot")).unwrap() {
+                                PublishedNow::Published(_) => published += 1,
+                                PublishedNow::Held(h) => panic!("held by {h:?}"),
+                            }
+                        } else {
+                            let lease = expect_acquired(
+                                store.acquire(target, &holder("two-step")).unwrap(),
+                            );
+                            lease.publish().unwrap();
+                            published += 1;
+                        }
+                    }
+                    published
+                })
+            })
+            .collect();
+        let published: Vec<u64> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+        drop(_stop_host);
+        let (host, written) = host_thread.join().unwrap();
+        (host, written, published)
+    });
+    assert!(outcomes.iter().all(|n| *n >= ROUNDS), "{outcomes:?}");
+    eprintln!("host transactions committed during the run: {host_writes}");
+    assert!(host_writes >= HOST_TRANSACTIONS, "the host wrote meanwhile");
+
+    // A takeover in the host's database: the stale holder is fenced, the successor publishes.
+    let store = f.open();
+    let target = &targets[0];
+    let stale = expect_acquired(store.acquire(target, &holder("stale")).unwrap());
+    f.clock.advance(TTL_MS + 1);
+    let successor = expect_acquired(store.acquire(target, &holder("successor")).unwrap());
+    let epoch = successor.epoch();
+    assert!(matches!(
+        stale.publish().unwrap_err(),
+        Error::Fenced(Fenced::Superseded { .. })
+    ));
+    successor.publish().unwrap();
+    let doc = read_projection(&f.options.runtime_root, target).unwrap();
+    assert_eq!(doc.fencing_epoch, epoch);
+    assert_eq!(
+        epoch,
+        outcomes[0] + 2,
+        "one grant per publication, then the stale one and its successor"
+    );
+
+    // The host's rows and schema are untouched.
+    let count: u64 = host
+        .query_row("SELECT count(*) FROM SummarizationJobs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(count, host_writes);
+    let distinct: u64 = host
+        .query_row(
+            "SELECT count(DISTINCT worker) FROM SummarizationJobs",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(distinct, host_writes, "no host row lost or duplicated");
+    assert_eq!(host_schema(&host), schema_before);
+    let pragma = |name: &str| -> i64 {
+        host.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(
+        (pragma("application_id"), pragma("user_version")),
+        (4242, 17)
+    );
+}
