@@ -13,8 +13,10 @@
 //! create a new inode and lock that one while the holder still holds the old — two holders.
 //! The directory is 0700 and must belong to the caller (anything else is refused), so no
 //! other user can remove it either. The descriptor is opened close-on-exec, so a child the
-//! holder executes does not inherit the lock; a `fork` without `exec` would (the child then
-//! keeps the lock alive after the holder dies: busy, never two holders).
+//! holder executes does not keep the lock; but between its `fork` and its `exec` the child
+//! shares the description, so a release while another thread spawns a process lets the
+//! kernel lock go only at that `exec`, and a `fork` without `exec` keeps it alive after the
+//! holder dies (busy for longer, never two holders).
 //!
 //! The kernel lock is tried without blocking and before anything is written: an attempt that
 //! finds it taken opens an existing file read-only, learns "busy" and has created, written
