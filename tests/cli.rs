@@ -480,8 +480,28 @@ fn lock_status_shows_free_alive_and_refuses_a_malformed_lock() {
     assert!(out.status.success());
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["state"], "alive");
+    assert_eq!(doc["held"], true);
     assert_eq!(doc["owner"]["pid"], std::process::id());
     guard.release().unwrap();
+    let out = status(true);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (doc["held"].clone(), doc["kernelLock"].clone()),
+        (Value::Bool(false), "free".into())
+    );
+    // A directory that does not exist is an error (exit 7), not "free".
+    let missing = dir.path().join("nowhere");
+    let out = Command::new(EXE)
+        .args(["lock", "status"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    expect_failure(
+        &out,
+        7,
+        "does not exist",
+        &"lock status on a missing directory",
+    );
     std::fs::write(lock.path(), b"garbage").unwrap();
     expect_failure(
         &status(false),

@@ -115,8 +115,9 @@ pub enum Persisted {
     Discarded {
         /// Facts derived and discarded.
         added: usize,
-        /// The live writer.
-        writer: OwnerIdentity,
+        /// The live writer, as its lock record names it (`None` when the kernel lock was held
+        /// with no record written yet, or no longer).
+        writer: Option<OwnerIdentity>,
     },
 }
 
@@ -218,7 +219,7 @@ impl<S: Source> Ledger<S> {
         match self.build_with(Wait::NoWait, &mut consume) {
             Err(LedgerError::Lock(LockError::Busy { owner, .. })) => {
                 let (value, derivation, _) = self.derive(&mut consume)?;
-                tracing::info!(ledger = %self.snapshot_path().display(), writer = %owner, discarded = derivation.added(), "demand read beside a live writer");
+                tracing::info!(ledger = %self.snapshot_path().display(), writer = ?owner, discarded = derivation.added(), "demand read beside a live writer");
                 Ok(Outcome {
                     value,
                     persisted: Persisted::Discarded {

@@ -1,5 +1,45 @@
-//! The project lock: one sole writer per project directory, whose authority is one exact
-//! process generation `{pid, start token, boot id}` plus a per-acquisition nonce.
+//! The project lock: one sole writer per project directory. Exclusion while the owner lives
+//! is the kernel's: the guard holds an `flock(2)` on `<dir>/project.lock.kernel`. The lock
+//! record `<dir>/project.lock` — owner `{pid, start token, boot id, PID namespace}`, guard,
+//! per-acquisition nonce — serves diagnostics, conditional release and recovery.
+//!
+//! # The kernel lock
+//! `project.lock.kernel` is created once (mode 0600, no symlink followed) and never removed
+//! or written; its content is empty and nothing reads it. An `flock` belongs to the open file
+//! description: the kernel drops it when the holder closes it or dies (`kill -9` included),
+//! two descriptions conflict even inside one process, and it excludes across PID namespaces
+//! (containers) on one kernel, because it is keyed on the inode, not on a pid. Never removing
+//! the file is what keeps it sound: if it were unlinked under a holder, the next taker would
+//! create a new inode and lock that one while the holder still holds the old — two holders.
+//! The directory is 0700 and must belong to the caller (anything else is refused), so no
+//! other user can remove it either. The descriptor is opened close-on-exec, so a child the
+//! holder executes does not keep the lock; but between its `fork` and its `exec` the child
+//! shares the description, so a release while another thread spawns a process lets the
+//! kernel lock go only at that `exec`, and a `fork` without `exec` keeps it alive after the
+//! holder dies (busy for longer, never two holders).
+//!
+//! The kernel lock is tried without blocking and before anything is written: an attempt that
+//! finds it taken opens an existing file read-only, learns "busy" and has created, written
+//! and fsynced nothing (so a demand read beside a writer costs no fsync, and works in a
+//! directory it cannot write). A file system that refuses locks (`EOPNOTSUPP`, `ENOLCK`) is
+//! [`LockError::KernelLockUnavailable`] unless the host opted into record-only mode
+//! ([`ProjectLock::record_only`]).
+//!
+//! # The rule
+//! 1. Take the kernel lock without blocking. Taken by another: busy ([`LockError::Busy`],
+//!    naming the record's owner if there is a record), or wait and retry within the bound.
+//! 2. With the kernel lock held, create the record. If a record is already there, it is
+//!    judged (`solewriter_core::ownership::judge`): a record written under the kernel lock is
+//!    stale (its writer's kernel lock is gone, so it released or died), whatever `/proc`
+//!    shows of its owner — another PID namespace, another boot, a hidden `/proc`. It is
+//!    removed and creation retried. A record-only record is classified: a dead owner is
+//!    recovered, a live one is waited for (the kernel lock is let go meanwhile), an unknown one
+//!    fails loudly ([`LockError::UnknownOwner`]).
+//! 3. Release removes the record if it still carries this acquisition's nonce, then lets the
+//!    kernel lock go.
+//!
+//! In record-only mode step 1 is skipped, and every record is classified (an owner in
+//! another PID namespace or boot, or hidden by `/proc`, is unknown: loud, never dead).
 //!
 //! # The lock file
 //! `<dir>/project.lock` holds a [`LockRecord`] (see `solewriter_core::ownership`). It appears
@@ -7,25 +47,17 @@
 //! ([`TempFile::write`]), then hard-linked to the lock name. `link(2)` fails if the name
 //! exists, so creation is exclusive, and a crash at any point leaves either no lock file or a
 //! complete one (never an empty or torn one). Temp files of crashed creators are swept by the
-//! next successful acquirer; their names carry the creator's pid, start token and boot id, so
-//! only temps of dead creators are removed.
-//!
-//! # Acquisition
-//! Try to create the lock. If it exists, read it and classify its owner through the
-//! [`ProcessProbe`]: a live owner means wait (with backoff, within the caller's bound) or
-//! [`LockError::Busy`]; an unknown owner is [`LockError::UnknownOwner`] (never guessed dead or
-//! alive); a dead owner is recovered, then creation is tried again. A lock that disappears
-//! between a losing create and the read is a normal release race: the loop simply retries.
+//! next successful acquirer; their names carry the creator's pid, start token, boot id and
+//! PID namespace, so only temps of creators classified dead are removed.
 //!
 //! # Race-free recovery
-//! Renaming or unlinking "the dead lock" is not safe by itself: between reading the dead
-//! record and removing `project.lock`, another recoverer may already have removed it and a
-//! successor may have created a live lock under the same name, which a naive recoverer would
-//! then remove (or rename away and try to put back, leaving a window where a third process
-//! creates a lock too). So the rule is:
+//! Renaming or unlinking "the dead lock" is not safe by itself when record-only processes
+//! recover too: between reading the dead record and removing `project.lock`, another
+//! recoverer may already have removed it and a successor may have created a live lock under
+//! the same name, which a naive recoverer would then remove. So the rule is:
 //!
 //! > A record carrying nonce N at path P is removed only by N's owner (release) or by the
-//! > holder of the *claim* `P.recover-<N>`, after its owner was classified dead.
+//! > holder of the *claim* `P.recover-<N>`, after its owner was judged dead.
 //!
 //! (The claim's name carries the first 128 bits of N in hex.)
 //! The claim is itself a lock file, created by the same exclusive hard link, so at most one
@@ -37,36 +69,42 @@
 //! every recoverer competes for creation normally, so exactly one of them wins. A claim whose
 //! holder died is recovered by the same rule one level up (`P.recover-<N>.recover-<M>`), at
 //! most [`MAX_RECOVERY_DEPTH`] levels, then [`LockError::RecoveryAbandoned`] fails loudly.
+//! (Under the kernel lock, a claim written by an earlier kernel holder is stale like any
+//! kernel-guarded record.)
 //!
 //! # Release
 //! Release unlinks the lock only if it still carries this acquisition's nonce, so it never
-//! removes a successor's lock. (While the owner is alive no one else may remove its record,
-//! so its own read-then-unlink cannot race with a recovery.)
+//! removes a successor's lock. (While the owner holds the kernel lock no one else may remove
+//! its record, so its own read-then-unlink cannot race with a recovery.)
 //!
 //! # Crash points
-//! Every file-system step reports a [`LockStep`] to the lock's [`LockProbe`] (none by
-//! default; [`ProjectLock::with_probe`]), so tests can kill an acquirer, recoverer or releaser
+//! Every step reports a [`LockStep`] to the lock's [`LockProbe`] (none by default;
+//! [`ProjectLock::with_probe`]), so tests can kill an acquirer, recoverer or releaser
 //! exactly there. A successful acquisition also clears recovery claims left by dead
 //! recoverers (by the same claim rule, one level up), so a recoverer killed after removing the
 //! dead record leaves nothing behind for long.
 
 use crate::atomic_file::{
-    ensure_private_dir, read_bounded, DirError, FileSystem, RealFs, TempFile,
+    ensure_private_dir, read_bounded, DirError, FileSystem, RealFs, TempFile, FILE_MODE,
 };
 use crate::clock::{Clock, SystemClock};
-use crate::process::ProcessProbe;
+use crate::process::{effective_uid, ProcessProbe};
 use crate::publication::NoProbe;
 use solewriter_core::ownership::{
-    classify, BootId, LockNonce, LockRecord, OwnerIdentity, Ownership, RecordError, UnknownReason,
-    LOCK_RECORD_MAX_BYTES,
+    judge, refuse_lock_dir, BootId, Guard, LockNonce, LockRecord, OwnerIdentity, Ownership,
+    RecordError, UnknownReason, LOCK_RECORD_MAX_BYTES,
 };
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// File name of the lock inside the project directory.
+/// File name of the lock record inside the project directory.
 pub const LOCK_FILE: &str = "project.lock";
+/// File name of the kernel lock inside the project directory: created once, never removed.
+pub const KERNEL_LOCK_FILE: &str = "project.lock.kernel";
 /// How many levels of crashed recoverers are recovered before giving up loudly.
 pub const MAX_RECOVERY_DEPTH: usize = 3;
 /// First pause between attempts while a live owner holds the lock; it doubles after every
@@ -75,10 +113,14 @@ pub const FIRST_BACKOFF: Duration = Duration::from_millis(1);
 /// Largest pause between attempts while waiting for a live owner.
 pub const MAX_BACKOFF: Duration = Duration::from_millis(50);
 
-/// A file-system step of acquisition, recovery or release, reported with the path it concerns
-/// (the lock or a recovery claim, `project.lock.recover-…`).
+/// A step of acquisition, recovery or release, reported with the path it concerns (the
+/// kernel lock file, the lock or a recovery claim, `project.lock.recover-…`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockStep {
+    /// The kernel lock was found taken by another holder; nothing was written.
+    KernelBusy,
+    /// The kernel lock is taken; nothing is written yet.
+    KernelLocked,
     /// A record is written and fsynced to a temp sibling; not yet linked to its name.
     TempWritten,
     /// The record is linked to its name; the temp sibling still exists.
@@ -93,8 +135,10 @@ pub enum LockStep {
 }
 
 impl LockStep {
-    /// Every step, in the order an uncontended acquisition and release reach them.
-    pub const ALL: [LockStep; 5] = [
+    /// Every step, in the order an uncontended acquisition and release reach them
+    /// ([`LockStep::KernelBusy`] is reached only under contention).
+    pub const ALL: [LockStep; 6] = [
+        LockStep::KernelLocked,
         LockStep::TempWritten,
         LockStep::Linked,
         LockStep::Acquired,
@@ -126,13 +170,30 @@ pub enum Wait {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
-    /// A live owner holds the lock (after the allowed wait). Nothing was changed.
-    #[error("project lock {lock} is held by live owner {owner}; nothing was changed")]
+    /// Another holder holds the lock (after the allowed wait). Nothing was changed.
+    #[error("project lock {lock} is held by {}; nothing was changed", owner.as_ref().map_or_else(|| "a holder that has no record yet (or no longer)".to_owned(), |o| format!("owner {o}")))]
     Busy {
         /// The lock (or recovery claim) file.
         lock: PathBuf,
-        /// Its live owner.
-        owner: OwnerIdentity,
+        /// The recorded owner, when there is a record (the kernel lock can be held for a
+        /// moment before its record is written or after it is removed).
+        owner: Option<OwnerIdentity>,
+    },
+    /// The file system refuses the kernel lock, and the host did not opt into record-only
+    /// mode. Nothing was written.
+    #[error("the file system refuses the kernel lock on {lock} ({source}); nothing was written (a host whose file system refuses locks may opt into record-only mode)")]
+    KernelLockUnavailable {
+        /// The kernel lock file.
+        lock: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The project directory does not exist (reported by [`ProjectLock::status`]).
+    #[error("project directory {dir} does not exist; nothing was read")]
+    NoDirectory {
+        /// The directory.
+        dir: PathBuf,
     },
     /// The owner's liveness cannot be decided. The lock was left untouched.
     #[error("project lock {lock} has owner {owner} whose liveness is unknown ({reason}); the lock was left untouched")]
@@ -163,7 +224,8 @@ pub enum LockError {
     /// This process's own identity cannot be read, so it cannot own a lock. Nothing was created.
     #[error("this process's identity is unreadable ({0}); no lock was created")]
     OwnIdentity(String),
-    /// The lock directory is a symlink or not a directory. Nothing was created.
+    /// The lock directory is a symlink or not a directory, is not owned by this user, or is
+    /// writable by group or others. Nothing was created.
     #[error("lock directory {dir} is unsafe ({reason}); nothing was created")]
     UnsafeDir {
         /// The directory.
@@ -212,6 +274,50 @@ enum Clear {
     Live(OwnerIdentity),
 }
 
+/// What one attempt at the kernel lock found.
+enum Kernel {
+    /// Taken: held until this file is closed.
+    Taken(File),
+    /// Held by another open file description.
+    Busy,
+    /// Record-only mode: no kernel lock is used.
+    NotUsed,
+}
+
+/// What one attempt at the whole lock found.
+enum Attempt {
+    /// Taken.
+    Acquired(ProjectLockGuard),
+    /// Held by another, whose record names this owner (if there is a record).
+    Busy(Option<OwnerIdentity>),
+}
+
+/// The state of the kernel lock as [`ProjectLock::status`] found it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KernelState {
+    /// Another holder holds it: the lock is taken, whatever the record says.
+    Held,
+    /// Nobody held it (the status taker held it for the moment of its look).
+    Free,
+    /// No kernel lock file: no holder has used the kernel lock in this directory.
+    NoFile,
+    /// Record-only mode: the kernel lock is not consulted.
+    NotUsed,
+}
+
+/// What [`ProjectLock::status`] found: the kernel lock, the record and the record's judgement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockStatus {
+    /// The kernel lock.
+    pub kernel: KernelState,
+    /// The record, if any.
+    pub record: Option<LockRecord>,
+    /// The record judged from here: with the kernel lock free, a kernel-guarded record is
+    /// stale; otherwise its owner is classified. `None` without a record.
+    pub ownership: Option<Ownership>,
+}
+
 /// A project lock directory and the probe that classifies owners. Cheap to clone.
 #[derive(Clone)]
 pub struct ProjectLock {
@@ -219,29 +325,46 @@ pub struct ProjectLock {
     probe: Arc<dyn ProcessProbe>,
     steps: Arc<dyn LockProbe>,
     fs: Arc<dyn FileSystem>,
+    record_only: bool,
 }
 
 impl std::fmt::Debug for ProjectLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ProjectLock")
             .field("dir", &self.dir)
+            .field("record_only", &self.record_only)
             .finish_non_exhaustive()
     }
 }
 
 impl ProjectLock {
     /// The lock of project directory `dir` (created with mode 0700 on first acquisition; its
-    /// parent must exist), classifying owners with `probe`.
+    /// parent must exist; an existing one must belong to this user and be writable by no one
+    /// else), classifying owners with `probe`.
     pub fn new(dir: impl Into<PathBuf>, probe: Arc<dyn ProcessProbe>) -> Self {
         ProjectLock {
             dir: dir.into(),
             probe,
             steps: Arc::new(NoProbe),
             fs: Arc::new(RealFs),
+            record_only: false,
         }
     }
 
-    /// This lock, reporting its file-system steps to `steps`.
+    /// This lock in record-only mode: no kernel lock, exclusion by the record alone, judged by
+    /// classifying its owner. Only for a file system that refuses locks
+    /// ([`LockError::KernelLockUnavailable`]): an owner in another PID namespace or boot, or
+    /// hidden by `/proc`, then fails loudly ([`LockError::UnknownOwner`]) instead of being
+    /// excluded by the kernel, and a holder that dies while its pid is reused by a process of
+    /// the same start token (practically never) would be taken for alive.
+    pub fn record_only(self) -> Self {
+        ProjectLock {
+            record_only: true,
+            ..self
+        }
+    }
+
+    /// This lock, reporting its steps to `steps`.
     pub fn with_probe(self, steps: Arc<dyn LockProbe>) -> Self {
         ProjectLock { steps, ..self }
     }
@@ -264,8 +387,14 @@ impl ProjectLock {
         self.dir.join(LOCK_FILE)
     }
 
-    /// Takes the lock, waiting for a live owner as `wait` allows. Dead owners are recovered
-    /// (race-free, see the module doc); an unknown owner or a malformed lock fails loudly.
+    /// The kernel lock file's path.
+    pub fn kernel_path(&self) -> PathBuf {
+        self.dir.join(KERNEL_LOCK_FILE)
+    }
+
+    /// Takes the lock, waiting for another holder as `wait` allows. Stale records are
+    /// recovered (race-free, see the module doc); an unknown owner of a record-only record or
+    /// a malformed lock fails loudly.
     pub fn acquire(&self, wait: Wait) -> Result<ProjectLockGuard, LockError> {
         ensure_private_dir(&*self.fs, &self.dir).map_err(|e| match e {
             DirError::Unsafe(reason) => LockError::UnsafeDir {
@@ -274,6 +403,7 @@ impl ProjectLock {
             },
             DirError::Io(source) => io_err("create lock directory", &self.dir)(source),
         })?;
+        self.check_dir()?;
         let me = self.probe.current().map_err(LockError::OwnIdentity)?;
         // `None`: the bound is too large to represent, i.e. wait as long as it takes.
         let deadline = match wait {
@@ -281,27 +411,16 @@ impl ProjectLock {
             Wait::Within(bound) => Instant::now().checked_add(bound),
         };
         let path = self.path();
-        let record = self.new_record(&me)?;
         let mut backoff = FIRST_BACKOFF;
         loop {
-            if self.create(&path, &record)? {
-                tracing::info!(lock = %path.display(), owner = %me, outcome = "acquired", "project lock");
-                self.steps.reached(LockStep::Acquired, &path);
-                self.sweep(&me);
-                return Ok(ProjectLockGuard {
-                    lock: self.clone(),
-                    record,
-                    armed: true,
-                });
-            }
-            let owner = match self.clear(&path, &me, 0)? {
-                Clear::Gone => continue,
-                Clear::Live(owner) => owner,
+            let owner = match self.attempt(&me, &path)? {
+                Attempt::Acquired(guard) => return Ok(guard),
+                Attempt::Busy(owner) => owner,
             };
             let now = Instant::now();
             let pause = match deadline {
                 Some(deadline) if now >= deadline => {
-                    tracing::info!(lock = %path.display(), owner = %owner, outcome = "busy", "project lock");
+                    tracing::info!(lock = %path.display(), owner = ?owner, outcome = "busy", "project lock");
                     return Err(LockError::Busy { lock: path, owner });
                 }
                 Some(deadline) => backoff.min(deadline - now),
@@ -312,16 +431,154 @@ impl ProjectLock {
         }
     }
 
+    /// One attempt: the kernel lock, then the record (see the module doc's rule). A busy
+    /// kernel lock returns before anything is written; a live record-only owner returns with
+    /// the kernel lock let go.
+    fn attempt(&self, me: &OwnerIdentity, path: &Path) -> Result<Attempt, LockError> {
+        let kernel = match self.kernel_lock()? {
+            Kernel::Taken(file) => {
+                self.steps
+                    .reached(LockStep::KernelLocked, &self.kernel_path());
+                Some(file)
+            }
+            Kernel::Busy => {
+                self.steps
+                    .reached(LockStep::KernelBusy, &self.kernel_path());
+                // For the diagnostic only: the kernel lock already answered.
+                let owner = self.read(path).ok().flatten().map(|r| r.owner);
+                return Ok(Attempt::Busy(owner));
+            }
+            Kernel::NotUsed => None,
+        };
+        let held = kernel.is_some();
+        let record = self.new_record(me, held)?;
+        loop {
+            if self.create(path, &record)? {
+                tracing::info!(lock = %path.display(), owner = %me, kernel_lock = held, outcome = "acquired", "project lock");
+                self.steps.reached(LockStep::Acquired, path);
+                self.sweep(me, held);
+                return Ok(Attempt::Acquired(ProjectLockGuard {
+                    lock: self.clone(),
+                    record,
+                    armed: true,
+                    _kernel: kernel,
+                }));
+            }
+            match self.clear(path, me, 0, held)? {
+                Clear::Gone => continue,
+                Clear::Live(owner) => return Ok(Attempt::Busy(Some(owner))),
+            }
+        }
+    }
+
+    /// Tries the kernel lock without blocking. The file is opened read-only when it exists
+    /// (nothing written, also in a read-only directory) and created (0600) only when absent.
+    fn kernel_lock(&self) -> Result<Kernel, LockError> {
+        if self.record_only {
+            return Ok(Kernel::NotUsed);
+        }
+        let path = self.kernel_path();
+        let file = match open_kernel_file(&path, false) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => open_kernel_file(&path, true),
+            opened => opened,
+        }
+        .map_err(io_err("open kernel lock", &path))?;
+        let meta = file.metadata().map_err(io_err("open kernel lock", &path))?;
+        if !meta.is_file() {
+            return Err(io_err("open kernel lock", &path)(io::Error::other(
+                "not a regular file",
+            )));
+        }
+        match file.try_lock() {
+            Ok(()) => Ok(Kernel::Taken(file)),
+            Err(TryLockError::WouldBlock) => Ok(Kernel::Busy),
+            Err(TryLockError::Error(source)) if locks_refused(&source) => {
+                Err(LockError::KernelLockUnavailable { lock: path, source })
+            }
+            Err(TryLockError::Error(source)) => Err(io_err("take kernel lock", &path)(source)),
+        }
+    }
+
+    /// Refuses a directory this user does not own or others may write.
+    fn check_dir(&self) -> Result<(), LockError> {
+        let meta = self
+            .dir
+            .symlink_metadata()
+            .map_err(io_err("inspect lock directory", &self.dir))?;
+        let uid = effective_uid().map_err(LockError::OwnIdentity)?;
+        match refuse_lock_dir(meta.uid(), uid, meta.mode()) {
+            Some(reason) => Err(LockError::UnsafeDir {
+                dir: self.dir.clone(),
+                reason,
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// The current lock record, if any (for diagnostics).
     pub fn current(&self) -> Result<Option<LockRecord>, LockError> {
         self.read(&self.path())
     }
 
-    fn new_record(&self, me: &OwnerIdentity) -> Result<LockRecord, LockError> {
+    /// What an operator needs to know, read without writing anything: the kernel lock (taken
+    /// for the moment of the look if free — an acquirer trying at that very moment is told
+    /// busy), the record and its judgement. A missing directory is
+    /// [`LockError::NoDirectory`]; an unsafe one is refused like [`Self::acquire`] does.
+    pub fn status(&self) -> Result<LockStatus, LockError> {
+        match self.dir.symlink_metadata() {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(LockError::NoDirectory {
+                    dir: self.dir.clone(),
+                })
+            }
+            Err(e) => return Err(io_err("inspect lock directory", &self.dir)(e)),
+            Ok(meta) if meta.file_type().is_symlink() || !meta.is_dir() => {
+                return Err(LockError::UnsafeDir {
+                    dir: self.dir.clone(),
+                    reason: "is a symlink or not a directory",
+                })
+            }
+            Ok(_) => self.check_dir()?,
+        }
+        let (kernel, _look) = if self.record_only {
+            (KernelState::NotUsed, None)
+        } else {
+            match open_kernel_file(&self.kernel_path(), false) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => (KernelState::NoFile, None),
+                Err(e) => return Err(io_err("open kernel lock", &self.kernel_path())(e)),
+                Ok(file) => match file.try_lock() {
+                    Ok(()) => (KernelState::Free, Some(file)),
+                    Err(TryLockError::WouldBlock) => (KernelState::Held, None),
+                    Err(TryLockError::Error(source)) => {
+                        return Err(io_err("take kernel lock", &self.kernel_path())(source))
+                    }
+                },
+            }
+        };
+        // Read while the look holds a free kernel lock, so no record appears meanwhile.
+        let record = self.current()?;
+        let ownership = record.as_ref().map(|r| {
+            judge(&r.owner, r.guard, kernel == KernelState::Free, || {
+                self.probe.observe(r.owner.pid)
+            })
+        });
+        Ok(LockStatus {
+            kernel,
+            record,
+            ownership,
+        })
+    }
+
+    fn new_record(&self, me: &OwnerIdentity, kernel_held: bool) -> Result<LockRecord, LockError> {
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).map_err(|e| LockError::Random(e.to_string()))?;
         Ok(LockRecord {
             owner: me.clone(),
+            guard: if kernel_held {
+                Guard::Kernel
+            } else {
+                Guard::RecordOnly
+            },
             nonce: LockNonce::from_bytes(bytes),
             acquired_at: SystemClock.now(),
         })
@@ -353,10 +610,12 @@ impl ProjectLock {
             .unwrap_or(LOCK_FILE);
         let owner = &record.owner;
         let tag = format!(
-            "{name}.{}.{}.{}",
+            "{name}.{}.{}.{}.{}.{}",
             owner.pid,
             owner.start_token,
-            owner.boot_id.as_str()
+            owner.boot_id.as_str(),
+            owner.pid_ns,
+            record.guard.as_str()
         );
         let temp = TempFile::write(&*self.fs, &self.dir, &tag, record.encode().as_bytes())
             .map_err(io_err("write temp lock", &self.dir))?;
@@ -372,12 +631,21 @@ impl ProjectLock {
         }
     }
 
-    /// Looks at `path` and removes its record if the owner is dead.
-    fn clear(&self, path: &Path, me: &OwnerIdentity, depth: usize) -> Result<Clear, LockError> {
+    /// Looks at `path` and removes its record if it is stale (judged with the kernel lock
+    /// held or not, see the module doc).
+    fn clear(
+        &self,
+        path: &Path,
+        me: &OwnerIdentity,
+        depth: usize,
+        kernel_held: bool,
+    ) -> Result<Clear, LockError> {
         let Some(seen) = self.read(path)? else {
             return Ok(Clear::Gone);
         };
-        match classify(&seen.owner, &self.probe.observe(seen.owner.pid)) {
+        match judge(&seen.owner, seen.guard, kernel_held, || {
+            self.probe.observe(seen.owner.pid)
+        }) {
             Ownership::Alive => Ok(Clear::Live(seen.owner)),
             Ownership::Unknown(reason) => Err(LockError::UnknownOwner {
                 lock: path.to_owned(),
@@ -386,7 +654,7 @@ impl ProjectLock {
             }),
             Ownership::Dead(why) => {
                 tracing::warn!(lock = %path.display(), owner = %seen.owner, reason = ?why, outcome = "recovering", "project lock");
-                self.remove_dead(path, &seen.nonce, me, depth)
+                self.remove_dead(path, &seen.nonce, me, depth, kernel_held)
             }
         }
     }
@@ -399,6 +667,7 @@ impl ProjectLock {
         nonce: &LockNonce,
         me: &OwnerIdentity,
         depth: usize,
+        kernel_held: bool,
     ) -> Result<Clear, LockError> {
         if depth >= MAX_RECOVERY_DEPTH {
             return Err(LockError::RecoveryAbandoned {
@@ -407,7 +676,7 @@ impl ProjectLock {
             });
         }
         let claim_path = claim_path(path, nonce);
-        let claim = self.new_record(me)?;
+        let claim = self.new_record(me, kernel_held)?;
         loop {
             if self.create(&claim_path, &claim)? {
                 let removed = self.remove_if_carries(path, nonce);
@@ -416,7 +685,7 @@ impl ProjectLock {
                 unclaimed?;
                 return Ok(Clear::Gone);
             }
-            if let live @ Clear::Live(_) = self.clear(&claim_path, me, depth + 1)? {
+            if let live @ Clear::Live(_) = self.clear(&claim_path, me, depth + 1, kernel_held)? {
                 return Ok(live);
             }
         }
@@ -440,11 +709,12 @@ impl ProjectLock {
         }
     }
 
-    /// Removes temp files of lock creators that are dead and recovery claims whose holders
-    /// are dead (best effort: a failure is logged and leaves the file for a later sweep). A
-    /// live creator's temp and a live recoverer's claim are never touched; a claim is removed
-    /// by the claim rule one level up, exactly as an acquirer meeting it would.
-    fn sweep(&self, me: &OwnerIdentity) {
+    /// Removes temp files and recovery claims judged stale like records are (written under the
+    /// kernel lock this acquirer now holds, or by a creator classified dead; best effort: a
+    /// failure is logged and leaves the file for a later sweep). A live creator's temp and a
+    /// live recoverer's claim are never touched; a claim is removed by the claim rule one
+    /// level up, exactly as an acquirer meeting it would.
+    fn sweep(&self, me: &OwnerIdentity, kernel_held: bool) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
         };
@@ -454,16 +724,18 @@ impl ProjectLock {
                 continue;
             };
             if let Some(depth) = claim_depth(name) {
-                if let Err(e) = self.clear(&entry.path(), me, depth) {
+                if let Err(e) = self.clear(&entry.path(), me, depth, kernel_held) {
                     tracing::warn!(claim = %entry.path().display(), error = %e, "recovery claim not cleared");
                 }
                 continue;
             }
-            let Some(creator) = temp_creator(name) else {
+            let Some((creator, guard)) = temp_creator(name) else {
                 continue;
             };
-            let seen = self.probe.observe(creator.pid);
-            if matches!(classify(&creator, &seen), Ownership::Dead(_)) {
+            let judged = judge(&creator, guard, kernel_held, || {
+                self.probe.observe(creator.pid)
+            });
+            if matches!(judged, Ownership::Dead(_)) {
                 if let Err(e) = self.fs.remove_file(&entry.path()) {
                     tracing::warn!(temp = %entry.path().display(), error = %e, "orphan lock temp not removed");
                 }
@@ -492,23 +764,51 @@ fn claim_depth(name: &str) -> Option<usize> {
     Some(rest.matches(".recover-").count())
 }
 
-/// The creator of a lock temp file `.project.lock[.recover-…].<pid>.<start>.<boot>.tmp-<hex>`.
-/// The boot is part of the name because start tokens count from boot: a temp left before a
-/// reboot must not pass for a live process of this boot with the same pid and start token.
-fn temp_creator(name: &str) -> Option<OwnerIdentity> {
+/// The creator of a lock temp file
+/// `.project.lock[.recover-…].<pid>.<start>.<boot>.<pidns>.<guard>.tmp-<hex>`, and the guard
+/// it wrote under. The boot and the PID namespace are part of the name because start tokens
+/// count from boot and pids from their namespace: a temp left before a reboot, or by a
+/// process in another namespace, must not pass for a dead (or live) process here with the
+/// same pid. The guard lets a kernel lock holder sweep what earlier kernel lock holders left.
+fn temp_creator(name: &str) -> Option<(OwnerIdentity, Guard)> {
     let tagged = name.strip_prefix('.')?.rsplit_once(".tmp-")?.0;
     if !tagged.starts_with(LOCK_FILE) {
         return None;
     }
-    let mut parts = tagged.rsplitn(4, '.');
+    let mut parts = tagged.rsplitn(6, '.');
+    let guard = Guard::parse(parts.next()?)?;
+    let pid_ns = parts.next()?.parse().ok()?;
     let boot_id = BootId::parse(parts.next()?).ok()?;
     let start_token = parts.next()?.parse().ok()?;
     let pid = parts.next()?.parse().ok()?;
-    Some(OwnerIdentity {
-        pid,
-        start_token,
-        boot_id,
-    })
+    Some((
+        OwnerIdentity {
+            pid,
+            start_token,
+            boot_id,
+            pid_ns,
+        },
+        guard,
+    ))
+}
+
+/// Opens the kernel lock file (no symlink followed, close-on-exec as every std open):
+/// read-only, or creating it (mode 0600) when `create`.
+fn open_kernel_file(path: &Path, create: bool) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(create)
+        .create(create)
+        .truncate(false)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// Whether `error` from taking an `flock` means the file system refuses locks.
+fn locks_refused(error: &io::Error) -> bool {
+    error.kind() == io::ErrorKind::Unsupported
+        || matches!(error.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOLCK))
 }
 
 /// The held project lock. Dropping it releases it (conditionally, like [`Self::release`]).
@@ -518,6 +818,9 @@ pub struct ProjectLockGuard {
     lock: ProjectLock,
     record: LockRecord,
     armed: bool,
+    /// The kernel lock (none in record-only mode), let go when the guard is dropped — after
+    /// the release has removed the record.
+    _kernel: Option<File>,
 }
 
 impl ProjectLockGuard {
@@ -531,8 +834,8 @@ impl ProjectLockGuard {
         &self.lock
     }
 
-    /// Releases the lock if it still carries this acquisition's nonce; a successor's lock is
-    /// never removed.
+    /// Releases the lock if it still carries this acquisition's nonce (a successor's lock is
+    /// never removed), then lets the kernel lock go.
     pub fn release(mut self) -> Result<Released, LockError> {
         self.armed = false;
         self.release_now()
@@ -562,22 +865,42 @@ mod tests {
 
     #[test]
     fn temp_names_carry_their_creator() {
-        let creator = |n| temp_creator(n).map(|o| (o.pid, o.start_token, o.boot_id));
+        let creator =
+            |n| temp_creator(n).map(|(o, g)| (o.pid, o.start_token, o.boot_id, o.pid_ns, g));
         let boot = BootId::parse("b00f-12").unwrap();
         assert_eq!(
-            creator(".project.lock.42.7.b00f-12.tmp-00ff"),
-            Some((42, 7, boot.clone()))
+            creator(".project.lock.42.7.b00f-12.99.kernel.tmp-00ff"),
+            Some((42, 7, boot.clone(), 99, Guard::Kernel))
         );
         assert_eq!(
-            creator(".project.lock.recover-abcd.42.7.b00f-12.tmp-00ff"),
-            Some((42, 7, boot))
+            creator(".project.lock.recover-abcd.42.7.b00f-12.99.record-only.tmp-00ff"),
+            Some((42, 7, boot, 99, Guard::RecordOnly))
         );
         assert_eq!(creator(".ledger.snapshot.tmp-00ff"), None);
         assert_eq!(creator("project.lock"), None);
-        assert_eq!(creator(".project.lock.x.7.b00f.tmp-00"), None);
-        assert_eq!(creator(".project.lock.42.7.NOTHEX.tmp-00"), None);
-        // A name without a boot (three fields) is not a creator's: it is left alone.
-        assert_eq!(creator(".project.lock.42.7.tmp-00ff"), None);
+        assert_eq!(creator(".project.lock.x.7.b00f.99.kernel.tmp-00"), None);
+        assert_eq!(creator(".project.lock.42.7.NOTHEX.99.kernel.tmp-00"), None);
+        assert_eq!(creator(".project.lock.42.7.b00f.x.kernel.tmp-00"), None);
+        assert_eq!(creator(".project.lock.42.7.b00f.99.other.tmp-00"), None);
+        // A name of the earlier format (no namespace, no guard) is left alone.
+        assert_eq!(creator(".project.lock.42.7.b00f-12.tmp-00ff"), None);
+    }
+
+    #[test]
+    fn only_refused_locks_are_unavailable() {
+        for errno in [libc::EOPNOTSUPP, libc::ENOLCK] {
+            assert!(
+                locks_refused(&io::Error::from_raw_os_error(errno)),
+                "{errno}"
+            );
+        }
+        assert!(locks_refused(&io::Error::from(io::ErrorKind::Unsupported)));
+        for errno in [libc::EIO, libc::EBADF, libc::EINTR, libc::EWOULDBLOCK] {
+            assert!(
+                !locks_refused(&io::Error::from_raw_os_error(errno)),
+                "{errno}"
+            );
+        }
     }
 
     #[test]
@@ -588,5 +911,6 @@ mod tests {
         assert_eq!(claim_depth(".project.lock.recover-ab.1.2.tmp-00"), None);
         assert_eq!(claim_depth("project.lock.recover-ab.1.2.tmp-00"), None);
         assert_eq!(claim_depth("ledger.snapshot"), None);
+        assert_eq!(claim_depth(KERNEL_LOCK_FILE), None);
     }
 }

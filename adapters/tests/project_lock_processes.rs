@@ -10,9 +10,9 @@ mod children;
 use children::{commands, dead_owner, role, say, ChildProc};
 use solewriter_adapters::process::SystemProbe;
 use solewriter_adapters::project_lock::{
-    LockError, LockProbe, LockStep, ProjectLock, Released, Wait, LOCK_FILE,
+    LockError, LockProbe, LockStep, ProjectLock, Released, Wait, KERNEL_LOCK_FILE, LOCK_FILE,
 };
-use solewriter_core::ownership::{LockNonce, LockRecord, OwnerIdentity};
+use solewriter_core::ownership::{Guard, LockNonce, LockRecord, OwnerIdentity};
 use solewriter_core::time::Millis;
 use std::path::Path;
 use std::sync::Arc;
@@ -163,18 +163,20 @@ impl LockProbe for StallAt {
     }
 }
 
-/// Leftover temps and claims in the project directory.
+/// Leftover temps and claims in the project directory (the lock record and the kernel lock
+/// file, which is never removed, are not leftovers).
 fn leftovers(project: &Path) -> Vec<String> {
     std::fs::read_dir(project)
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n != LOCK_FILE)
+        .filter(|n| n != LOCK_FILE && n != KERNEL_LOCK_FILE)
         .collect()
 }
 
 fn plant(project: &Path, owner: &OwnerIdentity, nonce: u8) {
     let record = LockRecord {
         owner: owner.clone(),
+        guard: Guard::Kernel,
         nonce: LockNonce::from_bytes([nonce; 32]),
         acquired_at: Millis(1),
     };
@@ -202,8 +204,8 @@ fn kill_9_at_every_lock_step_leaves_a_complete_lock_or_none() {
     let mut killed = 0;
     for (recovering, kind) in [(false, "lock"), (true, "lock"), (true, "claim")] {
         for (index, step) in LockStep::ALL.into_iter().enumerate() {
-            if kind == "claim" && step == LockStep::Acquired {
-                continue; // a claim is never "acquired"
+            if kind == "claim" && matches!(step, LockStep::Acquired | LockStep::KernelLocked) {
+                continue; // a claim is never "acquired", nor kernel-locked
             }
             let case = format!("{step:?} on the {kind}, recovering: {recovering}");
             let dir = tempfile::tempdir().unwrap();

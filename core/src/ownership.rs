@@ -2,11 +2,18 @@
 //! process, the lock record that carries it, the parsers of what Linux reports, and the
 //! classification of a recorded owner from what a probe saw.
 //!
-//! A lock owner is one exact process generation: `{pid, start token, boot id}`. A pid alone
-//! is not authority (pids are reused), and neither is a start token without its boot (start
-//! tokens count from boot). [`classify`] answers `Alive`, `Dead` or `Unknown`; `Unknown`
-//! (permission denied, an unreadable or malformed identity, a platform without a reader) is
-//! never treated as dead or alive: the adapter fails loudly with it.
+//! A lock owner is one exact process generation: `{pid, start token, boot id, PID namespace}`.
+//! A pid alone is not authority (pids are reused), a start token means nothing without its
+//! boot (start tokens count from boot), and a pid means nothing outside its PID namespace (a
+//! holder in a container is pid 1 there). [`classify`] answers `Alive`, `Dead` or `Unknown`;
+//! `Unknown` (another PID namespace, another boot, a `/proc` that hides the pid, permission
+//! denied, an unreadable or malformed identity, a platform without a reader) is never treated
+//! as dead or alive: the adapter fails loudly with it.
+//!
+//! [`judge`] adds the kernel lock: a record written under the kernel lock (see
+//! [`Guard::Kernel`]) whose kernel lock the judge itself now holds is stale whatever the
+//! classification says, because the kernel drops that lock only when its owner released it
+//! or died. Every other record is classified.
 //!
 //! Nothing here reads a file: the `/proc` parsers take the text the adapter read.
 
@@ -53,24 +60,27 @@ impl fmt::Display for BootId {
 #[error("malformed process identity: {0}")]
 pub struct IdentityError(pub &'static str);
 
-/// One exact process generation: pid, process start token and boot id.
+/// One exact process generation: pid, process start token, boot id and PID namespace.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct OwnerIdentity {
-    /// The process id.
+    /// The process id, as seen in its own PID namespace.
     pub pid: u32,
     /// When the process started, in the platform's unit (Linux: `starttime` of
     /// `/proc/<pid>/stat`, clock ticks since boot). Distinguishes a reused pid.
     pub start_token: u64,
     /// The boot the process belongs to.
     pub boot_id: BootId,
+    /// Its PID namespace (Linux: the inode number of `/proc/self/ns/pid`, the `NNN` of
+    /// `pid:[NNN]`). The pid is meaningful only inside this namespace.
+    pub pid_ns: u64,
 }
 
 impl fmt::Display for OwnerIdentity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "pid {} (start {}, boot {})",
-            self.pid, self.start_token, self.boot_id
+            "pid {} (start {}, boot {}, pid namespace {})",
+            self.pid, self.start_token, self.boot_id, self.pid_ns
         )
     }
 }
@@ -84,6 +94,15 @@ pub struct ProcStat {
     pub state: char,
     /// The raw `starttime` field (field 22).
     pub start_token: u64,
+}
+
+impl ProcStat {
+    /// Whether this task has exited (state `Z` or `X`). A process has exited only when every
+    /// one of its tasks has: a main thread that exited while other threads run is a zombie
+    /// task of a live process.
+    pub fn exited(&self) -> bool {
+        matches!(self.state, 'Z' | 'X')
+    }
 }
 
 /// Parses the text of `/proc/<pid>/stat`. The command name (field 2) is in parentheses and may
@@ -122,17 +141,66 @@ pub fn parse_proc_stat(text: &str) -> Result<ProcStat, IdentityError> {
     })
 }
 
+/// Parses the effective uid from the text of `/proc/<pid>/status` (the second number of its
+/// `Uid:` line: real, effective, saved, file system).
+pub fn parse_status_euid(text: &str) -> Result<u32, IdentityError> {
+    text.lines()
+        .find_map(|line| line.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_ascii_whitespace().nth(1))
+        .ok_or(IdentityError("status has no effective uid"))?
+        .parse()
+        .map_err(|_| IdentityError("status uid is not a number"))
+}
+
+/// Parses the inode number out of a namespace link's text (`pid:[4026531836]`).
+pub fn parse_ns_link(text: &str) -> Result<u64, IdentityError> {
+    text.strip_prefix("pid:[")
+        .and_then(|rest| rest.strip_suffix(']'))
+        .ok_or(IdentityError("namespace link is not pid:[N]"))?
+        .parse()
+        .map_err(|_| IdentityError("namespace inode is not a number"))
+}
+
+/// Whether the `proc` file system mounted at `/proc`, as described by the text of
+/// `/proc/self/mountinfo`, may hide other users' pids (`hidepid=` other than `0`/`off`, or
+/// `1`/`noaccess`, which shows the directories but refuses their content). When it may, an
+/// absent pid proves nothing. The last mount at `/proc` is the visible one.
+pub fn proc_hides_pids(mountinfo: &str) -> bool {
+    let hiding = |line: &str| {
+        // `id parent major:minor root mountpoint options [optional...] - fstype source super`
+        let (left, right) = line.split_once(" - ")?;
+        if left.split(' ').nth(4)? != "/proc" {
+            return None;
+        }
+        let mut right = right.split(' ');
+        if right.next()? != "proc" {
+            return None;
+        }
+        let hides = right.nth(1)?.split(',').any(|option| {
+            option
+                .strip_prefix("hidepid=")
+                .is_some_and(|v| !matches!(v, "0" | "off" | "1" | "noaccess"))
+        });
+        Some(hides)
+    };
+    mountinfo.lines().rev().find_map(hiding).unwrap_or(false)
+}
+
 /// What a probe saw of the process with a recorded pid.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProcessSeen {
     /// No process has that pid.
     Absent,
-    /// A process has that pid. A zombie has exited and only awaits its parent's `wait`.
+    /// No process with that pid is visible, but `/proc` hides other users' processes
+    /// (`hidepid`): it may well be alive.
+    Hidden,
+    /// A process has that pid.
     Present {
         /// Its start token.
         start_token: u64,
-        /// Whether it has exited (Linux state `Z` or `X`).
-        zombie: bool,
+        /// Whether every one of its threads has exited (an unreaped zombie). A process whose
+        /// main thread exited while other threads run has not.
+        exited: bool,
     },
     /// The OS refused to show the process (EPERM, EACCES).
     PermissionDenied,
@@ -153,20 +221,34 @@ pub enum BootSeen {
     Unsupported,
 }
 
+/// What a probe saw of its own PID namespace (the one whose pids it can read).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NamespaceSeen {
+    /// The namespace's identity (see [`OwnerIdentity::pid_ns`]).
+    Known(u64),
+    /// It could not be read, or `/proc` belongs to another PID namespace.
+    Unreadable(String),
+    /// This platform has no reader.
+    Unsupported,
+}
+
 /// Everything a probe reports about a recorded owner.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProbeReport {
     /// The current boot.
     pub boot: BootSeen,
+    /// The PID namespace the probe reads pids in.
+    pub pid_ns: NamespaceSeen,
     /// The process with the recorded pid.
     pub process: ProcessSeen,
 }
 
-/// Why a recorded owner is dead.
+/// Why a recorded owner is dead (or at least no longer holds the lock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeadReason {
-    /// The machine rebooted since the owner recorded itself.
-    OtherBoot,
+    /// The record was written under the kernel lock, and that kernel lock is free: the kernel
+    /// dropped it because its owner released it or died. (Whatever `/proc` shows.)
+    KernelLockFree,
     /// No process has the owner's pid.
     NoSuchProcess,
     /// The pid belongs to a different process generation (PID reuse).
@@ -177,7 +259,23 @@ pub enum DeadReason {
 
 /// Why a recorded owner's liveness cannot be decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum UnknownReason {
+    /// The owner lives in another PID namespace: its pid names another process here (or
+    /// none), so nothing can be concluded from it.
+    OtherPidNamespace {
+        /// The owner's namespace.
+        recorded: u64,
+        /// The observer's.
+        ours: u64,
+    },
+    /// The observer's own PID namespace could not be read (or `/proc` is not mounted for it).
+    NamespaceUnreadable(String),
+    /// The owner recorded another boot: a reboot since (then it is dead), or another kernel
+    /// sharing this file system (then it may be alive). Nothing tells them apart from here.
+    OtherBoot,
+    /// The pid is not visible and `/proc` hides other processes (`hidepid`).
+    Hidden,
     /// The OS refused to show the process.
     PermissionDenied,
     /// The process information was unreadable or malformed.
@@ -191,6 +289,17 @@ pub enum UnknownReason {
 impl fmt::Display for UnknownReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            UnknownReason::OtherPidNamespace { recorded, ours } => write!(
+                f,
+                "the owner is in another PID namespace ({recorded}, this process is in {ours})"
+            ),
+            UnknownReason::NamespaceUnreadable(why) => {
+                write!(f, "own PID namespace unreadable: {why}")
+            }
+            UnknownReason::OtherBoot => {
+                f.write_str("the owner recorded another boot (a reboot, or another kernel)")
+            }
+            UnknownReason::Hidden => f.write_str("/proc hides other processes (hidepid)"),
             UnknownReason::PermissionDenied => f.write_str("permission denied reading the process"),
             UnknownReason::ProcessUnreadable(why) => write!(f, "process unreadable: {why}"),
             UnknownReason::BootUnreadable(why) => write!(f, "boot id unreadable: {why}"),
@@ -214,30 +323,49 @@ pub enum Ownership {
 
 /// Classifies `recorded` from what a probe saw. The rows, in order:
 ///
-/// | boot | process | answer |
-/// |---|---|---|
-/// | known, differs | any | `Dead(OtherBoot)` |
-/// | any other | absent | `Dead(NoSuchProcess)` |
-/// | any other | present, other start token | `Dead(PidReused)` |
-/// | any other | present, same token, zombie | `Dead(Exited)` |
-/// | known, same | present, same token, running | `Alive` |
-/// | unreadable / unsupported | present, same token, running | `Unknown` |
-/// | any other | permission denied / unreadable / unsupported | `Unknown` |
+/// | namespace | boot | process | answer |
+/// |---|---|---|---|
+/// | unreadable / unsupported | any | any | `Unknown` |
+/// | differs | any | any | `Unknown(OtherPidNamespace)` |
+/// | same | known, differs | any | `Unknown(OtherBoot)` |
+/// | same | any other | absent | `Dead(NoSuchProcess)` |
+/// | same | any other | hidden (`hidepid`) | `Unknown(Hidden)` |
+/// | same | any other | present, other start token | `Dead(PidReused)` |
+/// | same | any other | present, same token, every thread exited | `Dead(Exited)` |
+/// | same | known, same | present, same token, running | `Alive` |
+/// | same | unreadable / unsupported | present, same token, running | `Unknown` |
+/// | same | any other | permission denied / unreadable / unsupported | `Unknown` |
 ///
-/// An absent pid or a different start token is dead whatever the boot: no process of that
-/// generation exists now. A matching process is alive only when the boot is known to match.
+/// A pid is read only in the namespace the owner recorded, and a start token only in the
+/// boot it counts from. There, an absent pid or a different start token is dead: no process
+/// of that generation exists now. A matching process is alive only when the boot is known to
+/// match.
 pub fn classify(recorded: &OwnerIdentity, seen: &ProbeReport) -> Ownership {
+    match &seen.pid_ns {
+        NamespaceSeen::Known(ours) if *ours != recorded.pid_ns => {
+            return Ownership::Unknown(UnknownReason::OtherPidNamespace {
+                recorded: recorded.pid_ns,
+                ours: *ours,
+            })
+        }
+        NamespaceSeen::Known(_) => {}
+        NamespaceSeen::Unreadable(why) => {
+            return Ownership::Unknown(UnknownReason::NamespaceUnreadable(why.clone()))
+        }
+        NamespaceSeen::Unsupported => return Ownership::Unknown(UnknownReason::Unsupported),
+    }
     if let BootSeen::Known(boot) = &seen.boot {
         if *boot != recorded.boot_id {
-            return Ownership::Dead(DeadReason::OtherBoot);
+            return Ownership::Unknown(UnknownReason::OtherBoot);
         }
     }
     match &seen.process {
         ProcessSeen::Absent => Ownership::Dead(DeadReason::NoSuchProcess),
+        ProcessSeen::Hidden => Ownership::Unknown(UnknownReason::Hidden),
         ProcessSeen::Present { start_token, .. } if *start_token != recorded.start_token => {
             Ownership::Dead(DeadReason::PidReused)
         }
-        ProcessSeen::Present { zombie: true, .. } => Ownership::Dead(DeadReason::Exited),
+        ProcessSeen::Present { exited: true, .. } => Ownership::Dead(DeadReason::Exited),
         ProcessSeen::Present { .. } => match &seen.boot {
             BootSeen::Known(_) => Ownership::Alive,
             BootSeen::Unreadable(why) => {
@@ -250,6 +378,38 @@ pub fn classify(recorded: &OwnerIdentity, seen: &ProbeReport) -> Ownership {
             Ownership::Unknown(UnknownReason::ProcessUnreadable(why.clone()))
         }
         ProcessSeen::Unsupported => Ownership::Unknown(UnknownReason::Unsupported),
+    }
+}
+
+/// Judges what `owner` wrote under `guard` (a record at a lock name, or a temp file), by an
+/// acquirer that holds the kernel lock (`kernel_lock_held`) or runs without one (record-only
+/// mode). What was written under the kernel lock ([`Guard::Kernel`]) is stale once its judge
+/// holds that kernel lock, whatever `/proc` shows: `Dead(KernelLockFree)`, and `observe` is
+/// not called. Everything else — written in record-only mode, or judged without the kernel
+/// lock — is [`classify`]d from what `observe` reports.
+pub fn judge(
+    owner: &OwnerIdentity,
+    guard: Guard,
+    kernel_lock_held: bool,
+    observe: impl FnOnce() -> ProbeReport,
+) -> Ownership {
+    if kernel_lock_held && guard == Guard::Kernel {
+        return Ownership::Dead(DeadReason::KernelLockFree);
+    }
+    classify(owner, &observe())
+}
+
+/// Why a project directory is refused as the home of a lock, if it is: it must belong to
+/// the calling user (`dir_uid == our_uid`) and be writable by no one else (no group or other
+/// write bit in `mode`), or another local user could plant a lock naming their own live
+/// process, or remove the kernel lock file under a holder.
+pub fn refuse_lock_dir(dir_uid: u32, our_uid: u32, mode: u32) -> Option<&'static str> {
+    if dir_uid != our_uid {
+        Some("is not owned by this user")
+    } else if mode & 0o022 != 0 {
+        Some("is writable by group or others")
+    } else {
+        None
     }
 }
 
@@ -270,44 +430,83 @@ impl LockNonce {
     }
 }
 
+/// What excluded other writers when a record was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Guard {
+    /// The writer held the kernel lock (an `flock` the kernel drops when its owner dies) from
+    /// before the record was written until after it is removed.
+    Kernel,
+    /// Record-only mode (a file system that refuses locks, explicitly allowed by the host):
+    /// the record alone, judged by classifying its owner.
+    RecordOnly,
+}
+
+impl Guard {
+    /// Its name in a record (and in a temp file's name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Guard::Kernel => "kernel",
+            Guard::RecordOnly => "record-only",
+        }
+    }
+
+    /// The guard named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "kernel" => Some(Guard::Kernel),
+            "record-only" => Some(Guard::RecordOnly),
+            _ => None,
+        }
+    }
+}
+
 /// The content of a lock file (and of a recovery claim): who holds it, which acquisition,
-/// since when.
+/// under which guard, since when.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LockRecord {
     /// The owner process generation.
     pub owner: OwnerIdentity,
+    /// What excluded other writers when this record was written.
+    pub guard: Guard,
     /// This acquisition's nonce.
     pub nonce: LockNonce,
     /// When it was acquired (wall clock; diagnostic only).
     pub acquired_at: Millis,
 }
 
-/// First line of a version-1 lock record.
-pub const LOCK_RECORD_MAGIC: &str = "solewriter-project-lock v1";
+/// First line of a version-2 lock record.
+pub const LOCK_RECORD_MAGIC: &str = "solewriter-project-lock v2";
+/// First line of a version-1 lock record (no namespace, no guard): refused.
+const LOCK_RECORD_MAGIC_V1: &str = "solewriter-project-lock v1";
 /// Largest lock record accepted; a larger file is malformed.
 pub const LOCK_RECORD_MAX_BYTES: usize = 512;
 
-/// A lock file that is not a complete version-1 lock record.
+/// A lock file that is not a complete version-2 lock record.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("malformed lock record: {0}")]
 pub struct RecordError(pub &'static str);
 
 impl LockRecord {
-    /// The exact bytes of the record: six `key value` lines.
+    /// The exact bytes of the record: eight `key value` lines.
     pub fn encode(&self) -> String {
         format!(
-            "{LOCK_RECORD_MAGIC}\npid {}\nstart {}\nboot {}\nnonce {}\nacquired_ms {}\n",
+            "{LOCK_RECORD_MAGIC}\npid {}\nstart {}\nboot {}\npidns {}\nguard {}\nnonce {}\nacquired_ms {}\n",
             self.owner.pid,
             self.owner.start_token,
             self.owner.boot_id,
+            self.owner.pid_ns,
+            self.guard.as_str(),
             self.nonce.to_hex(),
             self.acquired_at.0
         )
     }
 
     /// Parses exactly what [`Self::encode`] writes: the magic line, then `pid`, `start`,
-    /// `boot`, `nonce`, `acquired_ms` in that order, each line ending in `\n`, nothing else,
-    /// at most [`LOCK_RECORD_MAX_BYTES`]. An empty or truncated file is malformed.
+    /// `boot`, `pidns`, `guard`, `nonce`, `acquired_ms` in that order, each line ending in
+    /// `\n`, nothing else, at most [`LOCK_RECORD_MAX_BYTES`]. An empty or truncated file is
+    /// malformed; so is a version-1 record (written by a release without the kernel lock and
+    /// the namespace, so neither its guard nor its pid can be judged: an operator removes it
+    /// once its owner is gone).
     pub fn parse(bytes: &[u8]) -> Result<Self, RecordError> {
         if bytes.len() > LOCK_RECORD_MAX_BYTES {
             return Err(RecordError("larger than the size bound"));
@@ -317,8 +516,14 @@ impl LockRecord {
             .strip_suffix('\n')
             .ok_or(RecordError("empty or not terminated by a newline"))?;
         let mut lines = body.split('\n');
-        if lines.next() != Some(LOCK_RECORD_MAGIC) {
-            return Err(RecordError("unknown format or version"));
+        match lines.next() {
+            Some(LOCK_RECORD_MAGIC) => {}
+            Some(LOCK_RECORD_MAGIC_V1) => {
+                return Err(RecordError(
+                    "a version-1 record (no kernel lock, no PID namespace): remove it once its owner is gone",
+                ))
+            }
+            _ => return Err(RecordError("unknown format or version")),
         }
         let mut field = |key: &'static str| {
             lines
@@ -335,6 +540,9 @@ impl LockRecord {
             u32::try_from(number(field("pid")?)?).map_err(|_| RecordError("pid out of range"))?;
         let start_token = number(field("start")?)?;
         let boot_id = BootId::parse(field("boot")?).map_err(|e| RecordError(e.0))?;
+        let pid_ns = number(field("pidns")?)?;
+        let guard = Guard::parse(field("guard")?)
+            .ok_or(RecordError("guard is neither kernel nor record-only"))?;
         let nonce = crate::hex::decode32(field("nonce")?)
             .ok_or(RecordError("nonce is not 64 lowercase hex"))?;
         let acquired_at = Millis(number(field("acquired_ms")?)?);
@@ -346,7 +554,9 @@ impl LockRecord {
                 pid,
                 start_token,
                 boot_id,
+                pid_ns,
             },
+            guard,
             nonce: LockNonce(nonce),
             acquired_at,
         };
@@ -366,18 +576,21 @@ mod tests {
         BootId::parse(s).unwrap()
     }
 
+    const NS: u64 = 4_026_531_836;
+
     fn owner() -> OwnerIdentity {
         OwnerIdentity {
             pid: 4242,
             start_token: 777,
             boot_id: boot("0f1e2d3c-aaaa-bbbb-cccc-1234567890ab"),
+            pid_ns: NS,
         }
     }
 
-    fn present(start_token: u64, zombie: bool) -> ProcessSeen {
+    fn present(start_token: u64, exited: bool) -> ProcessSeen {
         ProcessSeen::Present {
             start_token,
-            zombie,
+            exited,
         }
     }
 
@@ -386,75 +599,227 @@ mod tests {
         let same = BootSeen::Known(owner().boot_id);
         let other = BootSeen::Known(boot("99999999-0000-0000-0000-000000000000"));
         let unreadable = BootSeen::Unreadable("eio".into());
+        let here = NamespaceSeen::Known(NS);
         use DeadReason::*;
-        let rows: Vec<(BootSeen, ProcessSeen, Ownership)> = vec![
-            (same.clone(), present(777, false), Ownership::Alive),
+        let rows: Vec<(NamespaceSeen, BootSeen, ProcessSeen, Ownership)> = vec![
             (
+                here.clone(),
+                same.clone(),
+                present(777, false),
+                Ownership::Alive,
+            ),
+            (
+                here.clone(),
                 same.clone(),
                 ProcessSeen::Absent,
                 Ownership::Dead(NoSuchProcess),
             ),
             (
+                here.clone(),
                 same.clone(),
                 present(778, false),
                 Ownership::Dead(PidReused),
             ),
-            (same.clone(), present(777, true), Ownership::Dead(Exited)),
             (
+                here.clone(),
+                same.clone(),
+                present(777, true),
+                Ownership::Dead(Exited),
+            ),
+            // Another PID namespace: its pid 1 is not our pid 1, whatever ours shows.
+            (
+                NamespaceSeen::Known(NS + 1),
+                same.clone(),
+                present(1, false),
+                Ownership::Unknown(UnknownReason::OtherPidNamespace {
+                    recorded: NS,
+                    ours: NS + 1,
+                }),
+            ),
+            (
+                NamespaceSeen::Known(NS + 1),
+                same.clone(),
+                ProcessSeen::Absent,
+                Ownership::Unknown(UnknownReason::OtherPidNamespace {
+                    recorded: NS,
+                    ours: NS + 1,
+                }),
+            ),
+            (
+                NamespaceSeen::Unreadable("no /proc".into()),
+                same.clone(),
+                ProcessSeen::Absent,
+                Ownership::Unknown(UnknownReason::NamespaceUnreadable("no /proc".into())),
+            ),
+            (
+                NamespaceSeen::Unsupported,
+                same.clone(),
+                ProcessSeen::Absent,
+                Ownership::Unknown(UnknownReason::Unsupported),
+            ),
+            // Another boot: a reboot, or another kernel sharing the file system.
+            (
+                here.clone(),
                 other.clone(),
                 present(777, false),
-                Ownership::Dead(OtherBoot),
+                Ownership::Unknown(UnknownReason::OtherBoot),
             ),
             (
+                here.clone(),
                 other.clone(),
-                ProcessSeen::PermissionDenied,
-                Ownership::Dead(OtherBoot),
+                ProcessSeen::Absent,
+                Ownership::Unknown(UnknownReason::OtherBoot),
             ),
             (
+                here.clone(),
+                same.clone(),
+                ProcessSeen::Hidden,
+                Ownership::Unknown(UnknownReason::Hidden),
+            ),
+            (
+                here.clone(),
                 unreadable.clone(),
                 ProcessSeen::Absent,
                 Ownership::Dead(NoSuchProcess),
             ),
             (
+                here.clone(),
                 unreadable.clone(),
                 present(1, false),
                 Ownership::Dead(PidReused),
             ),
             (
+                here.clone(),
                 unreadable.clone(),
                 present(777, false),
                 Ownership::Unknown(UnknownReason::BootUnreadable("eio".into())),
             ),
             (
+                here.clone(),
                 BootSeen::Unsupported,
                 present(777, false),
                 Ownership::Unknown(UnknownReason::Unsupported),
             ),
             (
+                here.clone(),
                 same.clone(),
                 ProcessSeen::PermissionDenied,
                 Ownership::Unknown(UnknownReason::PermissionDenied),
             ),
             (
+                here.clone(),
                 same.clone(),
                 ProcessSeen::Unreadable("bad".into()),
                 Ownership::Unknown(UnknownReason::ProcessUnreadable("bad".into())),
             ),
             (
+                here.clone(),
                 same,
                 ProcessSeen::Unsupported,
                 Ownership::Unknown(UnknownReason::Unsupported),
             ),
             (
+                here,
                 BootSeen::Unsupported,
                 ProcessSeen::Unsupported,
                 Ownership::Unknown(UnknownReason::Unsupported),
             ),
         ];
-        for (boot, process, expected) in rows {
-            let report = ProbeReport { boot, process };
+        for (pid_ns, boot, process, expected) in rows {
+            let report = ProbeReport {
+                boot,
+                pid_ns,
+                process,
+            };
             assert_eq!(classify(&owner(), &report), expected, "{report:?}");
         }
+    }
+
+    #[test]
+    fn a_kernel_guarded_record_is_stale_once_its_judge_holds_the_kernel_lock() {
+        let alive = || ProbeReport {
+            boot: BootSeen::Known(owner().boot_id),
+            pid_ns: NamespaceSeen::Known(NS),
+            process: present(777, false),
+        };
+        let kernel = record();
+        let record_only = LockRecord {
+            guard: Guard::RecordOnly,
+            ..record()
+        };
+        // Judged under the kernel lock, a kernel-guarded record is stale without a look at
+        // /proc (the probe would say alive, or in another namespace: unknown).
+        let unobserved = || -> ProbeReport { panic!("a kernel-guarded record is not observed") };
+        assert_eq!(
+            judge(&kernel.owner, kernel.guard, true, unobserved),
+            Ownership::Dead(DeadReason::KernelLockFree)
+        );
+        // Without the kernel lock, or for a record-only record, the owner is classified.
+        assert_eq!(
+            judge(&kernel.owner, kernel.guard, false, alive),
+            Ownership::Alive
+        );
+        assert_eq!(
+            judge(&record_only.owner, record_only.guard, true, alive),
+            Ownership::Alive
+        );
+    }
+
+    #[test]
+    fn only_own_directories_writable_by_no_one_else_hold_a_lock() {
+        assert_eq!(refuse_lock_dir(7, 7, 0o40700), None);
+        assert_eq!(refuse_lock_dir(7, 7, 0o500), None);
+        assert_eq!(refuse_lock_dir(7, 7, 0o755), None);
+        assert_eq!(
+            refuse_lock_dir(0, 7, 0o700),
+            Some("is not owned by this user")
+        );
+        for mode in [0o720, 0o702, 0o777, 0o1777] {
+            assert_eq!(
+                refuse_lock_dir(7, 7, mode),
+                Some("is writable by group or others"),
+                "{mode:o}"
+            );
+        }
+    }
+
+    #[test]
+    fn status_uids_namespace_links_and_hidepid_mounts_parse() {
+        let status = "Name:\tcat\nUid:\t1000\t1001\t1002\t1003\nGid:\t5\t5\t5\t5\n";
+        assert_eq!(parse_status_euid(status), Ok(1001));
+        for bad in ["", "Uid:\t1000\n", "Uid:\t1000\tx\n"] {
+            assert!(parse_status_euid(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_ns_link("pid:[4026531836]"), Ok(4_026_531_836));
+        for bad in ["", "net:[1]", "pid:[x]", "pid:[1"] {
+            assert!(parse_ns_link(bad).is_err(), "{bad:?}");
+        }
+        let line = |point: &str, fs: &str, opts: &str| {
+            format!("22 1 0:21 / {point} rw,nosuid shared:5 - {fs} {fs} {opts}\n")
+        };
+        let plain = line("/proc", "proc", "rw");
+        assert!(!proc_hides_pids(&plain));
+        for hides in [
+            "rw,hidepid=2",
+            "rw,hidepid=invisible",
+            "rw,hidepid=ptraceable,gid=5",
+        ] {
+            assert!(proc_hides_pids(&line("/proc", "proc", hides)), "{hides}");
+            // Only /proc counts, and only a proc file system; the last mount there wins.
+            assert!(!proc_hides_pids(&line("/mnt", "proc", hides)), "{hides}");
+            assert!(!proc_hides_pids(&line("/proc", "tmpfs", hides)), "{hides}");
+            let shadowed = format!("{}{plain}", line("/proc", "proc", hides));
+            assert!(!proc_hides_pids(&shadowed), "{hides}");
+        }
+        for shown in [
+            "rw,hidepid=0",
+            "rw,hidepid=off",
+            "rw,hidepid=1",
+            "rw,hidepid=noaccess",
+        ] {
+            assert!(!proc_hides_pids(&line("/proc", "proc", shown)), "{shown}");
+        }
+        assert!(!proc_hides_pids("garbage\n"));
     }
 
     #[test]
@@ -498,6 +863,7 @@ mod tests {
     fn record() -> LockRecord {
         LockRecord {
             owner: owner(),
+            guard: Guard::Kernel,
             nonce: LockNonce::from_bytes([7; 32]),
             acquired_at: Millis(1_700_000_000_000),
         }
@@ -507,12 +873,26 @@ mod tests {
     fn records_round_trip_and_only_complete_canonical_records_parse() {
         let text = record().encode();
         assert_eq!(LockRecord::parse(text.as_bytes()), Ok(record()));
+        let record_only = LockRecord {
+            guard: Guard::RecordOnly,
+            ..record()
+        };
+        let encoded = record_only.encode();
+        assert!(encoded.contains("\nguard record-only\n"), "{encoded}");
+        assert_eq!(LockRecord::parse(encoded.as_bytes()), Ok(record_only));
         // Every strict prefix is a torn write: refused, never read as some owner.
         for cut in 0..text.len() {
             assert!(LockRecord::parse(&text.as_bytes()[..cut]).is_err(), "{cut}");
         }
+        // A version-1 record (no namespace, no guard) is refused, saying so.
+        let v1 = "solewriter-project-lock v1\npid 1\nstart 2\nboot ab\nnonce 00\nacquired_ms 1\n";
+        let err = LockRecord::parse(v1.as_bytes()).unwrap_err();
+        assert!(err.0.contains("version-1"), "{err}");
         let variants = [
-            text.replace("v1", "v2"),
+            text.replace("v2", "v3"),
+            text.replace("guard kernel", "guard none"),
+            text.replace("pidns 4026531836", "pidns x"),
+            text.replace("\npidns 4026531836", ""),
             text.replace("pid 4242", "pid 04242"),
             text.replace("pid 4242", "pid +4242"),
             text.replace("start 777", "start -1"),

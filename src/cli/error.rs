@@ -9,7 +9,8 @@
 //! | 4    | store      | store missing, existing, foreign, unreadable, busy or corrupt    |
 //! | 5    | rejected   | input refused: submission, target tuple, target id, not admitted |
 //! | 6    | fenced     | lease held by another holder, or the holder was fenced / expired |
-//! | 7    | io         | a file-system step failed, or a document is missing or torn      |
+//! | 7    | io         | a file-system step failed, a document is missing or torn, or the |
+//! |      |            | directory given to `lock status` does not exist                  |
 //! | 8    | invariant  | the demo observed a broken invariant                             |
 
 use solewriter::Error as LibError;

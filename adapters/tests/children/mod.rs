@@ -31,7 +31,22 @@ pub struct ChildProc {
 impl ChildProc {
     /// Starts the test `test_name` of this binary as a child playing `role` in `dir`.
     pub fn spawn(test_name: &str, role: &str, dir: &Path) -> Self {
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        Self::spawn_wrapped(&[], test_name, role, dir)
+    }
+
+    /// Like [`Self::spawn`], run through the command `wrapper` (such as `unshare --pid ...`),
+    /// which ends by executing its arguments. `child` is then the wrapper.
+    pub fn spawn_wrapped(wrapper: &[&str], test_name: &str, role: &str, dir: &Path) -> Self {
+        let exe = std::env::current_exe().unwrap();
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(exe);
+                command
+            }
+            None => Command::new(exe),
+        };
+        let mut child = command
             .args(["--exact", test_name, "--nocapture", "--test-threads=1"])
             .env(ROLE, role)
             .env(DIR, dir)
