@@ -11,7 +11,7 @@ pub use solewriter_core as core;
 
 pub use solewriter_adapters::clock::{Clock, ManualClock, SystemClock};
 pub use solewriter_adapters::git_source::GitSource;
-pub use solewriter_adapters::lease::{Acquisition, HeldLease, ReleaseOutcome};
+pub use solewriter_adapters::lease::{Acquisition, Grant, HeldLease, ReleaseOutcome};
 pub use solewriter_adapters::ledger::{Ledger, LedgerError, Outcome, Persisted, Source};
 pub use solewriter_adapters::process::{ProcessProbe, SystemProbe};
 pub use solewriter_adapters::project_lock::{

@@ -31,21 +31,23 @@ pub enum Acquisition<'s> {
     Held(HeldBy),
 }
 
-/// A granted lease: the right to ONE publication, until `expires_at`, revalidated at
-/// publication. Not `Clone`; `Debug` redacts the token. Dropping it unused releases it
-/// conditionally as a safety net.
-#[must_use = "a held lease must be published or released"]
-pub struct HeldLease<'s> {
-    pub(crate) store: &'s ProjectionStore,
+/// A granted lease, owned: the right to ONE publication, until `expires_at`, revalidated at
+/// publication. It borrows nothing, so it is `Send` and outlives the store handle that
+/// acquired it: any [`ProjectionStore`] of the same database (another thread's, another
+/// blocking task's) can publish it ([`ProjectionStore::publish_grant`]) or release it
+/// ([`ProjectionStore::release_grant`]). Dropping a `Grant` does nothing — no I/O, so it never
+/// blocks the dropping thread; an unused grant ends at its expiry. Not `Clone`; `Debug`
+/// redacts the token.
+#[must_use = "a grant must be published or released, or it holds the target until it expires"]
+pub struct Grant {
     pub(crate) credential: Credential,
     token: HolderToken,
     expires_at: Millis,
-    pub(crate) armed: bool,
 }
 
-impl std::fmt::Debug for HeldLease<'_> {
+impl std::fmt::Debug for Grant {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HeldLease")
+        f.debug_struct("Grant")
             .field("target_id", &self.credential.target_id)
             .field("epoch", &self.credential.epoch)
             .field("expires_at", &self.expires_at)
@@ -54,26 +56,7 @@ impl std::fmt::Debug for HeldLease<'_> {
     }
 }
 
-impl<'s> HeldLease<'s> {
-    /// The held lease of the committed grant `plan`, made for the holder of `token`.
-    pub(crate) fn granted(
-        store: &'s ProjectionStore,
-        plan: &AcquirePlan,
-        token: HolderToken,
-    ) -> Self {
-        HeldLease {
-            store,
-            credential: Credential {
-                target_id: plan.target_id.clone(),
-                epoch: plan.epoch,
-                token_hash: token.hash(),
-            },
-            token,
-            expires_at: plan.grant.expires_at,
-            armed: true,
-        }
-    }
-
+impl Grant {
     /// The target.
     pub fn target_id(&self) -> &TargetId {
         &self.credential.target_id
@@ -93,19 +76,98 @@ impl<'s> HeldLease<'s> {
     pub fn token(&self) -> &HolderToken {
         &self.token
     }
+}
+
+/// A granted lease bound to the store handle that acquired it: a [`Grant`] plus a safety net —
+/// dropping it unused releases it conditionally, a blocking SQLite transaction on the dropping
+/// thread (so an async host converts it with [`HeldLease::into_grant`] instead). Not `Clone`;
+/// `Debug` redacts the token.
+#[must_use = "a held lease must be published or released"]
+pub struct HeldLease<'s> {
+    pub(crate) store: &'s ProjectionStore,
+    pub(crate) grant: Grant,
+    pub(crate) armed: bool,
+}
+
+impl std::fmt::Debug for HeldLease<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("HeldLease").field(&self.grant).finish()
+    }
+}
+
+impl<'s> HeldLease<'s> {
+    /// The held lease of the committed grant `plan`, made for the holder of `token`.
+    pub(crate) fn granted(
+        store: &'s ProjectionStore,
+        plan: &AcquirePlan,
+        token: HolderToken,
+    ) -> Self {
+        let grant = Grant {
+            credential: Credential {
+                target_id: plan.target_id.clone(),
+                epoch: plan.epoch,
+                token_hash: token.hash(),
+            },
+            token,
+            expires_at: plan.grant.expires_at,
+        };
+        HeldLease::bind(store, grant)
+    }
+
+    /// `grant`, bound to `store` (armed: dropped unused, it is released).
+    pub(crate) fn bind(store: &'s ProjectionStore, grant: Grant) -> Self {
+        HeldLease {
+            store,
+            grant,
+            armed: true,
+        }
+    }
+
+    /// The owned grant, unbound from the store handle: `Send`, and its drop does nothing (see
+    /// [`Grant`]).
+    pub fn into_grant(mut self) -> Grant {
+        self.armed = false;
+        let grant = &mut self.grant;
+        Grant {
+            credential: grant.credential.clone(),
+            token: grant.token.clone(),
+            expires_at: grant.expires_at,
+        }
+    }
+
+    /// The target.
+    pub fn target_id(&self) -> &TargetId {
+        self.grant.target_id()
+    }
+
+    /// The fencing epoch of this grant.
+    pub fn epoch(&self) -> u64 {
+        self.grant.epoch()
+    }
+
+    /// When this grant expires (`acquired_at + ttl`; never extended).
+    pub fn expires_at(&self) -> Millis {
+        self.grant.expires_at()
+    }
+
+    /// The raw token. A secret: hand it only to the holder.
+    pub fn token(&self) -> &HolderToken {
+        self.grant.token()
+    }
 
     /// Releases the lease, conditional on the token hash and the epoch.
     pub fn release(mut self) -> Result<ReleaseOutcome> {
         self.armed = false;
-        self.store.release_credential(&self.credential)
+        self.store.release_credential(&self.grant.credential)
     }
 }
 
 impl Drop for HeldLease<'_> {
     fn drop(&mut self) {
         if self.armed {
-            if let Err(error) = self.store.release_credential(&self.credential) {
-                tracing::warn!(target_id = %self.credential.target_id, epoch = self.credential.epoch,
+            let credential = &self.grant.credential;
+            if let Err(error) = self.store.release_credential(credential) {
+                tracing::warn!(target_id = %credential.target_id, epoch = credential.epoch,
                     %error, "safety-net release of a dropped lease failed; it expires on its own");
             }
         }
@@ -183,6 +245,12 @@ impl ProjectionStore {
                 None => unreachable!("a grant is handled above"),
             },
         }
+    }
+
+    /// Releases `grant` (acquired through any store handle of this database), conditional on
+    /// its token hash AND epoch.
+    pub fn release_grant(&self, grant: Grant) -> Result<ReleaseOutcome> {
+        self.release_credential(&grant.credential)
     }
 
     /// Releases the grant of `target` at `epoch` for the holder of the raw `token` — for a

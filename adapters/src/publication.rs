@@ -11,7 +11,7 @@
 
 use crate::error::{Error, Result};
 use crate::executor::Executor;
-use crate::lease::{acquired, fresh_token, release_error, HeldLease, ReleaseOutcome};
+use crate::lease::{acquired, fresh_token, release_error, Grant, HeldLease, ReleaseOutcome};
 use crate::store::ProjectionStore;
 use solewriter_core::lease::HeldBy;
 use solewriter_core::machine::acquire::Applicant;
@@ -71,7 +71,7 @@ impl HeldLease<'_> {
     /// [`Self::publish`], reporting each step to `probe`.
     pub fn publish_observed(mut self, probe: &dyn PublishProbe) -> Result<Published> {
         let store = self.store;
-        let credential = self.credential.clone();
+        let credential = self.grant.credential.clone();
         let (target, epoch) = (&credential.target_id, credential.epoch);
         let mut machine = Publish::new(credential.clone(), &store.options.registry);
         let mut executor = Executor::new(store, target, epoch, probe);
@@ -93,6 +93,16 @@ impl HeldLease<'_> {
             result,
             release,
         )
+    }
+}
+
+impl ProjectionStore {
+    /// Publishes `grant` (acquired through any store handle of this database) exactly as
+    /// [`HeldLease::publish`] does. If the store is busy before the sequence starts, the grant
+    /// is released conditionally on this thread before [`Error::Busy`] is returned (or, if
+    /// that release is busy too, ends at its expiry).
+    pub fn publish_grant(&self, grant: Grant) -> Result<Published> {
+        HeldLease::bind(self, grant).publish()
     }
 }
 

@@ -384,7 +384,7 @@ fn tables_dropped_under_a_running_store_give_typed_errors_and_write_nothing() {
     drop(store);
     assert!(matches!(
         solewriter_adapters::store::ProjectionStore::open(&f.options),
-        Err(Error::ForeignSchema { .. })
+        Err(Error::StoreMissing { .. })
     ));
 }
 

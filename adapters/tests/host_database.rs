@@ -80,13 +80,13 @@ fn the_host_writes_its_own_table_while_the_store_publishes_and_takes_over() {
                 host.execute_batch("BEGIN IMMEDIATE").unwrap();
                 host.execute(
                     "INSERT INTO SummarizationJobs (worker, state) VALUES (?1, 'queued')",
-                    [written],
+                    [written as i64],
                 )
                 .unwrap();
-                let count: u64 = host
+                let count: i64 = host
                     .query_row("SELECT count(*) FROM SummarizationJobs", [], |r| r.get(0))
                     .unwrap();
-                assert_eq!(count, written + 1);
+                assert_eq!(count as u64, written + 1);
                 host.execute_batch("COMMIT").unwrap();
                 slowest = slowest.max(started.elapsed());
                 written += 1;
@@ -164,18 +164,21 @@ fn the_host_writes_its_own_table_while_the_store_publishes_and_takes_over() {
     );
 
     // The host's rows and schema are untouched.
-    let count: u64 = host
+    let count: i64 = host
         .query_row("SELECT count(*) FROM SummarizationJobs", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(count, host_writes);
-    let distinct: u64 = host
+    assert_eq!(count as u64, host_writes);
+    let distinct: i64 = host
         .query_row(
             "SELECT count(DISTINCT worker) FROM SummarizationJobs",
             [],
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(distinct, host_writes, "no host row lost or duplicated");
+    assert_eq!(
+        distinct as u64, host_writes,
+        "no host row lost or duplicated"
+    );
     assert_eq!(host_schema(&host), schema_before);
     let pragma = |name: &str| -> i64 {
         host.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))

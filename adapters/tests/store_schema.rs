@@ -180,11 +180,14 @@ fn initialize_refuses_a_database_not_in_wal_mode_and_changes_nothing() {
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 
+/// A way to change a store, and the error `open` and `initialize` must answer with.
+type Case = (&'static str, &'static str, fn(&Error) -> bool);
+
 /// Each way the two tables can exist in another shape, applied to a store: `open` and
 /// `initialize` both refuse it with the named error, and the file is unchanged.
 #[test]
 fn tables_of_another_shape_or_version_are_refused_by_open_and_initialize() {
-    let cases: [(&str, &str, fn(&Error) -> bool); 7] = [
+    let cases: [Case; 7] = [
         (
             "a column added",
             "ALTER TABLE HookProjectionLeases ADD COLUMN extra TEXT;",

@@ -11,10 +11,10 @@
 //! Every claim the demo prints is checked; a broken one is reported and makes the demo exit
 //! with code 8. The timing values are written into the demo's configuration file and printed.
 
-use crate::cli::config::{ConfigArgs, Settings};
-use crate::cli::error::{Class, CliError, CliResult};
-use crate::cli::inspect::{print_document, print_target};
-use crate::cli::process::Child;
+use crate::config::{ConfigArgs, Settings};
+use crate::error::{Class, CliError, CliResult};
+use crate::inspect::{print_document, print_target};
+use crate::process::Child;
 use solewriter::core::channel::DegradedReason;
 use solewriter::core::lease::LeaseState;
 use solewriter::{

@@ -63,13 +63,43 @@ fn config_errors_name_the_key_and_exit_3() {
 #[test]
 fn store_errors_exit_4_and_create_nothing() {
     let env = Env::new();
-    env.fails(&["inspect"], 4, "does not exist");
+    env.fails(&["inspect"], 4, "no store at");
     assert!(!env.dir.path().join("store.sqlite").exists());
-    env.ok(&["init"]);
-    env.fails(&["init"], 4, "already exists");
+    assert!(env.ok(&["init"]).starts_with("initialized store "));
+    assert!(env.ok(&["init"]).starts_with("already initialized: store "));
     let foreign = Env::new();
     std::fs::write(foreign.dir.path().join("store.sqlite"), "not sqlite at all").unwrap();
     foreign.fails(&["inspect"], 4, "nothing was changed");
+    foreign.fails(&["init"], 4, "nothing was changed");
+    assert_eq!(
+        std::fs::read(foreign.dir.path().join("store.sqlite")).unwrap(),
+        b"not sqlite at all"
+    );
+}
+
+/// `init` adds the two tables to a host's existing WAL database and leaves its own alone; a
+/// database not in WAL mode is refused (exit 4) and left unchanged.
+#[test]
+fn init_adds_the_tables_to_a_host_database() {
+    let env = Env::new();
+    let path = env.dir.path().join("store.sqlite");
+    let host = rusqlite::Connection::open(&path).unwrap();
+    host.execute_batch("CREATE TABLE SummarizationJobs (id INTEGER PRIMARY KEY); INSERT INTO SummarizationJobs VALUES (7);")
+        .unwrap();
+    env.fails(&["init"], 4, "solewriter needs WAL");
+    host.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
+        .unwrap();
+    assert!(env.ok(&["init"]).starts_with("initialized store "));
+    let jobs: i64 = host
+        .query_row("SELECT id FROM SummarizationJobs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(jobs, 7);
+    let (rows, _) = everything_written(&env);
+    assert_eq!(
+        rows,
+        ["SummarizationJobs: Integer(7)"],
+        "the host's row; none of ours yet"
+    );
 }
 
 /// Every row of every table of the store, and every file under the env's directory but the

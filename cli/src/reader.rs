@@ -11,9 +11,9 @@
 //! `saw <epoch> <published_at_ms>` for every new document, then at the end
 //! `checked <reads> <invalid> <regressions>`. Exits 8 if `invalid` or `regressions` is not 0.
 
-use crate::cli::config::Settings;
-use crate::cli::error::{Class, CliError, CliResult};
-use crate::cli::parse_target;
+use crate::config::Settings;
+use crate::error::{Class, CliError, CliResult};
+use crate::parse_target;
 use solewriter::{read_projection, Error, Millis};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};

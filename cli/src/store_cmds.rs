@@ -1,9 +1,9 @@
 //! Scripting a store by hand: `init`, `admit`, `submit` and `publish`.
 
-use crate::cli::config::Settings;
-use crate::cli::error::{Class, CliError, CliResult};
-use crate::cli::holder;
-use crate::cli::{parse_channel, parse_instance, parse_producer, parse_target};
+use crate::config::Settings;
+use crate::error::{Class, CliError, CliResult};
+use crate::holder;
+use crate::{parse_channel, parse_instance, parse_producer, parse_target};
 use solewriter::adapters::atomic_file::read_capped;
 use solewriter::adapters::store::Initialized;
 use solewriter::core::target::MAX_TUPLE_JSON_BYTES;

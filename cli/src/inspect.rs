@@ -1,9 +1,9 @@
 //! What an operator looks at: `inspect` (every target's lease and channels, read-only) and
 //! `read` (the validated `current.json` of one target). Both print text, or JSON with `--json`.
 
-use crate::cli::config::Settings;
-use crate::cli::error::CliResult;
-use crate::cli::parse_target;
+use crate::config::Settings;
+use crate::error::CliResult;
+use crate::parse_target;
 use serde_json::{json, Value};
 use solewriter::core::channel::ChannelRecord;
 use solewriter::core::lease::{LeaseRecord, LeaseState};
@@ -187,7 +187,7 @@ pub fn read(settings: &Settings, target: &str, as_json: bool) -> CliResult<()> {
     if as_json {
         print!("{}", String::from_utf8_lossy(&doc.to_bytes()));
     } else {
-        print_document(&doc, crate::cli::config::broker_clock().now(), "");
+        print_document(&doc, crate::config::broker_clock().now(), "");
     }
     Ok(())
 }

@@ -6,7 +6,7 @@
 //! ```
 //!
 //! The holder opens its own connection to the store (the broker clock of
-//! [`crate::cli::config::broker_clock`]) and reads one command per
+//! [`crate::config::broker_clock`]) and reads one command per
 //! stdin line. It answers every command with exactly one line on stdout, flushed at once:
 //!
 //! | command   | answers                                                                      |
@@ -33,9 +33,9 @@
 //! prints `stalled <step>` and blocks until it reads one more stdin line (any text), then
 //! continues and gives its answer. Meanwhile it holds SQLite's write lock.
 
-use crate::cli::config::Settings;
-use crate::cli::error::{CliError, CliResult};
-use crate::cli::{parse_instance, parse_target};
+use crate::config::Settings;
+use crate::error::{CliError, CliResult};
+use crate::{parse_instance, parse_target};
 use solewriter::adapters::publication::{PublishProbe, PublishStep};
 use solewriter::core::lease::Fenced;
 use solewriter::{Acquisition, Error, HeldLease, ProjectionStore, ReleaseOutcome, TargetId};

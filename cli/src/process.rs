@@ -6,7 +6,7 @@
 //! turns into an error after [`REPLY_TIMEOUT`] instead of hanging the demo. A child still
 //! running when its handle is dropped is killed (SIGKILL also ends a stopped process).
 
-use crate::cli::error::{Class, CliError, CliResult};
+use crate::error::{Class, CliError, CliResult};
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{ChildStdin, Command, ExitStatus, Stdio};

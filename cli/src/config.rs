@@ -16,7 +16,7 @@
 //! Each command asks only for what it needs (`read` needs only the runtime root), and a
 //! missing value is an error naming its key and its flag.
 
-use crate::cli::error::{CliError, CliResult};
+use crate::error::{CliError, CliResult};
 use serde::Deserialize;
 use solewriter::adapters::clock::FileClock;
 use solewriter::core::channel::ChannelSpec;

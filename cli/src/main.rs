@@ -1,4 +1,6 @@
-//! The `solewriter` command line: argument definitions and dispatch.
+//! The `solewriter` operator binary: argument definitions and dispatch; a failure becomes one
+//! line on stderr and the exit code of its class (see [`error`]). Its own package, so that
+//! linking the library pulls none of the CLI's dependencies.
 //!
 //! - [`config`]: the TOML file and flags every command reads its settings from.
 //! - [`error`]: one-line errors and exit codes.
@@ -9,6 +11,7 @@
 //! - [`reader`]: the hidden `reader` subcommand, a process that checks every document it sees.
 //! - [`demo`]: `demo`, the end-to-end demonstration on a fresh embedded store.
 //! - [`process`]: the demo's child processes (this binary re-executed), driven over pipes.
+#![forbid(unsafe_code)]
 
 pub mod config;
 pub mod demo;
@@ -25,6 +28,7 @@ use config::{ConfigArgs, Settings};
 use error::{Class, CliError, CliResult};
 use solewriter::{ChannelName, InstanceDigest, ProducerId, TargetId};
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 /// Fenced single-writer publication of hook projections, on an embedded SQLite store.
 #[derive(Parser, Debug)]
@@ -155,5 +159,20 @@ pub fn run(cli: Cli) -> CliResult<()> {
         Command::Lock(LockCommand::Status { dir, json }) => lock::status(&dir, json),
         Command::Holder(args) => holder::run(&settings()?, &args),
         Command::Reader { target } => reader::run(&settings()?, &target),
+    }
+}
+
+fn main() -> ExitCode {
+    let parsed = match Cli::try_parse() {
+        Ok(parsed) => parsed,
+        // Help and version go to stdout with code 0; a bad command line exits 2 (usage).
+        Err(e) => e.exit(),
+    };
+    match run(parsed) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("solewriter: error: {error}");
+            ExitCode::from(error.class.exit_code())
+        }
     }
 }
