@@ -1,34 +1,126 @@
 //! solewriter: fenced single-writer primitives for services that share one host.
 //!
-//! This crate is the facade: it re-exports the pure decision core ([`core`]) and the adapters
-//! that execute its plans ([`adapters`]), and names the types a host links against most.
-//! See the README for the guarantee and `verification/FENCING.md` for its proof.
+//! This crate is the facade a host links. Each product has its complete surface — its types,
+//! inputs and errors — in one module:
+//!
+//! - [`projection`]: the fenced projection writer (seed 000): the store in the host's SQLite
+//!   database, submissions, leases, publication of `current.json`, the reader.
+//! - [`subtree`]: the subtree write guard (seed 002).
+//! - [`project_lock`]: the project lock whose authority is one process generation (seed 003).
+//! - [`ledger`]: the event ledger's sole-writer build and demand reads (seed 003).
+//!
+//! The projection writer's names are also re-exported at the root. [`core`] (the pure decision
+//! core) and [`adapters`] (what executes it) are the crates underneath. Import names, not a
+//! glob of the root: the root's `core` module would shadow the built-in `core` crate.
+//!
+//! ```
+//! use solewriter::projection::{
+//!     Acquisition, ChannelName, ChannelRegistry, ChannelSpec, InstanceDigest, ManualClock,
+//!     Millis, ProducerId, ProjectionStore, RuntimeRoot, StoreOptions, Submission,
+//!     TargetTuple, TimingConfig,
+//! };
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let scratch = tempfile::tempdir()?;
+//! # let dir = scratch.path();
+//! let timing = TimingConfig::new(Duration::from_secs(5), Duration::from_secs(1))?;
+//! let db = dir.join("host.sqlite");
+//! ProjectionStore::initialize(&db, &timing)?; // idempotent: the two tables, nothing else
+//! let registry = ChannelRegistry::new([ChannelSpec {
+//!     name: "computed-route".parse()?,
+//!     owner: "router".parse()?,
+//!     envelope_schema: "computed-route.v1".into(),
+//!     max_envelope_bytes: 64 * 1024,
+//! }])?;
+//! let clock = ManualClock::new(Millis(1_000));
+//! let options = StoreOptions::new(db, RuntimeRoot::new(dir), timing, registry, Arc::new(clock));
+//! let store = ProjectionStore::open(&options)?;
+//! let tuple = TargetTuple::new(["1", "hook-projection", "agent-7", "claude-code", "i", "w", "k"])?;
+//! let target = store.admit_target(&tuple)?;
+//! let router: ProducerId = "router".parse()?;
+//! store.submit(&router, &Submission {
+//!     target_id: target.clone(),
+//!     channel: "computed-route".parse::<ChannelName>()?,
+//!     source_watermark: 1,
+//!     envelope_json: r#"{"schema":"computed-route.v1","notAuthority":true}"#.into(),
+//!     captured_at: Millis(1_000),
+//!     expires_at: Millis(61_000),
+//! })?;
+//! let holder: InstanceDigest = "memory-core-1".parse()?;
+//! match store.acquire(&target, &holder)? {
+//!     Acquisition::Acquired(lease) => assert_eq!(lease.publish()?.fencing_epoch, 1),
+//!     Acquisition::Held(held) => unreachable!("nobody else holds it: {held:?}"),
+//! }
+//! let doc = solewriter::projection::read_projection(&options.runtime_root, &target)?;
+//! assert_eq!(doc.channels.len(), 1);
+//! # Ok(())
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub use solewriter_adapters as adapters;
 pub use solewriter_core as core;
 
-pub use solewriter_adapters::clock::{Clock, ManualClock, SystemClock};
-pub use solewriter_adapters::git_source::GitSource;
-pub use solewriter_adapters::lease::{Acquisition, Grant, HeldLease, ReleaseOutcome};
-pub use solewriter_adapters::ledger::{Ledger, LedgerError, Outcome, Persisted, Source};
-pub use solewriter_adapters::process::{ProcessProbe, SystemProbe};
-pub use solewriter_adapters::project_lock::{
-    LockError, ProjectLock, ProjectLockGuard, Released, Wait,
+/// The fenced projection writer: the store (two tables in the host's database), producer
+/// submissions, leases and grants, publication of `current.json`, the hook reader, and their
+/// errors.
+pub mod projection {
+    pub use solewriter_adapters::clock::{Clock, ManualClock, SystemClock};
+    pub use solewriter_adapters::lease::{Acquisition, Grant, HeldLease, ReleaseOutcome};
+    pub use solewriter_adapters::publication::{Published, PublishedNow};
+    pub use solewriter_adapters::runtime::{read_projection, RuntimeRoot};
+    pub use solewriter_adapters::store::{Initialized, ProjectionStore, StoreOptions};
+    pub use solewriter_adapters::submission::SubmitOutcome;
+    pub use solewriter_adapters::{Error, ErrorKind};
+    pub use solewriter_core::channel::{
+        ChannelName, ChannelRecord, ChannelRegistry, ChannelSpec, DegradedReason, ProducerId,
+        RegistryError, Submission,
+    };
+    pub use solewriter_core::config::{BusyTimeout, ConfigError, LeaseTtl, TimingConfig};
+    pub use solewriter_core::lease::{Fenced, HeldBy, LeaseRecord, LeaseState};
+    pub use solewriter_core::names::{InstanceDigest, NameError};
+    pub use solewriter_core::projection::{
+        DocumentError, Freshness, ProjectionDocument, PublishedChannel, MAX_DOCUMENT_BYTES,
+    };
+    pub use solewriter_core::target::{TargetError, TargetId, TargetTuple};
+    pub use solewriter_core::time::Millis;
+    pub use solewriter_core::token::HolderToken;
+    pub use solewriter_core::watermark::SubmissionRejected;
+}
+
+/// The subtree write guard: held-until-release locks on component subtrees keyed on the
+/// (agentId, sessionId) writer, fail-closed write admission, the disconnect sweep.
+pub mod subtree {
+    pub use solewriter_adapters::write_guard::*;
+    pub use solewriter_core::subtree::*;
+}
+
+/// The project lock: one sole writer per project directory, whose authority is one exact
+/// process generation, with dead-owner recovery.
+pub mod project_lock {
+    pub use solewriter_adapters::process::{ProcessProbe, SystemProbe};
+    pub use solewriter_adapters::project_lock::*;
+    pub use solewriter_core::ownership::{
+        BootId, DeadReason, IdentityError, LockNonce, LockRecord, OwnerIdentity, Ownership,
+        RecordError, UnknownReason,
+    };
+}
+
+/// The event ledger: the sole-writer build transaction, demand reads that never queue behind
+/// an unrelated writer, and the reference Git source.
+pub mod ledger {
+    pub use solewriter_adapters::git_source::GitSource;
+    pub use solewriter_adapters::ledger::*;
+    pub use solewriter_core::git_facts::*;
+    pub use solewriter_core::ledger::*;
+}
+
+pub use ledger::{Ledger, LedgerError, Outcome, Persisted, Source};
+pub use project_lock::{
+    LockError, ProcessProbe, ProjectLock, ProjectLockGuard, Released, SystemProbe, Wait,
 };
-pub use solewriter_adapters::publication::{Published, PublishedNow};
-pub use solewriter_adapters::runtime::{read_projection, RuntimeRoot};
-pub use solewriter_adapters::store::{ProjectionStore, StoreOptions};
-pub use solewriter_adapters::submission::SubmitOutcome;
-pub use solewriter_adapters::write_guard::WriteGuard;
-pub use solewriter_adapters::Error;
-pub use solewriter_core::channel::{
-    ChannelName, ChannelRegistry, ChannelSpec, ProducerId, Submission,
-};
-pub use solewriter_core::config::TimingConfig;
-pub use solewriter_core::lease::{Fenced, HeldBy};
-pub use solewriter_core::names::InstanceDigest;
-pub use solewriter_core::projection::ProjectionDocument;
-pub use solewriter_core::target::{TargetId, TargetTuple};
-pub use solewriter_core::time::Millis;
+pub use projection::*;
+pub use subtree::WriteGuard;

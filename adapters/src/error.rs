@@ -154,3 +154,97 @@ pub enum Error {
 
 /// Result alias.
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// Who must act on an [`Error`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The caller's input was refused (a submission, an unadmitted target): fix the input.
+    Input,
+    /// The store was busy: the same call may succeed later ([`Error::is_retryable`]).
+    Contention,
+    /// This holder's authority is gone (fenced, or its lease expired before the rename):
+    /// acquire again; never retry the publication with the old grant.
+    LostAuthority,
+    /// The store, the files or the operating system: an operator must look.
+    Environment,
+    /// Part of the work took effect (`current.json` replaced, but not durably, or not
+    /// released): the error says which part.
+    PartialSuccess,
+}
+
+impl Error {
+    /// Who must act on this error. A [`Error::ReleaseFailed`] is of its cause's kind.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::NotAdmitted(_) | Error::Rejected(_) => ErrorKind::Input,
+            Error::Busy { .. } => ErrorKind::Contention,
+            Error::Fenced(_) | Error::LeaseExpired(_) => ErrorKind::LostAuthority,
+            Error::NotDurable { .. } | Error::PublishedNotReleased { .. } => {
+                ErrorKind::PartialSuccess
+            }
+            Error::ReleaseFailed { cause, .. } => cause.kind(),
+            Error::StoreMissing { .. }
+            | Error::ForeignSchema { .. }
+            | Error::SchemaVersion { .. }
+            | Error::Unreadable { .. }
+            | Error::Sqlite(_)
+            | Error::CorruptRow(_)
+            | Error::InconsistentLease(_)
+            | Error::EpochExhausted
+            | Error::Io { .. }
+            | Error::UnsafeRuntimeDir { .. }
+            | Error::Random(_)
+            | Error::Document(_)
+            | Error::NotPublished { .. }
+            | Error::Read { .. } => ErrorKind::Environment,
+        }
+    }
+
+    /// Whether the same call may succeed if made again later, unchanged: only contention.
+    pub fn is_retryable(&self) -> bool {
+        self.kind() == ErrorKind::Contention
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use solewriter_core::lease::Fenced;
+
+    #[test]
+    fn errors_are_grouped_by_who_must_act() {
+        let busy = || Error::Busy { timeout_ms: 5 };
+        let cases = [
+            (
+                Error::NotAdmitted(TargetId::parse(&"a".repeat(64)).unwrap()),
+                ErrorKind::Input,
+            ),
+            (busy(), ErrorKind::Contention),
+            (Error::Fenced(Fenced::Released), ErrorKind::LostAuthority),
+            (Error::EpochExhausted, ErrorKind::Environment),
+            (
+                Error::PublishedNotReleased {
+                    path: PathBuf::new(),
+                    reason: String::new(),
+                },
+                ErrorKind::PartialSuccess,
+            ),
+            (
+                Error::ReleaseFailed {
+                    cause: Box::new(busy()),
+                    reason: String::new(),
+                },
+                ErrorKind::Contention,
+            ),
+        ];
+        for (error, kind) in cases {
+            assert_eq!(error.kind(), kind, "{error}");
+            assert_eq!(
+                error.is_retryable(),
+                kind == ErrorKind::Contention,
+                "{error}"
+            );
+        }
+    }
+}

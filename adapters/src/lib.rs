@@ -40,4 +40,4 @@ pub mod target_lock;
 mod write_gate;
 pub mod write_guard;
 
-pub use error::Error;
+pub use error::{Error, ErrorKind};

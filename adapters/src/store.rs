@@ -38,6 +38,26 @@ pub struct StoreOptions {
     pub clock: Arc<dyn Clock>,
 }
 
+impl StoreOptions {
+    /// The options of a store: its database, the runtime root, the timing (required, no
+    /// defaults), the host's channel registry and the broker clock.
+    pub fn new(
+        db_path: impl Into<PathBuf>,
+        runtime_root: RuntimeRoot,
+        timing: TimingConfig,
+        registry: ChannelRegistry,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        StoreOptions {
+            db_path: db_path.into(),
+            runtime_root,
+            timing,
+            registry,
+            clock,
+        }
+    }
+}
+
 /// One connection to the shared store, with the configuration it runs under.
 pub struct ProjectionStore {
     pub(crate) conn: Connection,
@@ -87,7 +107,7 @@ impl std::fmt::Debug for ProjectionStore {
 }
 
 fn configure(conn: &Connection, timing: &TimingConfig) -> rusqlite::Result<()> {
-    conn.busy_timeout(Duration::from_millis(timing.busy_timeout.as_millis()))?;
+    conn.busy_timeout(timing.busy_timeout.as_duration())?;
     // FULL: a committed submission or grant survives power loss, not only a process crash.
     conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
 }
@@ -283,7 +303,7 @@ impl ProjectionStore {
 
     /// The store's busy timeout.
     pub(crate) fn busy_timeout(&self) -> Duration {
-        Duration::from_millis(self.options.timing.busy_timeout.as_millis())
+        self.options.timing.busy_timeout.as_duration()
     }
 
     /// Begins the serialized write transaction, waiting at most the busy timeout.

@@ -4,6 +4,7 @@
 
 use serde::Deserialize;
 use std::num::NonZeroU64;
+use std::time::Duration;
 
 /// Why a configuration value was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -29,9 +30,26 @@ pub enum ConfigError {
         /// The refused value.
         value: u64,
     },
+    /// A timing value given as a `Duration` is not a whole number of milliseconds.
+    #[error("configuration `{key}` must be a whole number of milliseconds")]
+    NotWholeMillis {
+        /// The configuration key.
+        key: &'static str,
+    },
     /// The configuration source is not valid (not JSON, wrong types, unknown keys).
     #[error("configuration is malformed: {0}")]
     Malformed(String),
+}
+
+/// The whole milliseconds of `duration`; anything finer, or beyond `u64`, is refused.
+fn whole_millis(key: &'static str, duration: Duration) -> Result<u64, ConfigError> {
+    if duration.subsec_nanos() % 1_000_000 != 0 {
+        return Err(ConfigError::NotWholeMillis { key });
+    }
+    u64::try_from(duration.as_millis()).map_err(|_| ConfigError::OutOfRange {
+        key,
+        value: u64::MAX,
+    })
 }
 
 fn positive(key: &'static str, value: Option<u64>) -> Result<NonZeroU64, ConfigError> {
@@ -60,6 +78,11 @@ impl LeaseTtl {
     pub fn as_millis(self) -> u64 {
         self.0.get()
     }
+
+    /// The TTL as a `Duration`.
+    pub fn as_duration(self) -> Duration {
+        Duration::from_millis(self.0.get())
+    }
 }
 
 /// How long a store operation waits for SQLite's write lock before failing with `Busy`.
@@ -78,6 +101,11 @@ impl BusyTimeout {
     /// The timeout in milliseconds.
     pub fn as_millis(self) -> u64 {
         self.0.get()
+    }
+
+    /// The timeout as a `Duration`.
+    pub fn as_duration(self) -> Duration {
+        Duration::from_millis(self.0.get())
     }
 }
 
@@ -98,6 +126,14 @@ struct RawTiming {
 }
 
 impl TimingConfig {
+    /// Builds the configuration from durations (whole milliseconds, greater than zero).
+    pub fn new(lease_ttl: Duration, busy_timeout: Duration) -> Result<Self, ConfigError> {
+        Self::from_values(
+            Some(whole_millis(LeaseTtl::KEY, lease_ttl)?),
+            Some(whole_millis(BusyTimeout::KEY, busy_timeout)?),
+        )
+    }
+
     /// Parses `{"leaseTtlMs": N, "busyTimeoutMs": M}`. Both keys are required.
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
         let raw: RawTiming =
@@ -120,6 +156,28 @@ impl TimingConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_are_taken_in_whole_milliseconds_only() {
+        let ms = Duration::from_millis;
+        let timing = TimingConfig::new(ms(1500), ms(250)).unwrap();
+        assert_eq!(timing.lease_ttl.as_duration(), ms(1500));
+        assert_eq!(timing.busy_timeout.as_millis(), 250);
+        assert_eq!(
+            TimingConfig::new(ms(1500), Duration::from_micros(250_500)).unwrap_err(),
+            ConfigError::NotWholeMillis {
+                key: "busyTimeoutMs"
+            }
+        );
+        assert_eq!(
+            TimingConfig::new(Duration::ZERO, ms(1)).unwrap_err(),
+            ConfigError::Zero { key: "leaseTtlMs" }
+        );
+        assert!(matches!(
+            TimingConfig::new(Duration::MAX - Duration::from_nanos(999_999_999), ms(1)),
+            Err(ConfigError::OutOfRange { .. })
+        ));
+    }
 
     #[test]
     fn missing_lease_ttl_fails_loudly() {

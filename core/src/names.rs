@@ -25,7 +25,8 @@ fn check_name(text: &str) -> Result<(), NameError> {
 }
 
 /// Defines a string newtype accepted only through `$check` (a `fn(&str) -> Result<(), $err>`),
-/// with `parse`, `as_str`, `Display`, and serde through the same check.
+/// with `parse`, `as_str`, `FromStr`, `AsRef<str>`, `Display`, and serde through the same
+/// check.
 macro_rules! validated_text {
     ($(#[$doc:meta])* $name:ident, $err:ty, $check:expr) => {
         $(#[$doc])*
@@ -41,6 +42,19 @@ macro_rules! validated_text {
 
             /// The text.
             pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = $err;
+            fn from_str(text: &str) -> Result<Self, Self::Err> {
+                $name::parse(text)
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
                 &self.0
             }
         }

@@ -5,9 +5,8 @@
 //! producer can steer which file is written. The id is the lowercase hex SHA-256 of the
 //! canonical encoding documented on [`TargetTuple::canonical_bytes`].
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
-use std::fmt;
 
 /// Upper bound of one attested field, in bytes.
 pub const MAX_FIELD_BYTES: usize = 256;
@@ -163,50 +162,26 @@ impl TargetTuple {
     }
 }
 
-/// A target id: exactly 64 lowercase hex characters, so a path built from it cannot escape
-/// its directory.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct TargetId(String);
-
-impl TargetId {
-    /// Parses a target id; anything but 64 lowercase hex characters is refused.
-    pub fn parse(text: &str) -> Result<Self, TargetError> {
-        let ok = text.len() == 64
-            && text
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        if ok {
-            Ok(TargetId(text.to_owned()))
-        } else {
-            Err(TargetError::InvalidTargetId)
-        }
-    }
-
-    /// The id as text.
-    pub fn as_str(&self) -> &str {
-        &self.0
+/// Refuses anything but 64 lowercase hex characters.
+fn check_target_id(text: &str) -> Result<(), TargetError> {
+    let ok = text.len() == 64
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(TargetError::InvalidTargetId)
     }
 }
 
-impl TryFrom<String> for TargetId {
-    type Error = TargetError;
-    fn try_from(value: String) -> Result<Self, Self::Error> {
-        TargetId::parse(&value)
-    }
-}
-
-impl From<TargetId> for String {
-    fn from(value: TargetId) -> Self {
-        value.0
-    }
-}
-
-impl fmt::Display for TargetId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+crate::names::validated_text!(
+    /// A target id: exactly 64 lowercase hex characters, so a path built from it cannot escape
+    /// its directory.
+    TargetId,
+    TargetError,
+    check_target_id
+);
 
 #[cfg(test)]
 mod tests {

@@ -29,7 +29,7 @@ envelope_schema = "lifecycle-frontier.v1"
 max_envelope_bytes = 4096
 "#;
 
-/// The hidden clock seam of the CLI (`src/cli/config.rs`).
+/// The hidden clock seam of the CLI (`cli/src/config.rs`).
 pub const CLOCK_ENV: &str = "SOLEWRITER_TEST_CLOCK_FILE";
 /// Where a clocked [`Env`]'s broker clock starts (ms).
 pub const CLOCK_START: u64 = 1_700_000_000_000;
