@@ -152,6 +152,22 @@ pub enum Error {
     },
 }
 
+impl From<solewriter_files::Error> for Error {
+    /// Each file error is the adapters' error of the same name.
+    fn from(e: solewriter_files::Error) -> Self {
+        use solewriter_files::Error as F;
+        match e {
+            F::Busy { timeout_ms } => Error::Busy { timeout_ms },
+            F::Io { step, path, source } => Error::Io { step, path, source },
+            F::UnsafeRuntimeDir { path, reason } => Error::UnsafeRuntimeDir { path, reason },
+            F::NotDurable { path, source } => Error::NotDurable { path, source },
+            F::Document(e) => Error::Document(e),
+            F::NotPublished { path } => Error::NotPublished { path },
+            F::Read { path, source } => Error::Read { path, source },
+        }
+    }
+}
+
 /// Result alias.
 pub type Result<T> = std::result::Result<T, Error>;
 

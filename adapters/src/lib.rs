@@ -6,11 +6,14 @@
 //! - [`rows`]: reading and writing lease and channel rows.
 //! - [`submission`]: producer submissions.
 //! - `executor`: runs the core's lease machines against SQLite, the files and the target lock.
-//! - [`target_lock`]: the per-target kernel lock every grant, publication and release holds.
+//! - [`target_lock`]: the per-target kernel lock every grant, publication and release holds
+//!   (from `solewriter-files`).
 //! - [`lease`]: acquisition, [`lease::HeldLease`] and the conditional release.
 //! - [`publication`]: the fenced publication of `current.json`.
-//! - [`atomic_file`]: temp sibling, fsync, rename, directory fsync.
-//! - [`runtime`]: the runtime root, the derived output paths, and the hook reader.
+//! - [`atomic_file`]: temp sibling, fsync, rename, directory fsync (from `solewriter-files`,
+//!   which holds the file effects without SQLite, for every executor of the machines).
+//! - [`runtime`]: the runtime root, the derived output paths, and the hook reader (from
+//!   `solewriter-files`).
 //! - `write_gate`: the in-process queue in front of the store's write lock.
 //! - [`write_guard`]: the per-heap subtree write-lock authority (ADR 0021).
 //! - [`process`]: process identities (pid, start token, boot id) read from the OS.
@@ -21,7 +24,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod atomic_file;
+pub use solewriter_files::atomic_file;
 pub mod clock;
 pub mod error;
 mod executor;

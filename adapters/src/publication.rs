@@ -89,7 +89,7 @@ impl HeldLease<'_> {
             store,
             target,
             epoch,
-            executor.renamed.take(),
+            executor.take_renamed(),
             result,
             release,
         )
@@ -172,7 +172,7 @@ impl ProjectionStore {
                 release,
             } => {
                 tracing::info!(target_id = %target, epoch, holder = %holder, "lease granted (one-shot)");
-                let renamed = executor.renamed.take();
+                let renamed = executor.take_renamed();
                 outcome(self, target, epoch, renamed, result, release).map(PublishedNow::Published)
             }
         }

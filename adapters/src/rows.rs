@@ -1,16 +1,15 @@
 //! Reading and writing rows of `HookProjectionLeases` and `HookProjectionChannels`.
 //!
-//! Decoding is strict: a row solewriter could not have written (negative integers, a token
-//! hash of the wrong length, an unknown state) is an error, never a guess.
+//! Decoding is strict (`solewriter_core::columns`, shared with the Node binding): a row
+//! solewriter could not have written (negative integers, a token hash of the wrong length, an
+//! unknown state) is an error, never a guess.
 
 use crate::error::{Error, Result};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use solewriter_core::channel::{ChannelName, ChannelRecord, DegradedReason};
-use solewriter_core::lease::{AcquirePlan, Grant, LeaseRecord, LeaseState, ReleasePlan};
-use solewriter_core::names::InstanceDigest;
+use solewriter_core::columns::{ChannelColumns, CorruptRow, LeaseColumns};
+use solewriter_core::lease::{AcquirePlan, LeaseRecord, ReleasePlan};
 use solewriter_core::target::TargetId;
-use solewriter_core::time::Millis;
-use solewriter_core::token::TokenHash;
 
 const LEASE_COLUMNS: &str =
     "target_id, fencing_epoch, holder_token_hash, holder_instance_digest, acquired_at, expires_at, state";
@@ -26,56 +25,21 @@ fn int(value: u64) -> Result<i64> {
     i64::try_from(value).map_err(|_| corrupt(format!("integer {value} out of range")))
 }
 
-fn uint(value: i64, column: &str) -> Result<u64> {
-    u64::try_from(value).map_err(|_| corrupt(format!("negative {column}")))
-}
-
-struct RawLease {
-    target_id: String,
-    epoch: i64,
-    token_hash: Option<Vec<u8>>,
-    digest: Option<String>,
-    acquired_at: Option<i64>,
-    expires_at: Option<i64>,
-    state: String,
-}
-
-fn raw_lease(row: &Row<'_>) -> rusqlite::Result<RawLease> {
-    Ok(RawLease {
+fn raw_lease(row: &Row<'_>) -> rusqlite::Result<LeaseColumns> {
+    Ok(LeaseColumns {
         target_id: row.get(0)?,
-        epoch: row.get(1)?,
-        token_hash: row.get(2)?,
-        digest: row.get(3)?,
+        fencing_epoch: row.get(1)?,
+        holder_token_hash: row.get(2)?,
+        holder_instance_digest: row.get(3)?,
         acquired_at: row.get(4)?,
         expires_at: row.get(5)?,
         state: row.get(6)?,
     })
 }
 
-fn decode_lease(raw: RawLease) -> Result<LeaseRecord> {
-    let target_id = TargetId::parse(&raw.target_id).map_err(|_| corrupt("lease target_id"))?;
-    let grant = match (raw.token_hash, raw.digest, raw.acquired_at, raw.expires_at) {
-        (None, None, None, None) => None,
-        (Some(hash), Some(digest), Some(acquired_at), Some(expires_at)) => {
-            let hash: [u8; 32] = hash
-                .try_into()
-                .map_err(|_| corrupt("holder_token_hash length"))?;
-            Some(Grant {
-                holder_token_hash: TokenHash::from_bytes(hash),
-                holder_instance_digest: InstanceDigest::parse(&digest).map_err(corrupt)?,
-                acquired_at: Millis(uint(acquired_at, "acquired_at")?),
-                expires_at: Millis(uint(expires_at, "expires_at")?),
-            })
-        }
-        _ => return Err(corrupt(format!("lease {target_id}: partial grant columns"))),
-    };
-    let state = LeaseState::from_columns(&raw.state, grant)
-        .map_err(|r| corrupt(format!("lease {target_id}: {r}")))?;
-    Ok(LeaseRecord {
-        target_id,
-        fencing_epoch: uint(raw.epoch, "fencing_epoch")?,
-        state,
-    })
+fn decode_lease(raw: LeaseColumns) -> Result<LeaseRecord> {
+    raw.decode()
+        .map_err(|CorruptRow(what)| Error::CorruptRow(what))
 }
 
 /// Inserts the admission row of `target` unless present (admission is idempotent).
@@ -147,29 +111,19 @@ pub(crate) fn execute_release(conn: &Connection, plan: &ReleasePlan) -> Result<b
 }
 
 fn decode_channel(row: &Row<'_>) -> rusqlite::Result<Result<ChannelRecord>> {
-    let target: String = row.get(0)?;
-    let channel: String = row.get(1)?;
-    let watermark: i64 = row.get(2)?;
-    let envelope_json: String = row.get(3)?;
-    let times: [i64; 3] = [row.get(4)?, row.get(5)?, row.get(6)?];
-    let degraded: Option<String> = row.get(7)?;
-    Ok((|| {
-        Ok(ChannelRecord {
-            target_id: TargetId::parse(&target).map_err(|_| corrupt("channel target_id"))?,
-            channel: ChannelName::parse(&channel).map_err(corrupt)?,
-            source_watermark: uint(watermark, "source_watermark")?,
-            envelope_json,
-            captured_at: Millis(uint(times[0], "captured_at")?),
-            expires_at: Millis(uint(times[1], "expires_at")?),
-            updated_at: Millis(uint(times[2], "updated_at")?),
-            degraded_reason: match degraded {
-                None => None,
-                Some(text) => {
-                    Some(DegradedReason::parse(&text).ok_or_else(|| corrupt("degraded_reason"))?)
-                }
-            },
-        })
-    })())
+    let columns = ChannelColumns {
+        target_id: row.get(0)?,
+        channel: row.get(1)?,
+        source_watermark: row.get(2)?,
+        envelope_json: row.get(3)?,
+        captured_at: row.get(4)?,
+        expires_at: row.get(5)?,
+        updated_at: row.get(6)?,
+        degraded_reason: row.get(7)?,
+    };
+    Ok(columns
+        .decode()
+        .map_err(|CorruptRow(what)| Error::CorruptRow(what)))
 }
 
 /// The channel row of (`target`, `channel`).
@@ -219,6 +173,9 @@ mod tests {
     //! The conditional writes are fenced by their own `WHERE` clauses, not only by the core's
     //! decision made before them: each condition, broken alone, changes no row.
     use super::*;
+    use solewriter_core::lease::Grant;
+    use solewriter_core::names::InstanceDigest;
+    use solewriter_core::time::Millis;
     use solewriter_core::token::HolderToken;
 
     fn store() -> Connection {

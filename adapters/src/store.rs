@@ -17,8 +17,7 @@ use solewriter_core::channel::{ChannelRecord, ChannelRegistry};
 use solewriter_core::config::TimingConfig;
 use solewriter_core::lease::LeaseRecord;
 use solewriter_core::target::{TargetId, TargetTuple};
-use std::cell::RefCell;
-use std::collections::HashSet;
+use solewriter_files::steps::DurableDirs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -65,7 +64,7 @@ pub struct ProjectionStore {
     /// The file system publication writes through ([`RealFs`] unless replaced).
     pub(crate) fs: Arc<dyn FileSystem>,
     /// Target directories whose creation this store has seen fsynced in their parent.
-    pub(crate) durable_dirs: RefCell<HashSet<PathBuf>>,
+    pub(crate) durable_dirs: DurableDirs,
     /// This process's queue for the database's write lock.
     gate: Arc<Gate>,
 }
@@ -283,7 +282,7 @@ impl ProjectionStore {
             conn,
             options: options.clone(),
             fs: Arc::new(RealFs),
-            durable_dirs: RefCell::default(),
+            durable_dirs: DurableDirs::default(),
             gate: Gate::of(path),
         })
     }

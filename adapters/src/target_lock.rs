@@ -1,128 +1,22 @@
-//! The per-target kernel lock: the second exclusion of every grant, publication and release,
-//! taken before the store's write lock and held until after the commit.
-//!
-//! SQLite's write lock rests on POSIX advisory record locks, which belong to the *process*:
-//! when the process closes ANY descriptor of the database file (a backup or checksum with
-//! plain file I/O, a second copy of SQLite), every lock it holds on that file vanishes
-//! silently. This lock is a `flock(2)` on `<runtime_root>/hook-projections/<target_id>.lock`,
-//! which belongs to the open file description: closing another descriptor does not drop it,
-//! two descriptions conflict even inside one process, and the kernel drops it when the
-//! holder dies. So the takeover of a target stays excluded while its publication runs even if
-//! the store's lock was lost.
-//!
-//! The lock file is created once and never removed (removing a lock file races with its
-//! next taker); its content is empty and nothing reads it.
+//! The per-target kernel lock, re-exported from `solewriter-files` (where it lives so that the
+//! Node binding shares it without SQLite); its test with the store stays here.
 
-use crate::atomic_file::{ensure_private_dir, DirError, FILE_MODE};
-use crate::error::{Error, Result};
-use crate::runtime::{RuntimeRoot, PROJECTIONS_DIR};
-use solewriter_core::target::TargetId;
-use std::fs::{File, OpenOptions, TryLockError};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
-
-/// Suffix of a target's lock file, beside its directory.
-pub const LOCK_SUFFIX: &str = ".lock";
-
-/// Longest sleep between two attempts while the lock is taken: a waiter gets the lock within
-/// this much of its release.
-const MAX_POLL: Duration = Duration::from_millis(2);
-
-/// How many attempts of this process found a target lock taken (observed by tests: an event
-/// to wait for instead of a sleep).
-static BLOCKED_ATTEMPTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// A held target lock; dropping it releases the lock.
-#[derive(Debug)]
-pub struct TargetLock {
-    _file: File,
-}
-
-/// `<runtime_root>/hook-projections/<target_id>.lock`.
-pub fn lock_path(root: &RuntimeRoot, target: &TargetId) -> PathBuf {
-    root.path()
-        .join(PROJECTIONS_DIR)
-        .join(format!("{}{LOCK_SUFFIX}", target.as_str()))
-}
-
-impl TargetLock {
-    /// Takes the lock of `target`, waiting until `deadline` at most for another holder to let
-    /// go ([`Error::Busy`] after that, naming `timeout`, the busy timeout). Creates `hook-projections/` (mode 0700, fsynced in its
-    /// parent) and the lock file (mode 0600, no symlink followed) on first use.
-    pub fn acquire(
-        root: &RuntimeRoot,
-        target: &TargetId,
-        deadline: Instant,
-        timeout: Duration,
-    ) -> Result<Self> {
-        let dir = root.path().join(PROJECTIONS_DIR);
-        let path = lock_path(root, target);
-        let io = |step: &'static str, path: &PathBuf| {
-            let path = path.clone();
-            move |source| Error::Io { step, path, source }
-        };
-        root.check_root()?;
-        ensure_private_dir(&crate::atomic_file::RealFs, &dir).map_err(|e| match e {
-            DirError::Unsafe(reason) => Error::UnsafeRuntimeDir {
-                path: dir.clone(),
-                reason,
-            },
-            DirError::Io(source) => Error::Io {
-                step: "create directory",
-                path: dir.clone(),
-                source,
-            },
-        })?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(FILE_MODE)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .map_err(io("open target lock", &path))?;
-        let mut pause = Duration::from_micros(50);
-        loop {
-            match file.try_lock() {
-                Ok(()) => return Ok(TargetLock { _file: file }),
-                Err(TryLockError::WouldBlock) => {
-                    BLOCKED_ATTEMPTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                }
-                Err(TryLockError::Error(source)) => {
-                    return Err(Error::Io {
-                        step: "lock target",
-                        path,
-                        source,
-                    })
-                }
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(Error::Busy {
-                    timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-                });
-            }
-            std::thread::sleep(pause.min(deadline - now));
-            pause = (pause * 2).min(MAX_POLL);
-        }
-    }
-}
+pub use solewriter_files::target_lock::*;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::lease::Acquisition;
+    use crate::runtime::RuntimeRoot;
     use crate::store::{ProjectionStore, StoreOptions};
     use solewriter_core::channel::ChannelRegistry;
     use solewriter_core::config::TimingConfig;
     use solewriter_core::names::InstanceDigest;
     use solewriter_core::target::TargetTuple;
     use solewriter_core::time::Millis;
-    use std::sync::atomic::Ordering::SeqCst;
     use std::sync::Arc;
+    use std::time::{Duration, Instant};
 
     /// A grant waits for the target lock within its busy timeout — and gets it as soon as the
     /// holder lets go — instead of answering `Busy` at the first attempt.
@@ -152,7 +46,7 @@ mod tests {
             Duration::ZERO,
         )
         .unwrap();
-        let before = BLOCKED_ATTEMPTS.load(SeqCst);
+        let before = blocked_attempts();
         std::thread::scope(|s| {
             let waiter = s.spawn(|| {
                 let store = ProjectionStore::open(&options).unwrap();
@@ -160,7 +54,7 @@ mod tests {
                 let granted = matches!(store.acquire(&target, &who), Ok(Acquisition::Acquired(_)));
                 granted
             });
-            while BLOCKED_ATTEMPTS.load(SeqCst) == before {
+            while blocked_attempts() == before {
                 assert!(
                     !waiter.is_finished(),
                     "the grant gave up at its first attempt"

@@ -28,6 +28,7 @@
 #![deny(missing_docs)]
 
 pub mod channel;
+pub mod columns;
 pub mod config;
 pub mod git_facts;
 pub mod hex;

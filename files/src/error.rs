@@ -1,0 +1,68 @@
+//! The file effects' error type. Each variant is also a variant of the adapters' error (which
+//! converts from this one), so a host sees the same error whichever executor ran the effect.
+
+use solewriter_core::projection::DocumentError;
+use std::path::PathBuf;
+
+/// What a file effect or a read of a published document failed with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The target lock was not obtained within the busy timeout. Nothing was touched.
+    #[error(
+        "store is busy (target lock not obtained within {timeout_ms} ms); nothing was written"
+    )]
+    Busy {
+        /// The busy timeout.
+        timeout_ms: u64,
+    },
+    /// A file-system step failed. `current.json` was not touched.
+    #[error("publication failed at `{step}` on {path}: {source}; current.json was not touched")]
+    Io {
+        /// The step.
+        step: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The runtime directory is not a plain directory (a symlink, a file). Nothing was written.
+    #[error("runtime directory {path} is unsafe ({reason}); nothing was written")]
+    UnsafeRuntimeDir {
+        /// The offending path.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// `current.json` was replaced but its directory fsync failed: the replacement may not
+    /// survive a power loss.
+    #[error("current.json at {path} was replaced but its directory fsync failed ({source}); the new document may not survive power loss")]
+    NotDurable {
+        /// The published path.
+        path: PathBuf,
+        /// The fsync error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A document could not be read as a projection.
+    #[error(transparent)]
+    Document(#[from] DocumentError),
+    /// No projection has been published for the target yet.
+    #[error("no projection published at {path}")]
+    NotPublished {
+        /// The expected path.
+        path: PathBuf,
+    },
+    /// Reading a published projection failed.
+    #[error("reading {path} failed: {source}")]
+    Read {
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Result alias.
+pub type Result<T> = std::result::Result<T, Error>;

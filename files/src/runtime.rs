@@ -1,0 +1,81 @@
+//! The runtime root, the output paths derived from it, and the reader hooks use.
+//!
+//! The only path solewriter writes for a target is
+//! `<runtime_root>/hook-projections/<target_id>/current.json`; the target id is 64 lowercase
+//! hex characters, so no input can name or escape a path.
+
+use crate::atomic_file::read_bounded;
+use crate::error::{Error, Result};
+use solewriter_core::projection::{DocumentError, ProjectionDocument, MAX_DOCUMENT_BYTES};
+use solewriter_core::target::TargetId;
+use std::path::{Path, PathBuf};
+
+/// Directory under the runtime root holding one directory per target.
+pub const PROJECTIONS_DIR: &str = "hook-projections";
+/// The published file's name.
+pub const CURRENT_FILE: &str = "current.json";
+
+/// The host-owned runtime root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeRoot(PathBuf);
+
+impl RuntimeRoot {
+    /// Wraps the host's runtime root directory.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        RuntimeRoot(path.into())
+    }
+
+    /// The root itself.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// `<root>/hook-projections/<target_id>`.
+    pub fn target_dir(&self, target: &TargetId) -> PathBuf {
+        self.0.join(PROJECTIONS_DIR).join(target.as_str())
+    }
+
+    /// `<root>/hook-projections/<target_id>/current.json`.
+    pub fn current_path(&self, target: &TargetId) -> PathBuf {
+        self.target_dir(target).join(CURRENT_FILE)
+    }
+
+    /// Checks that the root is an existing directory (solewriter never creates it).
+    pub fn check_root(&self) -> Result<()> {
+        match std::fs::metadata(&self.0) {
+            Ok(m) if m.is_dir() => Ok(()),
+            Ok(_) => Err(Error::UnsafeRuntimeDir {
+                path: self.0.clone(),
+                reason: "runtime root is not a directory",
+            }),
+            Err(source) => Err(Error::Io {
+                step: "open runtime root",
+                path: self.0.clone(),
+                source,
+            }),
+        }
+    }
+}
+
+/// Reads and validates the published document of `target`. Returns the whole document or an
+/// error, never a partial document. At most one byte past [`MAX_DOCUMENT_BYTES`] is read: a
+/// larger file is [`DocumentError::TooLarge`].
+pub fn read_projection(root: &RuntimeRoot, target: &TargetId) -> Result<ProjectionDocument> {
+    let path = root.current_path(target);
+    let bytes = match read_bounded(&path, MAX_DOCUMENT_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::NotPublished { path })
+        }
+        Err(source) => return Err(Error::Read { path, source }),
+    };
+    let doc = ProjectionDocument::parse(&bytes)?;
+    if &doc.target_id != target {
+        return Err(DocumentError::Malformed(format!(
+            "document names target {}, expected {target}",
+            doc.target_id
+        ))
+        .into());
+    }
+    Ok(doc)
+}

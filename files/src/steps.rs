@@ -1,0 +1,239 @@
+//! The file effects of one run of a lease machine (`solewriter_core::machine`): the target
+//! lock, the target directory chain, the temp sibling, the rename and the directory fsync.
+//! Every executor of the machines hands these effects to [`FileSteps::execute`] and keeps
+//! only its store's effects (the transaction, the rows, the clock) for itself, so the file
+//! half of a publication is one implementation whichever store runs the SQL.
+
+use crate::atomic_file::{
+    make_private_dir, parent_of, remove_orphans, DirError, FileSystem, TempFile,
+};
+use crate::error::{Error, Result};
+use crate::runtime::{RuntimeRoot, CURRENT_FILE, PROJECTIONS_DIR};
+use crate::target_lock::TargetLock;
+use solewriter_core::machine::{Effect, Input};
+use solewriter_core::target::TargetId;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Target directories whose creation has been seen fsynced in their parent (shared by the
+/// runs of one store, or of one process).
+#[derive(Debug, Default)]
+pub struct DurableDirs(Mutex<HashSet<PathBuf>>);
+
+impl DurableDirs {
+    fn contains(&self, dir: &Path) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(dir)
+    }
+
+    fn insert(&self, dir: PathBuf) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(dir);
+    }
+}
+
+fn io(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.to_owned();
+    move |source| Error::Io { step, path, source }
+}
+
+/// The file state of one machine run: the target lock it holds, the target directory and the
+/// temp file.
+pub struct FileSteps<'a> {
+    root: &'a RuntimeRoot,
+    target: &'a TargetId,
+    fs: &'a dyn FileSystem,
+    durable: &'a DurableDirs,
+    timeout: Duration,
+    // Field order is drop order, which matters only when a run unwinds (a panic): the temp
+    // file is removed before the target lock is let go.
+    temp: Option<TempFile<'a>>,
+    lock: Option<TargetLock>,
+    /// When waiting for the locks of this run ends: one busy timeout for all of them.
+    deadline: Option<Instant>,
+    /// The target directory and the directories of its chain not yet known durable.
+    dir: Option<(PathBuf, Vec<PathBuf>)>,
+    renamed: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for FileSteps<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileSteps")
+            .field("target", &self.target)
+            .field("locked", &self.lock.is_some())
+            .field("temp", &self.temp)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> FileSteps<'a> {
+    /// The file steps of a run on `target` under `root`, through `fs`; the target lock is
+    /// waited for at most `timeout` (the busy timeout).
+    pub fn new(
+        root: &'a RuntimeRoot,
+        target: &'a TargetId,
+        fs: &'a dyn FileSystem,
+        durable: &'a DurableDirs,
+        timeout: Duration,
+    ) -> Self {
+        FileSteps {
+            root,
+            target,
+            fs,
+            durable,
+            timeout,
+            temp: None,
+            lock: None,
+            deadline: None,
+            dir: None,
+            renamed: None,
+        }
+    }
+
+    /// When waiting for this run's locks ends (set when the target lock is taken, which every
+    /// machine does first); the store's transaction waits until then at most.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Where the rename put the document, once (taken).
+    pub fn take_renamed(&mut self) -> Option<PathBuf> {
+        self.renamed.take()
+    }
+
+    /// Executes `effect` if it is a file effect (the target lock, the directory chain, the
+    /// temp file, the rename, the directory fsync); `None` for a store effect.
+    pub fn execute<E: From<Error>>(&mut self, effect: &Effect<'_>) -> Option<Input<E>> {
+        let done = |r: Result<()>| match r {
+            Ok(()) => Input::Done,
+            Err(e) => Input::Failed(e.into()),
+        };
+        Some(match effect {
+            Effect::LockTarget => done(self.lock_target()),
+            Effect::PrepareDir => match self.prepare_dir() {
+                Ok(verified) => Input::Dir { verified },
+                Err(e) => Input::Failed(e.into()),
+            },
+            Effect::SyncParents => done(self.sync_parents()),
+            Effect::RemoveOrphans => {
+                let dir = self.target_dir();
+                done(
+                    remove_orphans(self.fs, &dir, CURRENT_FILE)
+                        .map(drop)
+                        .map_err(io("remove orphan temp files", &dir)),
+                )
+            }
+            Effect::WriteTemp(bytes) => done(self.write_temp(bytes)),
+            Effect::RemoveTemp => {
+                // Dropping an unrenamed temp file removes it.
+                self.temp = None;
+                Input::Done
+            }
+            Effect::Rename => done(self.rename()),
+            Effect::SyncDir => {
+                let dir = self.target_dir();
+                done(self.fs.sync_dir(&dir).map_err(|source| Error::NotDurable {
+                    path: dir.join(CURRENT_FILE),
+                    source,
+                }))
+            }
+            Effect::UnlockTarget => {
+                self.lock = None;
+                Input::Done
+            }
+            _ => return None,
+        })
+    }
+
+    fn lock_target(&mut self) -> Result<()> {
+        let deadline = *self.deadline.insert(Instant::now() + self.timeout);
+        self.lock = Some(TargetLock::acquire(
+            self.root,
+            self.target,
+            deadline,
+            self.timeout,
+        )?);
+        Ok(())
+    }
+
+    fn write_temp(&mut self, bytes: &[u8]) -> Result<()> {
+        let dir = self.target_dir();
+        let temp = TempFile::write(self.fs, &dir, CURRENT_FILE, bytes)
+            .map_err(io("write temp file", &dir))?;
+        self.temp = Some(temp);
+        Ok(())
+    }
+
+    fn rename(&mut self) -> Result<()> {
+        let dir = self.target_dir();
+        let Some(temp) = self.temp.take() else {
+            return Err(Error::Io {
+                step: "rename into place",
+                path: dir,
+                source: std::io::Error::other("no temp file to rename"),
+            });
+        };
+        let path = temp
+            .rename_into_place()
+            .map_err(io("rename into place", &dir))?;
+        self.renamed = Some(path);
+        Ok(())
+    }
+
+    fn target_dir(&self) -> PathBuf {
+        match &self.dir {
+            Some((dir, _)) => dir.clone(),
+            None => self.root.target_dir(self.target),
+        }
+    }
+
+    /// Makes sure `<root>/hook-projections/<target>` exists as a real directory chain (mode
+    /// 0700, no symlinks) below an existing root. True when every directory of the chain is
+    /// already known durable (its creation was fsynced in its parent).
+    fn prepare_dir(&mut self) -> Result<bool> {
+        self.root.check_root()?;
+        let mut dir = self.root.path().to_owned();
+        let mut unverified = Vec::new();
+        for part in [PROJECTIONS_DIR, self.target.as_str()] {
+            dir.push(part);
+            make_private_dir(self.fs, &dir).map_err(|e| match e {
+                DirError::Unsafe(reason) => Error::UnsafeRuntimeDir {
+                    path: dir.clone(),
+                    reason,
+                },
+                DirError::Io(source) => io("create directory", &dir)(source),
+            })?;
+            if !self.durable.contains(&dir) {
+                unverified.push(dir.clone());
+            }
+        }
+        let verified = unverified.is_empty();
+        self.dir = Some((dir, unverified));
+        Ok(verified)
+    }
+
+    /// Fsyncs the parent of every directory of the chain not yet known durable, remembering
+    /// each one that now is. Until one fsync of a parent succeeded, every publication
+    /// retries it: a directory made by a publication that failed (or crashed) before that
+    /// fsync is never taken for durable.
+    fn sync_parents(&mut self) -> Result<()> {
+        let Some((_, unverified)) = &self.dir else {
+            return Err(Error::Io {
+                step: "sync parent directory",
+                path: self.root.target_dir(self.target),
+                source: std::io::Error::other("the directory chain was not prepared"),
+            });
+        };
+        for dir in unverified {
+            let parent = parent_of(dir);
+            self.fs
+                .sync_dir(parent)
+                .map_err(io("sync parent directory", parent))?;
+            self.durable.insert(dir.clone());
+        }
+        Ok(())
+    }
+}
