@@ -17,54 +17,10 @@ use crate::error::{Error, Result};
 use rusqlite::Connection;
 use std::path::Path;
 
-/// The schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 1;
-
-/// The marker every table of [`SCHEMA_VERSION`] carries at the start of its column list.
-pub const MARKER: &str = "-- solewriter schema 1";
-
-/// The two tables, in creation order (the channels refer to the leases).
-pub const TABLE_NAMES: [&str; 2] = ["HookProjectionLeases", "HookProjectionChannels"];
+pub use solewriter_core::schema::{create_statement, MARKER, SCHEMA_VERSION, TABLE_NAMES};
 
 /// `application_id` of a release-0.1.0 store ("SoLW"); read only to recognise one.
 pub const LEGACY_APPLICATION_ID: i64 = 0x536f_4c57;
-
-/// The column list of each table, in [`TABLE_NAMES`] order (everything between the marker and
-/// the closing `) STRICT`).
-const COLUMNS: [&str; 2] = [
-    "
-    target_id              TEXT    NOT NULL PRIMARY KEY CHECK (length(target_id) = 64),
-    fencing_epoch          INTEGER NOT NULL CHECK (fencing_epoch >= 0),
-    holder_token_hash      BLOB    CHECK (holder_token_hash IS NULL OR length(holder_token_hash) = 32),
-    holder_instance_digest TEXT,
-    acquired_at            INTEGER,
-    expires_at             INTEGER,
-    state                  TEXT    NOT NULL CHECK (state IN ('unheld', 'held', 'released'))
-",
-    "
-    target_id        TEXT    NOT NULL REFERENCES HookProjectionLeases (target_id),
-    channel          TEXT    NOT NULL,
-    source_watermark INTEGER NOT NULL CHECK (source_watermark >= 0),
-    envelope_json    TEXT    NOT NULL,
-    captured_at      INTEGER NOT NULL,
-    expires_at       INTEGER NOT NULL,
-    updated_at       INTEGER NOT NULL,
-    degraded_reason  TEXT,
-    PRIMARY KEY (target_id, channel)
-",
-];
-
-/// The `CREATE TABLE` statement of table `index` (of [`TABLE_NAMES`]), as SQLite stores it;
-/// with the [`MARKER`], or as release 0.1.0 wrote it (`marked == false`).
-pub fn create_statement(index: usize, marked: bool) -> String {
-    let (name, columns) = (TABLE_NAMES[index], COLUMNS[index]);
-    let marker = if marked {
-        format!(" {MARKER}")
-    } else {
-        String::new()
-    };
-    format!("CREATE TABLE {name} ({marker}{columns}) STRICT")
-}
 
 /// What a database holds of solewriter's schema.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -39,6 +39,7 @@ pub mod names;
 pub mod ownership;
 pub mod projection;
 pub mod publication;
+pub mod schema;
 pub mod subtree;
 pub mod target;
 pub mod time;

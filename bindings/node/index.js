@@ -1,0 +1,219 @@
+'use strict';
+/**
+ * solewriter for Node hosts (the Memory Core): fenced single-writer publication of
+ * `current.json` with the two operational tables in the host's own SQLite database.
+ *
+ * ONE SQLite per process: every statement runs on the better-sqlite3 connection the host
+ * passes in. The native addon (`solewriter.node`, built from `bindings/node` with cargo) runs
+ * the core's lease machines, the file effects (temp file + fsync, rename, directory fsync, the
+ * per-target flock), the clock and the tokens; it links no SQLite. Each call is synchronous:
+ * it blocks the event loop for its statements and fsyncs (see the README).
+ *
+ * Errors are `Error`s with a `code` naming the Rust error class: BUSY, FENCED, LEASE_EXPIRED,
+ * NOT_ADMITTED, REJECTED, FOREIGN_SCHEMA, IN_TRANSACTION, CORRUPT_ROW, IO, ...
+ */
+
+const path = require('node:path');
+const { SQL, statement, executeSqlEffect } = require('./lib/sql');
+
+/** Loads the addon: `SOLEWRITER_NODE_ADDON`, else `solewriter.node` beside this file. */
+function loadAddon() {
+  const file = process.env.SOLEWRITER_NODE_ADDON || path.join(__dirname, 'solewriter.node');
+  const module = { exports: {} };
+  try {
+    process.dlopen(module, file);
+  } catch (e) {
+    throw coded(
+      'ADDON_MISSING',
+      `cannot load the solewriter addon at ${file} (build it: npm run build): ${e.message}`,
+    );
+  }
+  return module.exports;
+}
+
+const addon = loadAddon();
+
+function coded(code, message, fields) {
+  return Object.assign(new Error(message), { code }, fields);
+}
+
+/** The addon's JSON answer, or its error thrown. */
+function unwrap(text) {
+  const value = JSON.parse(text);
+  if (value.error) {
+    const { code, message, ...fields } = value.error;
+    throw coded(code, message, fields);
+  }
+  return value;
+}
+
+/** A better-sqlite3 error as solewriter's (SQLITE_BUSY is BUSY). */
+function sqliteError(e) {
+  if (typeof e.code === 'string' && e.code.startsWith('SQLITE_BUSY')) {
+    return coded('BUSY', `store is busy (${e.message}); nothing was written`);
+  }
+  return e;
+}
+
+const STATEMENTS = JSON.parse(addon.schemaStatements());
+const TABLES = ['HookProjectionLeases', 'HookProjectionChannels'];
+
+/**
+ * Adds the two tables to the host's WAL database in one transaction (the same DDL text as the
+ * Rust adapter). Idempotent; refuses (FOREIGN_SCHEMA) a database not in WAL mode, a table of
+ * another shape or version, one table without the other, or an index, trigger or view on
+ * either. Returns 'created' or 'present'.
+ */
+function initialize(db) {
+  const mode = db.pragma('journal_mode', { simple: true });
+  if (String(mode).toLowerCase() !== 'wal') {
+    throw coded('FOREIGN_SCHEMA', `journal_mode ${mode}; solewriter needs WAL, which the host sets`);
+  }
+  const run = db.transaction(() => {
+    const found = TABLES.map((table) => {
+      const objects = db
+        .prepare(
+          "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = ? COLLATE NOCASE AND NOT (type = 'index' AND sql IS NULL)",
+        )
+        .all(table);
+      if (objects.length === 0) return null;
+      if (objects.length === 1 && objects[0].type === 'table' && objects[0].name === table) return objects[0].sql;
+      const names = objects.map((o) => `${o.type} ${o.name}`).join(', ');
+      throw coded('FOREIGN_SCHEMA', `table ${table} must stand alone, found ${names}; nothing was changed`);
+    });
+    if (found.every((sql) => sql === null)) {
+      for (const ddl of STATEMENTS) db.exec(ddl);
+      return 'created';
+    }
+    found.forEach((sql, i) => {
+      if (sql !== STATEMENTS[i]) {
+        throw coded(
+          'FOREIGN_SCHEMA',
+          sql === null
+            ? `table ${TABLES[i]} is missing; nothing was changed`
+            : `table ${TABLES[i]} has another shape: ${sql}; nothing was changed`,
+        );
+      }
+    });
+    return 'present';
+  });
+  try {
+    return run.immediate();
+  } catch (e) {
+    throw sqliteError(e);
+  }
+}
+
+/**
+ * A projection store on the host's connection `db`.
+ *
+ * config: { runtimeRoot, channels: [{ name, owner, envelopeSchema, maxEnvelopeBytes }],
+ *   leaseTtlMs, busyTimeoutMs (the target lock's wait; the connection's own `timeout` governs
+ *   SQLite's lock), clock?: () => ms (tests; the system clock otherwise) }.
+ */
+class ProjectionStore {
+  constructor(db, config) {
+    this.db = db;
+    this.config = config;
+    this.channelsJson = JSON.stringify(config.channels || []);
+    this.execute = (effect) => executeSqlEffect(db, effect);
+  }
+
+  options() {
+    const { runtimeRoot, leaseTtlMs, busyTimeoutMs, clock } = this.config;
+    return {
+      channelsJson: this.channelsJson,
+      leaseTtlMs,
+      busyTimeoutMs: busyTimeoutMs ?? 5000,
+      runtimeRoot,
+      clockMs: clock ? clock() : undefined,
+    };
+  }
+
+  /** A machine's transaction is its own: never inside one of the host's. */
+  outsideTransaction() {
+    if (this.db.inTransaction) {
+      throw coded('IN_TRANSACTION', 'the connection is inside a transaction; solewriter opens its own');
+    }
+  }
+
+  /** Admits the target of an attested tuple (an object with its seven camelCase fields); its id. */
+  admitTarget(tuple) {
+    const { targetId } = unwrap(addon.targetId(JSON.stringify(tuple)));
+    try {
+      statement(this.db, 'insertAdmitted').run(targetId);
+    } catch (e) {
+      throw sqliteError(e);
+    }
+    return targetId;
+  }
+
+  /**
+   * Submits `producer`'s envelope for one channel: 'inserted' | 'advanced' | 'replayed' |
+   * 'degraded', or throws REJECTED. One immediate transaction: read, decide (the core's
+   * `decide_submission`, in the addon), write.
+   */
+  submit(producer, submission) {
+    this.outsideTransaction();
+    const run = this.db.transaction(() => {
+      const admitted = statement(this.db, 'readLease').get(submission.targetId) !== undefined;
+      const existing = statement(this.db, 'readChannel').get(submission.targetId, submission.channel) ?? null;
+      const decision = unwrap(addon.decideSubmission(this.options(), producer, admitted, existing, submission));
+      const row = decision.row;
+      if (row) {
+        statement(this.db, 'upsertChannel').run(
+          row.target_id,
+          row.channel,
+          row.source_watermark,
+          row.envelope_json,
+          row.captured_at,
+          row.expires_at,
+          row.updated_at,
+          row.degraded_reason,
+        );
+      }
+      return { insert: 'inserted', advance: 'advanced', replay: 'replayed', degrade: 'degraded' }[decision.plan];
+    });
+    try {
+      return run.immediate();
+    } catch (e) {
+      throw sqliteError(e);
+    }
+  }
+
+  /** Acquires the lease: `{ granted: grant }` or `{ held: { epoch, holder, expiresAt, retryAfterMs } }`. */
+  acquire(targetId, holder, { tokenHex } = {}) {
+    this.outsideTransaction();
+    return unwrap(addon.acquire(this.options(), targetId, holder, this.execute, tokenHex));
+  }
+
+  /** Publishes with a grant from `acquire`, then releases it: `{ epoch, bytes, publishedAt, path }`. */
+  publish(grant) {
+    this.outsideTransaction();
+    return unwrap(addon.publish(this.options(), grant, this.execute)).published;
+  }
+
+  /** Grant, publish and release in one envelope: `{ published }` or `{ held }`. */
+  publishNow(targetId, holder, { tokenHex } = {}) {
+    this.outsideTransaction();
+    return unwrap(addon.publishNow(this.options(), targetId, holder, this.execute, tokenHex));
+  }
+
+  /** The conditional release: `{ released: true }` or `{ notHolder: { reason, currentEpoch? } }`. */
+  release(grant) {
+    this.outsideTransaction();
+    return unwrap(addon.release(this.options(), grant, this.execute));
+  }
+
+  /** The published document of a target (validated), or throws NOT_PUBLISHED. */
+  readProjection(targetId) {
+    return readProjection(this.config.runtimeRoot, targetId);
+  }
+}
+
+/** Reads and validates `<runtimeRoot>/hook-projections/<targetId>/current.json`. */
+function readProjection(runtimeRoot, targetId) {
+  return unwrap(addon.readProjection(runtimeRoot, targetId)).document;
+}
+
+module.exports = { initialize, ProjectionStore, readProjection, executeSqlEffect, SQL };

@@ -1,0 +1,8 @@
+/** ESM entry point of solewriter for Node: the CommonJS module's exports (see index.js). */
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const solewriter = require('./index.js');
+
+export const { initialize, ProjectionStore, readProjection, executeSqlEffect, SQL } = solewriter;
+export default solewriter;

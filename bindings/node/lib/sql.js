@@ -1,0 +1,93 @@
+'use strict';
+/**
+ * The JS executor of the machines' SQL effects: one explicit mapping from each effect the
+ * addon hands out to one statement on the host's own better-sqlite3 connection. The
+ * statements are those of the Rust adapter (`adapters/src/rows.rs`), word for word; the
+ * decisions are all the addon's (the core machine), so this file decides nothing.
+ *
+ * Every answer is an object: `{ lease }` for the lease reads (undefined: no row),
+ * `{ channels }`, `{ written }` for the conditional writes (whether one row changed), `{}`
+ * for begin/commit/rollback, and `{ error: { code, message } }` when a statement threw.
+ */
+
+const LEASE_COLUMNS =
+  'target_id, fencing_epoch, holder_token_hash, holder_instance_digest, acquired_at, expires_at, state';
+const CHANNEL_COLUMNS =
+  'target_id, channel, source_watermark, envelope_json, captured_at, expires_at, updated_at, degraded_reason';
+
+const SQL = {
+  readLease: `SELECT ${LEASE_COLUMNS} FROM HookProjectionLeases WHERE target_id = ?`,
+  readChannels: `SELECT ${CHANNEL_COLUMNS} FROM HookProjectionChannels WHERE target_id = ? ORDER BY channel`,
+  readChannel: `SELECT ${CHANNEL_COLUMNS} FROM HookProjectionChannels WHERE target_id = ? AND channel = ?`,
+  writeGrant: `UPDATE HookProjectionLeases SET fencing_epoch = ?, holder_token_hash = ?, holder_instance_digest = ?,
+                 acquired_at = ?, expires_at = ?, state = 'held'
+             WHERE target_id = ? AND fencing_epoch = ?`,
+  writeRelease: `UPDATE HookProjectionLeases SET state = 'released'
+             WHERE target_id = ? AND fencing_epoch = ? AND holder_token_hash = ? AND state = 'held'`,
+  insertAdmitted:
+    "INSERT OR IGNORE INTO HookProjectionLeases (target_id, fencing_epoch, state) VALUES (?, 0, 'unheld')",
+  upsertChannel: `INSERT OR REPLACE INTO HookProjectionChannels (${CHANNEL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+};
+
+/** Prepared statements per connection. */
+const prepared = new WeakMap();
+
+/** The prepared statement `name` of `SQL` on `db`. */
+function statement(db, name) {
+  let cache = prepared.get(db);
+  if (!cache) {
+    cache = new Map();
+    prepared.set(db, cache);
+  }
+  let stmt = cache.get(name);
+  if (!stmt) {
+    stmt = db.prepare(SQL[name]);
+    cache.set(name, stmt);
+  }
+  return stmt;
+}
+
+/** Runs one SQL effect of a machine on `db`. */
+function executeSqlEffect(db, effect) {
+  try {
+    switch (effect.kind) {
+      case 'readCommittedLease':
+      case 'readLease':
+        return { lease: statement(db, 'readLease').get(effect.targetId) };
+      case 'readChannels':
+        return { channels: statement(db, 'readChannels').all(effect.targetId) };
+      case 'begin':
+        db.exec('BEGIN IMMEDIATE');
+        return {};
+      case 'writeGrant': {
+        const info = statement(db, 'writeGrant').run(
+          effect.epoch,
+          effect.tokenHash,
+          effect.holder,
+          effect.acquiredAt,
+          effect.expiresAt,
+          effect.targetId,
+          effect.priorEpoch,
+        );
+        return { written: info.changes === 1 };
+      }
+      case 'writeRelease': {
+        const info = statement(db, 'writeRelease').run(effect.targetId, effect.epoch, effect.tokenHash);
+        return { written: info.changes === 1 };
+      }
+      case 'commit':
+        db.exec('COMMIT');
+        return {};
+      case 'rollback':
+        // Also after a failed commit: never leave the connection inside the transaction.
+        if (db.inTransaction) db.exec('ROLLBACK');
+        return {};
+      default:
+        return { error: { code: 'UNKNOWN_EFFECT', message: `unknown SQL effect ${effect.kind}` } };
+    }
+  } catch (e) {
+    return { error: { code: String(e.code || e.name || 'ERROR'), message: String(e.message) } };
+  }
+}
+
+module.exports = { SQL, statement, executeSqlEffect };

@@ -1,0 +1,845 @@
+//! The Node addon of solewriter: it runs the core's lease machines (`solewriter_core::machine`)
+//! and executes their file effects itself (through `solewriter_files::steps::FileSteps`, the
+//! same code the SQLite adapter runs), the clock and the tokens too — and hands every SQL
+//! effect to a JS function of the host, which runs it on the host's own SQLite connection
+//! (better-sqlite3). So a Node process keeps ONE SQLite: this crate links none (no rusqlite,
+//! no libsqlite3-sys in its dependency tree).
+//!
+//! Each machine runs to its end inside one synchronous call: the JS `execute(effect)` callback
+//! is called for each SQL effect (`readCommittedLease`, `begin`, `readLease`, `readChannels`,
+//! `writeGrant`, `writeRelease`, `commit`, `rollback`) and answers with a [`SqlAnswer`]. The
+//! transaction never spans an event-loop turn. Outcomes come back as JSON text (the JS layer
+//! turns `{"error": …}` into a thrown `Error` with a `code`).
+
+use napi::bindgen_prelude::{Buffer, Function, Uint8Array};
+use napi_derive::napi;
+use serde_json::{json, Value};
+use solewriter_core::channel::{ChannelRegistry, ChannelSpec, ProducerId, Submission};
+use solewriter_core::columns::{ChannelColumns, CorruptRow, LeaseColumns};
+use solewriter_core::config::LeaseTtl;
+use solewriter_core::lease::{Credential, Fenced, HeldBy};
+use solewriter_core::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
+use solewriter_core::machine::publish::{Publish, PublishEnd, PublishFailure, Published};
+use solewriter_core::machine::publish_now::{PublishNow, PublishNowEnd};
+use solewriter_core::machine::release::{Release, ReleaseFailure, ReleaseOutcome};
+use solewriter_core::machine::{drive, Effect, Input, Machine};
+use solewriter_core::names::InstanceDigest;
+use solewriter_core::target::{TargetId, TargetTuple};
+use solewriter_core::time::Millis;
+use solewriter_core::token::{HolderToken, TokenHash};
+use solewriter_core::watermark::{self, SubmissionPlan};
+use solewriter_files::atomic_file::RealFs;
+use solewriter_files::runtime::RuntimeRoot;
+use solewriter_files::steps::{DurableDirs, FileSteps};
+use std::sync::LazyLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Directories whose creation this process has seen fsynced in their parent.
+static DURABLE: LazyLock<DurableDirs> = LazyLock::new(DurableDirs::default);
+
+/// The largest integer a JS number holds exactly (2^53 - 1).
+const MAX_SAFE: u64 = (1 << 53) - 1;
+
+/// Why an effect or a call failed: `code` is the Rust error class in upper snake case
+/// (`BUSY`, `FENCED`, `NOT_ADMITTED`, ...).
+#[derive(Debug)]
+struct Failure {
+    code: String,
+    message: String,
+    /// More fields for the JS error (a fencing reason), or null.
+    detail: Value,
+}
+
+impl Failure {
+    fn new(code: &str, message: impl std::fmt::Display) -> Self {
+        Failure {
+            code: code.to_owned(),
+            message: message.to_string(),
+            detail: Value::Null,
+        }
+    }
+
+    fn json(self) -> Value {
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let (Value::Object(fields), Value::Object(detail)) = (&mut error, self.detail) {
+            fields.extend(detail);
+        }
+        json!({ "error": error })
+    }
+}
+
+impl From<solewriter_files::Error> for Failure {
+    fn from(e: solewriter_files::Error) -> Self {
+        use solewriter_files::Error as F;
+        let code = match &e {
+            F::Busy { .. } => "BUSY",
+            F::Io { .. } => "IO",
+            F::UnsafeRuntimeDir { .. } => "UNSAFE_RUNTIME_DIR",
+            F::NotDurable { .. } => "NOT_DURABLE",
+            F::Document(_) => "DOCUMENT",
+            F::NotPublished { .. } => "NOT_PUBLISHED",
+            F::Read { .. } => "READ",
+        };
+        Failure::new(code, e)
+    }
+}
+
+impl From<CorruptRow> for Failure {
+    fn from(e: CorruptRow) -> Self {
+        Failure::new("CORRUPT_ROW", format!("store holds a corrupt row ({e})"))
+    }
+}
+
+type Outcome = Result<Value, Failure>;
+
+/// The answer as JSON text: the outcome, or `{"error": {code, message, ...}}`.
+fn answer(outcome: Outcome) -> String {
+    match outcome {
+        Ok(value) => value.to_string(),
+        Err(failure) => failure.json().to_string(),
+    }
+}
+
+fn invalid(what: impl std::fmt::Display) -> Failure {
+    Failure::new("INVALID_INPUT", what)
+}
+
+/// A value for a JS number, refused beyond 2^53 - 1 (it would be rounded).
+fn js_int(value: u64) -> Result<i64, Failure> {
+    if value > MAX_SAFE {
+        return Err(Failure::new(
+            "CORRUPT_ROW",
+            format!("integer {value} exceeds what a JS number holds exactly"),
+        ));
+    }
+    Ok(value as i64)
+}
+
+/// A JS number as an unsigned integer, refused when negative, fractional or unsafe.
+fn from_js(value: f64, what: &str) -> Result<u64, Failure> {
+    if value.fract() != 0.0 || !(0.0..=MAX_SAFE as f64).contains(&value) {
+        return Err(invalid(format!(
+            "{what} must be a non-negative safe integer"
+        )));
+    }
+    Ok(value as u64)
+}
+
+/// The configuration every machine call takes.
+#[napi(object)]
+pub struct Options {
+    /// The channel registry: a JSON array of `{name, owner, envelopeSchema, maxEnvelopeBytes}`.
+    pub channels_json: String,
+    /// The lease TTL in ms.
+    pub lease_ttl_ms: f64,
+    /// How long the target lock is waited for, in ms.
+    pub busy_timeout_ms: f64,
+    /// The host's runtime root (it must exist).
+    pub runtime_root: String,
+    /// A fixed broker clock for this call (tests); the system clock when absent.
+    pub clock_ms: Option<f64>,
+}
+
+struct Config {
+    registry: ChannelRegistry,
+    ttl: LeaseTtl,
+    busy_timeout: Duration,
+    root: RuntimeRoot,
+    clock: Option<Millis>,
+}
+
+impl Config {
+    fn parse(options: &Options) -> Result<Self, Failure> {
+        let specs: Vec<ChannelSpec> = serde_json::from_str(&options.channels_json)
+            .map_err(|e| invalid(format!("channels: {e}")))?;
+        let registry =
+            ChannelRegistry::new(specs).map_err(|e| invalid(format!("channels: {e}")))?;
+        let ttl = LeaseTtl::from_millis(Some(from_js(options.lease_ttl_ms, "leaseTtlMs")?))
+            .map_err(|e| invalid(format!("leaseTtlMs: {e}")))?;
+        let busy_timeout =
+            Duration::from_millis(from_js(options.busy_timeout_ms, "busyTimeoutMs")?);
+        let clock = match options.clock_ms {
+            Some(ms) => Some(Millis(from_js(ms, "clockMs")?)),
+            None => None,
+        };
+        Ok(Config {
+            registry,
+            ttl,
+            busy_timeout,
+            root: RuntimeRoot::new(&options.runtime_root),
+            clock,
+        })
+    }
+
+    fn now(&self) -> Millis {
+        self.clock.unwrap_or_else(|| {
+            let ms = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0);
+            Millis(u64::try_from(ms).unwrap_or(u64::MAX))
+        })
+    }
+}
+
+/// A SQL effect for the host's executor. `kind` names it; the other fields are those the
+/// effect's statement binds (see the JS executor).
+#[napi(object)]
+pub struct SqlEffect {
+    /// `readCommittedLease`, `begin`, `readLease`, `readChannels`, `writeGrant`,
+    /// `writeRelease`, `commit` or `rollback`.
+    pub kind: String,
+    /// The target.
+    pub target_id: String,
+    /// The epoch to write (`writeGrant`) or to match (`writeRelease`).
+    pub epoch: Option<i64>,
+    /// The epoch the grant is written over (`writeGrant`).
+    pub prior_epoch: Option<i64>,
+    /// The token hash to write or to match (32 bytes).
+    pub token_hash: Option<Buffer>,
+    /// The holder instance digest (`writeGrant`).
+    pub holder: Option<String>,
+    /// `acquired_at` of the grant (`writeGrant`).
+    pub acquired_at: Option<i64>,
+    /// `expires_at` of the grant (`writeGrant`).
+    pub expires_at: Option<i64>,
+}
+
+impl SqlEffect {
+    fn bare(kind: &str, target: &TargetId) -> Self {
+        SqlEffect {
+            kind: kind.to_owned(),
+            target_id: target.as_str().to_owned(),
+            epoch: None,
+            prior_epoch: None,
+            token_hash: None,
+            holder: None,
+            acquired_at: None,
+            expires_at: None,
+        }
+    }
+}
+
+/// A `HookProjectionLeases` row as better-sqlite3 returns it.
+#[napi(object, use_nullable = true)]
+pub struct LeaseRow {
+    #[napi(js_name = "target_id")]
+    pub target_id: String,
+    #[napi(js_name = "fencing_epoch")]
+    pub fencing_epoch: i64,
+    #[napi(js_name = "holder_token_hash")]
+    pub holder_token_hash: Option<Uint8Array>,
+    #[napi(js_name = "holder_instance_digest")]
+    pub holder_instance_digest: Option<String>,
+    #[napi(js_name = "acquired_at")]
+    pub acquired_at: Option<i64>,
+    #[napi(js_name = "expires_at")]
+    pub expires_at: Option<i64>,
+    pub state: String,
+}
+
+/// A `HookProjectionChannels` row as better-sqlite3 returns it.
+#[napi(object, use_nullable = true)]
+pub struct ChannelRow {
+    #[napi(js_name = "target_id")]
+    pub target_id: String,
+    pub channel: String,
+    #[napi(js_name = "source_watermark")]
+    pub source_watermark: i64,
+    #[napi(js_name = "envelope_json")]
+    pub envelope_json: String,
+    #[napi(js_name = "captured_at")]
+    pub captured_at: i64,
+    #[napi(js_name = "expires_at")]
+    pub expires_at: i64,
+    #[napi(js_name = "updated_at")]
+    pub updated_at: i64,
+    #[napi(js_name = "degraded_reason")]
+    pub degraded_reason: Option<String>,
+}
+
+impl LeaseRow {
+    fn columns(self) -> LeaseColumns {
+        LeaseColumns {
+            target_id: self.target_id,
+            fencing_epoch: self.fencing_epoch,
+            holder_token_hash: self.holder_token_hash.map(|b| b.to_vec()),
+            holder_instance_digest: self.holder_instance_digest,
+            acquired_at: self.acquired_at,
+            expires_at: self.expires_at,
+            state: self.state,
+        }
+    }
+}
+
+impl ChannelRow {
+    fn columns(self) -> ChannelColumns {
+        ChannelColumns {
+            target_id: self.target_id,
+            channel: self.channel,
+            source_watermark: self.source_watermark,
+            envelope_json: self.envelope_json,
+            captured_at: self.captured_at,
+            expires_at: self.expires_at,
+            updated_at: self.updated_at,
+            degraded_reason: self.degraded_reason,
+        }
+    }
+}
+
+/// A failed SQL effect: `code` is better-sqlite3's (`SQLITE_BUSY`, ...).
+#[napi(object)]
+pub struct SqlError {
+    pub code: String,
+    pub message: String,
+}
+
+/// The host's answer to a SQL effect: `lease` for the lease reads (absent: no row),
+/// `channels` for `readChannels`, `written` for the conditional writes, `error` when the
+/// statement failed.
+#[napi(object)]
+pub struct SqlAnswer {
+    pub lease: Option<LeaseRow>,
+    pub channels: Option<Vec<ChannelRow>>,
+    pub written: Option<bool>,
+    pub error: Option<SqlError>,
+}
+
+/// The host's executor of SQL effects.
+type Execute<'f> = Function<'f, SqlEffect, Option<SqlAnswer>>;
+
+/// One run of a machine: the host's SQL executor, the file steps, the clock.
+struct Run<'a, 'f> {
+    execute: &'a Execute<'f>,
+    target: &'a TargetId,
+    config: &'a Config,
+    files: FileSteps<'a>,
+}
+
+impl<'a, 'f> Run<'a, 'f> {
+    fn new(execute: &'a Execute<'f>, target: &'a TargetId, config: &'a Config) -> Self {
+        Run {
+            execute,
+            target,
+            config,
+            files: FileSteps::new(&config.root, target, &RealFs, &DURABLE, config.busy_timeout),
+        }
+    }
+
+    fn drive<M: Machine<Failure>>(&mut self, machine: &mut M) {
+        drive(machine, |effect| Some(self.step(effect)));
+    }
+
+    /// Hands `effect` to the host; its answer, or the failure it reported.
+    fn sql(&self, effect: SqlEffect) -> Result<SqlAnswer, Failure> {
+        let kind = effect.kind.clone();
+        let answer = self
+            .execute
+            .call(effect)
+            .map_err(|e| Failure::new("HOST", format!("the SQL executor threw on `{kind}`: {e}")))?
+            .ok_or_else(|| {
+                Failure::new(
+                    "HOST",
+                    format!("the SQL executor gave no answer to `{kind}`"),
+                )
+            })?;
+        match answer.error {
+            Some(SqlError { code, message }) if code.starts_with("SQLITE_BUSY") => {
+                Err(Failure::new(
+                    "BUSY",
+                    format!("store is busy ({message}); nothing was written"),
+                ))
+            }
+            Some(SqlError { code, message }) => Err(Failure::new(
+                "SQLITE",
+                format!(
+                    "store operation failed ({code}: {message}); the transaction was rolled back"
+                ),
+            )),
+            None => Ok(answer),
+        }
+    }
+
+    fn lease(&self, kind: &str) -> Input<Failure> {
+        let read = self.sql(SqlEffect::bare(kind, self.target)).and_then(|a| {
+            a.lease
+                .map(|row| row.columns().decode().map_err(Failure::from))
+                .transpose()
+        });
+        match read {
+            Ok(lease) => Input::Lease(lease),
+            Err(e) => Input::Failed(e),
+        }
+    }
+
+    fn written(&self, effect: SqlEffect) -> Input<Failure> {
+        let kind = effect.kind.clone();
+        match self.sql(effect).and_then(|a| {
+            a.written
+                .ok_or_else(|| Failure::new("HOST", format!("`{kind}` answered without `written`")))
+        }) {
+            Ok(written) => Input::Written(written),
+            Err(e) => Input::Failed(e),
+        }
+    }
+
+    fn done(&self, kind: &str) -> Input<Failure> {
+        match self.sql(SqlEffect::bare(kind, self.target)) {
+            Ok(_) => Input::Done,
+            Err(e) => Input::Failed(e),
+        }
+    }
+
+    fn step(&mut self, effect: Effect<'_>) -> Input<Failure> {
+        if let Some(input) = self.files.execute(&effect) {
+            return input;
+        }
+        match effect {
+            Effect::ReadCommittedLease => self.lease("readCommittedLease"),
+            Effect::Begin => self.done("begin"),
+            Effect::ReadLease => self.lease("readLease"),
+            Effect::ReadClock => Input::Clock(self.config.now()),
+            Effect::ReadChannels => {
+                let read = self
+                    .sql(SqlEffect::bare("readChannels", self.target))
+                    .and_then(|a| {
+                        a.channels
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|row| row.columns().decode().map_err(Failure::from))
+                            .collect::<Result<Vec<_>, _>>()
+                    });
+                match read {
+                    Ok(rows) => Input::Channels(rows),
+                    Err(e) => Input::Failed(e),
+                }
+            }
+            Effect::WriteGrant(plan) => {
+                let grant = &plan.grant;
+                let effect = (|| {
+                    Ok(SqlEffect {
+                        epoch: Some(js_int(plan.epoch)?),
+                        prior_epoch: Some(js_int(plan.prior_epoch)?),
+                        token_hash: Some(grant.holder_token_hash.as_bytes().to_vec().into()),
+                        holder: Some(grant.holder_instance_digest.as_str().to_owned()),
+                        acquired_at: Some(js_int(grant.acquired_at.0)?),
+                        expires_at: Some(js_int(grant.expires_at.0)?),
+                        ..SqlEffect::bare("writeGrant", &plan.target_id)
+                    })
+                })();
+                match effect {
+                    Ok(effect) => self.written(effect),
+                    Err(e) => Input::Failed(e),
+                }
+            }
+            Effect::WriteRelease(plan) => match js_int(plan.epoch) {
+                Ok(epoch) => self.written(SqlEffect {
+                    epoch: Some(epoch),
+                    token_hash: Some(plan.token_hash.as_bytes().to_vec().into()),
+                    ..SqlEffect::bare("writeRelease", &plan.target_id)
+                }),
+                Err(e) => Input::Failed(e),
+            },
+            Effect::Reached(_) => Input::Done,
+            Effect::Commit => self.done("commit"),
+            // The transaction ends either way (the host's executor makes sure of it).
+            Effect::Rollback => {
+                let _ = self.done("rollback");
+                Input::Done
+            }
+            Effect::LockTarget
+            | Effect::PrepareDir
+            | Effect::SyncParents
+            | Effect::RemoveOrphans
+            | Effect::WriteTemp(_)
+            | Effect::RemoveTemp
+            | Effect::Rename
+            | Effect::SyncDir
+            | Effect::UnlockTarget => unreachable!("file effects are executed by FileSteps"),
+            Effect::Finished => unreachable!("`drive` stops at Finished"),
+        }
+    }
+}
+
+fn fenced_json(fenced: Fenced) -> Value {
+    match fenced {
+        Fenced::Superseded { current_epoch } => {
+            json!({"reason": "superseded", "currentEpoch": current_epoch})
+        }
+        Fenced::TokenMismatch => json!({"reason": "token-mismatch"}),
+        Fenced::Expired => json!({"reason": "expired"}),
+        Fenced::Released => json!({"reason": "released"}),
+        Fenced::NeverGranted => json!({"reason": "never-granted"}),
+        other => json!({"reason": "other", "detail": other.to_string()}),
+    }
+}
+
+fn held_json(held: &HeldBy) -> Value {
+    json!({"held": {
+        "epoch": held.fencing_epoch,
+        "holder": held.holder_instance_digest.as_str(),
+        "expiresAt": held.expires_at.0,
+        "retryAfterMs": held.retry_after_ms,
+    }})
+}
+
+fn acquire_failure(target: &TargetId, failure: AcquireFailure<Failure>) -> Failure {
+    match failure {
+        AcquireFailure::NotAdmitted => not_admitted(target),
+        AcquireFailure::Inconsistent(e) => Failure::new("INCONSISTENT_LEASE", e),
+        AcquireFailure::EpochExhausted => Failure::new(
+            "EPOCH_EXHAUSTED",
+            "fencing epoch exhausted for this target; nothing was written",
+        ),
+        AcquireFailure::RowChanged => row_changed(),
+        AcquireFailure::Effect(e) => e,
+    }
+}
+
+fn release_failure(target: &TargetId, failure: ReleaseFailure<Failure>) -> Failure {
+    match failure {
+        ReleaseFailure::NotAdmitted => not_admitted(target),
+        ReleaseFailure::Inconsistent(e) => Failure::new("INCONSISTENT_LEASE", e),
+        ReleaseFailure::RowChanged => row_changed(),
+        ReleaseFailure::Effect(e) => e,
+    }
+}
+
+fn not_admitted(target: &TargetId) -> Failure {
+    Failure::new(
+        "NOT_ADMITTED",
+        format!("target {target} is not admitted; nothing was written"),
+    )
+}
+
+fn row_changed() -> Failure {
+    Failure::new(
+        "CORRUPT_ROW",
+        "store holds a corrupt row (lease row changed under the write lock); nothing was written",
+    )
+}
+
+/// The answer of a publication that ran: published, or why not (and whether the release
+/// that every path runs failed too).
+fn published(
+    config: &Config,
+    target: &TargetId,
+    result: Result<Published, PublishFailure<Failure>>,
+    release: Result<ReleaseOutcome, ReleaseFailure<Failure>>,
+) -> Outcome {
+    let not_released = release.err().map(|f| release_failure(target, f));
+    let failure = match result {
+        Ok(p) => {
+            return match not_released {
+                None => Ok(json!({"published": {
+                    "targetId": target.as_str(),
+                    "epoch": p.fencing_epoch,
+                    "bytes": p.bytes,
+                    "publishedAt": p.published_at.0,
+                    "path": config.root.current_path(target),
+                }})),
+                Some(e) => Err(Failure::new(
+                    "PUBLISHED_NOT_RELEASED",
+                    format!("current.json was replaced, but the lease release did not commit ({}); the lease expires on its own", e.message),
+                )),
+            }
+        }
+        Err(PublishFailure::NotAdmitted) => not_admitted(target),
+        Err(PublishFailure::Inconsistent(e)) => Failure::new("INCONSISTENT_LEASE", e),
+        Err(PublishFailure::Fenced(fenced)) => {
+            let mut failure = Failure::new(
+                "FENCED",
+                format!("publication fenced ({fenced}); current.json was not touched"),
+            );
+            failure.detail = fenced_json(fenced);
+            failure
+        }
+        Err(PublishFailure::Document(e)) => Failure::new("DOCUMENT", e),
+        Err(PublishFailure::Expired(passed)) => Failure::new(
+            "LEASE_EXPIRED",
+            format!("{passed}; current.json was not touched"),
+        ),
+        Err(PublishFailure::Effect(e) | PublishFailure::NotDurable(e)) => e,
+    };
+    Err(match not_released {
+        None => failure,
+        Some(e) => Failure::new(
+            "RELEASE_FAILED",
+            format!(
+                "{} ({}); the conditional release did not commit ({}), so the lease stays held until it expires",
+                failure.message, failure.code, e.message
+            ),
+        ),
+    })
+}
+
+fn publish_with(config: &Config, execute: &Execute<'_>, credential: Credential) -> Outcome {
+    let target = credential.target_id.clone();
+    let mut machine = Publish::new(credential, &config.registry);
+    Run::new(execute, &target, config).drive(&mut machine);
+    match machine.into_end() {
+        PublishEnd::NotStarted(e) => Err(e),
+        PublishEnd::Ran { result, release } => published(config, &target, result, release),
+    }
+}
+
+fn parse_target(text: &str) -> Result<TargetId, Failure> {
+    TargetId::parse(text).map_err(|e| invalid(format!("target id: {e}")))
+}
+
+fn parse_holder(text: &str) -> Result<InstanceDigest, Failure> {
+    InstanceDigest::parse(text).map_err(|e| invalid(format!("holder: {e}")))
+}
+
+fn token(hex: Option<String>) -> Result<HolderToken, Failure> {
+    match hex {
+        Some(text) => {
+            HolderToken::from_hex(&text).ok_or_else(|| invalid("token must be 64 hex characters"))
+        }
+        None => {
+            let mut bytes = [0u8; 32];
+            getrandom::fill(&mut bytes).map_err(|e| {
+                Failure::new(
+                    "RANDOM",
+                    format!("random source failed ({e}); nothing was written"),
+                )
+            })?;
+            Ok(HolderToken::from_bytes(bytes))
+        }
+    }
+}
+
+/// A grant, as a JS caller keeps it between `acquire` and `publish` or `release`.
+#[napi(object)]
+pub struct GrantIn {
+    pub target_id: String,
+    pub epoch: f64,
+    /// The token hash, 64 hex characters.
+    pub token_hash: String,
+}
+
+fn credential(grant: &GrantIn) -> Result<Credential, Failure> {
+    Ok(Credential {
+        target_id: parse_target(&grant.target_id)?,
+        epoch: from_js(grant.epoch, "epoch")?,
+        token_hash: TokenHash::from_bytes(
+            solewriter_core::hex::decode32(&grant.token_hash)
+                .ok_or_else(|| invalid("tokenHash must be 64 hex characters"))?,
+        ),
+    })
+}
+
+/// The target id (64 hex) of an attested tuple given as JSON (an object with exactly its
+/// seven camelCase fields).
+#[napi]
+pub fn target_id(tuple_json: String) -> String {
+    answer(
+        TargetTuple::from_json(&tuple_json)
+            .map(|t| json!({"targetId": t.target_id().as_str()}))
+            .map_err(|e| invalid(format!("tuple: {e}"))),
+    )
+}
+
+/// Acquires the lease of `target` for `holder`: `{"granted": {...}}` or `{"held": {...}}`.
+#[napi]
+pub fn acquire(
+    options: Options,
+    target: String,
+    holder: String,
+    execute: Execute<'_>,
+    token_hex: Option<String>,
+) -> String {
+    answer((|| {
+        let config = Config::parse(&options)?;
+        let target = parse_target(&target)?;
+        let holder = parse_holder(&holder)?;
+        let token = token(token_hex)?;
+        let mut machine = Acquire::new(Applicant {
+            token_hash: token.hash(),
+            holder_instance_digest: holder.clone(),
+            ttl: config.ttl,
+        });
+        Run::new(&execute, &target, &config).drive(&mut machine);
+        match machine.into_result() {
+            Acquired::Granted(plan) => Ok(json!({"granted": {
+                "targetId": plan.target_id.as_str(),
+                "epoch": plan.epoch,
+                "tokenHash": solewriter_core::hex::encode(token.hash().as_bytes()),
+                "holder": holder.as_str(),
+                "acquiredAt": plan.grant.acquired_at.0,
+                "expiresAt": plan.grant.expires_at.0,
+            }})),
+            Acquired::Held(held) => Ok(held_json(&held)),
+            Acquired::Failed(failure) => Err(acquire_failure(&target, failure)),
+        }
+    })())
+}
+
+/// Publishes `current.json` with a grant and releases it: `{"published": {...}}`.
+#[napi]
+pub fn publish(options: Options, grant: GrantIn, execute: Execute<'_>) -> String {
+    answer(
+        Config::parse(&options)
+            .and_then(|config| publish_with(&config, &execute, credential(&grant)?)),
+    )
+}
+
+/// Grant, publish and release in one envelope: `{"published": {...}}` or `{"held": {...}}`.
+#[napi]
+pub fn publish_now(
+    options: Options,
+    target: String,
+    holder: String,
+    execute: Execute<'_>,
+    token_hex: Option<String>,
+) -> String {
+    answer((|| {
+        let config = Config::parse(&options)?;
+        let target = parse_target(&target)?;
+        let holder = parse_holder(&holder)?;
+        let token = token(token_hex)?;
+        let mut machine = PublishNow::new(
+            Applicant {
+                token_hash: token.hash(),
+                holder_instance_digest: holder,
+                ttl: config.ttl,
+            },
+            &config.registry,
+        );
+        Run::new(&execute, &target, &config).drive(&mut machine);
+        match machine.into_end() {
+            PublishNowEnd::NotGranted(Acquired::Held(held)) => Ok(held_json(&held)),
+            PublishNowEnd::NotGranted(Acquired::Failed(failure)) => {
+                Err(acquire_failure(&target, failure))
+            }
+            PublishNowEnd::NotGranted(Acquired::Granted(_)) => {
+                unreachable!("a one-shot publication that was granted ran")
+            }
+            // A takeover of an expired grant committed on its own: publish with it in a second
+            // envelope (see `solewriter_core::machine::publish_now`).
+            PublishNowEnd::TakenOver(plan) => publish_with(
+                &config,
+                &execute,
+                Credential {
+                    target_id: plan.target_id,
+                    epoch: plan.epoch,
+                    token_hash: token.hash(),
+                },
+            ),
+            PublishNowEnd::Ran {
+                result, release, ..
+            } => published(&config, &target, result, release),
+        }
+    })())
+}
+
+/// The conditional release of a grant: `{"released": true}` or `{"notHolder": {reason}}`.
+#[napi]
+pub fn release(options: Options, grant: GrantIn, execute: Execute<'_>) -> String {
+    answer((|| {
+        let config = Config::parse(&options)?;
+        let credential = credential(&grant)?;
+        let target = credential.target_id.clone();
+        let mut machine = Release::new(credential);
+        Run::new(&execute, &target, &config).drive(&mut machine);
+        match machine.into_result() {
+            Ok(ReleaseOutcome::Released) => Ok(json!({"released": true})),
+            Ok(ReleaseOutcome::NotHolder(fenced)) => Ok(json!({"notHolder": fenced_json(fenced)})),
+            Err(failure) => Err(release_failure(&target, failure)),
+        }
+    })())
+}
+
+/// A producer's submission, as the JS caller gives it.
+#[napi(object)]
+pub struct SubmissionIn {
+    pub target_id: String,
+    pub channel: String,
+    pub source_watermark: f64,
+    pub envelope_json: String,
+    pub captured_at: f64,
+    pub expires_at: f64,
+}
+
+/// Decides a submission (`watermark::decide_submission`) from the rows the caller read
+/// inside its write transaction: `{"plan": "insert"|"advance"|"replay"|"degrade", "row":
+/// {...}}` (the row to upsert, absent for a replay) or a `REJECTED` error.
+#[napi]
+pub fn decide_submission(
+    options: Options,
+    producer: String,
+    admitted: bool,
+    existing: Option<ChannelRow>,
+    submission: SubmissionIn,
+) -> String {
+    answer((|| {
+        let config = Config::parse(&options)?;
+        let producer =
+            ProducerId::parse(&producer).map_err(|e| invalid(format!("producer: {e}")))?;
+        let existing = existing.map(|row| row.columns().decode()).transpose()?;
+        let submission = Submission {
+            target_id: parse_target(&submission.target_id)?,
+            channel: solewriter_core::channel::ChannelName::parse(&submission.channel)
+                .map_err(|e| invalid(format!("channel: {e}")))?,
+            source_watermark: from_js(submission.source_watermark, "sourceWatermark")?,
+            envelope_json: submission.envelope_json,
+            captured_at: Millis(from_js(submission.captured_at, "capturedAt")?),
+            expires_at: Millis(from_js(submission.expires_at, "expiresAt")?),
+        };
+        let plan = watermark::decide_submission(
+            &config.registry,
+            &producer,
+            admitted,
+            existing.as_ref(),
+            &submission,
+            config.now(),
+        )
+        .map_err(|rejected| {
+            Failure::new(
+                "REJECTED",
+                format!("submission rejected ({rejected}); nothing was written"),
+            )
+        })?;
+        let (name, record) = match &plan {
+            SubmissionPlan::Insert(record) => ("insert", Some(record)),
+            SubmissionPlan::Advance(record) => ("advance", Some(record)),
+            SubmissionPlan::Replay => ("replay", None),
+            SubmissionPlan::Degrade { record } => ("degrade", Some(record)),
+        };
+        let row = match record {
+            None => Value::Null,
+            Some(r) => json!({
+                "target_id": r.target_id.as_str(),
+                "channel": r.channel.as_str(),
+                "source_watermark": js_int(r.source_watermark)?,
+                "envelope_json": r.envelope_json,
+                "captured_at": js_int(r.captured_at.0)?,
+                "expires_at": js_int(r.expires_at.0)?,
+                "updated_at": js_int(r.updated_at.0)?,
+                "degraded_reason": r.degraded_reason.map(|d| d.as_str()),
+            }),
+        };
+        Ok(json!({"plan": name, "row": row}))
+    })())
+}
+
+/// Reads and validates the published document of `target`: `{"document": {...}}`.
+#[napi]
+pub fn read_projection(runtime_root: String, target: String) -> String {
+    answer((|| {
+        let target = parse_target(&target)?;
+        let doc =
+            solewriter_files::runtime::read_projection(&RuntimeRoot::new(runtime_root), &target)?;
+        Ok(json!({"document": doc}))
+    })())
+}
+
+/// The `CREATE TABLE` statements of the two tables, in creation order, exactly as the SQLite
+/// adapter writes them (`solewriter_core::schema`): a JSON array of two strings.
+#[napi]
+pub fn schema_statements() -> String {
+    let statements: Vec<String> = (0..solewriter_core::schema::TABLE_NAMES.len())
+        .map(|i| solewriter_core::schema::create_statement(i, true))
+        .collect();
+    json!(statements).to_string()
+}

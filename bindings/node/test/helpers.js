@@ -1,0 +1,69 @@
+'use strict';
+/** Shared fixtures of the Node tests: a host database in WAL mode, the two channels of the Rust
+ * fixtures (`verification/src/fixtures.rs`), tuples, submissions and a hand-moved clock. */
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const Database = require('better-sqlite3');
+const { initialize, ProjectionStore } = require('..');
+
+const TTL_MS = 100;
+const START = 1000;
+const CHANNELS = [
+  { name: 'computed-route', owner: 'router', envelopeSchema: 'computed-route.v1', maxEnvelopeBytes: 4096 },
+  { name: 'lifecycle-frontier', owner: 'frontier', envelopeSchema: 'lifecycle-frontier.v1', maxEnvelopeBytes: 4096 },
+];
+
+/** The `n`-th attested tuple (as `fixtures::tuple`). */
+function tuple(n) {
+  return {
+    schemaVersion: '1',
+    capability: 'hook-projection',
+    agentId: `agent-${n}`,
+    harnessType: 'claude-code',
+    instanceKeyDigest: 'inst',
+    workspaceKeyDigest: 'ws',
+    projectionKind: 'live-lane',
+  };
+}
+
+/** A submission on channel `c` (as `fixtures::submission`). */
+function submission(targetId, c, watermark, body, capturedAt = START) {
+  const { name, envelopeSchema: schema } = CHANNELS[c];
+  return {
+    targetId,
+    channel: name,
+    sourceWatermark: watermark,
+    envelopeJson: `{"schema":"${schema}","notAuthority":true,"body":"${body}"}`,
+    capturedAt,
+    expiresAt: capturedAt + 60000,
+  };
+}
+
+/** A scratch directory on RAM when the system has one. */
+function scratch() {
+  const base = fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir();
+  return fs.mkdtempSync(path.join(base, 'solewriter-node-'));
+}
+
+/** A host database in WAL mode with the two tables, a runtime root, a clock and a store. */
+function setup({ ttlMs = TTL_MS, dir = scratch() } = {}) {
+  const dbPath = path.join(dir, 'host.sqlite');
+  const db = new Database(dbPath, { timeout: 5000 });
+  db.pragma('journal_mode = WAL');
+  initialize(db);
+  const runtimeRoot = path.join(dir, 'runtime');
+  fs.mkdirSync(runtimeRoot, { recursive: true });
+  const clock = { now: START };
+  const store = new ProjectionStore(db, {
+    runtimeRoot,
+    channels: CHANNELS,
+    leaseTtlMs: ttlMs,
+    busyTimeoutMs: 5000,
+    clock: () => clock.now,
+  });
+  return { dir, dbPath, db, runtimeRoot, clock, store };
+}
+
+module.exports = { TTL_MS, START, CHANNELS, tuple, submission, scratch, setup };
