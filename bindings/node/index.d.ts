@@ -125,6 +125,9 @@ export class ProjectionStore {
   readProjection(targetId: string): any;
 }
 
+/** The target id (64 hex) of an attested tuple. */
+export function targetId(tuple: TargetTuple): string;
+
 /** Reads and validates a published document. */
 export function readProjection(runtimeRoot: string, targetId: string): any;
 

@@ -139,13 +139,13 @@ class ProjectionStore {
 
   /** Admits the target of an attested tuple (an object with its seven camelCase fields); its id. */
   admitTarget(tuple) {
-    const { targetId } = unwrap(addon.targetId(JSON.stringify(tuple)));
+    const id = targetId(tuple);
     try {
-      statement(this.db, 'insertAdmitted').run(targetId);
+      statement(this.db, 'insertAdmitted').run(id);
     } catch (e) {
       throw sqliteError(e);
     }
-    return targetId;
+    return id;
   }
 
   /**
@@ -211,9 +211,14 @@ class ProjectionStore {
   }
 }
 
+/** The target id (64 hex) of an attested tuple (an object with its seven camelCase fields). */
+function targetId(tuple) {
+  return unwrap(addon.targetId(JSON.stringify(tuple))).targetId;
+}
+
 /** Reads and validates `<runtimeRoot>/hook-projections/<targetId>/current.json`. */
 function readProjection(runtimeRoot, targetId) {
   return unwrap(addon.readProjection(runtimeRoot, targetId)).document;
 }
 
-module.exports = { initialize, ProjectionStore, readProjection, executeSqlEffect, SQL };
+module.exports = { initialize, ProjectionStore, targetId, readProjection, executeSqlEffect, SQL };

@@ -37,7 +37,7 @@ function submission(targetId, c, watermark, body, capturedAt = START) {
     sourceWatermark: watermark,
     envelopeJson: `{"schema":"${schema}","notAuthority":true,"body":"${body}"}`,
     capturedAt,
-    expiresAt: capturedAt + 60000,
+    expiresAt: capturedAt + 10 * TTL_MS,
   };
 }
 
