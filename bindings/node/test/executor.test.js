@@ -1,0 +1,70 @@
+'use strict';
+/**
+ * The JS executor's conditional writes are fenced by their own WHERE clauses, not only by the
+ * machine's decision made before them: each condition, broken alone, changes no row (the
+ * same pins as the Rust adapter's `rows.rs` tests). And `initialize` refuses another shape.
+ */
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const Database = require('better-sqlite3');
+const { executeSqlEffect, initialize } = require('..');
+const { setup, tuple } = require('./helpers');
+
+const hash = (n) => Buffer.alloc(32, n);
+
+function grant(targetId, epoch, token) {
+  return {
+    kind: 'writeGrant',
+    targetId,
+    epoch,
+    priorEpoch: epoch - 1,
+    tokenHash: hash(token),
+    holder: 'h',
+    acquiredAt: 10,
+    expiresAt: 20,
+  };
+}
+
+const release = (targetId, epoch, token) => ({ kind: 'writeRelease', targetId, epoch, tokenHash: hash(token) });
+
+test('a grant is written only over the epoch it was decided on', () => {
+  const { db, store } = setup();
+  const t = store.admitTarget(tuple(0));
+  assert.deepEqual(executeSqlEffect(db, grant(t, 1, 1)), { written: true });
+  assert.deepEqual(executeSqlEffect(db, grant(t, 1, 2)), { written: false }, 'stale prior epoch');
+  assert.deepEqual(executeSqlEffect(db, grant(t, 2, 2)), { written: true });
+  assert.equal(executeSqlEffect(db, { kind: 'readLease', targetId: t }).lease.fencing_epoch, 2);
+});
+
+test('a release changes the row only with its epoch, its token and a held row', () => {
+  const { db, store } = setup();
+  const t = store.admitTarget(tuple(0));
+  executeSqlEffect(db, grant(t, 1, 1));
+  executeSqlEffect(db, grant(t, 2, 2));
+  assert.deepEqual(executeSqlEffect(db, release(t, 1, 2)), { written: false }, 'wrong epoch');
+  assert.deepEqual(executeSqlEffect(db, release(t, 2, 1)), { written: false }, 'wrong token');
+  assert.deepEqual(executeSqlEffect(db, release(t, 2, 2)), { written: true });
+  assert.deepEqual(executeSqlEffect(db, release(t, 2, 2)), { written: false }, 'already released');
+});
+
+test('a failed statement is reported, not thrown, and rollback leaves no transaction', () => {
+  const { db } = setup();
+  assert.deepEqual(executeSqlEffect(db, { kind: 'begin' }), {});
+  assert.equal(executeSqlEffect(db, { kind: 'begin' }).error.code, 'SQLITE_ERROR');
+  assert.deepEqual(executeSqlEffect(db, { kind: 'rollback' }), {});
+  assert.equal(db.inTransaction, false);
+});
+
+test('initialize is idempotent and refuses another shape or a journal that is not WAL', () => {
+  const { db } = setup();
+  assert.equal(initialize(db), 'present');
+  db.exec('CREATE INDEX extra ON HookProjectionChannels (channel)');
+  assert.throws(() => initialize(db), { code: 'FOREIGN_SCHEMA' });
+  const other = new Database(':memory:');
+  assert.throws(() => initialize(other), { code: 'FOREIGN_SCHEMA' });
+  const shaped = setup().db;
+  shaped.exec('DROP TABLE HookProjectionChannels');
+  shaped.exec('CREATE TABLE HookProjectionChannels (target_id TEXT)');
+  assert.throws(() => initialize(shaped), { code: 'FOREIGN_SCHEMA' });
+});

@@ -1,0 +1,152 @@
+'use strict';
+/**
+ * Fencing across languages and processes, on one host database: Node holders (better-sqlite3,
+ * `node_holder.js`) and Rust holders (the CLI's `holder` subcommand) contend for the same
+ * target, all reading one broker clock from a file. A holder frozen with SIGSTOP past its
+ * expiry is taken over by a holder of the other language; resumed, it is fenced and
+ * `current.json` stays the successor's document. Meanwhile a host process writes its own
+ * `SummarizationJobs` table in its own transactions: every one of its rows lands, its schema
+ * is untouched.
+ */
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const readline = require('node:readline');
+const { spawn, execFileSync } = require('node:child_process');
+const { readProjection } = require('..');
+const { setup, tuple, submission, CHANNELS } = require('./helpers');
+
+const ROOT = path.join(__dirname, '..', '..', '..');
+const TTL_MS = 1500;
+
+/** The CLI binary, built if needed. */
+function cli() {
+  execFileSync('cargo', ['build', '-q', '-p', 'solewriter-cli'], { cwd: ROOT, stdio: 'inherit' });
+  const target = process.env.CARGO_TARGET_DIR || path.join(ROOT, 'target');
+  return path.join(target, 'debug', 'solewriter');
+}
+
+/** A child speaking the holder protocol; `ask` sends a line and resolves with the answer. */
+function holder(child) {
+  const answers = [];
+  const waiting = [];
+  readline.createInterface({ input: child.stdout }).on('line', (line) => {
+    const next = waiting.shift();
+    if (next) next(line);
+    else answers.push(line);
+  });
+  child.stderr.on('data', (d) => process.stderr.write(d));
+  return {
+    child,
+    ask(command) {
+      child.stdin.write(`${command}\n`);
+      return answers.length ? Promise.resolve(answers.shift()) : new Promise((resolve) => waiting.push(resolve));
+    },
+    stop() {
+      child.stdin.end();
+      return new Promise((resolve) => child.on('exit', resolve));
+    },
+  };
+}
+
+test('a frozen holder of either language is fenced after a takeover by the other', { timeout: 120000 }, async () => {
+  const { dir, dbPath, db, runtimeRoot, store } = setup({ ttlMs: TTL_MS });
+  const target = store.admitTarget(tuple(0));
+  assert.equal(store.submit('router', submission(target, 0, 1, 'x')), 'inserted');
+  db.exec(`CREATE TABLE SummarizationJobs (id INTEGER PRIMARY KEY, body TEXT NOT NULL, created_at TEXT NOT NULL)`);
+  const jobsSchema = db.prepare("SELECT sql FROM sqlite_master WHERE name = 'SummarizationJobs'").get().sql;
+  const clockFile = path.join(dir, 'clock');
+  const setClock = (ms) => {
+    fs.writeFileSync(`${clockFile}.tmp`, String(ms));
+    fs.renameSync(`${clockFile}.tmp`, clockFile);
+  };
+  setClock(1000);
+  const toml = [
+    `store = ${JSON.stringify(dbPath)}`,
+    `runtime_root = ${JSON.stringify(runtimeRoot)}`,
+    `lease_ttl_ms = ${TTL_MS}`,
+    'busy_timeout_ms = 5000',
+    ...CHANNELS.flatMap((c) => [
+      '[[channels]]',
+      `name = "${c.name}"`,
+      `owner = "${c.owner}"`,
+      `envelope_schema = "${c.envelopeSchema}"`,
+      `max_envelope_bytes = ${c.maxEnvelopeBytes}`,
+    ]),
+  ].join('\n');
+  fs.writeFileSync(path.join(dir, 'solewriter.toml'), toml);
+  const bin = cli();
+  const rust = (instance) =>
+    holder(
+      spawn(bin, ['holder', '--config', path.join(dir, 'solewriter.toml'), '--target', target, '--instance', instance], {
+        env: { ...process.env, SOLEWRITER_TEST_CLOCK_FILE: clockFile },
+      }),
+    );
+  const node = (instance) =>
+    holder(
+      spawn(process.execPath, [
+        path.join(__dirname, 'node_holder.js'),
+        JSON.stringify({ dbPath, runtimeRoot, target, instance, leaseTtlMs: TTL_MS, channels: CHANNELS, clockFile }),
+      ]),
+    );
+  // The host's own writer: one row per transaction, with its own busy timeout, until stopped.
+  const jobs = spawn(process.execPath, [
+    '-e',
+    `const db = new (require(${JSON.stringify(require.resolve('better-sqlite3'))}))(${JSON.stringify(dbPath)}, { timeout: 5000 });
+     const insert = db.prepare("INSERT INTO SummarizationJobs (body, created_at) VALUES (?, datetime('now'))");
+     let n = 0, stop = false;
+     process.stdin.on('data', () => { stop = true; });
+     (function loop() { if (stop) { console.log(n); db.close(); process.exit(0); } db.transaction(() => insert.run('job ' + n))(); n++; setImmediate(loop); })();`,
+  ]);
+  const jobsDone = new Promise((resolve) => {
+    let out = '';
+    jobs.stdout.on('data', (d) => (out += d));
+    jobs.stderr.on('data', (d) => process.stderr.write(d));
+    jobs.on('exit', (code) => resolve({ code, written: Number(out.trim()) }));
+  });
+
+  const current = () => readProjection(runtimeRoot, target);
+  const nodeA = node('node-a');
+  const rustB = rust('rust-b');
+  const rustC = rust('rust-c');
+  const nodeD = node('node-d');
+
+  // Round 1: a Node holder frozen past its expiry; a Rust holder takes over.
+  assert.match(await nodeA.ask('acquire'), /^acquired 1 /);
+  assert.match(await rustB.ask('acquire'), /^held 1 /);
+  nodeA.child.kill('SIGSTOP');
+  setClock(1000 + TTL_MS);
+  assert.match(await rustB.ask('acquire'), /^acquired 2 /);
+  assert.match(await rustB.ask('publish'), /^published 2 /);
+  nodeA.child.kill('SIGCONT');
+  assert.equal(await nodeA.ask('publish'), 'fenced superseded 2');
+  assert.equal(current().fencingEpoch, 2, "current.json is the successor's");
+
+  // Round 2: a Rust holder frozen past its expiry; a Node holder takes over.
+  assert.match(await rustC.ask('acquire'), /^acquired 3 /);
+  rustC.child.kill('SIGSTOP');
+  setClock(1000 + 2 * TTL_MS);
+  assert.match(await nodeD.ask('acquire'), /^acquired 4 /);
+  assert.match(await nodeD.ask('publish'), /^published 4 /);
+  rustC.child.kill('SIGCONT');
+  assert.equal(await rustC.ask('publish'), 'fenced superseded 4');
+  assert.equal(current().fencingEpoch, 4, "current.json is the successor's");
+
+  // Contention: both languages race for a released target; exactly one is granted.
+  const answers = await Promise.all([nodeA.ask('acquire'), rustB.ask('acquire')]);
+  assert.equal(answers.filter((a) => a.startsWith('acquired 5 ')).length, 1, answers.join(' / '));
+  assert.equal(answers.filter((a) => a.startsWith('held 5 ')).length, 1, answers.join(' / '));
+
+  for (const h of [nodeA, rustB, rustC, nodeD]) await h.stop();
+  jobs.stdin.end('stop\n');
+  const { code, written } = await jobsDone;
+  assert.equal(code, 0, 'the host writer never failed');
+  assert.ok(written > 0, 'the host writer wrote');
+  assert.equal(db.prepare('SELECT count(*) AS n FROM SummarizationJobs').get().n, written, 'every host row landed');
+  assert.equal(db.prepare("SELECT sql FROM sqlite_master WHERE name = 'SummarizationJobs'").get().sql, jobsSchema);
+  const row = db.prepare('SELECT fencing_epoch, state FROM HookProjectionLeases WHERE target_id = ?').get(target);
+  assert.equal(row.fencing_epoch, 5);
+  db.close();
+});
