@@ -41,16 +41,24 @@ function submission(targetId, c, watermark, body, capturedAt = START) {
   };
 }
 
+/** Scratch directories of this process, removed when it exits. */
+const scratches = [];
+process.on('exit', () => {
+  for (const dir of scratches) fs.rmSync(dir, { recursive: true, force: true });
+});
+
 /** A scratch directory on RAM when the system has one. */
 function scratch() {
   const base = fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir();
-  return fs.mkdtempSync(path.join(base, 'solewriter-node-'));
+  const dir = fs.mkdtempSync(path.join(base, 'solewriter-node-'));
+  scratches.push(dir);
+  return dir;
 }
 
 /** A host database in WAL mode with the two tables, a runtime root, a clock and a store. */
-function setup({ ttlMs = TTL_MS, dir = scratch() } = {}) {
+function setup({ ttlMs = TTL_MS, dir = scratch(), timeout = 5000 } = {}) {
   const dbPath = path.join(dir, 'host.sqlite');
-  const db = new Database(dbPath, { timeout: 5000 });
+  const db = new Database(dbPath, { timeout });
   db.pragma('journal_mode = WAL');
   initialize(db);
   const runtimeRoot = path.join(dir, 'runtime');

@@ -28,8 +28,15 @@ function cli() {
   return path.join(target, 'debug', 'solewriter');
 }
 
+/** Every child this test started, killed when the test ends (also on a failed assertion). */
+const children = [];
+test.after(() => {
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+});
+
 /** A child speaking the holder protocol; `ask` sends a line and resolves with the answer. */
 function holder(child) {
+  children.push(child);
   const answers = [];
   const waiting = [];
   readline.createInterface({ input: child.stdout }).on('line', (line) => {
@@ -100,6 +107,7 @@ test('a frozen holder of either language is fenced after a takeover by the other
      process.stdin.on('data', () => { stop = true; });
      (function loop() { if (stop) { console.log(n); db.close(); process.exit(0); } db.transaction(() => insert.run('job ' + n))(); n++; setImmediate(loop); })();`,
   ]);
+  children.push(jobs);
   const jobsDone = new Promise((resolve) => {
     let out = '';
     jobs.stdout.on('data', (d) => (out += d));
