@@ -2,7 +2,7 @@
 /**
  * The JS executor of the machines' SQL effects: one explicit mapping from each effect the
  * addon hands out to one statement on the host's own better-sqlite3 connection. The
- * statements are those of the Rust adapter (`adapters/src/rows.rs`), word for word; the
+ * statements are those of the Rust adapter (`adapters/src/rows.rs`, with positional `?`); the
  * decisions are all the addon's (the core machine), so this file decides nothing.
  *
  * Every answer is an object: `{ lease }` for the lease reads (undefined: no row),
