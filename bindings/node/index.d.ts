@@ -62,6 +62,12 @@ export interface StoreConfig {
   busyTimeoutMs?: number;
   /** A broker clock for tests (ms); the system clock otherwise. */
   clock?: () => number;
+  /**
+   * Called at each named step of a publication (transaction-open, revalidated, composed,
+   * temp-written, deadline-checked, renamed, directory-synced, released), inside its
+   * transaction and holding its locks: for tests (stall, crash).
+   */
+  probe?: (step: string, targetId: string) => void;
 }
 
 /** The seven attested values naming a target. */

@@ -109,14 +109,19 @@ function initialize(db) {
  *
  * config: { runtimeRoot, channels: [{ name, owner, envelopeSchema, maxEnvelopeBytes }],
  *   leaseTtlMs, busyTimeoutMs (the target lock's wait; the connection's own `timeout` governs
- *   SQLite's lock), clock?: () => ms (tests; the system clock otherwise) }.
+ *   SQLite's lock), clock?: () => ms (tests; the system clock otherwise), probe?: (step,
+ *   targetId) => void (called at each named step of a publication, inside its transaction:
+ *   tests) }.
  */
 class ProjectionStore {
   constructor(db, config) {
     this.db = db;
     this.config = config;
     this.channelsJson = JSON.stringify(config.channels || []);
-    this.execute = (effect) => executeSqlEffect(db, effect);
+    const probe = config.probe;
+    // `reached` is no SQL: a named step of the publication, for the host's probe.
+    this.execute = (effect) =>
+      effect.kind === 'reached' ? (probe && probe(effect.step, effect.targetId), {}) : executeSqlEffect(db, effect);
   }
 
   options() {

@@ -7,7 +7,8 @@
 //!
 //! Each machine runs to its end inside one synchronous call: the JS `execute(effect)` callback
 //! is called for each SQL effect (`readCommittedLease`, `begin`, `readLease`, `readChannels`,
-//! `writeGrant`, `writeRelease`, `commit`, `rollback`) and answers with a [`SqlAnswer`]. The
+//! `writeGrant`, `writeRelease`, `commit`, `rollback`; and `reached`, a publication step for
+//! the host's probe) and answers with a [`SqlAnswer`]. The
 //! transaction never spans an event-loop turn. Outcomes come back as JSON text (the JS layer
 //! turns `{"error": …}` into a thrown `Error` with a `code`).
 
@@ -203,6 +204,8 @@ pub struct SqlEffect {
     pub acquired_at: Option<i64>,
     /// `expires_at` of the grant (`writeGrant`).
     pub expires_at: Option<i64>,
+    /// The publication step reached (`reached`, not SQL: for a probe of the host's).
+    pub step: Option<String>,
 }
 
 impl SqlEffect {
@@ -216,6 +219,7 @@ impl SqlEffect {
             holder: None,
             acquired_at: None,
             expires_at: None,
+            step: None,
         }
     }
 }
@@ -440,7 +444,15 @@ impl<'a, 'f> Run<'a, 'f> {
                 }),
                 Err(e) => Input::Failed(e),
             },
-            Effect::Reached(_) => Input::Done,
+            // A named point of the publication, for the host's probe (tests: stall, crash). Its
+            // answer changes nothing: the machine goes on.
+            Effect::Reached(step) => {
+                let _ = self.sql(SqlEffect {
+                    step: Some(step.name().to_owned()),
+                    ..SqlEffect::bare("reached", self.target)
+                });
+                Input::Done
+            }
             Effect::Commit => self.done("commit"),
             // The transaction ends either way (the host's executor makes sure of it).
             Effect::Rollback => {

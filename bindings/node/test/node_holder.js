@@ -7,7 +7,9 @@
  * failing answers `error <code> <message>`.
  *
  * usage: node node_holder.js CONFIG_JSON (dbPath, runtimeRoot, target, instance, leaseTtlMs,
- * channels, clockFile: a file holding the broker clock in ms, shared with the Rust holders).
+ * channels, clockFile: a file holding the broker clock in ms, shared with the Rust holders;
+ * stallAt: a publication step where `publish` answers `stalled <step>` and blocks, inside its
+ * transaction, until the process is killed).
  */
 
 const fs = require('node:fs');
@@ -23,6 +25,12 @@ const store = new ProjectionStore(db, {
   leaseTtlMs: config.leaseTtlMs,
   busyTimeoutMs: 5000,
   clock: () => Number(fs.readFileSync(config.clockFile, 'utf8').trim()),
+  probe: (step) => {
+    if (step !== config.stallAt) return;
+    // Stalled inside the transaction, holding both locks, until killed.
+    fs.writeSync(1, `stalled ${step}\n`);
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+  },
 });
 let grant;
 

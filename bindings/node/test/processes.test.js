@@ -58,12 +58,14 @@ function holder(child) {
   };
 }
 
-test('a frozen holder of either language is fenced after a takeover by the other', { timeout: 120000 }, async () => {
+/**
+ * One host database with one admitted target (a submission stored), a broker clock file
+ * shared by every holder, a CLI configuration, and spawners of Rust and Node holders.
+ */
+function environment({ busyTimeoutMs = 5000 } = {}) {
   const { dir, dbPath, db, runtimeRoot, store } = setup({ ttlMs: TTL_MS });
   const target = store.admitTarget(tuple(0));
   assert.equal(store.submit('router', submission(target, 0, 1, 'x')), 'inserted');
-  db.exec(`CREATE TABLE SummarizationJobs (id INTEGER PRIMARY KEY, body TEXT NOT NULL, created_at TEXT NOT NULL)`);
-  const jobsSchema = db.prepare("SELECT sql FROM sqlite_master WHERE name = 'SummarizationJobs'").get().sql;
   const clockFile = path.join(dir, 'clock');
   const setClock = (ms) => {
     fs.writeFileSync(`${clockFile}.tmp`, String(ms));
@@ -74,7 +76,7 @@ test('a frozen holder of either language is fenced after a takeover by the other
     `store = ${JSON.stringify(dbPath)}`,
     `runtime_root = ${JSON.stringify(runtimeRoot)}`,
     `lease_ttl_ms = ${TTL_MS}`,
-    'busy_timeout_ms = 5000',
+    `busy_timeout_ms = ${busyTimeoutMs}`,
     ...CHANNELS.flatMap((c) => [
       '[[channels]]',
       `name = "${c.name}"`,
@@ -91,13 +93,20 @@ test('a frozen holder of either language is fenced after a takeover by the other
         env: { ...process.env, SOLEWRITER_TEST_CLOCK_FILE: clockFile },
       }),
     );
-  const node = (instance) =>
+  const node = (instance, extra = {}) =>
     holder(
       spawn(process.execPath, [
         path.join(__dirname, 'node_holder.js'),
-        JSON.stringify({ dbPath, runtimeRoot, target, instance, leaseTtlMs: TTL_MS, channels: CHANNELS, clockFile }),
+        JSON.stringify({ dbPath, runtimeRoot, target, instance, leaseTtlMs: TTL_MS, channels: CHANNELS, clockFile, ...extra }),
       ]),
     );
+  return { dir, dbPath, db, runtimeRoot, target, setClock, rust, node, current: () => readProjection(runtimeRoot, target) };
+}
+
+test('a frozen holder of either language is fenced after a takeover by the other', { timeout: 120000 }, async () => {
+  const { dbPath, db, target, setClock, rust, node, current } = environment();
+  db.exec(`CREATE TABLE SummarizationJobs (id INTEGER PRIMARY KEY, body TEXT NOT NULL, created_at TEXT NOT NULL)`);
+  const jobsSchema = db.prepare("SELECT sql FROM sqlite_master WHERE name = 'SummarizationJobs'").get().sql;
   // The host's own writer: one row per transaction, with its own busy timeout, until stopped.
   const jobs = spawn(process.execPath, [
     '-e',
@@ -115,7 +124,6 @@ test('a frozen holder of either language is fenced after a takeover by the other
     jobs.on('exit', (code) => resolve({ code, written: Number(out.trim()) }));
   });
 
-  const current = () => readProjection(runtimeRoot, target);
   const nodeA = node('node-a');
   const rustB = rust('rust-b');
   const rustC = rust('rust-c');
@@ -156,5 +164,51 @@ test('a frozen holder of either language is fenced after a takeover by the other
   assert.equal(db.prepare("SELECT sql FROM sqlite_master WHERE name = 'SummarizationJobs'").get().sql, jobsSchema);
   const row = db.prepare('SELECT fencing_epoch, state FROM HookProjectionLeases WHERE target_id = ?').get(target);
   assert.equal(row.fencing_epoch, 5);
+  db.close();
+});
+
+const STEPS = [
+  'transaction-open',
+  'revalidated',
+  'composed',
+  'temp-written',
+  'deadline-checked',
+  'renamed',
+  'directory-synced',
+  'released',
+];
+
+test('a Node holder frozen inside its transaction cannot be taken over, and killed at any step loses nothing', { timeout: 120000 }, async () => {
+  const { db, runtimeRoot, target, setClock, rust, node, current } = environment({ busyTimeoutMs: 300 });
+  const successor = rust('rust-s');
+  let now = 1000;
+  let epoch = 0;
+  for (const step of STEPS) {
+    const z = node('node-z', { stallAt: step });
+    assert.equal(await z.ask('acquire'), `acquired ${epoch + 1} ${now + TTL_MS}`, step);
+    assert.equal(await z.ask('publish'), `stalled ${step}`);
+    // Past its expiry, but inside its transaction and holding the target lock: no takeover.
+    now += TTL_MS;
+    setClock(now);
+    assert.equal(await successor.ask('acquire'), 'busy', `${step}: taken over inside the transaction`);
+    const exited = new Promise((resolve) => z.child.on('exit', resolve));
+    z.child.kill('SIGKILL');
+    await exited;
+    // The store is sound; current.json is absent or a complete document.
+    assert.equal(db.pragma('integrity_check', { simple: true }), 'ok');
+    try {
+      assert.ok(current().fencingEpoch <= epoch + 1, step);
+    } catch (e) {
+      assert.equal(e.code, 'NOT_PUBLISHED', `${step}: ${e.message}`);
+    }
+    // The next holder takes over (the killed grant never committed its release) and publishes.
+    assert.equal(await successor.ask('acquire'), `acquired ${epoch + 2} ${now + TTL_MS}`, step);
+    assert.equal((await successor.ask('publish')).split(' ')[0], 'published', step);
+    epoch += 2;
+    assert.equal(current().fencingEpoch, epoch, step);
+    const leftovers = fs.readdirSync(path.join(runtimeRoot, 'hook-projections', target)).filter((f) => f !== 'current.json');
+    assert.deepEqual(leftovers, [], `${step}: temp files left`);
+  }
+  await successor.stop();
   db.close();
 });
