@@ -129,6 +129,23 @@ export class ProjectionStore {
     grant: Pick<Grant, 'targetId' | 'epoch' | 'tokenHash'>,
   ): { released: true } | { notHolder: { reason: string; currentEpoch?: number } };
   readProjection(targetId: string): any;
+  inspect(): {
+    leases: Array<{
+      targetId: string;
+      epoch: number;
+      state: 'unheld' | 'held' | 'expired' | 'released';
+      holder: string | null;
+      acquiredAt: number | null;
+      expiresAt: number | null;
+    }>;
+    channels: Array<{
+      targetId: string;
+      channel: string;
+      sourceWatermark: number;
+      updatedAt: number;
+      degradedReason: string | null;
+    }>;
+  };
 }
 
 /** The target id (64 hex) of an attested tuple. */

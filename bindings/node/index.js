@@ -210,6 +210,17 @@ class ProjectionStore {
     return unwrap(addon.release(this.options(), grant, this.execute));
   }
 
+  /**
+   * Every lease row (its state observed at the broker clock: unheld, held, expired or
+   * released) and every channel row, read-only and decoded strictly (a row solewriter could
+   * not have written throws CORRUPT_ROW or INCONSISTENT_LEASE).
+   */
+  inspect() {
+    const leases = statement(this.db, 'readLeases').all();
+    const channels = statement(this.db, 'readAllChannels').all();
+    return unwrap(addon.inspect(this.options(), leases, channels));
+  }
+
   /** The published document of a target (validated), or throws NOT_PUBLISHED. */
   readProjection(targetId) {
     return readProjection(this.config.runtimeRoot, targetId);

@@ -19,6 +19,8 @@ const SQL = {
   readLease: `SELECT ${LEASE_COLUMNS} FROM HookProjectionLeases WHERE target_id = ?`,
   readChannels: `SELECT ${CHANNEL_COLUMNS} FROM HookProjectionChannels WHERE target_id = ? ORDER BY channel`,
   readChannel: `SELECT ${CHANNEL_COLUMNS} FROM HookProjectionChannels WHERE target_id = ? AND channel = ?`,
+  readLeases: `SELECT ${LEASE_COLUMNS} FROM HookProjectionLeases ORDER BY target_id`,
+  readAllChannels: `SELECT ${CHANNEL_COLUMNS} FROM HookProjectionChannels ORDER BY target_id, channel`,
   writeGrant: `UPDATE HookProjectionLeases SET fencing_epoch = ?, holder_token_hash = ?, holder_instance_digest = ?,
                  acquired_at = ?, expires_at = ?, state = 'held'
              WHERE target_id = ? AND fencing_epoch = ?`,

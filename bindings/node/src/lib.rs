@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use solewriter_core::channel::{ChannelRegistry, ChannelSpec, ProducerId, Submission};
 use solewriter_core::columns::{ChannelColumns, CorruptRow, LeaseColumns};
 use solewriter_core::config::LeaseTtl;
-use solewriter_core::lease::{Credential, Fenced, HeldBy};
+use solewriter_core::lease::{observe, Credential, Fenced, HeldBy, Observed};
 use solewriter_core::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
 use solewriter_core::machine::publish::{Publish, PublishEnd, PublishFailure, Published};
 use solewriter_core::machine::publish_now::{PublishNow, PublishNowEnd};
@@ -854,4 +854,54 @@ pub fn schema_statements() -> String {
         .map(|i| solewriter_core::schema::create_statement(i, true))
         .collect();
     json!(statements).to_string()
+}
+
+/// The lease rows and channel rows the caller read, decoded strictly and the leases observed
+/// at the broker clock: `{"leases": [{targetId, epoch, state, holder, acquiredAt, expiresAt}],
+/// "channels": [{targetId, channel, sourceWatermark, updatedAt, degradedReason}]}`, `state`
+/// being `unheld`, `held`, `expired` or `released`. A row solewriter could not have written
+/// is an error (`CORRUPT_ROW`, `INCONSISTENT_LEASE`), never a guess.
+#[napi]
+pub fn inspect(options: Options, leases: Vec<LeaseRow>, channels: Vec<ChannelRow>) -> String {
+    answer((|| {
+        let config = Config::parse(&options)?;
+        let now = config.now();
+        let leases = leases
+            .into_iter()
+            .map(|row| {
+                let record = row.columns().decode()?;
+                let grant = record.state.grant().cloned();
+                let state = match observe(record.clone(), now)
+                    .map_err(|e| Failure::new("INCONSISTENT_LEASE", e))?
+                {
+                    Observed::Unheld(_) => "unheld",
+                    Observed::Held(_) => "held",
+                    Observed::Expired(_) => "expired",
+                    Observed::Released(_) => "released",
+                };
+                Ok(json!({
+                    "targetId": record.target_id.as_str(),
+                    "epoch": record.fencing_epoch,
+                    "state": state,
+                    "holder": grant.as_ref().map(|g| g.holder_instance_digest.as_str().to_owned()),
+                    "acquiredAt": grant.as_ref().map(|g| g.acquired_at.0),
+                    "expiresAt": grant.as_ref().map(|g| g.expires_at.0),
+                }))
+            })
+            .collect::<Result<Vec<_>, Failure>>()?;
+        let channels = channels
+            .into_iter()
+            .map(|row| {
+                let c = row.columns().decode()?;
+                Ok(json!({
+                    "targetId": c.target_id.as_str(),
+                    "channel": c.channel.as_str(),
+                    "sourceWatermark": c.source_watermark,
+                    "updatedAt": c.updated_at.0,
+                    "degradedReason": c.degraded_reason.map(|d| d.as_str()),
+                }))
+            })
+            .collect::<Result<Vec<_>, Failure>>()?;
+        Ok(json!({"leases": leases, "channels": channels}))
+    })())
 }

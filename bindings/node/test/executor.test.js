@@ -2,7 +2,8 @@
 /**
  * The JS executor's conditional writes are fenced by their own WHERE clauses, not only by the
  * machine's decision made before them: each condition, broken alone, changes no row (the
- * same pins as the Rust adapter's `rows.rs` tests). And `initialize` refuses another shape.
+ * same pins as the Rust adapter's `rows.rs` tests). `initialize` refuses another shape, and a
+ * row solewriter could not have written fails closed.
  */
 
 const test = require('node:test');
@@ -67,4 +68,18 @@ test('initialize is idempotent and refuses another shape or a journal that is no
   shaped.exec('DROP TABLE HookProjectionChannels');
   shaped.exec('CREATE TABLE HookProjectionChannels (target_id TEXT)');
   assert.throws(() => initialize(shaped), { code: 'FOREIGN_SCHEMA' });
+});
+
+test('a row solewriter could not have written fails closed', () => {
+  const { db, store } = setup();
+  const t = store.admitTarget(tuple(0));
+  // Held, with a token hash but no holder digest: partial grant columns.
+  db.prepare("UPDATE HookProjectionLeases SET fencing_epoch = 1, holder_token_hash = ?, state = 'held' WHERE target_id = ?").run(
+    hash(1),
+    t,
+  );
+  assert.throws(() => store.inspect(), { code: 'CORRUPT_ROW' });
+  assert.throws(() => store.acquire(t, 'holder-1'), { code: 'CORRUPT_ROW' });
+  assert.throws(() => store.publishNow(t, 'holder-1'), { code: 'CORRUPT_ROW' });
+  assert.equal(db.inTransaction, false);
 });

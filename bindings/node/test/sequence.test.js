@@ -76,5 +76,13 @@ test('admit, submit, publishNow, acquire/publish, stale holder fenced, supersede
   );
   const channels = db.prepare('SELECT channel, source_watermark, degraded_reason FROM HookProjectionChannels').all();
   assert.deepEqual(channels, [{ channel: 'computed-route', source_watermark: 2, degraded_reason: 'source-conflict' }]);
+  assert.deepEqual(store.inspect(), {
+    leases: [
+      { targetId: t, epoch: 5, state: 'released', holder: 'holder-1', acquiredAt: START + TTL_MS, expiresAt: START + 2 * TTL_MS },
+    ],
+    channels: [
+      { targetId: t, channel: 'computed-route', sourceWatermark: 2, updatedAt: START, degradedReason: 'source-conflict' },
+    ],
+  });
   assert.equal(db.inTransaction, false);
 });
