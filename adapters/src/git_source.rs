@@ -2,11 +2,26 @@
 //!
 //! Facts: `commit/<oid>` (history: id, parents, author time, subject) and `hunks/<oid>` (per
 //! file, the changed line ranges against the first parent). Every command runs with
-//! `GIT_NO_REPLACE_OBJECTS=1`, `--no-ext-diff --no-textconv --no-renames` and fixed `a/`/`b/`
-//! prefixes. The interpretation identity is the SHA-256 of what can still change Git's
-//! answers: `git version`, the repository's object format, and every `diff.*` and
-//! `core.quotepath` configuration value (from all configuration scopes).
-
+//! `--no-ext-diff --no-textconv --no-renames` and fixed `a/`/`b/` prefixes where it diffs.
+//!
+//! What can change Git's answers is either **neutralised** (every run sees the same thing,
+//! whatever the repository or host holds) or **part of the interpretation identity** (facts
+//! derived under one identity are never reused under another; see `solewriter_core::ledger`):
+//!
+//! | input | how |
+//! |---|---|
+//! | replace refs | neutralised: `GIT_NO_REPLACE_OBJECTS=1` |
+//! | grafts (`info/grafts`, honoured even without replace refs) | neutralised: `GIT_GRAFT_FILE=/dev/null` |
+//! | attributes of the worktree, index and committed trees (`.gitattributes`, e.g. `-diff`) | neutralised: `--attr-source=<the empty tree>` when diffing |
+//! | global and system attributes | neutralised: `-c core.attributesFile=/dev/null`, `GIT_ATTR_NOSYSTEM=1` |
+//! | log output encoding | neutralised: `-c i18n.logOutputEncoding=UTF-8` |
+//! | `$GIT_DIR/info/attributes` (always read) | identity: SHA-256 of its bytes |
+//! | shallow boundary (`$GIT_DIR/shallow`: parents hidden, root-like hunks) | identity: SHA-256 of its bytes |
+//! | `git version`, object format | identity |
+//! | `diff.*`, `core.quotepath`, `core.bigfilethreshold` (all configuration scopes) | identity |
+//!
+//! So a shallow clone that deepens, or an edited `info/attributes`, re-derives every fact;
+//! a worktree `.gitattributes` or a grafts file changes nothing.
 use crate::ledger::{Derive, LedgerError, Source, SourceError};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -18,6 +33,24 @@ use solewriter_core::ledger::{FactId, Interpretation};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Command;
+
+/// Configuration every `git` run gets (see the module doc).
+const NEUTRAL_CONFIG: [&str; 4] = [
+    "-c",
+    "core.attributesFile=/dev/null",
+    "-c",
+    "i18n.logOutputEncoding=UTF-8",
+];
+
+/// The empty tree of the object format of `oid` (SHA-1 or SHA-256, told by its length): the
+/// attribute source that holds no attributes.
+fn empty_tree(oid: &Oid) -> &'static str {
+    if oid.as_str().len() == 64 {
+        "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"
+    } else {
+        "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+    }
+}
 
 /// A Git repository as a ledger source.
 #[derive(Clone, Debug)]
@@ -50,8 +83,11 @@ impl GitSource {
         let output = Command::new("git")
             .arg("-C")
             .arg(&self.repo)
+            .args(NEUTRAL_CONFIG)
             .args(args)
             .env("GIT_NO_REPLACE_OBJECTS", "1")
+            .env("GIT_GRAFT_FILE", "/dev/null")
+            .env("GIT_ATTR_NOSYSTEM", "1")
             .env("GIT_OPTIONAL_LOCKS", "0")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .output()
@@ -98,14 +134,29 @@ impl Source for GitSource {
                 "config",
                 "--includes",
                 "--get-regexp",
-                r"^(diff\..*|core\.quotepath)$",
+                r"^(diff\..*|core\.quotepath|core\.bigfilethreshold)$",
             ],
             &[0, 1],
+        )?;
+        let paths = self.git(
+            "locate the shallow and attributes files",
+            &[
+                "rev-parse",
+                "--path-format=absolute",
+                "--git-path",
+                "shallow",
+                "--git-path",
+                "info/attributes",
+            ],
+            &[0],
         )?;
         let mut hash = Sha256::new();
         for part in [&version, &format, &config] {
             hash.update(part.as_bytes());
             hash.update([0]);
+        }
+        for path in paths.lines() {
+            hash.update(file_digest(path)?);
         }
         let hex = solewriter_core::hex::encode(&hash.finalize());
         Interpretation::parse(&format!("git-{hex}")).map_err(|e| SourceError {
@@ -142,9 +193,11 @@ impl Source for GitSource {
                 encode(serde_json::to_value(fact))
             }
             GitFactId::Hunks(oid) => {
+                let attributes = format!("--attr-source={}", empty_tree(&oid));
                 let patch = self.git(
                     "read a commit's hunks",
                     &[
+                        &attributes,
                         "diff-tree",
                         "-r",
                         "-p",
@@ -168,6 +221,26 @@ impl Source for GitSource {
             }
         }
     }
+}
+
+/// The SHA-256 of the file at `path`, tagged so that an absent file differs from an empty one.
+fn file_digest(path: &str) -> Result<[u8; 33], SourceError> {
+    let fail = |e: std::io::Error| SourceError {
+        what: format!("read {path}"),
+        detail: e.to_string(),
+    };
+    let mut hash = Sha256::new();
+    let tag = match std::fs::File::open(path) {
+        Ok(mut file) => {
+            std::io::copy(&mut file, &mut hash).map_err(fail)?;
+            1
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => return Err(fail(e)),
+    };
+    let mut digest = [tag; 33];
+    digest[1..].copy_from_slice(&hash.finalize());
+    Ok(digest)
 }
 
 fn typed<T: DeserializeOwned>(d: &mut Derive<'_>, id: GitFactId) -> Result<T, LedgerError> {

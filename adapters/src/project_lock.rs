@@ -249,6 +249,30 @@ pub enum LockError {
     /// The OS random source failed. Nothing was created.
     #[error("random source failed ({0}); nothing was created")]
     Random(String),
+    /// A holder found it no longer holds the lock ([`ProjectLockGuard::verify`], or a release
+    /// that found another record): its record was removed or replaced, or its kernel lock
+    /// file is no longer the one at the lock's path. Nothing was removed.
+    #[error("project lock {lock} is no longer held by this guard ({reason}); nothing was removed")]
+    Lost {
+        /// The lock (or kernel lock) file.
+        lock: PathBuf,
+        /// What was found instead.
+        reason: String,
+    },
+}
+
+impl LockError {
+    /// [`LockError::Lost`] for a holder that found `found` (or nothing) at `lock` where its
+    /// own record should be.
+    pub fn lost(lock: PathBuf, found: Option<&LockRecord>) -> Self {
+        LockError::Lost {
+            lock,
+            reason: found.map_or_else(
+                || "the record is gone".to_owned(),
+                |r| format!("the record now names owner {} with another nonce", r.owner),
+            ),
+        }
+    }
 }
 
 fn io_err(step: &'static str, path: &Path) -> impl FnOnce(io::Error) -> LockError {
@@ -832,6 +856,36 @@ impl ProjectLockGuard {
     /// The lock.
     pub fn lock(&self) -> &ProjectLock {
         &self.lock
+    }
+
+    /// Proves this guard still holds the lock, for a holder about to act on it (the ledger,
+    /// immediately before replacing its snapshot): the kernel lock file at the lock's path is
+    /// still the file this guard holds the `flock` on, and the record still carries this
+    /// acquisition's nonce. Otherwise [`LockError::Lost`] (a read failure is its own error).
+    /// Nothing is written.
+    pub fn verify(&self) -> Result<(), LockError> {
+        if let Some(held) = &self._kernel {
+            let path = self.lock.kernel_path();
+            let lost = |reason: String| LockError::Lost {
+                lock: path.clone(),
+                reason,
+            };
+            let mine = held
+                .metadata()
+                .map_err(io_err("inspect held kernel lock", &path))?;
+            match path.symlink_metadata() {
+                Ok(now) if (now.dev(), now.ino()) == (mine.dev(), mine.ino()) => {}
+                Ok(_) => return Err(lost("the kernel lock file was replaced".into())),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    return Err(lost("the kernel lock file was removed".into()))
+                }
+                Err(e) => return Err(io_err("inspect kernel lock", &path)(e)),
+            }
+        }
+        match self.lock.current()? {
+            Some(found) if found.nonce == self.record.nonce => Ok(()),
+            found => Err(LockError::lost(self.lock.path(), found.as_ref())),
+        }
     }
 
     /// Releases the lock if it still carries this acquisition's nonce (a successor's lock is

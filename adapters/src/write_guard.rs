@@ -1,15 +1,19 @@
 //! The per-heap subtree write authority: [`WriteGuard`], a mutex around the core's
-//! [`LockIndex`].
+//! [`GuardState`] (the held-lock index and the disconnect barrier), with the host's canonical
+//! form of component ids.
 //!
 //! One `WriteGuard` per shared heap, shared by reference (or `Arc`) across threads. Every
 //! operation takes the mutex once, so a conflict check and the insert that follows it are one
-//! atomic step. A poisoned mutex fails closed: every operation returns
-//! [`GuardError::Poisoned`] and admission denies.
+//! atomic step, and so is a sweep with the tombstone it leaves: a write of the swept writer
+//! admitted after [`WriteGuard::release_writer`] is refused ([`GuardError::Disconnected`]),
+//! so its lock cannot leak (how long tombstones live: `solewriter_core::subtree::GuardState`).
+//! A poisoned mutex fails closed: every operation returns [`GuardError::Poisoned`] and
+//! admission denies.
 
 use solewriter_core::subtree::{
-    Acquired, Lock, LockAuthority, LockIndex, LockTable, Refusal, Writer,
+    Acquired, GuardRefusal, GuardState, Lock, LockAuthority, Refusal, Writer,
 };
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Why a write guard operation failed. A failed operation changed nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -21,32 +25,76 @@ pub enum GuardError {
         /// A copy of the conflicting held lock.
         held: Box<Lock>,
     },
+    /// The writer was swept by a disconnect and never acquires again.
+    #[error("lock denied: writer {writer} has disconnected")]
+    Disconnected {
+        /// The swept writer.
+        writer: Writer,
+    },
     /// A thread panicked while holding the guard's mutex; the held-lock table can no longer be
     /// trusted, so nothing is granted or released.
     #[error("the write guard is poisoned (a thread panicked while holding it); nothing changed")]
     Poisoned,
 }
 
+impl From<GuardRefusal> for GuardError {
+    fn from(refusal: GuardRefusal) -> Self {
+        match refusal {
+            GuardRefusal::Conflict(held) => GuardError::Conflict {
+                held: Box::new(held),
+            },
+            GuardRefusal::Swept(writer) => GuardError::Disconnected { writer },
+        }
+    }
+}
+
+/// The host's canonical form of one component id.
+type Canonical = Arc<dyn Fn(&str) -> String + Send + Sync>;
+
 /// The held-lock authority of one shared heap. `Send + Sync`.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct WriteGuard {
-    index: Mutex<LockIndex>,
+    state: Mutex<GuardState>,
+    canonical: Option<Canonical>,
+}
+
+impl std::fmt::Debug for WriteGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteGuard")
+            .field("state", &self.state)
+            .field("canonical", &self.canonical.is_some())
+            .finish()
+    }
 }
 
 impl WriteGuard {
-    /// A guard holding no lock.
+    /// A guard holding no lock, comparing component ids as spelled.
     pub fn new() -> Self {
         Self::default()
     }
 
-    fn index(&self) -> Result<MutexGuard<'_, LockIndex>, GuardError> {
-        self.index.lock().map_err(|_| GuardError::Poisoned)
+    /// A guard holding no lock that derives and compares paths with every component id in the
+    /// canonical form `canonical` gives (e.g. `str::to_lowercase` for a host whose lookup is
+    /// case-insensitive). It must give one form to every spelling the host's lookup takes for
+    /// one component, and be idempotent. Locks passed to [`WriteGuard::acquire`] and
+    /// [`WriteGuard::release`] by hand must already be in that form; `admit_write` and
+    /// `admit_move` derive them so.
+    pub fn with_canonical(canonical: impl Fn(&str) -> String + Send + Sync + 'static) -> Self {
+        WriteGuard {
+            state: Mutex::default(),
+            canonical: Some(Arc::new(canonical)),
+        }
+    }
+
+    fn state(&self) -> Result<MutexGuard<'_, GuardState>, GuardError> {
+        self.state.lock().map_err(|_| GuardError::Poisoned)
     }
 
     /// Acquires and holds `lock`: granted, re-entrant (same writer, covering subtree: nothing
-    /// added), or denied with a copy of the conflicting lock and the table unchanged.
+    /// added), or denied with a copy of the conflicting lock (or because its writer was swept)
+    /// and the table unchanged.
     pub fn acquire(&self, lock: Lock) -> Result<Acquired, GuardError> {
-        let outcome = self.index()?.acquire(lock.clone());
+        let outcome = self.state()?.acquire(lock.clone());
         match &outcome {
             Ok(acquired) => tracing::debug!(
                 agent = lock.writer.agent_id(),
@@ -55,22 +103,20 @@ impl WriteGuard {
                 outcome = ?acquired,
                 "subtree lock acquired"
             ),
-            Err(conflict) => tracing::info!(
+            Err(refusal) => tracing::info!(
                 agent = lock.writer.agent_id(),
                 session = lock.writer.session_id(),
                 path = %lock.path,
-                held = %conflict.held,
+                %refusal,
                 "subtree lock denied"
             ),
         }
-        outcome.map_err(|conflict| GuardError::Conflict {
-            held: Box::new(conflict.held),
-        })
+        outcome.map_err(GuardError::from)
     }
 
     /// Releases exactly `lock` (same writer and path). `Ok(true)` when it was held.
     pub fn release(&self, lock: &Lock) -> Result<bool, GuardError> {
-        let released = self.index()?.release(lock);
+        let released = self.state()?.release(lock);
         tracing::debug!(
             agent = lock.writer.agent_id(),
             session = lock.writer.session_id(),
@@ -81,10 +127,11 @@ impl WriteGuard {
         Ok(released)
     }
 
-    /// The disconnect sweep: releases every lock of `writer` (agent id *and* session id) and
-    /// returns what it freed, sorted. Another session of the same agent keeps its locks.
+    /// The disconnect sweep: releases every lock of `writer` (agent id *and* session id),
+    /// returns what it freed, sorted, and bars the writer from acquiring again. Another
+    /// session of the same agent keeps its locks.
     pub fn release_writer(&self, writer: &Writer) -> Result<Vec<Lock>, GuardError> {
-        let freed = self.index()?.release_writer(writer);
+        let freed = self.state()?.release_writer(writer);
         tracing::info!(
             agent = writer.agent_id(),
             session = writer.session_id(),
@@ -96,16 +143,35 @@ impl WriteGuard {
 
     /// A copy of every held lock, sorted (introspection).
     pub fn snapshot(&self) -> Result<Vec<Lock>, GuardError> {
-        Ok(self.index()?.held())
+        Ok(self.state()?.held())
+    }
+}
+
+fn refusal(error: GuardError) -> Refusal {
+    match error {
+        GuardError::Conflict { held } => Refusal::Conflict(*held),
+        GuardError::Disconnected { writer } => Refusal::Swept(writer),
+        GuardError::Poisoned => Refusal::Unavailable(error.to_string()),
     }
 }
 
 impl LockAuthority for &WriteGuard {
     fn acquire(&mut self, lock: Lock) -> Result<Acquired, Refusal> {
-        WriteGuard::acquire(self, lock).map_err(|error| match error {
-            GuardError::Conflict { held } => Refusal::Conflict(*held),
-            GuardError::Poisoned => Refusal::Unavailable(error.to_string()),
-        })
+        WriteGuard::acquire(self, lock).map_err(refusal)
+    }
+
+    fn acquire_all(&mut self, locks: Vec<Lock>) -> Result<Vec<Acquired>, Refusal> {
+        let mut state = self.state().map_err(refusal)?;
+        state
+            .acquire_all(locks)
+            .map_err(|r| refusal(GuardError::from(r)))
+    }
+
+    fn canonical(&self, id: &str) -> String {
+        match &self.canonical {
+            Some(canonical) => canonical(id),
+            None => id.to_owned(),
+        }
     }
 }
 
@@ -125,7 +191,7 @@ mod tests {
         let guard = WriteGuard::new();
         guard.acquire(lock("a", "/r")).unwrap();
         let poison = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let _held = guard.index.lock();
+            let _held = guard.state.lock();
             panic!("poison the guard");
         }));
         assert!(poison.is_err());

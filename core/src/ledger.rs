@@ -21,8 +21,9 @@ pub const SNAPSHOT_MAGIC: &str = "solewriter-ledger v1 sha256=";
 /// How many times the source interpretation may move during one transaction before the
 /// transaction fails loudly. One move (say, a configuration edit) is re-derived once.
 pub const MAX_INTERPRETATION_MOVES: u32 = 1;
-/// Largest snapshot file, in bytes, that is decoded (a reader reads at most one byte more).
-/// A larger file is not a reusable snapshot: the facts are derived again from the source.
+/// Largest snapshot file, in bytes, that is decoded (a reader reads at most one byte more) and
+/// that is encoded: a larger file is not a reusable snapshot, so the writer refuses to write
+/// one ([`Snapshot::encode`]) rather than write a snapshot every later read would reject.
 pub const MAX_SNAPSHOT_BYTES: usize = 64 << 20;
 
 fn bounded_text(text: &str, max: usize, what: &'static str) -> Result<(), LedgerTextError> {
@@ -92,11 +93,14 @@ pub enum SnapshotError {
     /// The body is not a version-1 snapshot body.
     #[error("body is malformed: {0}")]
     Body(String),
-    /// The file is larger than [`MAX_SNAPSHOT_BYTES`] (`size` counts at most one byte past).
-    #[error("snapshot of {size} bytes or more exceeds the bound of {MAX_SNAPSHOT_BYTES} bytes")]
+    /// The file is larger than its bound, [`MAX_SNAPSHOT_BYTES`] unless a test set another
+    /// (`size` counts at most one byte past when reading; it is exact when encoding).
+    #[error("snapshot of {size} bytes or more exceeds the bound of {max} bytes")]
     TooLarge {
         /// The size seen.
         size: usize,
+        /// The bound.
+        max: usize,
     },
 }
 
@@ -109,8 +113,15 @@ impl Snapshot {
         }
     }
 
-    /// The file bytes: header with the body's SHA-256, then the body.
-    pub fn encode(&self) -> Vec<u8> {
+    /// The file bytes: header with the body's SHA-256, then the body; refused
+    /// ([`SnapshotError::TooLarge`]) past [`MAX_SNAPSHOT_BYTES`], which [`Snapshot::decode`]
+    /// would reject.
+    pub fn encode(&self) -> Result<Vec<u8>, SnapshotError> {
+        self.encode_within(MAX_SNAPSHOT_BYTES)
+    }
+
+    /// [`Snapshot::encode`] with the bound `max` (the writer and its reader share one bound).
+    pub fn encode_within(&self, max: usize) -> Result<Vec<u8>, SnapshotError> {
         let body = Body {
             format: LEDGER_FORMAT,
             interpretation: self.interpretation.clone(),
@@ -125,13 +136,28 @@ impl Snapshot {
         )
         .into_bytes();
         out.extend_from_slice(&body);
-        out
+        if out.len() > max {
+            return Err(SnapshotError::TooLarge {
+                size: out.len(),
+                max,
+            });
+        }
+        Ok(out)
     }
 
-    /// Checks and parses file bytes: header, SHA-256 of the body, then a strict body parse.
+    /// Checks and parses file bytes: bound ([`MAX_SNAPSHOT_BYTES`]), header, SHA-256 of the
+    /// body, then a strict body parse.
     pub fn decode(bytes: &[u8]) -> Result<Self, SnapshotError> {
-        if bytes.len() > MAX_SNAPSHOT_BYTES {
-            return Err(SnapshotError::TooLarge { size: bytes.len() });
+        Self::decode_within(bytes, MAX_SNAPSHOT_BYTES)
+    }
+
+    /// [`Snapshot::decode`] with the bound `max`.
+    pub fn decode_within(bytes: &[u8], max: usize) -> Result<Self, SnapshotError> {
+        if bytes.len() > max {
+            return Err(SnapshotError::TooLarge {
+                size: bytes.len(),
+                max,
+            });
         }
         let newline = bytes
             .iter()
@@ -255,11 +281,21 @@ impl Derivation {
         self.added.len()
     }
 
-    /// The writer's plan: replace when facts were added or the stored snapshot was not
-    /// reusable (rejected, or of another interpretation); otherwise change nothing.
+    /// The facts this derivation added (to carry them into a derivation over a newer base).
+    pub fn into_added(self) -> BTreeMap<FactId, Value> {
+        self.added
+    }
+
+    /// Whether a writer would replace the stored snapshot: facts were added, or the stored
+    /// snapshot was not reusable (rejected, or of another interpretation). A demand read for
+    /// which this is false needs nothing from the lock.
+    pub fn must_replace(&self, base: &Base) -> bool {
+        !self.added.is_empty() || matches!(base, Base::Rejected(_) | Base::Reinterpreted(_))
+    }
+
+    /// The writer's plan: replace when [`Derivation::must_replace`]; otherwise change nothing.
     pub fn commit(self, base: &Base) -> CommitPlan {
-        let rebuilt = matches!(base, Base::Rejected(_) | Base::Reinterpreted(_));
-        if self.added.is_empty() && !rebuilt {
+        if !self.must_replace(base) {
             return CommitPlan::Unchanged;
         }
         let added = self.added.len();
@@ -313,7 +349,7 @@ mod tests {
 
     #[test]
     fn snapshots_round_trip_and_damage_is_rejected() {
-        let bytes = sample().encode();
+        let bytes = sample().encode().unwrap();
         assert_eq!(Snapshot::decode(&bytes), Ok(sample()));
         for cut in 0..bytes.len() {
             assert!(Snapshot::decode(&bytes[..cut]).is_err(), "{cut}");
@@ -340,6 +376,28 @@ mod tests {
         }
         let v2 = format!("{}\n{body}", header.replace("v1", "v2"));
         assert_eq!(Snapshot::decode(v2.as_bytes()), Err(SnapshotError::Header));
+    }
+
+    #[test]
+    fn the_writer_refuses_what_its_reader_would_refuse() {
+        let bytes = sample().encode().unwrap();
+        let exact = bytes.len();
+        assert_eq!(sample().encode_within(exact), Ok(bytes.clone()));
+        assert_eq!(Snapshot::decode_within(&bytes, exact), Ok(sample()));
+        assert_eq!(
+            sample().encode_within(exact - 1),
+            Err(SnapshotError::TooLarge {
+                size: exact,
+                max: exact - 1
+            })
+        );
+        assert_eq!(
+            Snapshot::decode_within(&bytes, exact - 1),
+            Err(SnapshotError::TooLarge {
+                size: exact,
+                max: exact - 1
+            })
+        );
     }
 
     #[test]
@@ -380,6 +438,9 @@ mod tests {
             panic!("additions are persisted");
         };
         assert_eq!((snapshot.facts.len(), added), (2, 1));
+        let mut d = Derivation::new(sample());
+        d.add(id("commit/c"), json!(3)).unwrap();
+        assert_eq!(d.into_added(), BTreeMap::from([(id("commit/c"), json!(3))]));
     }
 
     #[test]
