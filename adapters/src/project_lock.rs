@@ -485,7 +485,7 @@ impl ProjectLock {
                     lock: self.clone(),
                     record,
                     armed: true,
-                    _kernel: kernel,
+                    kernel,
                 }));
             }
             match self.clear(path, me, 0, held)? {
@@ -842,9 +842,11 @@ pub struct ProjectLockGuard {
     lock: ProjectLock,
     record: LockRecord,
     armed: bool,
-    /// The kernel lock (none in record-only mode), let go when the guard is dropped — after
-    /// the release has removed the record.
-    _kernel: Option<File>,
+    /// The kernel lock (none in record-only mode), let go explicitly (`LOCK_UN`) after the
+    /// release has removed the record — closing alone would not do: a child forked by any
+    /// thread of this process shares the open file description until it execs, and would keep
+    /// the lock held.
+    kernel: Option<File>,
 }
 
 impl ProjectLockGuard {
@@ -864,7 +866,7 @@ impl ProjectLockGuard {
     /// acquisition's nonce. Otherwise [`LockError::Lost`] (a read failure is its own error).
     /// Nothing is written.
     pub fn verify(&self) -> Result<(), LockError> {
-        if let Some(held) = &self._kernel {
+        if let Some(held) = &self.kernel {
             let path = self.lock.kernel_path();
             let lost = |reason: String| LockError::Lost {
                 lock: path.clone(),
@@ -897,7 +899,13 @@ impl ProjectLockGuard {
 
     fn release_now(&self) -> Result<Released, LockError> {
         let path = self.lock.path();
-        let outcome = self.lock.remove_if_carries(&path, &self.record.nonce)?;
+        let outcome = self.lock.remove_if_carries(&path, &self.record.nonce);
+        if let Some(kernel) = &self.kernel {
+            if let Err(error) = kernel.unlock() {
+                tracing::warn!(%error, "unlocking the project's kernel lock failed; it ends when this process closes it");
+            }
+        }
+        let outcome = outcome?;
         tracing::info!(lock = %path.display(), owner = %self.record.owner, outcome = ?matches!(outcome, Released::Removed), "project lock released");
         Ok(outcome)
     }

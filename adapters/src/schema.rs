@@ -117,7 +117,8 @@ pub(crate) fn layout(conn: &Connection, path: &Path) -> Result<Layout> {
             .map_err(unreadable)?;
         match objects.as_slice() {
             [] => statements.push(None),
-            [(kind, name, sql)] if kind == "table" && name == table => {
+            // Its name, in the spelling stored, is part of the statement compared below.
+            [(kind, _, sql)] if kind == "table" => {
                 statements.push(Some(sql.clone().unwrap_or_default()))
             }
             _ => {

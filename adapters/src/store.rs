@@ -160,14 +160,19 @@ fn add_tables(path: &Path, timing: &TimingConfig) -> Result<Initialized> {
     }
 }
 
+/// The directory holding `path` (`.` for a bare file name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
+}
+
 /// Builds a new store under a temp name beside `path` and links it into place. `Ok(false)`:
 /// another initializer's file appeared at `path` first (the temp is removed).
 fn create_database(path: &Path, timing: &TimingConfig) -> Result<bool> {
     use std::os::unix::fs::OpenOptionsExt;
-    let parent = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let parent = parent_dir(path);
     let name = path
         .file_name()
         .ok_or_else(|| unreadable(path, "not a file name"))?;
@@ -250,19 +255,10 @@ impl ProjectionStore {
     /// others find it complete, and a crash leaves either no file or a complete store (plus,
     /// at worst, the temp file of the crashed call).
     pub fn initialize(db_path: &Path, timing: &TimingConfig) -> Result<Initialized> {
-        match db_path.symlink_metadata() {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if create_database(db_path, timing)? {
-                    return Ok(Initialized::Created);
-                }
-            }
-            Err(e) => {
-                return Err(Error::Unreadable {
-                    path: db_path.to_owned(),
-                    reason: e.to_string(),
-                })
-            }
-            Ok(_) => {}
+        // Nothing at the path (or nothing we can see): create the file, which fails loudly
+        // when the path cannot be written; another initializer's file may win the race.
+        if db_path.symlink_metadata().is_err() && create_database(db_path, timing)? {
+            return Ok(Initialized::Created);
         }
         add_tables(db_path, timing)
     }
@@ -390,6 +386,43 @@ impl ProjectionStore {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+
+    #[test]
+    fn the_parent_of_a_bare_file_name_is_the_current_directory() {
+        assert_eq!(parent_dir(Path::new("store.sqlite")), Path::new("."));
+        assert_eq!(parent_dir(Path::new("a/store.sqlite")), Path::new("a"));
+        assert_eq!(parent_dir(Path::new("/a/b.sqlite")), Path::new("/a"));
+    }
+
+    /// The per-connection settings every store connection runs with.
+    #[test]
+    fn a_store_connection_is_durable_checks_foreign_keys_and_waits_its_busy_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let timing = TimingConfig::from_values(Some(60_000), Some(1_234)).unwrap();
+        let db_path = dir.path().join("store.sqlite");
+        ProjectionStore::initialize(&db_path, &timing).unwrap();
+        let store = ProjectionStore::open(&StoreOptions::new(
+            &db_path,
+            RuntimeRoot::new(dir.path()),
+            timing,
+            ChannelRegistry::new([]).unwrap(),
+            Arc::new(ManualClock::new(Millis(1))),
+        ))
+        .unwrap();
+        let pragma = |name: &str| -> i64 {
+            store
+                .conn
+                .query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(pragma("synchronous"), 2, "FULL");
+        assert_eq!(pragma("foreign_keys"), 1);
+        assert_eq!(pragma("busy_timeout"), 1_234);
+        assert_eq!(
+            format!("{store:?}"),
+            format!("ProjectionStore {{ db_path: {db_path:?}, .. }}")
+        );
+    }
     use solewriter_core::target::TargetTuple;
     use solewriter_core::time::Millis;
 
