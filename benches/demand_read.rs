@@ -11,11 +11,11 @@
 //! writer would see. Both run with the system process probe and `git` from `PATH`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use solewriter_adapters::git_source::{commit_fact, hunk_fact, GitSource};
+use solewriter_adapters::ledger::git_source::{commit_fact, hunk_fact, GitSource};
 use solewriter_adapters::ledger::{Derive, Ledger, LedgerError, Persisted};
-use solewriter_adapters::process::SystemProbe;
+use solewriter_adapters::project_lock::process::SystemProbe;
 use solewriter_adapters::project_lock::Wait;
-use solewriter_core::git_facts::Oid;
+use solewriter_core::ledger::git_facts::Oid;
 use std::path::Path;
 use std::process::Command;
 use std::sync::{mpsc, Arc};

@@ -1,9 +1,9 @@
 //! The adapters' error type. Every variant says what failed and what was left untouched.
 
-use solewriter_core::lease::{DeadlinePassed, Fenced, InconsistentLease};
+use solewriter_core::projection::lease::{DeadlinePassed, Fenced, InconsistentLease};
+use solewriter_core::projection::target::TargetId;
+use solewriter_core::projection::watermark::SubmissionRejected;
 use solewriter_core::projection::DocumentError;
-use solewriter_core::target::TargetId;
-use solewriter_core::watermark::SubmissionRejected;
 use std::path::PathBuf;
 
 /// Everything that can go wrong in the store, the publisher and the reader.
@@ -210,7 +210,7 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use solewriter_core::lease::Fenced;
+    use solewriter_core::projection::lease::Fenced;
 
     #[test]
     fn errors_are_grouped_by_who_must_act() {

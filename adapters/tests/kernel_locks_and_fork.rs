@@ -3,11 +3,11 @@
 //! while other threads hold locks; releasing a lock must still let it go at once — an explicit
 //! unlock, not just a close — or the next acquirer is refused for as long as that child lives.
 
-use solewriter_adapters::process::SystemProbe;
+use solewriter_adapters::project_lock::process::SystemProbe;
 use solewriter_adapters::project_lock::{ProjectLock, Wait};
-use solewriter_adapters::runtime::RuntimeRoot;
-use solewriter_adapters::target_lock::TargetLock;
-use solewriter_core::target::TargetId;
+use solewriter_adapters::projection::runtime::RuntimeRoot;
+use solewriter_adapters::projection::target_lock::TargetLock;
+use solewriter_core::projection::target::TargetId;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -7,17 +7,17 @@
 mod children;
 
 use children::{commands, role, say, ChildProc};
-use solewriter_adapters::git_source::{commit_fact, hunk_fact, GitSource};
+use solewriter_adapters::ledger::git_source::{commit_fact, hunk_fact, GitSource};
 use solewriter_adapters::ledger::{
     Derive, Ledger, LedgerError, Outcome, Persisted, SnapshotState, Source,
 };
-use solewriter_adapters::process::{ProcessProbe, SystemProbe};
+use solewriter_adapters::project_lock::process::{ProcessProbe, SystemProbe};
 use solewriter_adapters::project_lock::{
     LockError, LockProbe, LockStep, ProjectLock, Wait, KERNEL_LOCK_FILE, LOCK_FILE,
 };
-use solewriter_core::git_facts::{CommitFact, HunkFact, Oid};
+use solewriter_core::ledger::git_facts::{CommitFact, HunkFact, Oid};
 use solewriter_core::ledger::{Snapshot, SnapshotError, MAX_SNAPSHOT_BYTES};
-use solewriter_core::ownership::{
+use solewriter_core::project_lock::ownership::{
     Guard, LockNonce, LockRecord, OwnerIdentity, ProbeReport, ProcessSeen, UnknownReason,
 };
 use solewriter_core::time::Millis;

@@ -4,8 +4,8 @@
 mod support;
 
 use rusqlite::Connection;
-use solewriter_adapters::schema::MARKER;
-use solewriter_adapters::store::{Initialized, ProjectionStore};
+use solewriter_adapters::projection::schema::MARKER;
+use solewriter_adapters::projection::store::{Initialized, ProjectionStore};
 use solewriter_adapters::Error;
 use support::*;
 

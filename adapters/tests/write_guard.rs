@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, RngSeed, TestRunner};
-use solewriter_adapters::write_guard::{GuardError, WriteGuard};
+use solewriter_adapters::subtree::write_guard::{GuardError, WriteGuard};
 use solewriter_core::subtree::{
     admit_move, admit_write, conflicts, parse_agent_envelope, Acquired, Admitted, EnvelopeError,
     LinearLockTable, Lock, LockTable, Parent, SubtreePath, WriteDenied, Writer,

@@ -19,8 +19,8 @@
 use crate::error::{CliError, CliResult};
 use serde::Deserialize;
 use solewriter::adapters::clock::FileClock;
-use solewriter::core::channel::ChannelSpec;
 use solewriter::core::config::{BusyTimeout, ConfigError, LeaseTtl};
+use solewriter::core::projection::channel::ChannelSpec;
 use solewriter::{
     ChannelName, ChannelRegistry, Clock, ProducerId, RuntimeRoot, StoreOptions, SystemClock,
     TimingConfig,

@@ -15,8 +15,8 @@ use crate::config::{ConfigArgs, Settings};
 use crate::error::{Class, CliError, CliResult};
 use crate::inspect::{print_document, print_target};
 use crate::process::Child;
-use solewriter::core::channel::DegradedReason;
-use solewriter::core::lease::LeaseState;
+use solewriter::core::projection::channel::DegradedReason;
+use solewriter::core::projection::lease::LeaseState;
 use solewriter::{
     read_projection, ChannelName, Clock, Error, ProducerId, ProjectionStore, StoreOptions,
     Submission, SubmitOutcome, SystemClock, TargetId, TargetTuple,

@@ -36,8 +36,8 @@
 use crate::config::Settings;
 use crate::error::{CliError, CliResult};
 use crate::{parse_instance, parse_target};
-use solewriter::adapters::publication::{PublishProbe, PublishStep};
-use solewriter::core::lease::Fenced;
+use solewriter::adapters::projection::publication::{PublishProbe, PublishStep};
+use solewriter::core::projection::lease::Fenced;
 use solewriter::{Acquisition, Error, HeldLease, ProjectionStore, ReleaseOutcome, TargetId};
 use std::io::{BufRead, Write};
 

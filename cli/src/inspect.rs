@@ -5,8 +5,8 @@ use crate::config::Settings;
 use crate::error::CliResult;
 use crate::parse_target;
 use serde_json::{json, Value};
-use solewriter::core::channel::ChannelRecord;
-use solewriter::core::lease::{LeaseRecord, LeaseState};
+use solewriter::core::projection::channel::ChannelRecord;
+use solewriter::core::projection::lease::{LeaseRecord, LeaseState};
 use solewriter::core::projection::Freshness;
 use solewriter::{read_projection, ChannelRegistry, Millis, ProjectionDocument, ProjectionStore};
 

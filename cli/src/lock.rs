@@ -5,9 +5,9 @@
 
 use super::error::{Class, CliError, CliResult};
 use serde_json::json;
-use solewriter::adapters::process::SystemProbe;
+use solewriter::adapters::project_lock::process::SystemProbe;
 use solewriter::adapters::project_lock::{KernelState, LockError, ProjectLock};
-use solewriter::core::ownership::{DeadReason, Ownership};
+use solewriter::core::project_lock::ownership::{DeadReason, Ownership};
 use std::path::Path;
 use std::sync::Arc;
 

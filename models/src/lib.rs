@@ -3,7 +3,7 @@
 //! The model holds the store (lease rows, channel rows, ONE serialized write transaction),
 //! the per-target locks and the runtime directory (current documents, temp siblings, atomic
 //! rename) in memory, and executes the SAME core machines as the SQLite adapter
-//! (`solewriter_core::machine`: acquisition, publication, release) and the same submission
+//! (`solewriter_core::projection::machine`: acquisition, publication, release) and the same submission
 //! decision (`decide_submission`). It is small and obviously right, so it can serve as the
 //! oracle of the conformance test and as the system under the loom and shuttle checkers.
 //!

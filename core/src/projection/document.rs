@@ -7,9 +7,11 @@
 //! `missing`. The fencing epoch is carried as a diagnostic only: nothing in solewriter reads
 //! it back to decide whether a write is allowed.
 
-use crate::channel::{ChannelName, ChannelRecord, ChannelRegistry, DegradedReason, ProducerId};
-use crate::lease::Authority;
-use crate::target::TargetId;
+use crate::projection::channel::{
+    ChannelName, ChannelRecord, ChannelRegistry, DegradedReason, ProducerId,
+};
+use crate::projection::lease::Authority;
+use crate::projection::target::TargetId;
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -183,9 +185,9 @@ fn check_size(size: usize) -> Result<(), DocumentError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::channel::ChannelSpec;
     use crate::config::LeaseTtl;
-    use crate::lease::{observe, AcquireRequest, Credential, LeaseRecord};
+    use crate::projection::channel::ChannelSpec;
+    use crate::projection::lease::{observe, AcquireRequest, Credential, LeaseRecord};
     use crate::token::HolderToken;
 
     fn authority() -> Authority {

@@ -8,11 +8,11 @@
 use super::serialized::{Body, End, Serialized};
 use super::{protocol_violation, Effect, Input, Machine};
 use crate::config::LeaseTtl;
-use crate::lease::{
+use crate::names::InstanceDigest;
+use crate::projection::lease::{
     observe, AcquirePlan, AcquireRefused, AcquireRequest, HeldBy, InconsistentLease, LeaseRecord,
     Observed,
 };
-use crate::names::InstanceDigest;
 use crate::token::TokenHash;
 
 /// What an acquisition ended with.

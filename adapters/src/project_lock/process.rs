@@ -2,7 +2,7 @@
 //! implementation. On Linux the start token is `starttime` of `/proc/<pid>/stat`, the boot
 //! id is `/proc/sys/kernel/random/boot_id` and the PID namespace is the inode of
 //! `/proc/self/ns/pid`; parsing and classification are pure core decisions
-//! (`solewriter_core::ownership`). Elsewhere every answer is `Unsupported`, so a recorded
+//! (`solewriter_core::project_lock::ownership`). Elsewhere every answer is `Unsupported`, so a recorded
 //! owner is `Unknown` and the project lock fails loudly instead of guessing.
 //!
 //! A process has exited only when every one of its threads has: when the main thread's state
@@ -12,7 +12,7 @@
 //! process's own (`/proc/self/stat` names another pid than ours), the namespace is reported
 //! unreadable and no pid is judged.
 
-use solewriter_core::ownership::{
+use solewriter_core::project_lock::ownership::{
     BootSeen, NamespaceSeen, OwnerIdentity, ProbeReport, ProcessSeen,
 };
 
@@ -32,7 +32,7 @@ pub struct SystemProbe;
 #[cfg(target_os = "linux")]
 mod imp {
     use super::*;
-    use solewriter_core::ownership::{
+    use solewriter_core::project_lock::ownership::{
         parse_ns_link, parse_proc_stat, parse_status_euid, proc_hides_pids, BootId, ProcStat,
     };
     use std::io;
@@ -204,7 +204,7 @@ impl ProcessProbe for SystemProbe {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
-    use solewriter_core::ownership::{classify, Ownership};
+    use solewriter_core::project_lock::ownership::{classify, Ownership};
 
     #[test]
     fn own_identity_is_alive_and_a_reaped_child_is_dead() {
@@ -266,7 +266,7 @@ mod tests {
         };
         assert_eq!(
             classify(&recorded, &seen),
-            Ownership::Dead(solewriter_core::ownership::DeadReason::Exited)
+            Ownership::Dead(solewriter_core::project_lock::ownership::DeadReason::Exited)
         );
         child.wait().unwrap();
     }

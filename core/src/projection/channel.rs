@@ -5,7 +5,7 @@
 //! target id; it never names a path.
 
 pub use crate::names::{ChannelName, NameError, ProducerId};
-use crate::target::TargetId;
+use crate::projection::target::TargetId;
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -16,7 +16,9 @@
 //! "Identical content" means byte-identical envelope text and equal `captured_at` and
 //! `expires_at`. A conflict against an already degraded row is again `Degrade` (idempotent).
 
-use crate::channel::{ChannelRecord, ChannelRegistry, DegradedReason, ProducerId, Submission};
+use crate::projection::channel::{
+    ChannelRecord, ChannelRegistry, DegradedReason, ProducerId, Submission,
+};
 use crate::time::Millis;
 
 /// Why a submission was rejected. A rejected submission writes nothing.
@@ -175,8 +177,8 @@ pub fn decide_submission(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::channel::{ChannelName, ChannelSpec};
-    use crate::target::TargetId;
+    use crate::projection::channel::{ChannelName, ChannelSpec};
+    use crate::projection::target::TargetId;
 
     fn registry() -> ChannelRegistry {
         ChannelRegistry::new([ChannelSpec {

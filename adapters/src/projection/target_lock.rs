@@ -15,8 +15,8 @@
 
 use crate::atomic_file::{ensure_private_dir, DirError, FILE_MODE};
 use crate::error::{Error, Result};
-use crate::runtime::{RuntimeRoot, PROJECTIONS_DIR};
-use solewriter_core::target::TargetId;
+use crate::projection::runtime::{RuntimeRoot, PROJECTIONS_DIR};
+use solewriter_core::projection::target::TargetId;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
@@ -125,12 +125,12 @@ impl TargetLock {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
-    use crate::lease::Acquisition;
-    use crate::store::{ProjectionStore, StoreOptions};
-    use solewriter_core::channel::ChannelRegistry;
+    use crate::projection::lease::Acquisition;
+    use crate::projection::store::{ProjectionStore, StoreOptions};
     use solewriter_core::config::TimingConfig;
     use solewriter_core::names::InstanceDigest;
-    use solewriter_core::target::TargetTuple;
+    use solewriter_core::projection::channel::ChannelRegistry;
+    use solewriter_core::projection::target::TargetTuple;
     use solewriter_core::time::Millis;
     use std::sync::atomic::Ordering::SeqCst;
     use std::sync::Arc;

@@ -7,11 +7,11 @@ use super::publish::{Publish, PublishEnd, PublishFailure};
 use super::publish_now::{PublishNow, PublishNowEnd};
 use super::release::{Release, ReleaseFailure, ReleaseOutcome};
 use super::{drive, Effect, Input, Machine};
-use crate::channel::ChannelRegistry;
 use crate::config::LeaseTtl;
-use crate::lease::{Credential, Fenced, Grant, LeaseRecord, LeaseState};
 use crate::names::InstanceDigest;
-use crate::target::TargetId;
+use crate::projection::channel::ChannelRegistry;
+use crate::projection::lease::{Credential, Fenced, Grant, LeaseRecord, LeaseState};
+use crate::projection::target::TargetId;
 use crate::time::Millis;
 use crate::token::{HolderToken, TokenHash};
 

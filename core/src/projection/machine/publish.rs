@@ -18,10 +18,12 @@
 use super::release::{ReleaseFailure, ReleaseOutcome, ReleaseSteps};
 use super::serialized::{Body, End, Serialized};
 use super::{protocol_violation, Effect, Input, Machine};
-use crate::channel::ChannelRegistry;
-use crate::lease::{observe, Authority, Credential, DeadlinePassed, Fenced, InconsistentLease};
+use crate::projection::channel::ChannelRegistry;
+use crate::projection::lease::{
+    observe, Authority, Credential, DeadlinePassed, Fenced, InconsistentLease,
+};
+use crate::projection::publication::PublishStep;
 use crate::projection::{compose, DocumentError};
-use crate::publication::PublishStep;
 use crate::time::Millis;
 
 /// A publication that renamed its document durably.
@@ -108,7 +110,7 @@ pub(crate) struct Steps<'r, E> {
     credential: Credential,
     registry: &'r ChannelRegistry,
     stage: Stage,
-    record: Option<crate::lease::LeaseRecord>,
+    record: Option<crate::projection::lease::LeaseRecord>,
     authority: Option<Authority>,
     now: Millis,
     bytes: Vec<u8>,

@@ -1,4 +1,4 @@
-//! The executor of the core's lease machines (`solewriter_core::machine`): one `match` that
+//! The executor of the core's lease machines (`solewriter_core::projection::machine`): one `match` that
 //! carries out each effect the machine names — against the SQLite store, the file system
 //! and the per-target kernel lock — and hands the result back. It decides nothing: every
 //! decision, and the order of every step, is the machine's, which is exactly the sequence the
@@ -6,14 +6,14 @@
 
 use crate::atomic_file::{make_private_dir, parent_of, remove_orphans, DirError, TempFile};
 use crate::error::Error;
-use crate::publication::PublishProbe;
-use crate::rows;
-use crate::runtime::{CURRENT_FILE, PROJECTIONS_DIR};
-use crate::store::{ProjectionStore, WriteTx};
-use crate::target_lock::TargetLock;
+use crate::projection::publication::PublishProbe;
+use crate::projection::rows;
+use crate::projection::runtime::{CURRENT_FILE, PROJECTIONS_DIR};
+use crate::projection::store::{ProjectionStore, WriteTx};
+use crate::projection::target_lock::TargetLock;
 use rusqlite::Connection;
-use solewriter_core::machine::{drive, Effect, Input, Machine};
-use solewriter_core::target::TargetId;
+use solewriter_core::projection::machine::{drive, Effect, Input, Machine};
+use solewriter_core::projection::target::TargetId;
 use std::path::PathBuf;
 use std::time::Instant;
 

@@ -31,9 +31,9 @@ mod serialized;
 #[cfg(test)]
 mod tests;
 
-use crate::channel::ChannelRecord;
-use crate::lease::{AcquirePlan, LeaseRecord, ReleasePlan};
-use crate::publication::PublishStep;
+use crate::projection::channel::ChannelRecord;
+use crate::projection::lease::{AcquirePlan, LeaseRecord, ReleasePlan};
+use crate::projection::publication::PublishStep;
 use crate::time::Millis;
 
 /// The next effect a machine needs. Borrowed data (a plan, the document) lives in the

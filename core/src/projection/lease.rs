@@ -14,7 +14,7 @@
 
 use crate::config::LeaseTtl;
 use crate::names::InstanceDigest;
-use crate::target::TargetId;
+use crate::projection::target::TargetId;
 use crate::time::Millis;
 use crate::token::TokenHash;
 

@@ -1,6 +1,6 @@
 //! The fenced publication of `current.json`: the adapter's side of the core's [`Publish`]
-//! machine (`solewriter_core::machine::publish`, where the sequence and its reasons are
-//! written down), run by the [`Executor`](crate::executor).
+//! machine (`solewriter_core::projection::machine::publish`, where the sequence and its reasons are
+//! written down), run by the [`Executor`](crate::projection::executor).
 //!
 //! Everything happens while holding the target's kernel lock and ONE serialized SQLite write
 //! transaction (`BEGIN IMMEDIATE`), so no acquisition can commit between the revalidation and
@@ -10,17 +10,19 @@
 //! conditional release and a commit; a temp file that was not renamed is removed.
 
 use crate::error::{Error, Result};
-use crate::executor::Executor;
-use crate::lease::{acquired, fresh_token, release_error, Grant, HeldLease, ReleaseOutcome};
-use crate::store::ProjectionStore;
-use solewriter_core::lease::HeldBy;
-use solewriter_core::machine::acquire::Applicant;
-use solewriter_core::machine::publish::{Publish, PublishEnd, PublishFailure};
-use solewriter_core::machine::publish_now::{PublishNow, PublishNowEnd};
-use solewriter_core::machine::release::ReleaseFailure;
+use crate::projection::executor::Executor;
+use crate::projection::lease::{
+    acquired, fresh_token, release_error, Grant, HeldLease, ReleaseOutcome,
+};
+use crate::projection::store::ProjectionStore;
 use solewriter_core::names::InstanceDigest;
-pub use solewriter_core::publication::PublishStep;
-use solewriter_core::target::TargetId;
+use solewriter_core::projection::lease::HeldBy;
+use solewriter_core::projection::machine::acquire::Applicant;
+use solewriter_core::projection::machine::publish::{Publish, PublishEnd, PublishFailure};
+use solewriter_core::projection::machine::publish_now::{PublishNow, PublishNowEnd};
+use solewriter_core::projection::machine::release::ReleaseFailure;
+pub use solewriter_core::projection::publication::PublishStep;
+use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
 use std::path::PathBuf;
@@ -33,7 +35,7 @@ pub trait PublishProbe {
     fn reached(&self, step: PublishStep, target: &TargetId, epoch: u64);
 
     /// Called before every effect of the machine is executed (`effect` is its name, e.g.
-    /// `write-temp`; see `solewriter_core::machine::Effect::name`). Does nothing by default.
+    /// `write-temp`; see `solewriter_core::projection::machine::Effect::name`). Does nothing by default.
     fn before(&self, effect: &'static str, target: &TargetId, epoch: u64) {
         let _ = (effect, target, epoch);
     }
@@ -160,7 +162,7 @@ impl ProjectionStore {
                 None => unreachable!("a one-shot publication that was granted ran"),
             },
             // A takeover of an expired grant committed on its own: publish with it in a second
-            // envelope (see `solewriter_core::machine::publish_now`).
+            // envelope (see `solewriter_core::projection::machine::publish_now`).
             PublishNowEnd::TakenOver(plan) => {
                 tracing::info!(target_id = %target, epoch = plan.epoch, holder = %holder, "lease granted (takeover)");
                 let lease = HeldLease::granted(self, &plan, token);
@@ -186,7 +188,7 @@ fn outcome(
     epoch: u64,
     renamed: Option<PathBuf>,
     result: std::result::Result<
-        solewriter_core::machine::publish::Published,
+        solewriter_core::projection::machine::publish::Published,
         PublishFailure<Error>,
     >,
     release: std::result::Result<ReleaseOutcome, ReleaseFailure<Error>>,

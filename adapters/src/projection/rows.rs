@@ -5,10 +5,12 @@
 
 use crate::error::{Error, Result};
 use rusqlite::{params, Connection, OptionalExtension, Row};
-use solewriter_core::channel::{ChannelName, ChannelRecord, DegradedReason};
-use solewriter_core::lease::{AcquirePlan, Grant, LeaseRecord, LeaseState, ReleasePlan};
 use solewriter_core::names::InstanceDigest;
-use solewriter_core::target::TargetId;
+use solewriter_core::projection::channel::{ChannelName, ChannelRecord, DegradedReason};
+use solewriter_core::projection::lease::{
+    AcquirePlan, Grant, LeaseRecord, LeaseState, ReleasePlan,
+};
+use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
 use solewriter_core::token::TokenHash;
 
@@ -223,7 +225,7 @@ mod tests {
 
     fn store() -> Connection {
         let conn = Connection::open_in_memory().unwrap();
-        crate::schema::create(&conn).unwrap();
+        crate::projection::schema::create(&conn).unwrap();
         conn
     }
 

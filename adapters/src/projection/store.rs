@@ -8,15 +8,15 @@
 use crate::atomic_file::{FileSystem, RealFs};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::rows;
-use crate::runtime::RuntimeRoot;
-use crate::schema;
-use crate::write_gate::{Gate, Pass};
+use crate::projection::rows;
+use crate::projection::runtime::RuntimeRoot;
+use crate::projection::schema;
+use crate::projection::write_gate::{Gate, Pass};
 use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
-use solewriter_core::channel::{ChannelRecord, ChannelRegistry};
 use solewriter_core::config::TimingConfig;
-use solewriter_core::lease::LeaseRecord;
-use solewriter_core::target::{TargetId, TargetTuple};
+use solewriter_core::projection::channel::{ChannelRecord, ChannelRegistry};
+use solewriter_core::projection::lease::LeaseRecord;
+use solewriter_core::projection::target::{TargetId, TargetTuple};
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -423,7 +423,7 @@ mod tests {
             format!("ProjectionStore {{ db_path: {db_path:?}, .. }}")
         );
     }
-    use solewriter_core::target::TargetTuple;
+    use solewriter_core::projection::target::TargetTuple;
     use solewriter_core::time::Millis;
 
     /// A write transaction waits for another thread's within the busy timeout and starts as

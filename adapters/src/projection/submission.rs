@@ -6,10 +6,10 @@
 //! the CLI's `submit`).
 
 use crate::error::Result;
-use crate::rows;
-use crate::store::ProjectionStore;
-use solewriter_core::channel::{ProducerId, Submission};
-use solewriter_core::watermark::{decide_submission, SubmissionPlan};
+use crate::projection::rows;
+use crate::projection::store::ProjectionStore;
+use solewriter_core::projection::channel::{ProducerId, Submission};
+use solewriter_core::projection::watermark::{decide_submission, SubmissionPlan};
 
 /// What an accepted submission did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

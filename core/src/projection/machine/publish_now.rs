@@ -22,8 +22,8 @@ use super::publish::{PublishFailure, Published, Steps};
 use super::release::{ReleaseFailure, ReleaseOutcome};
 use super::serialized::{Body, End};
 use super::{Effect, Input, Machine};
-use crate::channel::ChannelRegistry;
-use crate::lease::Credential;
+use crate::projection::channel::ChannelRegistry;
+use crate::projection::lease::Credential;
 
 /// How a one-shot publication ended.
 #[derive(Debug)]
@@ -33,7 +33,7 @@ pub enum PublishNowEnd<E> {
     /// The grant took over an expired one: it committed on its own and nothing was published;
     /// publish with it as a two-step publication (its credential: the plan's target and epoch,
     /// the applicant's token hash).
-    TakenOver(crate::lease::AcquirePlan),
+    TakenOver(crate::projection::lease::AcquirePlan),
     /// Granted at `epoch`; the publication ran, and so did its release.
     Ran {
         /// The epoch of the grant.

@@ -1,6 +1,6 @@
 //! Acquisition, the held lease, and the conditional release — the adapter's side of the
-//! core's [`Acquire`] and [`Release`] machines (`solewriter_core::machine`), run by the
-//! [`Executor`](crate::executor).
+//! core's [`Acquire`] and [`Release`] machines (`solewriter_core::projection::machine`), run by the
+//! [`Executor`](crate::projection::executor).
 //!
 //! `acquire` first reads the committed snapshot: a live grant answers `Held` (with retry
 //! metadata) without any lock. Otherwise, holding the target's kernel lock and the store's
@@ -10,15 +10,15 @@
 //! failed publication, or from `Drop` — is conditional on the token hash AND the epoch.
 
 use crate::error::{Error, Result};
-use crate::executor::Executor;
-use crate::publication::NoProbe;
-use crate::store::ProjectionStore;
-use solewriter_core::lease::{AcquirePlan, Credential, HeldBy};
-use solewriter_core::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
-pub use solewriter_core::machine::release::ReleaseOutcome;
-use solewriter_core::machine::release::{Release, ReleaseFailure};
+use crate::projection::executor::Executor;
+use crate::projection::publication::NoProbe;
+use crate::projection::store::ProjectionStore;
 use solewriter_core::names::InstanceDigest;
-use solewriter_core::target::TargetId;
+use solewriter_core::projection::lease::{AcquirePlan, Credential, HeldBy};
+use solewriter_core::projection::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
+pub use solewriter_core::projection::machine::release::ReleaseOutcome;
+use solewriter_core::projection::machine::release::{Release, ReleaseFailure};
+use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
 

@@ -5,7 +5,9 @@
 
 use super::serialized::{Body, End, Serialized};
 use super::{protocol_violation, Effect, Input, Machine};
-use crate::lease::{observe, Credential, Fenced, InconsistentLease, LeaseRecord, ReleasePlan};
+use crate::projection::lease::{
+    observe, Credential, Fenced, InconsistentLease, LeaseRecord, ReleasePlan,
+};
 
 /// What a release did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -29,7 +29,7 @@
 //! 1. Take the kernel lock without blocking. Taken by another: busy ([`LockError::Busy`],
 //!    naming the record's owner if there is a record), or wait and retry within the bound.
 //! 2. With the kernel lock held, create the record. If a record is already there, it is
-//!    judged (`solewriter_core::ownership::judge`): a record written under the kernel lock is
+//!    judged (`solewriter_core::project_lock::ownership::judge`): a record written under the kernel lock is
 //!    stale (its writer's kernel lock is gone, so it released or died), whatever `/proc`
 //!    shows of its owner — another PID namespace, another boot, a hidden `/proc`. It is
 //!    removed and creation retried. A record-only record is classified: a dead owner is
@@ -42,7 +42,7 @@
 //! another PID namespace or boot, or hidden by `/proc`, is unknown: loud, never dead).
 //!
 //! # The lock file
-//! `<dir>/project.lock` holds a [`LockRecord`] (see `solewriter_core::ownership`). It appears
+//! `<dir>/project.lock` holds a [`LockRecord`] (see `solewriter_core::project_lock::ownership`). It appears
 //! complete or not at all: the record is written to a unique temp sibling and fsynced
 //! ([`TempFile::write`]), then hard-linked to the lock name. `link(2)` fails if the name
 //! exists, so creation is exclusive, and a crash at any point leaves either no lock file or a
@@ -84,13 +84,15 @@
 //! recoverers (by the same claim rule, one level up), so a recoverer killed after removing the
 //! dead record leaves nothing behind for long.
 
+pub mod process;
+
 use crate::atomic_file::{
     ensure_private_dir, read_bounded, DirError, FileSystem, RealFs, TempFile, FILE_MODE,
 };
 use crate::clock::{Clock, SystemClock};
-use crate::process::{effective_uid, ProcessProbe};
-use crate::publication::NoProbe;
-use solewriter_core::ownership::{
+use crate::project_lock::process::{effective_uid, ProcessProbe};
+use crate::projection::publication::NoProbe;
+use solewriter_core::project_lock::ownership::{
     judge, refuse_lock_dir, BootId, Guard, LockNonce, LockRecord, OwnerIdentity, Ownership,
     RecordError, UnknownReason, LOCK_RECORD_MAX_BYTES,
 };

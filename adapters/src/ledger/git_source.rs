@@ -26,7 +26,7 @@ use crate::ledger::{Derive, LedgerError, Source, SourceError};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use solewriter_core::git_facts::{
+use solewriter_core::ledger::git_facts::{
     parse_commit, parse_hunks, CommitFact, GitFactId, HunkFact, Oid, COMMIT_FORMAT,
 };
 use solewriter_core::ledger::{FactId, Interpretation};
@@ -170,7 +170,7 @@ impl Source for GitSource {
             what: format!("derive {id}"),
             detail: "not a git fact id (commit/<oid> or hunks/<oid>)".into(),
         };
-        let bad = |e: solewriter_core::git_facts::GitParseError| SourceError {
+        let bad = |e: solewriter_core::ledger::git_facts::GitParseError| SourceError {
             what: format!("derive {id}"),
             detail: e.to_string(),
         };

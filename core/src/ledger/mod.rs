@@ -9,6 +9,8 @@
 //! The ledger stores facts, not verdicts: a fact, once recorded, never changes, so a reader
 //! that derives a fact itself and a writer that persists it later give the same answer.
 
+pub mod git_facts;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};

@@ -38,15 +38,17 @@
 //! source failures and repeated interpretation movement are loud. No cache, no background
 //! work: a later uncontended read persists what this one discarded.
 
+pub mod git_source;
+
 use crate::atomic_file::{read_bounded, remove_orphans, FileSystem, RealFs, TempFile};
-use crate::process::ProcessProbe;
+use crate::project_lock::process::ProcessProbe;
 use crate::project_lock::{LockError, ProjectLock, ProjectLockGuard, Released, Wait};
 use serde_json::Value;
 use solewriter_core::ledger::{
     choose_base, recheck, Base, CommitPlan, Derivation, FactConflict, FactId, Interpretation,
     Recheck, Snapshot, SnapshotError, MAX_SNAPSHOT_BYTES,
 };
-use solewriter_core::ownership::OwnerIdentity;
+use solewriter_core::project_lock::ownership::OwnerIdentity;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;

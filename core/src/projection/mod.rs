@@ -1,0 +1,24 @@
+//! The fenced projection writer (seed 000), its pure half.
+//!
+//! - [`target`]: the attested target tuple and its derived [`target::TargetId`].
+//! - [`lease`]: the lease type-state (`Lease<Unheld|Held|Expired|Released>`) and its plans.
+//! - [`channel`]: producers, channels, the channel registry and channel rows.
+//! - [`watermark`]: producer-submission admission.
+//! - the document (this module's own items: [`ProjectionDocument`], [`compose`]): composition
+//!   of committed channel rows into the published `current.json`.
+//! - [`publication`]: the named steps of the fenced publication sequence.
+//! - [`machine`]: acquisition, publication and release as sans-IO step machines — the one
+//!   sequence both the SQLite adapter and the model checkers execute.
+
+pub mod channel;
+mod document;
+pub mod lease;
+pub mod machine;
+pub mod publication;
+pub mod target;
+pub mod watermark;
+
+pub use document::{
+    compose, DocumentError, Freshness, ProjectionDocument, PublishedChannel, FORMAT,
+    MAX_DOCUMENT_BYTES,
+};
