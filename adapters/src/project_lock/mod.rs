@@ -92,6 +92,9 @@ use crate::atomic_file::{
 use crate::clock::{Clock, SystemClock};
 use crate::project_lock::process::{effective_uid, ProcessProbe};
 use crate::projection::publication::NoProbe;
+use solewriter_core::project_lock::machine::{
+    Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, Release, Slot,
+};
 use solewriter_core::project_lock::ownership::{
     judge, refuse_lock_dir, BootId, Guard, LockNonce, LockRecord, OwnerIdentity, Ownership,
     RecordError, UnknownReason, LOCK_RECORD_MAX_BYTES,
@@ -103,12 +106,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// File name of the lock record inside the project directory.
-pub const LOCK_FILE: &str = "project.lock";
+pub use solewriter_core::project_lock::machine::{LOCK_FILE, MAX_RECOVERY_DEPTH};
 /// File name of the kernel lock inside the project directory: created once, never removed.
 pub const KERNEL_LOCK_FILE: &str = "project.lock.kernel";
-/// How many levels of crashed recoverers are recovered before giving up loudly.
-pub const MAX_RECOVERY_DEPTH: usize = 3;
 /// First pause between attempts while a live owner holds the lock; it doubles after every
 /// attempt up to [`MAX_BACKOFF`], and never extends past the caller's bound.
 pub const FIRST_BACKOFF: Duration = Duration::from_millis(1);
@@ -282,36 +282,41 @@ fn io_err(step: &'static str, path: &Path) -> impl FnOnce(io::Error) -> LockErro
     move |source| LockError::Io { step, path, source }
 }
 
-/// What the release found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Released {
-    /// The lock carried this acquisition's nonce and was removed.
-    Removed,
-    /// The lock did not carry this acquisition's nonce (recovered from this owner, or
-    /// already gone): nothing was removed. Holds what was found there.
-    NotHolder(Option<LockRecord>),
+/// What the release found: `Removed`, or `NotHolder` with what was there instead.
+pub use solewriter_core::project_lock::machine::ReleaseEnd as Released;
+
+/// A kernel lock this process holds; let go explicitly (`LOCK_UN`) when dropped, not only
+/// closed: a child forked by any thread of this process shares the open file description
+/// until it execs, and would keep the lock held.
+#[derive(Debug)]
+struct KernelLock(File);
+
+impl KernelLock {
+    fn unlock(&self) {
+        if let Err(error) = self.0.unlock() {
+            tracing::warn!(%error, "unlocking the project's kernel lock failed; it ends when this process closes it");
+        }
+    }
 }
 
-/// What clearing a lock path found.
-enum Clear {
-    /// Nothing is there any more (released, or a dead owner's record was removed).
-    Gone,
-    /// A live process holds it (the lock's owner, or a live recoverer's claim).
-    Live(OwnerIdentity),
+impl Drop for KernelLock {
+    fn drop(&mut self) {
+        self.unlock();
+    }
 }
 
-/// What one attempt at the kernel lock found.
-enum Kernel {
-    /// Taken: held until this file is closed.
-    Taken(File),
-    /// Held by another open file description.
-    Busy,
-    /// Record-only mode: no kernel lock is used.
-    NotUsed,
+/// How a machine run ended, when it did not fail.
+enum Ended {
+    /// The lock is taken with this record.
+    Acquired(LockRecord),
+    /// Held by another, whose record names this owner (if there is a record).
+    Busy(Option<OwnerIdentity>),
+    /// A clear-only run is done.
+    Cleared,
 }
 
 /// What one attempt at the whole lock found.
-enum Attempt {
+enum Outcome {
     /// Taken.
     Acquired(ProjectLockGuard),
     /// Held by another, whose record names this owner (if there is a record).
@@ -440,8 +445,8 @@ impl ProjectLock {
         let mut backoff = FIRST_BACKOFF;
         loop {
             let owner = match self.attempt(&me, &path)? {
-                Attempt::Acquired(guard) => return Ok(guard),
-                Attempt::Busy(owner) => owner,
+                Outcome::Acquired(guard) => return Ok(guard),
+                Outcome::Busy(owner) => owner,
             };
             let now = Instant::now();
             let pause = match deadline {
@@ -457,51 +462,100 @@ impl ProjectLock {
         }
     }
 
-    /// One attempt: the kernel lock, then the record (see the module doc's rule). A busy
-    /// kernel lock returns before anything is written; a live record-only owner returns with
-    /// the kernel lock let go.
-    fn attempt(&self, me: &OwnerIdentity, path: &Path) -> Result<Attempt, LockError> {
-        let kernel = match self.kernel_lock()? {
-            Kernel::Taken(file) => {
-                self.steps
-                    .reached(LockStep::KernelLocked, &self.kernel_path());
-                Some(file)
-            }
-            Kernel::Busy => {
-                self.steps
-                    .reached(LockStep::KernelBusy, &self.kernel_path());
-                // For the diagnostic only: the kernel lock already answered.
-                let owner = self.read(path).ok().flatten().map(|r| r.owner);
-                return Ok(Attempt::Busy(owner));
-            }
-            Kernel::NotUsed => None,
-        };
-        let held = kernel.is_some();
-        let record = self.new_record(me, held)?;
-        loop {
-            if self.create(path, &record)? {
+    /// One attempt: the core's [`Attempt`] machine (the kernel lock, then the record, stale
+    /// records recovered by the claim rule), executed here. A busy kernel lock ends before
+    /// anything is written; a live owner ends with the kernel lock let go.
+    fn attempt(&self, me: &OwnerIdentity, path: &Path) -> Result<Outcome, LockError> {
+        let mut kernel = None;
+        let mut machine = Attempt::new(me.clone());
+        while let Some(effect) = machine.poll() {
+            machine.handle(self.execute(effect, &mut kernel));
+        }
+        match self.ended(machine)? {
+            Ended::Acquired(record) => {
+                let held = kernel.is_some();
                 tracing::info!(lock = %path.display(), owner = %me, kernel_lock = held, outcome = "acquired", "project lock");
                 self.steps.reached(LockStep::Acquired, path);
                 self.sweep(me, held);
-                return Ok(Attempt::Acquired(ProjectLockGuard {
+                Ok(Outcome::Acquired(ProjectLockGuard {
                     lock: self.clone(),
                     record,
                     armed: true,
                     kernel,
-                }));
+                }))
             }
-            match self.clear(path, me, 0, held)? {
-                Clear::Gone => continue,
-                Clear::Live(owner) => return Ok(Attempt::Busy(Some(owner))),
-            }
+            Ended::Busy(owner) => Ok(Outcome::Busy(owner)),
+            Ended::Cleared => unreachable!("only a clear-only run ends cleared"),
         }
+    }
+
+    /// The end of a machine run, with its failures as errors.
+    fn ended(&self, machine: Attempt<LockError>) -> Result<Ended, LockError> {
+        match machine.into_end() {
+            Some(AttemptEnd::Acquired(record)) => Ok(Ended::Acquired(record)),
+            Some(AttemptEnd::Busy(_, owner)) => Ok(Ended::Busy(owner)),
+            Some(AttemptEnd::Cleared) => Ok(Ended::Cleared),
+            Some(AttemptEnd::Unknown(slot, owner, reason)) => Err(LockError::UnknownOwner {
+                lock: self.dir.join(slot.file_name()),
+                owner,
+                reason,
+            }),
+            Some(AttemptEnd::Abandoned(slot)) => Err(LockError::RecoveryAbandoned {
+                lock: self.dir.join(slot.file_name()),
+                depth: slot.depth(),
+            }),
+            Some(AttemptEnd::Failed(error)) => Err(error),
+            None => unreachable!("a machine run ends when it names no effect"),
+        }
+    }
+
+    /// Executes one effect of a lock machine; a kernel lock taken is kept in `kernel`.
+    fn execute(&self, effect: LockEffect, kernel: &mut Option<KernelLock>) -> LockInput<LockError> {
+        let answer = match effect {
+            LockEffect::TryKernel => self.kernel_lock().map(|(seen, taken)| {
+                *kernel = taken;
+                let step = match seen {
+                    KernelSeen::Busy => Some(LockStep::KernelBusy),
+                    KernelSeen::Taken => Some(LockStep::KernelLocked),
+                    KernelSeen::NotUsed => None,
+                };
+                if let Some(step) = step {
+                    self.steps.reached(step, &self.kernel_path());
+                }
+                LockInput::Kernel(seen)
+            }),
+            LockEffect::Read(slot) => self
+                .read(&self.dir.join(slot.file_name()))
+                .map(LockInput::Record),
+            LockEffect::Fresh => fresh_nonce().map(|nonce| LockInput::Fresh {
+                nonce,
+                now: SystemClock.now(),
+            }),
+            LockEffect::Create(slot, record) => self
+                .create(&self.dir.join(slot.file_name()), &record)
+                .map(LockInput::Created),
+            LockEffect::Observe(pid) => Ok(LockInput::Observed(self.probe.observe(pid))),
+            LockEffect::Unlink(slot) => {
+                let path = self.dir.join(slot.file_name());
+                self.steps.reached(LockStep::Checked, &path);
+                match self.fs.remove_file(&path) {
+                    Ok(()) => {
+                        self.steps.reached(LockStep::Unlinked, &path);
+                        Ok(LockInput::Unlinked(true))
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(LockInput::Unlinked(false)),
+                    Err(e) => Err(io_err("remove lock", &path)(e)),
+                }
+            }
+        };
+        answer.unwrap_or_else(LockInput::Failed)
     }
 
     /// Tries the kernel lock without blocking. The file is opened read-only when it exists
     /// (nothing written, also in a read-only directory) and created (0600) only when absent.
-    fn kernel_lock(&self) -> Result<Kernel, LockError> {
+    fn kernel_lock(&self) -> Result<(KernelSeen, Option<KernelLock>), LockError> {
         if self.record_only {
-            return Ok(Kernel::NotUsed);
+            return Ok((KernelSeen::NotUsed, None));
         }
         let path = self.kernel_path();
         let file = match open_kernel_file(&path, false) {
@@ -516,8 +570,8 @@ impl ProjectLock {
             )));
         }
         match file.try_lock() {
-            Ok(()) => Ok(Kernel::Taken(file)),
-            Err(TryLockError::WouldBlock) => Ok(Kernel::Busy),
+            Ok(()) => Ok((KernelSeen::Taken, Some(KernelLock(file)))),
+            Err(TryLockError::WouldBlock) => Ok((KernelSeen::Busy, None)),
             Err(TryLockError::Error(source)) if locks_refused(&source) => {
                 Err(LockError::KernelLockUnavailable { lock: path, source })
             }
@@ -595,21 +649,6 @@ impl ProjectLock {
         })
     }
 
-    fn new_record(&self, me: &OwnerIdentity, kernel_held: bool) -> Result<LockRecord, LockError> {
-        let mut bytes = [0u8; 32];
-        getrandom::fill(&mut bytes).map_err(|e| LockError::Random(e.to_string()))?;
-        Ok(LockRecord {
-            owner: me.clone(),
-            guard: if kernel_held {
-                Guard::Kernel
-            } else {
-                Guard::RecordOnly
-            },
-            nonce: LockNonce::from_bytes(bytes),
-            acquired_at: SystemClock.now(),
-        })
-    }
-
     /// Reads the record at `path`; `None` if there is none. Reads at most one byte past
     /// [`LOCK_RECORD_MAX_BYTES`], so a planted huge file is refused by the parse without
     /// being loaded whole.
@@ -657,82 +696,16 @@ impl ProjectLock {
         }
     }
 
-    /// Looks at `path` and removes its record if it is stale (judged with the kernel lock
-    /// held or not, see the module doc).
-    fn clear(
-        &self,
-        path: &Path,
-        me: &OwnerIdentity,
-        depth: usize,
-        kernel_held: bool,
-    ) -> Result<Clear, LockError> {
-        let Some(seen) = self.read(path)? else {
-            return Ok(Clear::Gone);
-        };
-        match judge(&seen.owner, seen.guard, kernel_held, || {
-            self.probe.observe(seen.owner.pid)
-        }) {
-            Ownership::Alive => Ok(Clear::Live(seen.owner)),
-            Ownership::Unknown(reason) => Err(LockError::UnknownOwner {
-                lock: path.to_owned(),
-                owner: seen.owner,
-                reason,
-            }),
-            Ownership::Dead(why) => {
-                tracing::warn!(lock = %path.display(), owner = %seen.owner, reason = ?why, outcome = "recovering", "project lock");
-                self.remove_dead(path, &seen.nonce, me, depth, kernel_held)
-            }
+    /// Runs the release machine: removes the lock if it still carries `nonce`.
+    fn remove_if_carries(&self, nonce: &LockNonce) -> Result<Released, LockError> {
+        let mut kernel = None;
+        let mut machine = Release::new(*nonce);
+        while let Some(effect) = machine.poll() {
+            machine.handle(self.execute(effect, &mut kernel));
         }
-    }
-
-    /// Removes the record carrying `nonce` at `path` (whose owner was seen dead) while holding
-    /// the claim on that nonce. See the module doc for why this is race-free.
-    fn remove_dead(
-        &self,
-        path: &Path,
-        nonce: &LockNonce,
-        me: &OwnerIdentity,
-        depth: usize,
-        kernel_held: bool,
-    ) -> Result<Clear, LockError> {
-        if depth >= MAX_RECOVERY_DEPTH {
-            return Err(LockError::RecoveryAbandoned {
-                lock: path.to_owned(),
-                depth,
-            });
-        }
-        let claim_path = claim_path(path, nonce);
-        let claim = self.new_record(me, kernel_held)?;
-        loop {
-            if self.create(&claim_path, &claim)? {
-                let removed = self.remove_if_carries(path, nonce);
-                let unclaimed = self.remove_if_carries(&claim_path, &claim.nonce);
-                removed?;
-                unclaimed?;
-                return Ok(Clear::Gone);
-            }
-            if let live @ Clear::Live(_) = self.clear(&claim_path, me, depth + 1, kernel_held)? {
-                return Ok(live);
-            }
-        }
-    }
-
-    /// Unlinks `path` if it carries `nonce`; otherwise leaves it and says what is there.
-    fn remove_if_carries(&self, path: &Path, nonce: &LockNonce) -> Result<Released, LockError> {
-        match self.read(path)? {
-            Some(found) if found.nonce == *nonce => {
-                self.steps.reached(LockStep::Checked, path);
-                match self.fs.remove_file(path) {
-                    Ok(()) => {
-                        self.steps.reached(LockStep::Unlinked, path);
-                        Ok(Released::Removed)
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Released::NotHolder(None)),
-                    Err(e) => Err(io_err("remove lock", path)(e)),
-                }
-            }
-            found => Ok(Released::NotHolder(found)),
-        }
+        machine
+            .into_end()
+            .unwrap_or_else(|| unreachable!("a machine run ends when it names no effect"))
     }
 
     /// Removes temp files and recovery claims judged stale like records are (written under the
@@ -749,8 +722,13 @@ impl ProjectLock {
             let Some(name) = name.to_str() else {
                 continue;
             };
-            if let Some(depth) = claim_depth(name) {
-                if let Err(e) = self.clear(&entry.path(), me, depth, kernel_held) {
+            if let Some(claim) = Slot::of_name(name).filter(|slot| slot.depth() > 0) {
+                let mut kernel = None;
+                let mut machine = Attempt::clear(me.clone(), kernel_held, claim);
+                while let Some(effect) = machine.poll() {
+                    machine.handle(self.execute(effect, &mut kernel));
+                }
+                if let Err(e) = self.ended(machine) {
                     tracing::warn!(claim = %entry.path().display(), error = %e, "recovery claim not cleared");
                 }
                 continue;
@@ -768,26 +746,6 @@ impl ProjectLock {
             }
         }
     }
-}
-
-/// The claim on removing the record carrying `nonce` at `path`.
-fn claim_path(path: &Path, nonce: &LockNonce) -> PathBuf {
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or(LOCK_FILE);
-    let hex = nonce.to_hex();
-    path.with_file_name(format!("{name}.recover-{}", &hex[..32]))
-}
-
-/// How many claim levels deep `name` is, if it is a recovery claim (`project.lock.recover-…`,
-/// one level per `.recover-`); its temps (`.project.lock.recover-….tmp-…`) are not claims.
-fn claim_depth(name: &str) -> Option<usize> {
-    let rest = name.strip_prefix(LOCK_FILE)?;
-    if !rest.starts_with(".recover-") || rest.contains(".tmp-") {
-        return None;
-    }
-    Some(rest.matches(".recover-").count())
 }
 
 /// The creator of a lock temp file
@@ -848,7 +806,7 @@ pub struct ProjectLockGuard {
     /// release has removed the record — closing alone would not do: a child forked by any
     /// thread of this process shares the open file description until it execs, and would keep
     /// the lock held.
-    kernel: Option<File>,
+    kernel: Option<KernelLock>,
 }
 
 impl ProjectLockGuard {
@@ -875,6 +833,7 @@ impl ProjectLockGuard {
                 reason,
             };
             let mine = held
+                .0
                 .metadata()
                 .map_err(io_err("inspect held kernel lock", &path))?;
             match path.symlink_metadata() {
@@ -901,11 +860,9 @@ impl ProjectLockGuard {
 
     fn release_now(&self) -> Result<Released, LockError> {
         let path = self.lock.path();
-        let outcome = self.lock.remove_if_carries(&path, &self.record.nonce);
+        let outcome = self.lock.remove_if_carries(&self.record.nonce);
         if let Some(kernel) = &self.kernel {
-            if let Err(error) = kernel.unlock() {
-                tracing::warn!(%error, "unlocking the project's kernel lock failed; it ends when this process closes it");
-            }
+            kernel.unlock();
         }
         let outcome = outcome?;
         tracing::info!(lock = %path.display(), owner = %self.record.owner, outcome = ?matches!(outcome, Released::Removed), "project lock released");
@@ -921,6 +878,13 @@ impl Drop for ProjectLockGuard {
             }
         }
     }
+}
+
+/// 256 random bits for a record's nonce.
+fn fresh_nonce() -> Result<LockNonce, LockError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| LockError::Random(e.to_string()))?;
+    Ok(LockNonce::from_bytes(bytes))
 }
 
 #[cfg(test)]
@@ -965,16 +929,5 @@ mod tests {
                 "{errno}"
             );
         }
-    }
-
-    #[test]
-    fn claim_names_carry_their_depth() {
-        assert_eq!(claim_depth("project.lock.recover-ab"), Some(1));
-        assert_eq!(claim_depth("project.lock.recover-ab.recover-cd"), Some(2));
-        assert_eq!(claim_depth("project.lock"), None);
-        assert_eq!(claim_depth(".project.lock.recover-ab.1.2.tmp-00"), None);
-        assert_eq!(claim_depth("project.lock.recover-ab.1.2.tmp-00"), None);
-        assert_eq!(claim_depth("ledger.snapshot"), None);
-        assert_eq!(claim_depth(KERNEL_LOCK_FILE), None);
     }
 }

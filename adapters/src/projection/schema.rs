@@ -117,10 +117,9 @@ pub(crate) fn layout(conn: &Connection, path: &Path) -> Result<Layout> {
             .map_err(unreadable)?;
         match objects.as_slice() {
             [] => statements.push(None),
-            // Its name, in the spelling stored, is part of the statement compared below.
-            [(kind, _, sql)] if kind == "table" => {
-                statements.push(Some(sql.clone().unwrap_or_default()))
-            }
+            // One object of the table's name: its statement is compared below, so a view or a
+            // table of another spelling is another shape.
+            [(_, _, sql)] => statements.push(Some(sql.clone().unwrap_or_default())),
             _ => {
                 let names: Vec<String> =
                     objects.iter().map(|(k, n, _)| format!("{k} {n}")).collect();

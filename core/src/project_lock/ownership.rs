@@ -393,10 +393,15 @@ pub fn judge(
     kernel_lock_held: bool,
     observe: impl FnOnce() -> ProbeReport,
 ) -> Ownership {
-    if kernel_lock_held && guard == Guard::Kernel {
-        return Ownership::Dead(DeadReason::KernelLockFree);
-    }
-    classify(owner, &observe())
+    judge_unobserved(guard, kernel_lock_held).unwrap_or_else(|| classify(owner, &observe()))
+}
+
+/// The part of [`judge`] that needs no observation of the owner: `Some(Dead(KernelLockFree))`
+/// for what was written under the kernel lock its judge now holds; `None` when the owner must
+/// be observed and [`classify`]d.
+pub fn judge_unobserved(guard: Guard, kernel_lock_held: bool) -> Option<Ownership> {
+    (kernel_lock_held && guard == Guard::Kernel)
+        .then_some(Ownership::Dead(DeadReason::KernelLockFree))
 }
 
 /// Why a project directory is refused as the home of a lock, if it is: it must belong to
