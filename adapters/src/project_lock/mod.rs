@@ -77,6 +77,13 @@
 //! removes a successor's lock. (While the owner holds the kernel lock no one else may remove
 //! its record, so its own read-then-unlink cannot race with a recovery.)
 //!
+//! # One sequence
+//! The attempt (rule steps 1–2, recovery included) and the release are the core's step
+//! machines (`solewriter_core::project_lock::machine`); this module executes their effects —
+//! the kernel lock, reads, creation by temp and link, `/proc` observations, unlinks — and keeps
+//! only the waiting between attempts, the sweep and the kernel lock's release. The model
+//! executes the same machines under shuttle (`verification/tests/project_lock_shuttle.rs`).
+//!
 //! # Crash points
 //! Every step reports a [`LockStep`] to the lock's [`LockProbe`] (none by default;
 //! [`ProjectLock::with_probe`]), so tests can kill an acquirer, recoverer or releaser
