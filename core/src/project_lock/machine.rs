@@ -20,6 +20,10 @@ use crate::time::Millis;
 pub const LOCK_FILE: &str = "project.lock";
 /// How many levels of crashed recoverers are recovered before giving up loudly.
 pub const MAX_RECOVERY_DEPTH: usize = 3;
+/// How many times one attempt creates the lock again after clearing it; past that the attempt
+/// ends busy, and the executor waits (with its backoff) before the next one — so a lock that
+/// keeps reappearing (another record-only process) cannot spin an attempt forever.
+pub const MAX_CREATE_RETRIES: usize = 8;
 
 /// A lock file: the lock itself, or a recovery claim on a record's nonce, one level deeper per
 /// claim (`project.lock.recover-<N>.recover-<M>`; each level names the first 128 bits of the
@@ -219,6 +223,8 @@ pub struct Attempt<E> {
     kernel_held: bool,
     stage: Stage,
     mine: Option<LockRecord>,
+    /// How many times the lock was cleared and creation tried again.
+    retries: usize,
     frames: Vec<Frame>,
     /// The first failure of a removal; the own claim is still removed before it is reported.
     deferred: Option<E>,
@@ -234,6 +240,7 @@ impl<E> Attempt<E> {
             kernel_held: false,
             stage: Stage::Kernel,
             mine: None,
+            retries: 0,
             frames: Vec::new(),
             deferred: None,
             end: None,
@@ -250,6 +257,7 @@ impl<E> Attempt<E> {
             kernel_held,
             stage: Stage::Recovering,
             mine: None,
+            retries: 0,
             frames: vec![Frame::Clear(slot)],
             deferred: None,
             end: None,
@@ -439,8 +447,13 @@ impl<E> Attempt<E> {
     fn cleared(&mut self, cleared: Cleared) {
         match (cleared, self.frames.last()) {
             (Cleared::Gone, None) if self.clear_only => self.end = Some(AttemptEnd::Cleared),
-            // The lock itself is clear: create it again.
-            (Cleared::Gone, None) => {}
+            // The lock itself is clear: create it again, a bounded number of times.
+            (Cleared::Gone, None) => {
+                self.retries += 1;
+                if self.retries > MAX_CREATE_RETRIES {
+                    self.end = Some(AttemptEnd::Busy(Slot::lock(), None));
+                }
+            }
             // A claim above a recovery is clear: the recovery tries its claim again.
             (Cleared::Gone, Some(_)) => {}
             (Cleared::Live(slot, owner), None) => {

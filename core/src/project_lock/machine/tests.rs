@@ -465,3 +465,27 @@ fn a_clear_only_run_removes_a_stale_claim_and_ends() {
     );
     assert!(matches!(m.into_end(), Some(AttemptEnd::Cleared)));
 }
+
+/// A lock that keeps reappearing after it was found gone ends the attempt busy after
+/// [`MAX_CREATE_RETRIES`] creations, instead of spinning; the executor's wait takes over.
+#[test]
+fn a_lock_that_keeps_reappearing_ends_the_attempt_busy() {
+    let mine = record(1, Guard::Kernel, 1).with_time(9);
+    let mut script = vec![
+        (LockEffect::TryKernel, LockInput::Kernel(KernelSeen::Taken)),
+        (LockEffect::Fresh, fresh(1)),
+    ];
+    for _ in 0..=MAX_CREATE_RETRIES {
+        script.push((
+            LockEffect::Create(lock(), mine.clone()),
+            LockInput::Created(false),
+        ));
+        script.push((LockEffect::Read(lock()), LockInput::Record(None)));
+    }
+    let mut m = Attempt::new(owner(1));
+    run(&mut m, script);
+    match m.into_end() {
+        Some(AttemptEnd::Busy(slot, None)) => assert_eq!(slot, lock()),
+        other => panic!("{other:?}"),
+    }
+}
