@@ -1,4 +1,6 @@
-//! solewriter: fenced single-writer primitives for services that share one host.
+#![doc = include_str!("../README.md")]
+//!
+//! # The facade
 //!
 //! This crate is the facade a host links. Each product has its complete surface — its types,
 //! inputs and errors — in one module:
