@@ -2,13 +2,17 @@
 //! `read` (the validated `current.json` of one target). Both print text, or JSON with `--json`.
 
 use crate::config::Settings;
-use crate::error::CliResult;
+use crate::error::{classify, CliError, CliResult};
 use crate::parse_target;
+use crate::say;
 use serde_json::{json, Value};
 use solewriter::core::channel::ChannelRecord;
 use solewriter::core::lease::{LeaseRecord, LeaseState};
 use solewriter::core::projection::Freshness;
-use solewriter::{read_projection, ChannelRegistry, Millis, ProjectionDocument, ProjectionStore};
+use solewriter::{
+    read_projection, ChannelRegistry, Error as LibError, Millis, ProjectionDocument,
+    ProjectionStore,
+};
 
 /// The observed state of a lease row at `now`: `expired` is derived, never stored.
 fn lease_state(record: &LeaseRecord, now: Millis) -> &'static str {
@@ -85,7 +89,7 @@ fn target_json(
 
 /// Prints one target's lease and channels, each line starting with `indent`.
 pub fn print_target(record: &LeaseRecord, rows: &[ChannelRecord], now: Millis, indent: &str) {
-    println!("{indent}target {}", record.target_id);
+    say!("{indent}target {}", record.target_id);
     let epoch = record.fencing_epoch;
     let lease = match &record.state {
         LeaseState::Unheld => format!("unheld, epoch {epoch} (never granted)"),
@@ -101,13 +105,13 @@ pub fn print_target(record: &LeaseRecord, rows: &[ChannelRecord], now: Millis, i
             relative(g.acquired_at, now)
         ),
     };
-    println!("{indent}  lease    {lease}");
+    say!("{indent}  lease    {lease}");
     for row in rows {
         let degraded = row
             .degraded_reason
             .map(|r| format!(", DEGRADED ({})", r.as_str()))
             .unwrap_or_default();
-        println!(
+        say!(
             "{indent}  channel  {:<24} watermark {:<6} {}, expires {}{degraded}",
             row.channel.as_str(),
             row.source_watermark,
@@ -137,10 +141,10 @@ pub fn inspect(settings: &Settings, as_json: bool) -> CliResult<()> {
                 .map(|(record, rows)| target_json(record, rows, &options.registry, now))
                 .collect::<Vec<_>>(),
         });
-        println!("{value}");
+        say!("{value}");
         return Ok(());
     }
-    println!(
+    say!(
         "store {}: {} target(s), broker clock {}",
         options.db_path.display(),
         targets.len(),
@@ -154,10 +158,10 @@ pub fn inspect(settings: &Settings, as_json: bool) -> CliResult<()> {
 
 /// Prints a validated document, each line starting with `indent`.
 pub fn print_document(doc: &ProjectionDocument, now: Millis, indent: &str) {
-    println!("{indent}target    {}", doc.target_id);
-    println!("{indent}format    {}", doc.format);
-    println!("{indent}epoch     {} (diagnostic)", doc.fencing_epoch);
-    println!("{indent}published {}", relative(doc.published_at, now));
+    say!("{indent}target    {}", doc.target_id);
+    say!("{indent}format    {}", doc.format);
+    say!("{indent}epoch     {} (diagnostic)", doc.fencing_epoch);
+    say!("{indent}published {}", relative(doc.published_at, now));
     for ch in &doc.channels {
         let producer = ch
             .producer
@@ -167,25 +171,39 @@ pub fn print_document(doc: &ProjectionDocument, now: Millis, indent: &str) {
             .degraded
             .map(|r| format!(", DEGRADED ({})", r.as_str()))
             .unwrap_or_default();
-        println!(
+        say!(
             "{indent}channel   {} from {producer}, watermark {}, {} at publication{degraded}",
             ch.channel,
             ch.source_watermark,
             freshness_name(ch.freshness)
         );
-        println!("{indent}  {}", ch.envelope.get());
+        say!("{indent}  {}", ch.envelope.get());
     }
     for name in &doc.missing {
-        println!("{indent}missing   {name}");
+        say!("{indent}missing   {name}");
     }
 }
 
 /// `read`: validates and prints one target's `current.json`.
 pub fn read(settings: &Settings, target: &str, as_json: bool) -> CliResult<()> {
     let target = parse_target(target)?;
-    let doc = read_projection(&settings.runtime_root()?, &target)?;
+    let root = settings.runtime_root()?;
+    let doc = read_projection(&root, &target).map_err(|e| {
+        let class = classify(&e);
+        match e {
+            // The library's message names no path: a script needs to know which file.
+            LibError::Document(refused) => CliError::new(
+                class,
+                format!(
+                    "{} refused: {refused}; it was left untouched",
+                    root.current_path(&target).display()
+                ),
+            ),
+            other => CliError::new(class, other.to_string()),
+        }
+    })?;
     if as_json {
-        print!("{}", String::from_utf8_lossy(&doc.to_bytes()));
+        say!("{}", String::from_utf8_lossy(&doc.to_bytes()).trim_end());
     } else {
         print_document(&doc, crate::config::broker_clock().now(), "");
     }

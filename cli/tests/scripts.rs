@@ -1,0 +1,177 @@
+//! The CLI as a script drives it, with real processes: a reader closing stdout early ends the
+//! output, not the command; each class of failure a script must tell apart exits with its own
+//! code (the table of `cli/src/error.rs`, printed by `--help`); a retried `submit` is an
+//! identical replay.
+
+mod support;
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Output, Stdio};
+use support::*;
+
+/// Runs `command` with its stdout a pipe whose read end is already closed: its first write
+/// fails with EPIPE, deterministically.
+fn with_closed_stdout(mut command: Command) -> Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    command
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+fn env_command(env: &Env, args: &[&str]) -> Command {
+    let mut command = env.command();
+    command
+        .arg("--config")
+        .arg(&env.config)
+        .args(args)
+        .current_dir(env.dir.path());
+    command
+}
+
+#[track_caller]
+fn succeeded_silently(out: &Output, what: &str) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn epoch_of(env: &Env) -> Value {
+    let doc: Value = serde_json::from_slice(&std::fs::read(env.current()).unwrap()).unwrap();
+    doc["fencingEpoch"].clone()
+}
+
+/// `publish … | true` and `inspect | head`: the reader is gone before the command prints. The
+/// command does its work, prints nothing, says nothing on stderr and exits 0 (never 101, the
+/// panic). Any other stdout failure (`/dev/full`) is exit 7, after the work was done.
+#[test]
+fn a_closed_stdout_ends_the_output_not_the_command() {
+    let env = Env::admitted("lease_ttl_ms = 5000\nbusy_timeout_ms = 2000");
+    assert!(env
+        .submit("router", "computed-route", "1", "a")
+        .status
+        .success());
+    let out = with_closed_stdout(env_command(&env, &["publish", TARGET, "--instance", "op"]));
+    succeeded_silently(&out, "publish | true");
+    assert_eq!(epoch_of(&env), 1, "the publication happened");
+    for args in [
+        &["inspect"][..],
+        &["inspect", "--json"],
+        &["read", TARGET],
+        &["read", TARGET, "--json"],
+        &["lock", "status", "."],
+    ] {
+        succeeded_silently(
+            &with_closed_stdout(env_command(&env, args)),
+            &format!("{args:?} | head"),
+        );
+    }
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = env_command(&env, &["publish", TARGET, "--instance", "op"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    expect_failure(&out, 7, "writing to stdout failed", &"publish > /dev/full");
+    assert_eq!(epoch_of(&env), 2, "the publication happened");
+}
+
+/// A `publish` stalled inside its transaction (hidden `--stall-at`) whose lease expires
+/// meanwhile (the shared clock moved past it) aborts before the rename: lost authority,
+/// exit 9, `current.json` untouched.
+#[test]
+fn an_expired_lease_is_lost_authority_exit_9() {
+    let env = Env::clocked(LONG_LEASE);
+    let mut child = env_command(
+        &env,
+        &[
+            "publish",
+            TARGET,
+            "--instance",
+            "op",
+            "--stall-at",
+            "temp-written",
+        ],
+    )
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "stalled temp-written");
+    env.set_clock(CLOCK_START + 600_000);
+    writeln!(child.stdin.take().unwrap(), "go on").unwrap();
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(status.code(), Some(9), "{stderr}");
+    assert!(stderr.contains("current.json was not touched"), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(!env.current().exists());
+}
+
+/// Held by a live holder: retry later, exit 6. Not published yet: exit 10. A torn document:
+/// exit 11, naming its path. The hidden reader seeing it: exit 8.
+#[test]
+fn held_not_published_and_corrupt_have_their_own_codes() {
+    let env = Env::clocked(LONG_LEASE);
+    env.fails(&["read", TARGET], 10, "no projection published");
+    let mut holder = env.holder("a", &[]);
+    expect_answer(&holder.ask("acquire"), "acquired 1", &"a");
+    env.fails(&["publish", TARGET, "--instance", "b"], 6, "is held by a");
+    expect_answer(&holder.ask("publish"), "published 1", &"a");
+    holder.quit();
+    std::fs::write(env.current(), b"{\"format\":").unwrap();
+    let path = env.current().display().to_string();
+    env.fails(&["read", TARGET], 11, &format!("{path} refused"));
+    let out = env_command(&env, &["reader", "--target", TARGET])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(8), "{out:?}");
+}
+
+/// The same `submit` command run twice — a producer's retry — is an identical replay: the
+/// second says `replayed`, exits 0, and the channel is not degraded. A submit without
+/// `--captured-at` (the time that makes the retry identical) is a usage error.
+#[test]
+fn a_retried_submit_is_an_identical_replay() {
+    let env = Env::admitted("lease_ttl_ms = 5000\nbusy_timeout_ms = 2000");
+    let args = submit_args("router", "computed-route", "1", "a");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert!(env.ok(&args).starts_with("inserted:"));
+    let again = env.ok(&args);
+    assert!(
+        again.starts_with("replayed (identical; nothing written):"),
+        "{again}"
+    );
+    let json: Value = serde_json::from_str(&env.ok(&["inspect", "--json"])).unwrap();
+    assert_eq!(json["targets"][0]["channels"][0]["degraded"], Value::Null);
+    let without: Vec<&str> = args
+        .iter()
+        .copied()
+        .filter(|a| *a != "--captured-at" && *a != "1000")
+        .collect();
+    env.fails(&without, 2, "--captured-at <MS>");
+}
