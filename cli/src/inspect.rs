@@ -5,6 +5,7 @@ use crate::config::Settings;
 use crate::error::{classify, CliError, CliResult};
 use crate::parse_target;
 use crate::say;
+use crate::time::{relative, rfc3339};
 use serde_json::{json, Value};
 use solewriter::core::channel::ChannelRecord;
 use solewriter::core::lease::{LeaseRecord, LeaseState};
@@ -37,15 +38,6 @@ fn freshness_name(f: Freshness) -> &'static str {
     }
 }
 
-/// "in 120 ms" or "120 ms ago".
-fn relative(at: Millis, now: Millis) -> String {
-    if at > now {
-        format!("in {} ms", now.until(at))
-    } else {
-        format!("{} ms ago", at.until(now))
-    }
-}
-
 fn channel_json(row: &ChannelRecord, registry: &ChannelRegistry, now: Millis) -> Value {
     json!({
         "channel": row.channel,
@@ -54,6 +46,9 @@ fn channel_json(row: &ChannelRecord, registry: &ChannelRegistry, now: Millis) ->
         "capturedAt": row.captured_at,
         "expiresAt": row.expires_at,
         "updatedAt": row.updated_at,
+        "capturedAtRfc3339": rfc3339(row.captured_at),
+        "expiresAtRfc3339": rfc3339(row.expires_at),
+        "updatedAtRfc3339": rfc3339(row.updated_at),
         "freshness": freshness(row.expires_at, now),
         "degraded": row.degraded_reason,
     })
@@ -82,6 +77,8 @@ fn target_json(
             LeaseState::Held(g) => Some(now.until(g.expires_at)),
             _ => None,
         },
+        "acquiredAtRfc3339": grant.map(|g| rfc3339(g.acquired_at)),
+        "expiresAtRfc3339": grant.map(|g| rfc3339(g.expires_at)),
         "channels": rows.iter().map(|r| channel_json(r, registry, now)).collect::<Vec<_>>(),
         "missing": missing,
     })
@@ -121,12 +118,19 @@ pub fn print_target(record: &LeaseRecord, rows: &[ChannelRecord], now: Millis, i
     }
 }
 
-/// `inspect`: every target with its lease and channels.
-pub fn inspect(settings: &Settings, as_json: bool) -> CliResult<()> {
+/// `inspect [TARGET]`: every target (or the one given, which must be admitted) with its
+/// lease and channels.
+pub fn inspect(settings: &Settings, only: Option<&str>, as_json: bool) -> CliResult<()> {
+    let only = only.map(parse_target).transpose()?;
     let options = settings.store_options()?;
     let store = ProjectionStore::open(&options)?;
     let now = options.clock.now();
-    let leases = store.lease_rows()?;
+    let leases = match &only {
+        None => store.lease_rows()?,
+        Some(target) => vec![store
+            .lease_row(target)?
+            .ok_or_else(|| LibError::NotAdmitted(target.clone()))?],
+    };
     let mut targets = Vec::with_capacity(leases.len());
     for record in leases {
         let rows = store.channel_rows(&record.target_id)?;
@@ -136,6 +140,7 @@ pub fn inspect(settings: &Settings, as_json: bool) -> CliResult<()> {
         let value = json!({
             "store": options.db_path,
             "now": now,
+            "nowRfc3339": rfc3339(now),
             "targets": targets
                 .iter()
                 .map(|(record, rows)| target_json(record, rows, &options.registry, now))
@@ -148,7 +153,7 @@ pub fn inspect(settings: &Settings, as_json: bool) -> CliResult<()> {
         "store {}: {} target(s), broker clock {}",
         options.db_path.display(),
         targets.len(),
-        now
+        rfc3339(now)
     );
     for (record, rows) in &targets {
         print_target(record, rows, now, "");

@@ -11,6 +11,7 @@
 //! - [`holder`]: the hidden `holder` subcommand, a scripted lease holder on stdin/stdout.
 //! - [`reader`]: the hidden `reader` subcommand, a process that checks every document it sees.
 //! - [`demo`]: `demo`, the end-to-end demonstration on a fresh embedded store.
+//! - [`time`]: RFC 3339 times and readable durations of the text output.
 //! - [`process`]: the demo's child processes (this binary re-executed), driven over pipes.
 #![forbid(unsafe_code)]
 
@@ -24,6 +25,7 @@ pub mod output;
 pub mod process;
 pub mod reader;
 pub mod store_cmds;
+pub mod time;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use config::{ConfigArgs, Settings};
@@ -39,6 +41,9 @@ use std::process::ExitCode;
 pub struct Cli {
     #[command(flatten)]
     config: ConfigArgs,
+    /// Print the result as one JSON object on one line (every command but `demo`).
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -66,19 +71,15 @@ enum Command {
     Submit(store_cmds::SubmitArgs),
     /// Acquire the target's lease and publish its `current.json` once.
     Publish(store_cmds::PublishArgs),
-    /// Show every target: holder, epoch, lease state, expiry, and its channels.
+    /// Show every target (or one): holder, epoch, lease state, expiry, and its channels.
     Inspect {
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
+        /// Only this target (64 lowercase hex); it must be admitted.
+        target: Option<String>,
     },
     /// Validate and print a target's published `current.json`.
     Read {
         /// Target id (64 lowercase hex).
         target: String,
-        /// Print the validated document as JSON instead of text.
-        #[arg(long)]
-        json: bool,
     },
     /// Project lock diagnostics.
     #[command(subcommand)]
@@ -102,9 +103,6 @@ enum LockCommand {
     Status {
         /// The project directory holding `project.lock`.
         dir: PathBuf,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
     },
 }
 
@@ -143,15 +141,19 @@ pub fn parse_channel(text: &str) -> CliResult<ChannelName> {
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> CliResult<()> {
     let settings = || Settings::load(&cli.config);
+    let json = cli.json;
     match cli.command {
+        Command::Demo { .. } if json => Err(CliError::usage(
+            "`demo` has no JSON output; nothing was read or written",
+        )),
         Command::Demo { dir } => demo::run(dir),
-        Command::Init => store_cmds::init(&settings()?),
-        Command::Admit { tuple } => store_cmds::admit(&settings()?, &tuple),
-        Command::Submit(args) => store_cmds::submit(&settings()?, &args),
-        Command::Publish(args) => store_cmds::publish(&settings()?, &args),
-        Command::Inspect { json } => inspect::inspect(&settings()?, json),
-        Command::Read { target, json } => inspect::read(&settings()?, &target, json),
-        Command::Lock(LockCommand::Status { dir, json }) => lock::status(&dir, json),
+        Command::Init => store_cmds::init(&settings()?, json),
+        Command::Admit { tuple } => store_cmds::admit(&settings()?, &tuple, json),
+        Command::Submit(args) => store_cmds::submit(&settings()?, &args, json),
+        Command::Publish(args) => store_cmds::publish(&settings()?, &args, json),
+        Command::Inspect { target } => inspect::inspect(&settings()?, target.as_deref(), json),
+        Command::Read { target } => inspect::read(&settings()?, &target, json),
+        Command::Lock(LockCommand::Status { dir }) => lock::status(&dir, json),
         Command::Holder(args) => holder::run(&settings()?, &args),
         Command::Reader { target } => reader::run(&settings()?, &target),
     }

@@ -4,7 +4,9 @@ use crate::config::Settings;
 use crate::error::{Class, CliError, CliResult};
 use crate::holder;
 use crate::say;
+use crate::time::duration;
 use crate::{parse_channel, parse_instance, parse_producer, parse_target};
+use serde_json::json;
 use solewriter::adapters::atomic_file::read_capped;
 use solewriter::adapters::publication::PublishStep;
 use solewriter::adapters::store::Initialized;
@@ -52,14 +54,11 @@ pub struct SubmitArgs {
 
 /// `init`: adds the two tables to the store's database (creating the file if absent; a
 /// database that already holds them is left as it is) and creates the runtime root (0700).
-pub fn init(settings: &Settings) -> CliResult<()> {
+pub fn init(settings: &Settings, json: bool) -> CliResult<()> {
     let path = settings.store_path()?;
     let root = settings.runtime_root()?;
     let timing = settings.timing()?;
-    let done = match ProjectionStore::initialize(path, &timing)? {
-        Initialized::Created => "initialized",
-        Initialized::AlreadyPresent => "already initialized:",
-    };
+    let created = ProjectionStore::initialize(path, &timing)? == Initialized::Created;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -74,11 +73,23 @@ pub fn init(settings: &Settings) -> CliResult<()> {
                 ),
             )
         })?;
-    say!(
-        "{done} store {} and runtime root {}",
-        path.display(),
-        root.path().display()
-    );
+    if json {
+        say!(
+            "{}",
+            json!({"store": path, "runtimeRoot": root.path(), "created": created})
+        );
+    } else {
+        say!(
+            "{} store {} and runtime root {}",
+            if created {
+                "initialized"
+            } else {
+                "already initialized:"
+            },
+            path.display(),
+            root.path().display()
+        );
+    }
     Ok(())
 }
 
@@ -106,7 +117,7 @@ fn read_bounded(source: impl Read, from: &str, what: &str, limit: usize) -> CliR
 }
 
 /// `admit`: admits the target of an attested tuple and prints its id.
-pub fn admit(settings: &Settings, tuple: &str) -> CliResult<()> {
+pub fn admit(settings: &Settings, tuple: &str, json: bool) -> CliResult<()> {
     let text = if tuple == "-" {
         // Room for whitespace around the tuple (e.g. `echo`'s newline): the core checks the
         // exact bound after trimming.
@@ -122,12 +133,17 @@ pub fn admit(settings: &Settings, tuple: &str) -> CliResult<()> {
     let tuple = TargetTuple::from_json(text.trim())
         .map_err(|e| CliError::new(Class::Rejected, format!("{e}; nothing was read or written")))?;
     let store = ProjectionStore::open(&settings.store_options()?)?;
-    say!("{}", store.admit_target(&tuple)?);
+    let target = store.admit_target(&tuple)?;
+    if json {
+        say!("{}", json!({ "targetId": target }));
+    } else {
+        say!("{target}");
+    }
     Ok(())
 }
 
 /// `submit`: one producer submission; prints what it did.
-pub fn submit(settings: &Settings, args: &SubmitArgs) -> CliResult<()> {
+pub fn submit(settings: &Settings, args: &SubmitArgs, json: bool) -> CliResult<()> {
     let producer = parse_producer(&args.producer)?;
     let target = parse_target(&args.target)?;
     let channel = parse_channel(&args.channel)?;
@@ -181,20 +197,35 @@ pub fn submit(settings: &Settings, args: &SubmitArgs) -> CliResult<()> {
         }
     };
     let outcome = store.submit_observed(&producer, &submission, &stall)?;
-    let what = match outcome {
-        SubmitOutcome::Inserted => "inserted",
-        SubmitOutcome::Advanced => "advanced",
-        SubmitOutcome::Replayed => "replayed (identical; nothing written)",
-        SubmitOutcome::Degraded => {
-            "degraded (source-conflict: same watermark, different content; stored envelope kept)"
-        }
+    let (name, what) = match outcome {
+        SubmitOutcome::Inserted => ("inserted", "inserted"),
+        SubmitOutcome::Advanced => ("advanced", "advanced"),
+        SubmitOutcome::Replayed => ("replayed", "replayed (identical; nothing written)"),
+        SubmitOutcome::Degraded => (
+            "degraded",
+            "degraded (source-conflict: same watermark, different content; stored envelope kept)",
+        ),
     };
-    say!(
-        "{what}: channel {} of target {} at watermark {}",
-        submission.channel,
-        submission.target_id,
-        submission.source_watermark
-    );
+    if json {
+        say!(
+            "{}",
+            json!({
+                "outcome": name,
+                "targetId": submission.target_id,
+                "channel": submission.channel,
+                "sourceWatermark": submission.source_watermark,
+                "capturedAt": submission.captured_at,
+                "expiresAt": submission.expires_at,
+            })
+        );
+    } else {
+        say!(
+            "{what}: channel {} of target {} at watermark {}",
+            submission.channel,
+            submission.target_id,
+            submission.source_watermark
+        );
+    }
     if outcome == SubmitOutcome::Degraded {
         return Err(CliError::new(
             Class::Conflict,
@@ -223,7 +254,7 @@ pub struct PublishArgs {
 
 /// `publish`: grants, publishes and releases in one transaction (one-shot); a live holder
 /// is a retry-later failure.
-pub fn publish(settings: &Settings, args: &PublishArgs) -> CliResult<()> {
+pub fn publish(settings: &Settings, args: &PublishArgs, json: bool) -> CliResult<()> {
     let target = parse_target(&args.target)?;
     let instance = parse_instance(&args.instance)?;
     let store = ProjectionStore::open(&settings.store_options()?)?;
@@ -235,10 +266,23 @@ pub fn publish(settings: &Settings, args: &PublishArgs) -> CliResult<()> {
         PublishedNow::Held(held) => Err(CliError::new(
             Class::Retry,
             format!(
-                "target {target} is held by {} at epoch {} (retry after {} ms); nothing was written",
-                held.holder_instance_digest, held.fencing_epoch, held.retry_after_ms
+                "target {target} is held by {} at epoch {} (retry after {}); nothing was written",
+                held.holder_instance_digest,
+                held.fencing_epoch,
+                duration(held.retry_after_ms)
             ),
         )),
+        PublishedNow::Published(published) if json => {
+            say!(
+                "{}",
+                json!({
+                    "fencingEpoch": published.fencing_epoch,
+                    "bytes": published.bytes,
+                    "path": published.path,
+                })
+            );
+            Ok(())
+        }
         PublishedNow::Published(published) => {
             say!(
                 "published epoch {}: {} bytes to {}",

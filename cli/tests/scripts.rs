@@ -175,3 +175,113 @@ fn a_retried_submit_is_an_identical_replay() {
         .collect();
     env.fails(&without, 2, "--captured-at <MS>");
 }
+
+/// Stdout of `args` with `--json`: exactly one line, one JSON object.
+#[track_caller]
+fn one_object(out: &Output) -> serde_json::Map<String, Value> {
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "one line: {stdout}");
+    match serde_json::from_str(&stdout).unwrap() {
+        Value::Object(object) => object,
+        other => panic!("not an object: {other}"),
+    }
+}
+
+#[track_caller]
+fn keys(object: &serde_json::Map<String, Value>) -> Vec<&str> {
+    let mut keys: Vec<&str> = object.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    keys
+}
+
+/// `--json` gives every command (but `demo`, refused) one JSON object with the documented
+/// field names; a conflicting submission prints its object and still exits 12.
+#[test]
+fn every_command_answers_one_json_object() {
+    let env = Env::with(LONG_LEASE);
+    let ok = |args: &[&str]| {
+        let out = env.run(&[args, &["--json"]].concat());
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        one_object(&out)
+    };
+    let init = ok(&["init"]);
+    assert_eq!(keys(&init), ["created", "runtimeRoot", "store"]);
+    assert_eq!(init["created"], true);
+    assert_eq!(ok(&["init"])["created"], false);
+    assert_eq!(ok(&["admit", TUPLE])["targetId"], TARGET);
+    let submit = submit_args("router", "computed-route", "1", "a");
+    let submit: Vec<&str> = submit.iter().map(String::as_str).collect();
+    let inserted = ok(&submit);
+    assert_eq!(
+        keys(&inserted),
+        [
+            "capturedAt",
+            "channel",
+            "expiresAt",
+            "outcome",
+            "sourceWatermark",
+            "targetId"
+        ]
+    );
+    assert_eq!(inserted["outcome"], "inserted");
+    assert_eq!(ok(&submit)["outcome"], "replayed");
+    let conflict = env.run(
+        &[
+            &submit_args("router", "computed-route", "1", "b")
+                .each_ref()
+                .map(String::as_str)[..],
+            &["--json"],
+        ]
+        .concat(),
+    );
+    assert_eq!(conflict.status.code(), Some(12));
+    assert_eq!(one_object(&conflict)["outcome"], "degraded");
+    let published = ok(&["publish", TARGET, "--instance", "op"]);
+    assert_eq!(keys(&published), ["bytes", "fencingEpoch", "path"]);
+    assert_eq!(published["fencingEpoch"], 1);
+    assert_eq!(ok(&["read", TARGET])["fencingEpoch"], 1);
+    assert_eq!(ok(&["inspect", TARGET])["targets"][0]["targetId"], TARGET);
+    assert_eq!(ok(&["lock", "status", "."])["state"], "none");
+    let out = env.run(&["demo", "--json"]);
+    expect_failure(&out, 2, "`demo` has no JSON output", &"demo --json");
+}
+
+/// `inspect TARGET` shows that target only, and refuses one never admitted (exit 5); text
+/// output gives times in RFC 3339 and durations in units, on the shared broker clock.
+#[test]
+fn inspect_takes_a_target_and_shows_readable_times() {
+    let env = Env::clocked(LONG_LEASE);
+    let other = TUPLE.replace("agent-7", "agent-8");
+    let second = env.ok(&["admit", &other]).trim().to_owned();
+    let json: Value = serde_json::from_str(&env.ok(&["inspect", "--json"])).unwrap();
+    assert_eq!(json["targets"].as_array().unwrap().len(), 2, "{json}");
+    let json: Value = serde_json::from_str(&env.ok(&["inspect", &second, "--json"])).unwrap();
+    let targets = json["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 1, "{json}");
+    assert_eq!(targets[0]["targetId"], second.as_str());
+    assert_eq!(json["nowRfc3339"], "2023-11-14T22:13:20.000Z");
+    env.fails(
+        &["inspect", &TARGET.replace('2', "3")],
+        5,
+        "is not admitted",
+    );
+    let mut holder = env.holder("a", &[]);
+    expect_answer(&holder.ask("acquire"), "acquired 1", &"a");
+    env.set_clock(CLOCK_START + 1_500);
+    let text = env.ok(&["inspect", TARGET]);
+    assert!(
+        text.contains("broker clock 2023-11-14T22:13:21.500Z"),
+        "{text}"
+    );
+    assert!(
+        text.contains("held by a, epoch 1, expires in 9m 58.500s (2023-11-14T22:23:20.000Z)"),
+        "{text}"
+    );
+    assert!(!text.contains(&second), "{text}");
+    env.fails(
+        &["publish", TARGET, "--instance", "b"],
+        6,
+        "(retry after 9m 58.500s)",
+    );
+    holder.quit();
+}
