@@ -58,6 +58,8 @@ pub fn init(settings: &Settings, json: bool) -> CliResult<()> {
     let path = settings.store_path()?;
     let root = settings.runtime_root()?;
     let timing = settings.timing()?;
+    // A registry every later command would refuse is refused now, before anything exists.
+    settings.registry()?;
     let created = ProjectionStore::initialize(path, &timing)? == Initialized::Created;
     std::fs::DirBuilder::new()
         .recursive(true)

@@ -285,3 +285,83 @@ fn inspect_takes_a_target_and_shows_readable_times() {
     );
     holder.quit();
 }
+
+/// `init` refuses a channel registry every later command would refuse (an uppercase or a
+/// duplicate channel name: exit 3) and creates nothing; a store whose directory does not
+/// exist is exit 4 saying so (not "unreadable").
+#[test]
+fn init_checks_the_whole_config_before_creating_anything() {
+    let channel = |name: &str| {
+        format!("[[channels]]\nname = \"{name}\"\nowner = \"p\"\nenvelope_schema = \"x\"\nmax_envelope_bytes = 5\n")
+    };
+    for (channels, needle) in [
+        (
+            channel("Upper"),
+            "channel name refused: invalid name `Upper`",
+        ),
+        (
+            format!("{}{}", channel("twice"), channel("twice")),
+            "channel `twice` is registered twice",
+        ),
+    ] {
+        let env = Env::with(&format!("{LONG_LEASE}\n{channels}"));
+        env.fails(&["init"], 3, needle);
+        assert!(!env.dir.path().join("store.sqlite").exists(), "{needle}");
+        assert!(!env.dir.path().join("runtime").exists(), "{needle}");
+    }
+    let env = Env::new();
+    for command in ["init", "inspect"] {
+        let out = env.run(&["--store", "nowhere/store.sqlite", command]);
+        expect_failure(
+            &out,
+            4,
+            "the directory nowhere of store nowhere/store.sqlite does not exist",
+            &command,
+        );
+    }
+    assert!(!env.dir.path().join("nowhere").exists());
+}
+
+/// The TOML file takes camelCase keys (the library's JSON spelling) as well as snake_case,
+/// refuses one key in both spellings, and is found through SOLEWRITER_CONFIG when `--config`
+/// is not given (`--config` wins).
+#[test]
+fn config_takes_both_spellings_and_an_environment_variable() {
+    let camel = "store = \"store.sqlite\"\nruntimeRoot = \"runtime\"\nleaseTtlMs = 600000\nbusyTimeoutMs = 2000\n\n[[channels]]\nname = \"computed-route\"\nowner = \"router\"\nenvelopeSchema = \"computed-route.v1\"\nmaxEnvelopeBytes = 4096\n";
+    let env = Env::new();
+    std::fs::write(&env.config, camel).unwrap();
+    let from_env = |args: &[&str]| {
+        Command::new(EXE)
+            .env("SOLEWRITER_CONFIG", &env.config)
+            .args(args)
+            .current_dir(env.dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = from_env(&["init"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(env.dir.path().join("runtime").is_dir());
+    let out = from_env(&["admit", TUPLE]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), TARGET);
+    let submit = submit_args("router", "computed-route", "1", "a");
+    let out = from_env(&submit.each_ref().map(String::as_str));
+    assert!(out.status.success(), "{out:?}");
+    // `--config` wins over the variable.
+    let other = Env::new();
+    let out = Command::new(EXE)
+        .env("SOLEWRITER_CONFIG", &env.config)
+        .arg("--config")
+        .arg(&other.config)
+        .arg("inspect")
+        .output()
+        .unwrap();
+    expect_failure(&out, 4, "no store at", &"--config over the variable");
+    let out = Command::new(EXE)
+        .env("SOLEWRITER_CONFIG", env.dir.path().join("absent.toml"))
+        .arg("inspect")
+        .output()
+        .unwrap();
+    expect_failure(&out, 3, "(named by SOLEWRITER_CONFIG)", &"a missing file");
+    std::fs::write(&env.config, format!("lease_ttl_ms = 5\n{camel}")).unwrap();
+    env.fails(&["inspect"], 3, "duplicate field");
+}
