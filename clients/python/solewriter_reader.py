@@ -18,6 +18,7 @@ a document), and returns the whole validated document or raises one typed error:
   ``now < expiresAt``, ``expired`` from then on.
 """
 
+import errno
 import hashlib
 import json
 import os
@@ -289,7 +290,7 @@ def _open_at(name, flags, dir_fd, path):
     except FileNotFoundError as e:
         raise NotPublished("not published", path) from e
     except OSError as e:
-        if e.errno in (getattr(os, "ELOOP", -1), getattr(os, "ENOTDIR", -1), getattr(os, "EMLINK", -1)):
+        if e.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
             raise UnsafePath(f"a symlink or not a directory ({e.strerror})", path) from e
         raise ReadFailed(e.strerror, path) from e
 
