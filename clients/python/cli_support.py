@@ -6,6 +6,7 @@ with `cargo build -p solewriter-cli`). A missing binary fails the tests that nee
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 
@@ -21,23 +22,6 @@ VECTOR_TUPLE = {
     "projectionKind": "live-lane",
 }
 VECTOR_ID = "29a47a1e0854db43f7fb283e889c03c45ccfaf73f15385d8c69120edad6cb06a"
-CONFIG = """store = "store.sqlite"
-runtime_root = "runtime"
-lease_ttl_ms = 5000
-busy_timeout_ms = 5000
-
-[[channels]]
-name = "computed-route"
-owner = "router"
-envelope_schema = "computed-route.v1"
-max_envelope_bytes = 65536
-
-[[channels]]
-name = "lifecycle-frontier"
-owner = "lifecycle"
-envelope_schema = "lifecycle-frontier.v1"
-max_envelope_bytes = 65536
-"""
 
 
 def binary():
@@ -61,8 +45,7 @@ class Scratch:
         self._tmp = tempfile.TemporaryDirectory()
         self.dir = self._tmp.name
         self.runtime_root = os.path.join(self.dir, "runtime")
-        with open(os.path.join(self.dir, "sw.toml"), "w", encoding="utf-8") as f:
-            f.write(CONFIG)
+        shutil.copyfile(os.path.join(TESTDATA, "sw.toml"), os.path.join(self.dir, "sw.toml"))
         self.run("init")
 
     def close(self):
