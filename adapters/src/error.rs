@@ -141,6 +141,16 @@ pub enum Error {
         /// The expected path.
         path: PathBuf,
     },
+    /// No newer document was published before the wait's timeout. Nothing was read.
+    #[error("no document newer than {} at {path} within {timeout_ms} ms", after_epoch.map_or_else(|| "none".to_owned(), |e| format!("epoch {e}")))]
+    WatchTimedOut {
+        /// The watched `current.json`.
+        path: PathBuf,
+        /// The epoch the wait had to exceed (`None`: any document).
+        after_epoch: Option<u64>,
+        /// The wait's timeout.
+        timeout_ms: u64,
+    },
     /// Reading a published projection failed.
     #[error("reading {path} failed: {source}")]
     Read {
@@ -178,7 +188,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::NotAdmitted(_) | Error::Rejected(_) => ErrorKind::Input,
-            Error::Busy { .. } => ErrorKind::Contention,
+            Error::Busy { .. } | Error::WatchTimedOut { .. } => ErrorKind::Contention,
             Error::Fenced(_) | Error::LeaseExpired(_) => ErrorKind::LostAuthority,
             Error::NotDurable { .. } | Error::PublishedNotReleased { .. } => {
                 ErrorKind::PartialSuccess

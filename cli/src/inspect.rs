@@ -2,17 +2,18 @@
 //! `read` (the validated `current.json` of one target). Both print text, or JSON with `--json`.
 
 use crate::config::Settings;
-use crate::error::{classify, CliError, CliResult};
+use crate::error::{classify, Class, CliError, CliResult};
 use crate::parse_target;
 use crate::say;
 use crate::time::{relative, rfc3339};
 use serde_json::{json, Value};
+use solewriter::adapters::projection::watch::wait_for_projection;
 use solewriter::core::projection::channel::ChannelRecord;
 use solewriter::core::projection::lease::{LeaseRecord, LeaseState};
 use solewriter::core::projection::Freshness;
 use solewriter::{
     read_projection, ChannelRegistry, Error as LibError, Millis, ProjectionDocument,
-    ProjectionStore,
+    ProjectionStore, RuntimeRoot, TargetId,
 };
 
 /// The observed state of a lease row at `now`: `expired` is derived, never stored.
@@ -193,7 +194,44 @@ pub fn print_document(doc: &ProjectionDocument, now: Millis, indent: &str) {
 pub fn read(settings: &Settings, target: &str, as_json: bool) -> CliResult<()> {
     let target = parse_target(target)?;
     let root = settings.runtime_root()?;
-    let doc = read_projection(&root, &target).map_err(|e| {
+    let doc = read_projection(&root, &target);
+    show(&root, &target, doc, as_json)
+}
+
+/// `watch`: waits (inotify, not polling) for a document newer than `after_epoch`, then prints
+/// it as `read` does.
+pub fn watch(
+    settings: &Settings,
+    target: &str,
+    after_epoch: Option<u64>,
+    timeout_ms: u64,
+    as_json: bool,
+) -> CliResult<()> {
+    let target = parse_target(target)?;
+    if timeout_ms == 0 {
+        return Err(CliError::new(
+            Class::Usage,
+            "--timeout-ms must be greater than zero; nothing was read".to_owned(),
+        ));
+    }
+    let root = settings.runtime_root()?;
+    let doc = wait_for_projection(
+        &root,
+        &target,
+        after_epoch,
+        std::time::Duration::from_millis(timeout_ms),
+    );
+    show(&root, &target, doc, as_json)
+}
+
+/// Prints a document read for `read` or `watch`, or turns the failure into the CLI's error.
+fn show(
+    root: &RuntimeRoot,
+    target: &TargetId,
+    doc: Result<ProjectionDocument, LibError>,
+    as_json: bool,
+) -> CliResult<()> {
+    let doc = doc.map_err(|e| {
         let class = classify(&e);
         match e {
             // The library's message names no path: a script needs to know which file.
@@ -201,7 +239,7 @@ pub fn read(settings: &Settings, target: &str, as_json: bool) -> CliResult<()> {
                 class,
                 format!(
                     "{} refused: {refused}; it was left untouched",
-                    root.current_path(&target).display()
+                    root.current_path(target).display()
                 ),
             ),
             other => CliError::new(class, other.to_string()),

@@ -81,6 +81,18 @@ enum Command {
         /// Target id (64 lowercase hex).
         target: String,
     },
+    /// Wait until a target's `current.json` is newer than `--after-epoch` (any document
+    /// without it), then print it as `read` does; exit 6 when `--timeout-ms` passes first.
+    Watch {
+        /// Target id (64 lowercase hex).
+        target: String,
+        /// Wait for an epoch greater than this one.
+        #[arg(long)]
+        after_epoch: Option<u64>,
+        /// How long to wait, in milliseconds (required: there is no default).
+        #[arg(long)]
+        timeout_ms: u64,
+    },
     /// Project lock diagnostics.
     #[command(subcommand)]
     Lock(LockCommand),
@@ -153,6 +165,11 @@ pub fn run(cli: Cli) -> CliResult<()> {
         Command::Publish(args) => store_cmds::publish(&settings()?, &args, json),
         Command::Inspect { target } => inspect::inspect(&settings()?, target.as_deref(), json),
         Command::Read { target } => inspect::read(&settings()?, &target, json),
+        Command::Watch {
+            target,
+            after_epoch,
+            timeout_ms,
+        } => inspect::watch(&settings()?, &target, after_epoch, timeout_ms, json),
         Command::Lock(LockCommand::Status { dir }) => lock::status(&dir, json),
         Command::Holder(args) => holder::run(&settings()?, &args),
         Command::Reader { target } => reader::run(&settings()?, &target),

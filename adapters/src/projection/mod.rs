@@ -11,6 +11,7 @@
 //!   conditional release.
 //! - [`publication`]: the fenced publication of `current.json`.
 //! - [`runtime`]: the runtime root, the derived output paths, and the hook reader.
+//! - [`watch`]: waiting for a newer publication (inotify, not polling).
 //! - `write_gate`: the in-process queue in front of the store's write lock.
 
 mod executor;
@@ -22,4 +23,5 @@ pub mod schema;
 pub mod store;
 pub mod submission;
 pub mod target_lock;
+pub mod watch;
 mod write_gate;
