@@ -86,7 +86,7 @@ submit_loop() {
     w=$((w + 1))
     if sw submit --producer router --target "$target" --channel computed-route \
       --watermark "$w" --envelope "{\"schema\":\"computed-route.v1\",\"notAuthority\":true,\"w\":$w}" \
-      --expires-in-ms 3600000 >/dev/null 2>&1; then
+      --captured-at "$(date +%s)000" --expires-in-ms 3600000 >/dev/null 2>&1; then
       echo "$w" >>"$work/submitted"
     fi
     sleep 0.0$((RANDOM % 9 + 1))

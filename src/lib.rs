@@ -1,4 +1,6 @@
-//! solewriter: fenced single-writer primitives for services that share one host.
+#![doc = include_str!("../README.md")]
+//!
+//! # The facade
 //!
 //! This crate is the facade a host links. Each product has its complete surface — its types,
 //! inputs and errors — in one module:
@@ -69,41 +71,43 @@ pub use solewriter_core as core;
 /// errors.
 pub mod projection {
     pub use solewriter_adapters::clock::{Clock, ManualClock, SystemClock};
-    pub use solewriter_adapters::lease::{Acquisition, Grant, HeldLease, ReleaseOutcome};
-    pub use solewriter_adapters::publication::{Published, PublishedNow};
-    pub use solewriter_adapters::runtime::{read_projection, RuntimeRoot};
-    pub use solewriter_adapters::store::{Initialized, ProjectionStore, StoreOptions};
-    pub use solewriter_adapters::submission::SubmitOutcome;
+    pub use solewriter_adapters::projection::lease::{
+        Acquisition, Grant, HeldLease, ReleaseOutcome,
+    };
+    pub use solewriter_adapters::projection::publication::{Published, PublishedNow};
+    pub use solewriter_adapters::projection::runtime::{read_projection, RuntimeRoot};
+    pub use solewriter_adapters::projection::store::{Initialized, ProjectionStore, StoreOptions};
+    pub use solewriter_adapters::projection::submission::SubmitOutcome;
     pub use solewriter_adapters::{Error, ErrorKind};
-    pub use solewriter_core::channel::{
+    pub use solewriter_core::config::{BusyTimeout, ConfigError, LeaseTtl, TimingConfig};
+    pub use solewriter_core::names::{InstanceDigest, NameError};
+    pub use solewriter_core::projection::channel::{
         ChannelName, ChannelRecord, ChannelRegistry, ChannelSpec, DegradedReason, ProducerId,
         RegistryError, Submission,
     };
-    pub use solewriter_core::config::{BusyTimeout, ConfigError, LeaseTtl, TimingConfig};
-    pub use solewriter_core::lease::{Fenced, HeldBy, LeaseRecord, LeaseState};
-    pub use solewriter_core::names::{InstanceDigest, NameError};
+    pub use solewriter_core::projection::lease::{Fenced, HeldBy, LeaseRecord, LeaseState};
+    pub use solewriter_core::projection::target::{TargetError, TargetId, TargetTuple};
+    pub use solewriter_core::projection::watermark::SubmissionRejected;
     pub use solewriter_core::projection::{
         DocumentError, Freshness, ProjectionDocument, PublishedChannel, MAX_DOCUMENT_BYTES,
     };
-    pub use solewriter_core::target::{TargetError, TargetId, TargetTuple};
     pub use solewriter_core::time::Millis;
     pub use solewriter_core::token::HolderToken;
-    pub use solewriter_core::watermark::SubmissionRejected;
 }
 
 /// The subtree write guard: held-until-release locks on component subtrees keyed on the
 /// (agentId, sessionId) writer, fail-closed write admission, the disconnect sweep.
 pub mod subtree {
-    pub use solewriter_adapters::write_guard::*;
+    pub use solewriter_adapters::subtree::write_guard::*;
     pub use solewriter_core::subtree::*;
 }
 
 /// The project lock: one sole writer per project directory, whose authority is one exact
 /// process generation, with dead-owner recovery.
 pub mod project_lock {
-    pub use solewriter_adapters::process::{ProcessProbe, SystemProbe};
+    pub use solewriter_adapters::project_lock::process::{ProcessProbe, SystemProbe};
     pub use solewriter_adapters::project_lock::*;
-    pub use solewriter_core::ownership::{
+    pub use solewriter_core::project_lock::ownership::{
         BootId, DeadReason, IdentityError, LockNonce, LockRecord, OwnerIdentity, Ownership,
         RecordError, UnknownReason,
     };
@@ -112,9 +116,9 @@ pub mod project_lock {
 /// The event ledger: the sole-writer build transaction, demand reads that never queue behind
 /// an unrelated writer, and the reference Git source.
 pub mod ledger {
-    pub use solewriter_adapters::git_source::GitSource;
+    pub use solewriter_adapters::ledger::git_source::GitSource;
     pub use solewriter_adapters::ledger::*;
-    pub use solewriter_core::git_facts::*;
+    pub use solewriter_core::ledger::git_facts::*;
     pub use solewriter_core::ledger::*;
 }
 

@@ -1,9 +1,9 @@
 //! The adapters' error type. Every variant says what failed and what was left untouched.
 
-use solewriter_core::lease::{DeadlinePassed, Fenced, InconsistentLease};
+use solewriter_core::projection::lease::{DeadlinePassed, Fenced, InconsistentLease};
+use solewriter_core::projection::target::TargetId;
+use solewriter_core::projection::watermark::SubmissionRejected;
 use solewriter_core::projection::DocumentError;
-use solewriter_core::target::TargetId;
-use solewriter_core::watermark::SubmissionRejected;
 use std::path::PathBuf;
 
 /// Everything that can go wrong in the store, the publisher and the reader.
@@ -141,6 +141,16 @@ pub enum Error {
         /// The expected path.
         path: PathBuf,
     },
+    /// No newer document was published before the wait's timeout. Nothing was read.
+    #[error("no document newer than {} at {path} within {timeout_ms} ms", after_epoch.map_or_else(|| "none".to_owned(), |e| format!("epoch {e}")))]
+    WatchTimedOut {
+        /// The watched `current.json`.
+        path: PathBuf,
+        /// The epoch the wait had to exceed (`None`: any document).
+        after_epoch: Option<u64>,
+        /// The wait's timeout.
+        timeout_ms: u64,
+    },
     /// Reading a published projection failed.
     #[error("reading {path} failed: {source}")]
     Read {
@@ -194,7 +204,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::NotAdmitted(_) | Error::Rejected(_) => ErrorKind::Input,
-            Error::Busy { .. } => ErrorKind::Contention,
+            Error::Busy { .. } | Error::WatchTimedOut { .. } => ErrorKind::Contention,
             Error::Fenced(_) | Error::LeaseExpired(_) => ErrorKind::LostAuthority,
             Error::NotDurable { .. } | Error::PublishedNotReleased { .. } => {
                 ErrorKind::PartialSuccess
@@ -226,7 +236,7 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use solewriter_core::lease::Fenced;
+    use solewriter_core::projection::lease::Fenced;
 
     #[test]
     fn errors_are_grouped_by_who_must_act() {

@@ -9,8 +9,8 @@ mod support;
 
 use solewriter_adapters::atomic_file::{FileSystem, RealFs};
 use solewriter_adapters::Error;
-use solewriter_core::lease::LeaseState;
-use solewriter_core::target::TargetId;
+use solewriter_core::projection::lease::LeaseState;
+use solewriter_core::projection::target::TargetId;
 use std::fs::File;
 use std::io;
 use std::path::Path;
@@ -301,7 +301,7 @@ fn corrupt_store_is_refused(offset: u64, len: usize) -> Vec<(&'static str, Error
     corrupt(&db, offset, len);
     let corrupted = std::fs::read(&db).unwrap();
     let mut errors = Vec::new();
-    match solewriter_adapters::store::ProjectionStore::open(&f.options) {
+    match solewriter_adapters::projection::store::ProjectionStore::open(&f.options) {
         Err(e) => errors.push(("open", e)),
         Ok(store) => {
             let results = [
@@ -383,7 +383,7 @@ fn tables_dropped_under_a_running_store_give_typed_errors_and_write_nothing() {
     assert_eq!(f.current_bytes(&target).unwrap(), before);
     drop(store);
     assert!(matches!(
-        solewriter_adapters::store::ProjectionStore::open(&f.options),
+        solewriter_adapters::projection::store::ProjectionStore::open(&f.options),
         Err(Error::StoreMissing { .. })
     ));
 }
@@ -505,7 +505,7 @@ fn a_planted_epoch_at_the_storage_maximum_is_exhausted() {
 
 #[test]
 fn a_torn_or_foreign_document_is_refused_by_the_reader_as_malformed() {
-    use solewriter_adapters::runtime::read_projection;
+    use solewriter_adapters::projection::runtime::read_projection;
     use solewriter_core::projection::DocumentError;
     let (f, target, before) = published_once();
     let path = f.current_path(&target);

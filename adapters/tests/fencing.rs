@@ -4,12 +4,12 @@
 
 mod support;
 
-use solewriter_adapters::publication::{PublishProbe, PublishStep};
-use solewriter_adapters::runtime::read_projection;
+use solewriter_adapters::projection::publication::{PublishProbe, PublishStep};
+use solewriter_adapters::projection::runtime::read_projection;
 use solewriter_adapters::Error;
-use solewriter_core::lease::{Fenced, LeaseState};
+use solewriter_core::projection::lease::{Fenced, LeaseState};
+use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::{DocumentError, MAX_DOCUMENT_BYTES};
-use solewriter_core::target::TargetId;
 use solewriter_core::time::Millis;
 use std::sync::mpsc;
 use std::sync::Mutex;

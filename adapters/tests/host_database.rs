@@ -6,11 +6,11 @@
 mod support;
 
 use rusqlite::Connection;
-use solewriter_adapters::publication::PublishedNow;
-use solewriter_adapters::runtime::read_projection;
-use solewriter_adapters::store::{Initialized, ProjectionStore};
+use solewriter_adapters::projection::publication::PublishedNow;
+use solewriter_adapters::projection::runtime::read_projection;
+use solewriter_adapters::projection::store::{Initialized, ProjectionStore};
 use solewriter_adapters::Error;
-use solewriter_core::lease::Fenced;
+use solewriter_core::projection::lease::Fenced;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use support::*;
 

@@ -23,12 +23,12 @@ mod children;
 mod support;
 
 use solewriter_adapters::atomic_file::{FileSystem, RealFs};
-use solewriter_adapters::lease::{Acquisition, ReleaseOutcome};
-use solewriter_adapters::publication::{PublishProbe, PublishStep};
-use solewriter_adapters::store::StoreOptions;
-use solewriter_adapters::target_lock::lock_path;
+use solewriter_adapters::projection::lease::{Acquisition, ReleaseOutcome};
+use solewriter_adapters::projection::publication::{PublishProbe, PublishStep};
+use solewriter_adapters::projection::store::StoreOptions;
+use solewriter_adapters::projection::target_lock::lock_path;
 use solewriter_adapters::Error;
-use solewriter_core::target::TargetId;
+use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
 use std::fs::File;
@@ -190,7 +190,7 @@ fn holder_publishes(
     parker: Arc<Parker>,
     granted: Sender<u64>,
 ) -> Result<u64, String> {
-    let store = solewriter_adapters::store::ProjectionStore::open(options)
+    let store = solewriter_adapters::projection::store::ProjectionStore::open(options)
         .unwrap()
         .with_file_system(Arc::new(ParkingFs(parker.clone())));
     let lease = expect_acquired(store.acquire(&target_of(), &holder("a")).unwrap());
@@ -261,7 +261,8 @@ fn run(at: Option<Point>, back: bool) -> (Run, Arc<Parker>) {
         wait_parked(&parked, at);
         f.clock.advance(TTL_MS);
         let contender =
-            solewriter_adapters::store::ProjectionStore::open(&contender_options).unwrap();
+            solewriter_adapters::projection::store::ProjectionStore::open(&contender_options)
+                .unwrap();
         // A rogue presents the holder's epoch with its own token: never a release.
         match contender.release_token(&target, epoch, &HolderToken::from_bytes([7; 32])) {
             Ok(ReleaseOutcome::NotHolder(_)) | Err(Error::Busy { .. }) => {}
@@ -438,7 +439,8 @@ fn a_holder_that_drops_sqlites_locks_still_excludes_the_successor() {
     f.clock.set(Millis(START.0 + 2 * TTL_MS));
     let mut contender_options = f.options.clone();
     contender_options.timing = timing(TTL_MS, 50);
-    let contender = solewriter_adapters::store::ProjectionStore::open(&contender_options).unwrap();
+    let contender =
+        solewriter_adapters::projection::store::ProjectionStore::open(&contender_options).unwrap();
     match contender.acquire(&target, &holder("b")) {
         Err(Error::Busy { .. }) => {}
         Ok(Acquisition::Acquired(b)) => panic!(
@@ -472,12 +474,14 @@ fn descriptor_closing_holder(dir: &Path) {
     }
     let options = StoreOptions {
         db_path: dir.join("store.sqlite"),
-        runtime_root: solewriter_adapters::runtime::RuntimeRoot::new(dir.join("runtime")),
+        runtime_root: solewriter_adapters::projection::runtime::RuntimeRoot::new(
+            dir.join("runtime"),
+        ),
         timing: timing(TTL_MS, 100),
         registry: registry(64 * 1024),
         clock: Arc::new(solewriter_adapters::clock::ManualClock::new(START)),
     };
-    let store = solewriter_adapters::store::ProjectionStore::open(&options).unwrap();
+    let store = solewriter_adapters::projection::store::ProjectionStore::open(&options).unwrap();
     let target = tuple("a").target_id();
     let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
     match lease.publish_observed(&CopyTheStore(dir)) {

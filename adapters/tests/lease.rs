@@ -2,10 +2,10 @@
 
 mod support;
 
-use solewriter_adapters::lease::{Acquisition, ReleaseOutcome};
+use solewriter_adapters::projection::lease::{Acquisition, ReleaseOutcome};
 use solewriter_adapters::Error;
-use solewriter_core::lease::{Fenced, LeaseState};
-use solewriter_core::target::TargetId;
+use solewriter_core::projection::lease::{Fenced, LeaseState};
+use solewriter_core::projection::target::TargetId;
 use support::*;
 
 #[test]

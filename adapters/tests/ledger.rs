@@ -1,23 +1,29 @@
 //! The event ledger over a real Git repository: the sole-writer build, the demand read beside
 //! a live writer process (which is blocked on a pipe this test controls), rebuilding a
-//! malformed snapshot, and loud failures (interpretation movement, unknown lock owner, a
-//! missing commit).
+//! malformed snapshot, loud failures (interpretation movement, unknown lock owner, a missing
+//! commit), the fenced replace (a lock lost mid-build), the writer's size bound, lazy and
+//! nested demand, and the interpretation identity (shallow clones, grafts, attributes).
 
 mod children;
 
 use children::{commands, role, say, ChildProc};
-use solewriter_adapters::git_source::{commit_fact, hunk_fact, GitSource};
-use solewriter_adapters::ledger::{Derive, Ledger, LedgerError, Outcome, Persisted, Source};
-use solewriter_adapters::process::{ProcessProbe, SystemProbe};
-use solewriter_adapters::project_lock::{LockError, Wait, LOCK_FILE};
-use solewriter_core::git_facts::{CommitFact, HunkFact, Oid};
+use solewriter_adapters::ledger::git_source::{commit_fact, hunk_fact, GitSource};
+use solewriter_adapters::ledger::{
+    Derive, Ledger, LedgerError, Outcome, Persisted, SnapshotState, Source,
+};
+use solewriter_adapters::project_lock::process::{ProcessProbe, SystemProbe};
+use solewriter_adapters::project_lock::{
+    LockError, LockProbe, LockStep, ProjectLock, Wait, KERNEL_LOCK_FILE, LOCK_FILE,
+};
+use solewriter_core::ledger::git_facts::{CommitFact, HunkFact, Oid};
 use solewriter_core::ledger::{Snapshot, SnapshotError, MAX_SNAPSHOT_BYTES};
-use solewriter_core::ownership::{
+use solewriter_core::project_lock::ownership::{
     Guard, LockNonce, LockRecord, OwnerIdentity, ProbeReport, ProcessSeen, UnknownReason,
 };
 use solewriter_core::time::Millis;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -324,7 +330,8 @@ fn a_snapshot_past_the_bound_is_not_loaded_and_is_rebuilt() {
     assert_eq!(
         ledger.read_snapshot().unwrap().unwrap_err(),
         SnapshotError::TooLarge {
-            size: MAX_SNAPSHOT_BYTES + 1
+            size: MAX_SNAPSHOT_BYTES + 1,
+            max: MAX_SNAPSHOT_BYTES
         },
         "read at most one byte past the bound"
     );
@@ -383,4 +390,404 @@ fn a_failing_consumer_or_an_unreadable_snapshot_leaves_the_snapshot_and_the_lock
         0
     );
     assert!(!ledger.lock().path().exists(), "the lock was released");
+}
+
+/// The lock of `root/project` in record-only mode (exclusion by the record alone), so that a
+/// second build in this process can take it once the first build's record is removed.
+fn record_only_ledger(root: &Path) -> Ledger<GitSource> {
+    let lock = ProjectLock::new(root.join("project"), Arc::new(SystemProbe)).record_only();
+    Ledger::with_lock(lock, source(&root.join("repo")))
+}
+
+#[test]
+fn a_lock_lost_mid_build_is_an_error_and_the_snapshot_is_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    repo(dir.path());
+    let ledger = ledger_in(dir.path(), Arc::new(SystemProbe));
+    let oldest = ledger.source().resolve("HEAD~2").unwrap();
+    ledger.build(Wait::NoWait, |d| history(d, &oldest)).unwrap();
+    let before = snapshot_bytes(&ledger);
+    let head = ledger.source().resolve("HEAD").unwrap();
+    // A recoverer removes the record; then one that writes another owner's record.
+    for replace_with_another in [false, true] {
+        let err = ledger
+            .build(Wait::NoWait, |d| {
+                let h = history(d, &head)?;
+                std::fs::remove_file(ledger.lock().path()).unwrap();
+                if replace_with_another {
+                    let other = ledger_in(dir.path(), Arc::new(SystemProbe));
+                    let guard = other.lock().acquire(Wait::NoWait);
+                    // The kernel lock is ours, so another acquisition in this process is busy;
+                    // write a foreign record by hand instead.
+                    assert!(matches!(guard, Err(LockError::Busy { .. })));
+                    let record = LockRecord {
+                        owner: SystemProbe.current().unwrap(),
+                        guard: Guard::Kernel,
+                        nonce: LockNonce::from_bytes([7; 32]),
+                        acquired_at: Millis(1),
+                    };
+                    std::fs::write(ledger.lock().path(), record.encode()).unwrap();
+                }
+                Ok(h)
+            })
+            .unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                LedgerError::LockLost {
+                    snapshot: SnapshotState::Untouched,
+                    source: LockError::Lost { .. }
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("not touched"), "{err}");
+        assert_eq!(snapshot_bytes(&ledger), before, "the snapshot is untouched");
+        let _ = std::fs::remove_file(ledger.lock().path());
+    }
+}
+
+#[test]
+fn a_replaced_kernel_lock_file_mid_build_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    repo(dir.path());
+    let ledger = ledger_in(dir.path(), Arc::new(SystemProbe));
+    let head = ledger.source().resolve("HEAD").unwrap();
+    let kernel = ledger.lock().dir().join(KERNEL_LOCK_FILE);
+    // The record still carries this build's nonce; only the kernel lock file is another one,
+    // so a new acquirer would lock that file while this build holds the old one.
+    let err = ledger
+        .build(Wait::NoWait, |d| {
+            std::fs::remove_file(&kernel).unwrap();
+            std::fs::write(&kernel, b"").unwrap();
+            history(d, &head)
+        })
+        .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            LedgerError::LockLost {
+                snapshot: SnapshotState::Untouched,
+                source: LockError::Lost { .. }
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(snapshot_bytes(&ledger), None);
+}
+
+#[test]
+fn two_builds_never_both_replace_when_the_first_loses_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    repo(dir.path());
+    let first = record_only_ledger(dir.path());
+    let second = record_only_ledger(dir.path());
+    let head = first.source().resolve("HEAD").unwrap();
+    let oldest = first.source().resolve("HEAD~2").unwrap();
+    let mut second_built = None;
+    let err = first
+        .build(Wait::NoWait, |d| {
+            let h = history(d, &head)?;
+            // A recoverer (wrongly) judged the first build dead and removed its record; the
+            // second build takes the lock and persists its own facts.
+            std::fs::remove_file(first.lock().path()).unwrap();
+            second_built = Some(
+                second
+                    .build(Wait::NoWait, |d| history(d, &oldest))
+                    .unwrap()
+                    .persisted,
+            );
+            Ok(h)
+        })
+        .unwrap_err();
+    assert_eq!(second_built, Some(Persisted::Replaced { added: 2 }));
+    assert!(
+        matches!(
+            err,
+            LedgerError::LockLost {
+                snapshot: SnapshotState::Untouched,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let stored = first.read_snapshot().unwrap().unwrap().unwrap();
+    assert_eq!(stored.facts.len(), 2, "the second build's facts were kept");
+}
+
+/// A step probe that, once armed, makes the release's unlink of the lock fail: it takes the
+/// record away (`NotHolder`) or puts a directory in its place (an I/O error).
+struct AfterReplace {
+    armed: AtomicBool,
+    directory: bool,
+}
+
+impl LockProbe for AfterReplace {
+    fn reached(&self, step: LockStep, path: &Path) {
+        if step == LockStep::Checked
+            && path.file_name() == Some(LOCK_FILE.as_ref())
+            && self.armed.swap(false, Ordering::SeqCst)
+        {
+            std::fs::remove_file(path).unwrap();
+            if self.directory {
+                std::fs::create_dir(path).unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn a_release_that_fails_after_the_replace_says_the_snapshot_was_replaced() {
+    for directory in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        repo(dir.path());
+        let probe = Arc::new(AfterReplace {
+            armed: AtomicBool::new(false),
+            directory,
+        });
+        let lock = ProjectLock::new(dir.path().join("project"), Arc::new(SystemProbe))
+            .with_probe(probe.clone());
+        let ledger = Ledger::with_lock(lock, source(&dir.path().join("repo")));
+        let head = ledger.source().resolve("HEAD").unwrap();
+        let err = ledger
+            .build(Wait::NoWait, |d| {
+                probe.armed.store(true, Ordering::SeqCst);
+                history(d, &head)
+            })
+            .unwrap_err();
+        match (&err, directory) {
+            (
+                LedgerError::LockLost {
+                    snapshot: SnapshotState::Replaced,
+                    source: LockError::Lost { .. },
+                },
+                false,
+            )
+            | (
+                LedgerError::Release {
+                    snapshot: SnapshotState::Replaced,
+                    ..
+                },
+                true,
+            ) => {}
+            _ => panic!("unexpected: {err:?}"),
+        }
+        assert!(err.to_string().contains("WAS replaced"), "{err}");
+        let stored = ledger.read_snapshot().unwrap().unwrap().unwrap();
+        assert_eq!(stored.facts.len(), 6, "it was replaced indeed");
+    }
+}
+
+#[test]
+fn the_writer_refuses_a_snapshot_past_the_bound_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    repo(dir.path());
+    let ledger = ledger_in(dir.path(), Arc::new(SystemProbe));
+    let oldest = ledger.source().resolve("HEAD~2").unwrap();
+    ledger.build(Wait::NoWait, |d| history(d, &oldest)).unwrap();
+    let before = snapshot_bytes(&ledger).unwrap();
+    // The stored snapshot fits the bound exactly; the full history does not.
+    let bounded = ledger_in(dir.path(), Arc::new(SystemProbe)).with_snapshot_bound(before.len());
+    assert!(
+        bounded.read_snapshot().unwrap().is_ok(),
+        "what is stored fits"
+    );
+    let head = ledger.source().resolve("HEAD").unwrap();
+    let err = bounded.demand(|d| history(d, &head)).unwrap_err();
+    match &err {
+        LedgerError::SnapshotTooLarge(SnapshotError::TooLarge { size, max }) => {
+            assert_eq!(*max, before.len());
+            assert!(*size > before.len());
+        }
+        other => panic!("expected SnapshotTooLarge, got {other:?}"),
+    }
+    assert_eq!(
+        snapshot_bytes(&ledger).unwrap(),
+        before,
+        "nothing was written"
+    );
+    let temps = std::fs::read_dir(ledger.lock().dir())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains(".tmp-")
+        })
+        .count();
+    assert_eq!(temps, 0, "no temp was left");
+    assert!(!ledger.lock().path().exists(), "the lock was released");
+    // At the default bound the same read persists.
+    assert_eq!(
+        read_history(&ledger).persisted,
+        Persisted::Replaced { added: 4 }
+    );
+}
+
+/// Counts every lock step reached.
+#[derive(Default)]
+struct CountSteps(AtomicUsize);
+
+impl LockProbe for CountSteps {
+    fn reached(&self, _: LockStep, _: &Path) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_demand_whose_facts_are_all_present_never_touches_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    repo(dir.path());
+    let ledger = ledger_in(dir.path(), Arc::new(SystemProbe));
+    let all = read_history(&ledger);
+    let steps = Arc::new(CountSteps::default());
+    let lock = ProjectLock::new(dir.path().join("project"), Arc::new(SystemProbe))
+        .with_probe(steps.clone());
+    let reader = Ledger::with_lock(lock, source(&dir.path().join("repo")));
+    // Another holder (a separate open file description: the kernel lock excludes it even in
+    // this process) holds the lock throughout.
+    let held = ledger.lock().acquire(Wait::NoWait).unwrap();
+    let head = reader.source().resolve("HEAD").unwrap();
+    let read = reader.demand(|d| history(d, &head)).unwrap();
+    assert_eq!(read.value, all.value);
+    assert_eq!(
+        read.persisted,
+        Persisted::Unchanged,
+        "not Busy, not Discarded"
+    );
+    assert_eq!(
+        steps.0.load(Ordering::SeqCst),
+        0,
+        "the lock was not consulted"
+    );
+    // A missing fact does consult it: beside the holder, the addition is discarded.
+    std::fs::remove_file(reader.snapshot_path()).unwrap();
+    let read = reader.demand(|d| history(d, &head)).unwrap();
+    assert!(
+        matches!(read.persisted, Persisted::Discarded { added: 6, .. }),
+        "{:?}",
+        read.persisted
+    );
+    assert_eq!(steps.0.load(Ordering::SeqCst), 1, "one busy try");
+    held.release().unwrap();
+}
+
+#[test]
+fn a_demand_nested_in_a_build_joins_it() {
+    let dir = tempfile::tempdir().unwrap();
+    repo(dir.path());
+    let ledger = ledger_in(dir.path(), Arc::new(SystemProbe));
+    // Another handle on the same directory, spelled differently.
+    let nested = Ledger::new(
+        dir.path().join("project").join("..").join("project"),
+        source(&dir.path().join("repo")),
+        Arc::new(SystemProbe),
+    );
+    let head = ledger.source().resolve("HEAD").unwrap();
+    let mut inner = Vec::new();
+    let built = ledger
+        .build(Wait::NoWait, |d| {
+            let commit = commit_fact(d, &head)?;
+            let joined = nested.demand(|n| history(n, &head))?;
+            inner.push(joined.persisted);
+            Ok(commit)
+        })
+        .unwrap();
+    assert_eq!(inner.last(), Some(&Persisted::Joined { added: 5 }));
+    assert_eq!(built.persisted, Persisted::Replaced { added: 6 });
+    let stored = ledger.read_snapshot().unwrap().unwrap().unwrap();
+    assert_eq!(stored.facts.len(), 6, "the nested demand's facts persisted");
+    // Outside any build the same handle is an ordinary demand.
+    assert_eq!(
+        nested.demand(|n| history(n, &head)).unwrap().persisted,
+        Persisted::Unchanged
+    );
+}
+
+/// The history a fresh ledger (no stored facts) derives for `repo` now.
+fn fresh_history(root: &Path, repo: &Path, name: &str) -> History {
+    let fresh = Ledger::new(root.join(name), source(repo), Arc::new(SystemProbe));
+    let head = fresh.source().resolve("HEAD").unwrap();
+    fresh.demand(|d| history(d, &head)).unwrap().value
+}
+
+#[test]
+fn a_worktree_gitattributes_with_minus_diff_changes_no_fact() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo(dir.path());
+    let ledger = ledger_in(dir.path(), Arc::new(SystemProbe));
+    let stored = read_history(&ledger).value;
+    std::fs::write(repo.join(".gitattributes"), "* -diff\n").unwrap();
+    let fresh = fresh_history(dir.path(), &repo, "fresh");
+    assert_eq!(
+        fresh, stored,
+        "a fresh derivation ignores the worktree attributes"
+    );
+    assert!(!fresh[0].1.files[0].hunks.is_empty(), "not turned binary");
+    assert_eq!(read_history(&ledger).persisted, Persisted::Unchanged);
+}
+
+#[test]
+fn info_attributes_is_part_of_the_interpretation() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo(dir.path());
+    let ledger = ledger_in(dir.path(), Arc::new(SystemProbe));
+    let stored = read_history(&ledger).value;
+    std::fs::write(repo.join(".git/info/attributes"), "* -diff\n").unwrap();
+    let fresh = fresh_history(dir.path(), &repo, "fresh");
+    assert_ne!(fresh, stored, "info/attributes changes the hunks (binary)");
+    let again = read_history(&ledger);
+    assert_eq!(again.value, fresh, "the stored facts were re-derived");
+    assert_eq!(again.persisted, Persisted::Replaced { added: 6 });
+}
+
+#[test]
+fn a_grafts_file_changes_no_fact() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo(dir.path());
+    let ledger = ledger_in(dir.path(), Arc::new(SystemProbe));
+    let stored = read_history(&ledger).value;
+    let (head, root) = (
+        git(&repo, &["rev-parse", "HEAD"]),
+        git(&repo, &["rev-parse", "HEAD~2"]),
+    );
+    std::fs::write(
+        repo.join(".git/info/grafts"),
+        format!("{} {}\n", head.trim(), root.trim()),
+    )
+    .unwrap();
+    let fresh = fresh_history(dir.path(), &repo, "fresh");
+    assert_eq!(fresh, stored, "a fresh derivation ignores the grafts");
+    assert_eq!(subjects(&fresh), ["change 2", "change 1", "change 0"]);
+    assert_eq!(read_history(&ledger).persisted, Persisted::Unchanged);
+}
+
+#[test]
+fn a_shallow_clone_that_deepens_is_rederived() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = repo(dir.path());
+    let clone = dir.path().join("clone");
+    let url = format!("file://{}", origin.display());
+    git(
+        dir.path(),
+        &["clone", "-q", "--depth", "1", &url, clone.to_str().unwrap()],
+    );
+    let ledger = Ledger::new(
+        dir.path().join("project"),
+        source(&clone),
+        Arc::new(SystemProbe),
+    );
+    let head = ledger.source().resolve("HEAD").unwrap();
+    let shallow = ledger.demand(|d| history(d, &head)).unwrap().value;
+    assert_eq!(
+        subjects(&shallow),
+        ["change 2"],
+        "parents hidden by the boundary"
+    );
+    git(&clone, &["fetch", "-q", "--unshallow"]);
+    let deep = ledger.demand(|d| history(d, &head)).unwrap();
+    assert_eq!(subjects(&deep.value), ["change 2", "change 1", "change 0"]);
+    assert_eq!(deep.persisted, Persisted::Replaced { added: 6 });
+    assert_eq!(deep.value, fresh_history(dir.path(), &clone, "fresh"));
 }

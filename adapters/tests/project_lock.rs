@@ -9,12 +9,12 @@ mod children;
 
 use children::dead_owner;
 use solewriter_adapters::atomic_file::{FileSystem, RealFs};
-use solewriter_adapters::process::{ProcessProbe, SystemProbe};
+use solewriter_adapters::project_lock::process::{ProcessProbe, SystemProbe};
 use solewriter_adapters::project_lock::{
     LockError, LockProbe, LockStep, ProjectLock, Released, Wait, KERNEL_LOCK_FILE, LOCK_FILE,
     MAX_RECOVERY_DEPTH,
 };
-use solewriter_core::ownership::{
+use solewriter_core::project_lock::ownership::{
     BootSeen, Guard, LockNonce, LockRecord, OwnerIdentity, ProbeReport, ProcessSeen, UnknownReason,
 };
 use solewriter_core::time::Millis;

@@ -17,11 +17,11 @@
 mod children;
 
 use children::{commands, role, say, ChildProc};
-use solewriter_adapters::process::{ProcessProbe, SystemProbe};
+use solewriter_adapters::project_lock::process::{ProcessProbe, SystemProbe};
 use solewriter_adapters::project_lock::{
     KernelState, LockError, LockStatus, ProjectLock, Released, Wait,
 };
-use solewriter_core::ownership::{
+use solewriter_core::project_lock::ownership::{
     classify, parse_proc_stat, Ownership, ProcessSeen, UnknownReason,
 };
 use std::path::Path;

@@ -8,11 +8,11 @@
 mod children;
 
 use children::{commands, dead_owner, role, say, ChildProc};
-use solewriter_adapters::process::SystemProbe;
+use solewriter_adapters::project_lock::process::SystemProbe;
 use solewriter_adapters::project_lock::{
     LockError, LockProbe, LockStep, ProjectLock, Released, Wait, KERNEL_LOCK_FILE, LOCK_FILE,
 };
-use solewriter_core::ownership::{Guard, LockNonce, LockRecord, OwnerIdentity};
+use solewriter_core::project_lock::ownership::{Guard, LockNonce, LockRecord, OwnerIdentity};
 use solewriter_core::time::Millis;
 use std::path::Path;
 use std::sync::Arc;

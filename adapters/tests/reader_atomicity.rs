@@ -4,12 +4,12 @@
 
 mod support;
 
-use solewriter_adapters::lease::Acquisition;
-use solewriter_adapters::runtime::read_projection;
-use solewriter_adapters::store::ProjectionStore;
+use solewriter_adapters::projection::lease::Acquisition;
+use solewriter_adapters::projection::runtime::read_projection;
+use solewriter_adapters::projection::store::ProjectionStore;
 use solewriter_adapters::Error;
-use solewriter_core::lease::LeaseState;
-use solewriter_core::target::TargetId;
+use solewriter_core::projection::lease::LeaseState;
+use solewriter_core::projection::target::TargetId;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use support::*;
 

@@ -4,8 +4,8 @@
 mod support;
 
 use rusqlite::Connection;
-use solewriter_adapters::schema::MARKER;
-use solewriter_adapters::store::{Initialized, ProjectionStore};
+use solewriter_adapters::projection::schema::MARKER;
+use solewriter_adapters::projection::store::{Initialized, ProjectionStore};
 use solewriter_adapters::Error;
 use support::*;
 
@@ -391,4 +391,34 @@ fn concurrent_initializers_create_the_tables_once() {
             .collect();
         assert!(names.is_empty(), "temp files left: {names:?}");
     }
+}
+
+/// `initialize` on an existing database waits for another writer at most its busy timeout,
+/// then answers `Busy` and changes nothing.
+#[test]
+fn initialize_on_a_busy_database_is_busy_and_changes_nothing() {
+    let f = Fixture::with_timing(timing(TTL_MS, 50), 1024);
+    let path = f.dir.path().join("host.sqlite");
+    host_database(&path);
+    let blocker = Connection::open(&path).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE;").unwrap();
+    let err = ProjectionStore::initialize(&path, &f.options.timing).unwrap_err();
+    assert!(matches!(err, Error::Busy { timeout_ms: 50 }), "{err}");
+    blocker.execute_batch("ROLLBACK;").unwrap();
+    assert!(master(&path)
+        .iter()
+        .all(|(_, n, _)| !n.contains("HookProjection")));
+}
+
+/// A path that is a directory is refused before SQLite sees it (a FIFO would block an open).
+#[test]
+fn open_a_directory_is_unreadable_and_says_so() {
+    let f = Fixture::new();
+    let mut options = f.options.clone();
+    options.db_path = f.dir.path().join("runtime");
+    let err = ProjectionStore::open(&options).unwrap_err();
+    assert!(
+        matches!(&err, Error::Unreadable { reason, .. } if reason == "not a regular file"),
+        "{err}"
+    );
 }

@@ -3,17 +3,17 @@
 
 mod support;
 
-use solewriter_adapters::submission::SubmitOutcome;
+use solewriter_adapters::projection::submission::SubmitOutcome;
 use solewriter_adapters::Error;
-use solewriter_core::channel::{
+use solewriter_core::projection::channel::{
     ChannelName, ChannelRecord, DegradedReason, ProducerId, Submission,
 };
-use solewriter_core::target::TargetId;
-use solewriter_core::watermark::SubmissionRejected;
+use solewriter_core::projection::target::TargetId;
+use solewriter_core::projection::watermark::SubmissionRejected;
 use support::*;
 
 fn rows(
-    store: &solewriter_adapters::store::ProjectionStore,
+    store: &solewriter_adapters::projection::store::ProjectionStore,
     target: &TargetId,
 ) -> Vec<ChannelRecord> {
     store.channel_rows(target).unwrap()
@@ -77,7 +77,8 @@ fn admission_outcomes() {
     let lease = expect_acquired(store.acquire(&target, &holder("p")).unwrap());
     lease.publish().unwrap();
     let doc =
-        solewriter_adapters::runtime::read_projection(&f.options.runtime_root, &target).unwrap();
+        solewriter_adapters::projection::runtime::read_projection(&f.options.runtime_root, &target)
+            .unwrap();
     assert_eq!(
         doc.channels[0].degraded,
         Some(DegradedReason::SourceConflict)

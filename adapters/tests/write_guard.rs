@@ -4,9 +4,9 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, RngSeed, TestRunner};
-use solewriter_adapters::write_guard::{GuardError, WriteGuard};
+use solewriter_adapters::subtree::write_guard::{GuardError, WriteGuard};
 use solewriter_core::subtree::{
-    admit_write, conflicts, parse_agent_envelope, Acquired, Admitted, EnvelopeError,
+    admit_move, admit_write, conflicts, parse_agent_envelope, Acquired, Admitted, EnvelopeError,
     LinearLockTable, Lock, LockTable, Parent, SubtreePath, WriteDenied, Writer,
 };
 use std::cell::Cell;
@@ -205,12 +205,116 @@ fn disconnect_sweep_frees_exactly_that_session() {
     ));
 }
 
+#[test]
+fn a_write_in_flight_when_its_writer_is_swept_is_refused_afterwards() {
+    let guard = WriteGuard::new();
+    handle(&frame("a", "1", "panel"), Some(&guard)).unwrap();
+    // A second write of a#1 is parsed (in flight) before its disconnect frame is handled...
+    let in_flight = parse_agent_envelope(&frame("a", "1", "toolbar")).unwrap();
+    let sweep = r#"{"type":"agent_disconnected","agentId":"a","sessionId":"1"}"#;
+    let solewriter_core::subtree::BridgeFrame::Disconnected(gone) =
+        solewriter_core::subtree::parse_bridge_frame(sweep).unwrap()
+    else {
+        panic!("expected a disconnect frame");
+    };
+    assert_eq!(guard.release_writer(&gone).unwrap().len(), 1);
+    // ...and admitted after it: refused, so no lock leaks.
+    let denied =
+        admit_write(in_flight.context.as_ref(), "toolbar", tree, Some(&guard)).unwrap_err();
+    assert_eq!(denied.reason(), "writer-disconnected");
+    assert_eq!(
+        guard.acquire(lock("a", "1", "/app/toolbar")),
+        Err(GuardError::Disconnected { writer: gone })
+    );
+    assert!(guard.snapshot().unwrap().is_empty(), "nothing leaked");
+    // The same agent on a new session is another writer and acquires.
+    assert!(handle(&frame("a", "2", "toolbar"), Some(&guard)).is_ok());
+}
+
+/// The tree of [`tree`] looked up case-insensitively, as a tolerant host does.
+fn tolerant(id: &str) -> Parent<'static> {
+    tree(&id.to_lowercase())
+}
+
+#[test]
+fn spellings_of_one_component_are_one_lock_in_the_hosts_canonical_form() {
+    let guard = WriteGuard::with_canonical(str::to_lowercase);
+    let a = parse_agent_envelope(&frame("a", "1", "left"))
+        .unwrap()
+        .context;
+    let b = parse_agent_envelope(&frame("b", "1", "LEFT"))
+        .unwrap()
+        .context;
+    let granted = admit_write(a.as_ref(), "left", tolerant, Some(&guard)).unwrap();
+    assert_eq!(granted.lock().unwrap().path.to_string(), "/app/panel/left");
+    for spelled in ["LEFT", "Left", "PANEL", "App"] {
+        let denied = admit_write(b.as_ref(), spelled, tolerant, Some(&guard)).unwrap_err();
+        assert_eq!(denied.reason(), "conflict", "{spelled}");
+    }
+    let again = admit_write(a.as_ref(), "LEFT", tolerant, Some(&guard)).unwrap();
+    assert_eq!(again.reason(), "reentrant");
+    assert_eq!(guard.snapshot().unwrap().len(), 1);
+    // Without the canonical form, the tolerant lookup lets the spellings be two locks.
+    let plain = WriteGuard::new();
+    admit_write(a.as_ref(), "left", tolerant, Some(&plain)).unwrap();
+    assert!(admit_write(b.as_ref(), "LEFT", tolerant, Some(&plain)).is_ok());
+}
+
+#[test]
+fn a_move_is_admitted_only_when_no_other_writer_holds_either_place() {
+    // app ─┬─ panel ─┬─ left
+    //      │         └─ right
+    //      └─ toolbar
+    let guard = WriteGuard::new();
+    let a = parse_agent_envelope(&frame("a", "1", "left"))
+        .unwrap()
+        .context;
+    let b = parse_agent_envelope(&frame("b", "1", "toolbar"))
+        .unwrap()
+        .context;
+    admit_write(a.as_ref(), "left", tree, Some(&guard)).unwrap();
+    let held = guard.snapshot().unwrap();
+    // b moves a's node away, moves a node into a's subtree, or moves a's ancestor: denied.
+    for (node, parent) in [
+        ("left", "toolbar"),
+        ("toolbar", "left"),
+        ("panel", "toolbar"),
+    ] {
+        let denied = admit_move(b.as_ref(), node, parent, tree, Some(&guard)).unwrap_err();
+        assert_eq!(denied.reason(), "conflict", "{node} under {parent}");
+        assert_eq!(guard.snapshot().unwrap(), held, "nothing taken");
+    }
+    // b holds the destination: a cannot move its node there (it would enter b's subtree).
+    admit_write(b.as_ref(), "toolbar", tree, Some(&guard)).unwrap();
+    let denied = admit_move(a.as_ref(), "left", "toolbar", tree, Some(&guard)).unwrap_err();
+    assert_eq!(denied.reason(), "conflict");
+    guard.release(&lock("b", "1", "/app/toolbar")).unwrap();
+    // Free: a moves left under toolbar and holds both places.
+    let moved = admit_move(a.as_ref(), "left", "toolbar", tree, Some(&guard)).unwrap();
+    assert_eq!(moved.to, lock("a", "1", "/app/toolbar/left"));
+    // After the move (the tree now has left under toolbar) b's covering lock is refused.
+    let moved_tree = |id: &str| match id {
+        "left" => Parent::Id("toolbar"),
+        other => tree(other),
+    };
+    for id in ["toolbar", "left", "app"] {
+        let denied = admit_write(b.as_ref(), id, moved_tree, Some(&guard)).unwrap_err();
+        assert_eq!(denied.reason(), "conflict", "{id}");
+    }
+    // A swept mover moves nothing.
+    guard.release_writer(&writer("a", "1")).unwrap();
+    let denied = admit_move(a.as_ref(), "right", "toolbar", tree, Some(&guard)).unwrap_err();
+    assert_eq!(denied.reason(), "writer-disconnected");
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Acquire(usize, SubtreePath),
     Release(usize, SubtreePath),
     ReleaseWriter(usize),
     Query(usize, SubtreePath),
+    /// A write of the writer's previous (swept) session, still in flight.
+    Stale(usize, SubtreePath),
 }
 
 /// Three writers (two of them the same agent) and paths of depth 1 to 3 over three segments per
@@ -239,7 +343,8 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (w.clone(), path()).prop_map(|(w, p)| Op::Acquire(w, p)),
         3 => (w.clone(), path()).prop_map(|(w, p)| Op::Release(w, p)),
         1 => w.clone().prop_map(Op::ReleaseWriter),
-        2 => (w, path()).prop_map(|(w, p)| Op::Query(w, p)),
+        2 => (w.clone(), path()).prop_map(|(w, p)| Op::Query(w, p)),
+        1 => (w, path()).prop_map(|(w, p)| Op::Stale(w, p)),
     ]
 }
 
@@ -248,6 +353,7 @@ struct Seen {
     conflicts: Cell<usize>,
     reentrant: Cell<usize>,
     swept: Cell<usize>,
+    stale: Cell<usize>,
 }
 
 fn bump(cell: &Cell<usize>) {
@@ -276,10 +382,14 @@ fn indexed_guard_matches_the_linear_oracle_and_never_holds_overlaps() {
     let outcome = runner.run(&ops, |ops| {
         let guard = WriteGuard::new();
         let mut oracle = LinearLockTable::new();
+        // A swept writer reconnects as a new session: `generation[w]` counts its sweeps.
+        let mut generation = [0usize; WRITERS.len()];
         for op in ops {
+            let writer_of =
+                |w: usize, g: usize| writer(WRITERS[w].0, &format!("{}.{g}", WRITERS[w].1));
             let lock_of = |w: usize, path: SubtreePath| Lock {
                 path,
-                writer: writer(WRITERS[w].0, WRITERS[w].1),
+                writer: writer_of(w, generation[w]),
             };
             match op {
                 Op::Acquire(w, p) => {
@@ -305,12 +415,29 @@ fn indexed_guard_matches_the_linear_oracle_and_never_holds_overlaps() {
                     prop_assert_eq!(Ok(oracle.release(&l)), guard.release(&l));
                 }
                 Op::ReleaseWriter(w) => {
-                    let gone = writer(WRITERS[w].0, WRITERS[w].1);
+                    let gone = writer_of(w, generation[w]);
                     let freed = oracle.release_writer(&gone);
                     if !freed.is_empty() {
                         bump(&seen.swept);
                     }
                     prop_assert_eq!(Ok(freed), guard.release_writer(&gone));
+                    generation[w] += 1;
+                }
+                Op::Stale(w, p) => {
+                    // Every earlier session of this writer was swept: refused, nothing held.
+                    if let Some(g) = generation[w].checked_sub(1) {
+                        let stale = Lock {
+                            path: p,
+                            writer: writer_of(w, g),
+                        };
+                        prop_assert_eq!(
+                            guard.acquire(stale.clone()),
+                            Err(GuardError::Disconnected {
+                                writer: stale.writer
+                            })
+                        );
+                        bump(&seen.stale);
+                    }
                 }
                 Op::Query(w, p) => {
                     // Query through a fresh index rebuilt from the snapshot: the pure
@@ -345,6 +472,11 @@ fn indexed_guard_matches_the_linear_oracle_and_never_holds_overlaps() {
         seen.reentrant.get() > 100,
         "reentrant: {} (PROPTEST_RNG_SEED={seed})",
         seen.reentrant.get()
+    );
+    assert!(
+        seen.stale.get() > 50,
+        "stale sessions refused: {} (PROPTEST_RNG_SEED={seed})",
+        seen.stale.get()
     );
     assert!(
         seen.swept.get() > 50,

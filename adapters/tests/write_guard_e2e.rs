@@ -6,7 +6,7 @@
 //! writer held an overlapping subtree — so no edit of one writer interleaved inside the other's
 //! held subtree. The run ends with a disconnect sweep of a writer that abandons its edit.
 
-use solewriter_adapters::write_guard::WriteGuard;
+use solewriter_adapters::subtree::write_guard::WriteGuard;
 use solewriter_core::subtree::{
     admit_write, conflicts, derive_subtree_path, overlaps, parse_agent_envelope,
     parse_bridge_frame, Admitted, BridgeFrame, EnvelopeError, Lock, Parent, SubtreePath,

@@ -13,14 +13,20 @@
 //! max_envelope_bytes = 65536
 //! ```
 //!
+//! Every key may also be spelled in camelCase, as the library's JSON configuration spells it
+//! (`runtimeRoot`, `leaseTtlMs`, `busyTimeoutMs`, `envelopeSchema`, `maxEnvelopeBytes`); one key
+//! given in both spellings is refused. Without `--config`, the file named by the environment
+//! variable [`CONFIG_ENV`] is read, if set.
+//!
 //! Each command asks only for what it needs (`read` needs only the runtime root), and a
-//! missing value is an error naming its key and its flag.
+//! missing value is an error naming its key and its flag. `init` checks the whole file,
+//! channel registry included, before it creates anything.
 
-use crate::error::{CliError, CliResult};
+use crate::error::{Class, CliError, CliResult};
 use serde::Deserialize;
 use solewriter::adapters::clock::FileClock;
-use solewriter::core::channel::ChannelSpec;
 use solewriter::core::config::{BusyTimeout, ConfigError, LeaseTtl};
+use solewriter::core::projection::channel::ChannelSpec;
 use solewriter::{
     ChannelName, ChannelRegistry, Clock, ProducerId, RuntimeRoot, StoreOptions, SystemClock,
     TimingConfig,
@@ -31,7 +37,7 @@ use std::sync::Arc;
 /// The configuration flags, accepted before or after any subcommand.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct ConfigArgs {
-    /// TOML configuration file.
+    /// TOML configuration file (default: the file named by SOLEWRITER_CONFIG, if set).
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Path of the SQLite store (overrides `store`).
@@ -54,7 +60,9 @@ pub struct ConfigArgs {
 struct ChannelEntry {
     name: String,
     owner: String,
+    #[serde(alias = "envelopeSchema")]
     envelope_schema: String,
+    #[serde(alias = "maxEnvelopeBytes")]
     max_envelope_bytes: usize,
 }
 
@@ -63,8 +71,11 @@ struct ChannelEntry {
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     store: Option<PathBuf>,
+    #[serde(alias = "runtimeRoot")]
     runtime_root: Option<PathBuf>,
+    #[serde(alias = "leaseTtlMs")]
     lease_ttl_ms: Option<u64>,
+    #[serde(alias = "busyTimeoutMs")]
     busy_timeout_ms: Option<u64>,
     #[serde(default)]
     channels: Vec<ChannelEntry>,
@@ -117,6 +128,9 @@ fn timing_error(error: ConfigError) -> CliError {
     }
 }
 
+/// The environment variable naming the config file when `--config` is not given.
+pub const CONFIG_ENV: &str = "SOLEWRITER_CONFIG";
+
 /// A hidden test seam, not a setting: when this environment variable names a file, every
 /// command but `demo` reads broker time from that file ([`FileClock`]: decimal milliseconds,
 /// replaced atomically) instead of the system clock. The process tests use it to make a
@@ -142,10 +156,11 @@ fn line_of(text: &str, at: usize) -> usize {
         + 1
 }
 
-fn read_file(path: &Path) -> CliResult<FileConfig> {
+/// Reads the config file at `path`, named by `named_by` (`--config` or [`CONFIG_ENV`]).
+fn read_file(path: &Path, named_by: &str) -> CliResult<FileConfig> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         CliError::config(format!(
-            "reading config file {} failed: {e}; {UNTOUCHED}",
+            "reading config file {} (named by {named_by}) failed: {e}; {UNTOUCHED}",
             path.display()
         ))
     })?;
@@ -169,9 +184,11 @@ fn read_file(path: &Path) -> CliResult<FileConfig> {
 impl Settings {
     /// Reads the file named by `--config` (if any) and applies the flags over it.
     pub fn load(args: &ConfigArgs) -> CliResult<Settings> {
-        let file = match &args.config {
-            Some(path) => read_file(path)?,
-            None => FileConfig::default(),
+        let from_env = std::env::var_os(CONFIG_ENV).filter(|path| !path.is_empty());
+        let file = match (&args.config, from_env) {
+            (Some(path), _) => read_file(path, "--config")?,
+            (None, Some(path)) => read_file(Path::new(&path), CONFIG_ENV)?,
+            (None, None) => FileConfig::default(),
         };
         Ok(Settings {
             store: args.store.clone().or(file.store),
@@ -182,11 +199,23 @@ impl Settings {
         })
     }
 
-    /// The store path.
+    /// The store path; its directory must exist (nothing creates it).
     pub fn store_path(&self) -> CliResult<&Path> {
-        self.store
+        let path = self
+            .store
             .as_deref()
-            .ok_or_else(|| missing("store", "--store"))
+            .ok_or_else(|| missing("store", "--store"))?;
+        match path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+            Some(dir) if !dir.is_dir() => Err(CliError::new(
+                Class::Store,
+                format!(
+                    "the directory {} of store {} does not exist or is not a directory (create it first); {UNTOUCHED}",
+                    dir.display(),
+                    path.display()
+                ),
+            )),
+            _ => Ok(path),
+        }
     }
 
     /// The runtime root.

@@ -15,8 +15,9 @@ use crate::config::{ConfigArgs, Settings};
 use crate::error::{Class, CliError, CliResult};
 use crate::inspect::{print_document, print_target};
 use crate::process::Child;
-use solewriter::core::channel::DegradedReason;
-use solewriter::core::lease::LeaseState;
+use crate::say;
+use solewriter::core::projection::channel::DegradedReason;
+use solewriter::core::projection::lease::LeaseState;
 use solewriter::{
     read_projection, ChannelName, Clock, Error, ProducerId, ProjectionStore, StoreOptions,
     Submission, SubmitOutcome, SystemClock, TargetId, TargetTuple,
@@ -72,9 +73,9 @@ impl Tally {
     fn check(&mut self, holds: bool, claim: &str) {
         self.checks += 1;
         if holds {
-            println!("   [ok] {claim}");
+            say!("   [ok] {claim}");
         } else {
-            println!("   [BROKEN] {claim}");
+            say!("   [BROKEN] {claim}");
             self.broken.push(claim.to_owned());
         }
     }
@@ -166,7 +167,7 @@ fn submit(
         }
         Err(why) => format!("rejected: {why}"),
     };
-    println!(
+    say!(
         "   {producer:<8} -> {:<18} watermark {}  {what}",
         s.channel.as_str(),
         s.source_watermark
@@ -231,19 +232,19 @@ fn race(holders: &mut [Child], round: usize, t: &mut Tally) -> CliResult<Option<
     for (i, h) in holders.iter_mut().enumerate() {
         let answer = h.recv()?;
         if let Some(epoch) = number_after(&answer, "acquired") {
-            println!("   {}: acquired epoch {epoch}", h.name());
+            say!("   {}: acquired epoch {epoch}", h.name());
             t.grants.push(epoch);
             winners.push(i);
         } else if answer.starts_with("held ") {
             let mut parts = answer.split_whitespace().skip(1);
             let (epoch, retry) = (parts.next().unwrap_or("?"), parts.next().unwrap_or("?"));
-            println!(
+            say!(
                 "   {}: held (epoch {epoch}, retry after {retry} ms), nothing written",
                 h.name()
             );
             t.denials += 1;
         } else {
-            println!("   {}: {answer}", h.name());
+            say!("   {}: {answer}", h.name());
         }
     }
     t.check(
@@ -259,13 +260,13 @@ fn publish(holder: &mut Child, t: &mut Tally) -> CliResult<bool> {
     match published {
         Some(epoch) => {
             let bytes = answer.split_whitespace().nth(2).unwrap_or("?");
-            println!(
+            say!(
                 "   {}: published epoch {epoch} ({bytes} bytes)",
                 holder.name()
             );
             t.publications.push(epoch);
         }
-        None => println!("   {}: {answer}", holder.name()),
+        None => say!("   {}: {answer}", holder.name()),
     }
     Ok(published.is_some())
 }
@@ -285,7 +286,7 @@ fn holder_args(config: &Path, target: &TargetId, instance: &str) -> Vec<OsString
 /// Rounds 1 and 2: a race, the winner publishes.
 fn rounds(holders: &mut [Child], t: &mut Tally) -> CliResult<()> {
     for round in 1..=2 {
-        println!(
+        say!(
             "\n{}. Round {round}: three publisher processes ask for the lease at once",
             round + 3
         );
@@ -308,12 +309,12 @@ fn takeover(
     target: &TargetId,
     t: &mut Tally,
 ) -> CliResult<Option<usize>> {
-    println!("\n6. Round 3: the winner is frozen (SIGSTOP) before it publishes");
+    say!("\n6. Round 3: the winner is frozen (SIGSTOP) before it publishes");
     let Some(frozen) = race(holders, 2, t)? else {
         return Ok(None);
     };
     holders[frozen].signal("STOP")?;
-    println!(
+    say!(
         "   {} frozen (kill -STOP {}), still believing it holds the lease",
         holders[frozen].name(),
         holders[frozen].pid()
@@ -322,7 +323,7 @@ fn takeover(
     let answer = holders[other].ask("acquire")?;
     let retry = match answer.split_whitespace().collect::<Vec<_>>()[..] {
         ["held", epoch, retry] => {
-            println!(
+            say!(
                 "   {}: held (epoch {epoch}, retry after {retry} ms), nothing written",
                 holders[other].name()
             );
@@ -330,7 +331,7 @@ fn takeover(
             retry.parse::<u64>().ok()
         }
         _ => {
-            println!("   {}: {answer}", holders[other].name());
+            say!("   {}: {answer}", holders[other].name());
             None
         }
     };
@@ -339,31 +340,31 @@ fn takeover(
         "while the grant is live, a contender is refused with retry metadata",
     );
     let wait = retry.unwrap_or(LEASE_TTL_MS) + EXPIRY_MARGIN_MS;
-    println!("   waiting {wait} ms: the frozen holder's lease expires");
+    say!("   waiting {wait} ms: the frozen holder's lease expires");
     std::thread::sleep(Duration::from_millis(wait));
     let answer = holders[other].ask("acquire")?;
     match number_after(&answer, "acquired") {
         Some(epoch) => {
-            println!(
+            say!(
                 "   {}: acquired epoch {epoch} (takeover)",
                 holders[other].name()
             );
             t.grants.push(epoch);
         }
-        None => println!("   {}: {answer}", holders[other].name()),
+        None => say!("   {}: {answer}", holders[other].name()),
     }
     let ok = publish(&mut holders[other], t)?;
     t.check(ok, "the successor publishes");
     let path = options.runtime_root.current_path(target);
     let before = std::fs::read(&path).map_err(|e| CliError::io("reading", &path, &e))?;
     holders[frozen].signal("CONT")?;
-    println!(
+    say!(
         "   {} resumed (kill -CONT {}); it now tries to publish with its old grant",
         holders[frozen].name(),
         holders[frozen].pid()
     );
     let answer = holders[frozen].ask("publish")?;
-    println!("   {}: {answer}", holders[frozen].name());
+    say!("   {}: {answer}", holders[frozen].name());
     let successor = t.grants.last().copied().unwrap_or(0);
     let fenced = answer == format!("fenced superseded {successor}");
     if fenced {
@@ -389,7 +390,7 @@ fn recovery(
     target: &TargetId,
     t: &mut Tally,
 ) -> CliResult<()> {
-    println!("\n7. The producers move on; the fenced holder re-acquires like anyone else");
+    say!("\n7. The producers move on; the fenced holder re-acquires like anyone else");
     let router = ProjectionStore::open(options)?;
     let route3 = submission(target, "computed-route", 3, "plan, build, ship")?;
     let advanced = submit(&router, "router", &route3)? == Ok(SubmitOutcome::Advanced);
@@ -398,13 +399,13 @@ fn recovery(
     let answer = h.ask("acquire")?;
     match number_after(&answer, "acquired") {
         Some(epoch) => {
-            println!("   {}: acquired epoch {epoch}", h.name());
+            say!("   {}: acquired epoch {epoch}", h.name());
             t.grants.push(epoch);
             let ok = publish(h, t)?;
             t.check(ok, "a fresh grant publishes the new watermark");
         }
         None => {
-            println!("   {}: {answer}", h.name());
+            say!("   {}: {answer}", h.name());
             t.check(false, "the fenced holder can acquire a fresh grant");
         }
     }
@@ -413,7 +414,7 @@ fn recovery(
 
 /// Step 8: stop the reader and collect what it checked. Returns the number of reads.
 fn finish_reader(mut reader: Child, t: &mut Tally) -> CliResult<u64> {
-    println!("\n8. The reader process stops and reports");
+    say!("\n8. The reader process stops and reports");
     reader.close_stdin();
     let mut seen = Vec::new();
     let mut summary = None;
@@ -435,7 +436,7 @@ fn finish_reader(mut reader: Child, t: &mut Tally) -> CliResult<u64> {
     };
     let status = reader.wait()?;
     let shown: Vec<String> = seen.iter().map(u64::to_string).collect();
-    println!(
+    say!(
         "   reader: {reads} reads, documents of epochs {} seen, {invalid} torn or invalid, {regressions} epoch regressions",
         shown.join(", ")
     );
@@ -457,7 +458,7 @@ fn finish_reader(mut reader: Child, t: &mut Tally) -> CliResult<u64> {
 
 /// Step 9: the final state, as an operator would see it.
 fn final_state(options: &StoreOptions, target: &TargetId, t: &mut Tally) -> CliResult<usize> {
-    println!("\n9. Final state (what `solewriter inspect` and `solewriter read` show)");
+    say!("\n9. Final state (what `solewriter inspect` and `solewriter read` show)");
     let store = ProjectionStore::open(options)?;
     let now = SystemClock.now();
     let record = store
@@ -511,26 +512,26 @@ pub fn run(dir: Option<PathBuf>) -> CliResult<()> {
     let options = settings.store_options()?;
     let mut t = Tally::default();
 
-    println!("solewriter demo: fenced single-writer publication on an embedded SQLite store");
-    println!("   directory  {}", dir.display());
-    println!("   config     lease_ttl_ms = {LEASE_TTL_MS}, busy_timeout_ms = {BUSY_TIMEOUT_MS}, 2 channels");
+    say!("solewriter demo: fenced single-writer publication on an embedded SQLite store");
+    say!("   directory  {}", dir.display());
+    say!("   config     lease_ttl_ms = {LEASE_TTL_MS}, busy_timeout_ms = {BUSY_TIMEOUT_MS}, 2 channels");
 
-    println!("\n1. Initialize the store and admit a target");
+    say!("\n1. Initialize the store and admit a target");
     ProjectionStore::initialize(&options.db_path, &options.timing)?;
     std::fs::create_dir(options.runtime_root.path())
         .map_err(|e| CliError::io("creating", options.runtime_root.path(), &e))?;
     let target = ProjectionStore::open(&options)?.admit_target(&tuple()?)?;
-    println!(
+    say!(
         "   store      {} (WAL, synchronous = FULL)",
         options.db_path.display()
     );
-    println!("   target     {target}");
-    println!("              (SHA-256 of the attested tuple; no session id, no path)");
+    say!("   target     {target}");
+    say!("              (SHA-256 of the attested tuple; no session id, no path)");
 
-    println!("\n2. Two producers submit their channels");
+    say!("\n2. Two producers submit their channels");
     producers(&options, &target, &mut t)?;
 
-    println!("\n3. Start a reader process and three publisher processes");
+    say!("\n3. Start a reader process and three publisher processes");
     let reader_args: Vec<OsString> = vec![
         "reader".into(),
         "--config".into(),
@@ -547,7 +548,7 @@ pub fn run(dir: Option<PathBuf>) -> CliResult<()> {
         .iter()
         .map(|h| format!("{} pid {}", h.name(), h.pid()))
         .collect();
-    println!("   reader pid {}; {}", reader.pid(), pids.join(", "));
+    say!("   reader pid {}; {}", reader.pid(), pids.join(", "));
 
     rounds(&mut holders, &mut t)?;
     if let Some(fenced) = takeover(&mut holders, &options, &target, &mut t)? {
@@ -569,29 +570,29 @@ pub fn run(dir: Option<PathBuf>) -> CliResult<()> {
         "every grant raised the fencing epoch by exactly one",
     );
     let shown: Vec<String> = t.grants.iter().map(u64::to_string).collect();
-    println!("\nSummary");
-    println!(
+    say!("\nSummary");
+    say!(
         "   grants        {} (epochs {})",
         t.grants.len(),
         shown.join(", ")
     );
-    println!("   denials       {} (held: nothing written)", t.denials);
-    println!(
+    say!("   denials       {} (held: nothing written)", t.denials);
+    say!(
         "   fences        {} (stale holder refused after takeover)",
         t.fences
     );
-    println!("   publications  {}", t.publications.len());
-    println!("   degraded      {degraded} channel(s)");
-    println!("   reads checked {reads}");
+    say!("   publications  {}", t.publications.len());
+    say!("   degraded      {degraded} channel(s)");
+    say!("   reads checked {reads}");
     if kept {
-        println!(
+        say!(
             "   inspect it:   solewriter --config {} inspect",
             config.display()
         );
     }
     let elapsed = started.elapsed().as_secs_f64();
     if t.broken.is_empty() {
-        println!("   all {} checks held ({elapsed:.1} s)", t.checks);
+        say!("   all {} checks held ({elapsed:.1} s)", t.checks);
         Ok(())
     } else {
         Err(CliError::new(

@@ -1,19 +1,13 @@
-//! The CLI's error: one line saying what failed and what was left untouched, and a distinct
-//! exit code per class of failure.
+//! The CLI's error: one line saying what failed and what was left untouched, and the exit code
+//! of its [`Class`] — what a script must tell apart, designed once here and printed by
+//! `--help` ([`exit_code_table`]) and the README.
 //!
-//! | code | class      | meaning                                                          |
-//! |------|------------|------------------------------------------------------------------|
-//! | 0    | —          | success                                                          |
-//! | 2    | usage      | bad command line (printed by clap)                               |
-//! | 3    | config     | configuration file or flag missing, malformed or refused         |
-//! | 4    | store      | store missing, existing, foreign, unreadable, busy or corrupt    |
-//! | 5    | rejected   | input refused: submission, target tuple, target id, not admitted |
-//! | 6    | fenced     | lease held by another holder, or the holder was fenced / expired |
-//! | 7    | io         | a file-system step failed, a document is missing or torn, or the |
-//! |      |            | directory given to `lock status` does not exist                  |
-//! | 8    | invariant  | the demo observed a broken invariant                             |
+//! Library errors are classed by who must act ([`solewriter::ErrorKind`]): input refused,
+//! contention (retry), lost authority, partial success; the environment is split into the
+//! store, a missing or corrupt published document, and the other file-system failures.
 
-use solewriter::Error as LibError;
+use solewriter::core::projection::DocumentError;
+use solewriter::{Error as LibError, ErrorKind};
 use std::fmt;
 
 /// The class of a failure; each has its own exit code.
@@ -23,19 +17,45 @@ pub enum Class {
     Usage,
     /// Configuration missing or refused.
     Config,
-    /// The store could not be used.
+    /// The store cannot be used.
     Store,
     /// Input refused.
     Rejected,
-    /// Held by another holder, or fenced.
-    Fenced,
-    /// File-system failure, or a missing or torn document.
+    /// Held by another live holder, or the store is busy: the same command may succeed later.
+    Retry,
+    /// A file-system or OS step failed.
     Io,
     /// The demo saw a broken invariant.
     Invariant,
+    /// The holder's authority is gone (fenced, or its lease expired before the rename).
+    LostAuthority,
+    /// No document has been published for the target yet.
+    NotPublished,
+    /// The published document is torn, malformed, foreign or too large.
+    CorruptDocument,
+    /// A submission at the stored watermark with other content: the channel is degraded.
+    Conflict,
+    /// Part of the work took effect (published, but not durably or not released).
+    Partial,
 }
 
 impl Class {
+    /// Every class, in exit-code order.
+    pub const ALL: [Class; 12] = [
+        Class::Usage,
+        Class::Config,
+        Class::Store,
+        Class::Rejected,
+        Class::Retry,
+        Class::Io,
+        Class::Invariant,
+        Class::LostAuthority,
+        Class::NotPublished,
+        Class::CorruptDocument,
+        Class::Conflict,
+        Class::Partial,
+    ];
+
     /// The process exit code of this class.
     pub fn exit_code(self) -> u8 {
         match self {
@@ -43,11 +63,66 @@ impl Class {
             Class::Config => 3,
             Class::Store => 4,
             Class::Rejected => 5,
-            Class::Fenced => 6,
+            Class::Retry => 6,
             Class::Io => 7,
             Class::Invariant => 8,
+            Class::LostAuthority => 9,
+            Class::NotPublished => 10,
+            Class::CorruptDocument => 11,
+            Class::Conflict => 12,
+            Class::Partial => 13,
         }
     }
+
+    /// What the class means to a script, one line.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Class::Usage => {
+                "usage: bad command line (unknown command or flag, bad or missing value)"
+            }
+            Class::Config => {
+                "config: configuration file, key or flag missing, malformed or refused"
+            }
+            Class::Store => {
+                "store: missing, foreign, not WAL, wrong version, unreadable or corrupt"
+            }
+            Class::Rejected => {
+                "rejected: input refused (submission, tuple, name, id, unadmitted target, nonce)"
+            }
+            Class::Retry => "retry later: the lease is held by a live holder, or the store is busy",
+            Class::Io => {
+                "io: a file-system or OS step failed (nothing, or what the message says, was done)"
+            }
+            Class::Invariant => "invariant: the demo saw a broken check",
+            Class::LostAuthority => {
+                "lost authority: fenced, or the lease expired before the rename"
+            }
+            Class::NotPublished => "not published: no current.json for the target yet",
+            Class::CorruptDocument => {
+                "corrupt document: current.json is torn, malformed, foreign or too large"
+            }
+            Class::Conflict => {
+                "conflict: same watermark, other content; channel degraded, envelope discarded"
+            }
+            Class::Partial => {
+                "partial: current.json replaced, but not durably or the lease not released"
+            }
+        }
+    }
+}
+
+/// The exit-code table printed by `--help`.
+pub fn exit_code_table() -> String {
+    let mut table = String::from("Exit codes:\n   0  success (a replayed submission included)\n");
+    for class in Class::ALL {
+        table.push_str(&format!(
+            "  {:>2}  {}\n",
+            class.exit_code(),
+            class.meaning()
+        ));
+    }
+    table.push_str("Every failure prints one line on stderr: `solewriter: error: <message>`.");
+    table
 }
 
 /// A failure of a CLI command: its class and its one-line message.
@@ -93,32 +168,26 @@ impl fmt::Display for CliError {
     }
 }
 
-/// The class of a library error.
+/// The class of a library error: its kind, the environment split by what a script does next.
 pub fn classify(error: &LibError) -> Class {
-    match error {
-        LibError::NotAdmitted(_) | LibError::Rejected(_) => Class::Rejected,
-        LibError::Fenced(_) | LibError::LeaseExpired(_) => Class::Fenced,
-        LibError::ReleaseFailed { cause, .. } => classify(cause),
-        LibError::Io { .. }
-        | LibError::UnsafeRuntimeDir { .. }
-        | LibError::NotDurable { .. }
-        | LibError::PublishedNotReleased { .. }
-        | LibError::NotPublished { .. }
-        | LibError::Read { .. }
-        | LibError::Document(_) => Class::Io,
-        LibError::StoreMissing { .. }
-        | LibError::ForeignSchema { .. }
-        | LibError::SchemaVersion { .. }
-        | LibError::Unreadable { .. }
-        | LibError::Busy { .. }
-        | LibError::Sqlite(_)
-        | LibError::CorruptRow(_)
-        | LibError::InconsistentLease(_)
-        | LibError::EpochExhausted
-        | LibError::Random(_) => Class::Store,
-        // The library's error is non-exhaustive: a variant added later is a store failure
-        // until it is classified here.
-        _ => Class::Store,
+    match error.kind() {
+        ErrorKind::Input => Class::Rejected,
+        ErrorKind::Contention => Class::Retry,
+        ErrorKind::LostAuthority => Class::LostAuthority,
+        ErrorKind::PartialSuccess => Class::Partial,
+        // `ErrorKind` is non-exhaustive: a kind added later is an environment failure until
+        // it is classed here.
+        _ => match error {
+            LibError::ReleaseFailed { cause, .. } => classify(cause),
+            LibError::NotPublished { .. } => Class::NotPublished,
+            LibError::Document(DocumentError::CorruptEnvelope(_)) => Class::Store,
+            LibError::Document(_) => Class::CorruptDocument,
+            LibError::Io { .. }
+            | LibError::UnsafeRuntimeDir { .. }
+            | LibError::Read { .. }
+            | LibError::Random(_) => Class::Io,
+            _ => Class::Store,
+        },
     }
 }
 

@@ -36,8 +36,8 @@
 use crate::config::Settings;
 use crate::error::{CliError, CliResult};
 use crate::{parse_instance, parse_target};
-use solewriter::adapters::publication::{PublishProbe, PublishStep};
-use solewriter::core::lease::Fenced;
+use solewriter::adapters::projection::publication::{PublishProbe, PublishStep};
+use solewriter::core::projection::lease::Fenced;
 use solewriter::{Acquisition, Error, HeldLease, ProjectionStore, ReleaseOutcome, TargetId};
 use std::io::{BufRead, Write};
 
@@ -55,7 +55,8 @@ pub struct HolderArgs {
     stall_at: Option<PublishStep>,
 }
 
-fn parse_step(text: &str) -> Result<PublishStep, String> {
+/// Parses a publication step in kebab-case.
+pub fn parse_step(text: &str) -> Result<PublishStep, String> {
     PublishStep::parse(text).ok_or_else(|| {
         let names: Vec<_> = PublishStep::ALL
             .into_iter()
@@ -82,7 +83,7 @@ pub fn next_line() -> Option<String> {
 }
 
 /// Stalls the publication at one step until the driver sends a line.
-struct StallAt(PublishStep);
+pub struct StallAt(pub PublishStep);
 
 impl PublishProbe for StallAt {
     fn reached(&self, step: PublishStep, _: &TargetId, _: u64) {

@@ -2,13 +2,19 @@
 //! `read` (the validated `current.json` of one target). Both print text, or JSON with `--json`.
 
 use crate::config::Settings;
-use crate::error::CliResult;
+use crate::error::{classify, Class, CliError, CliResult};
 use crate::parse_target;
+use crate::say;
+use crate::time::{relative, rfc3339};
 use serde_json::{json, Value};
-use solewriter::core::channel::ChannelRecord;
-use solewriter::core::lease::{LeaseRecord, LeaseState};
+use solewriter::adapters::projection::watch::wait_for_projection;
+use solewriter::core::projection::channel::ChannelRecord;
+use solewriter::core::projection::lease::{LeaseRecord, LeaseState};
 use solewriter::core::projection::Freshness;
-use solewriter::{read_projection, ChannelRegistry, Millis, ProjectionDocument, ProjectionStore};
+use solewriter::{
+    read_projection, ChannelRegistry, Error as LibError, Millis, ProjectionDocument,
+    ProjectionStore, RuntimeRoot, TargetId,
+};
 
 /// The observed state of a lease row at `now`: `expired` is derived, never stored.
 fn lease_state(record: &LeaseRecord, now: Millis) -> &'static str {
@@ -33,15 +39,6 @@ fn freshness_name(f: Freshness) -> &'static str {
     }
 }
 
-/// "in 120 ms" or "120 ms ago".
-fn relative(at: Millis, now: Millis) -> String {
-    if at > now {
-        format!("in {} ms", now.until(at))
-    } else {
-        format!("{} ms ago", at.until(now))
-    }
-}
-
 fn channel_json(row: &ChannelRecord, registry: &ChannelRegistry, now: Millis) -> Value {
     json!({
         "channel": row.channel,
@@ -50,6 +47,9 @@ fn channel_json(row: &ChannelRecord, registry: &ChannelRegistry, now: Millis) ->
         "capturedAt": row.captured_at,
         "expiresAt": row.expires_at,
         "updatedAt": row.updated_at,
+        "capturedAtRfc3339": rfc3339(row.captured_at),
+        "expiresAtRfc3339": rfc3339(row.expires_at),
+        "updatedAtRfc3339": rfc3339(row.updated_at),
         "freshness": freshness(row.expires_at, now),
         "degraded": row.degraded_reason,
     })
@@ -78,6 +78,8 @@ fn target_json(
             LeaseState::Held(g) => Some(now.until(g.expires_at)),
             _ => None,
         },
+        "acquiredAtRfc3339": grant.map(|g| rfc3339(g.acquired_at)),
+        "expiresAtRfc3339": grant.map(|g| rfc3339(g.expires_at)),
         "channels": rows.iter().map(|r| channel_json(r, registry, now)).collect::<Vec<_>>(),
         "missing": missing,
     })
@@ -85,7 +87,7 @@ fn target_json(
 
 /// Prints one target's lease and channels, each line starting with `indent`.
 pub fn print_target(record: &LeaseRecord, rows: &[ChannelRecord], now: Millis, indent: &str) {
-    println!("{indent}target {}", record.target_id);
+    say!("{indent}target {}", record.target_id);
     let epoch = record.fencing_epoch;
     let lease = match &record.state {
         LeaseState::Unheld => format!("unheld, epoch {epoch} (never granted)"),
@@ -101,13 +103,13 @@ pub fn print_target(record: &LeaseRecord, rows: &[ChannelRecord], now: Millis, i
             relative(g.acquired_at, now)
         ),
     };
-    println!("{indent}  lease    {lease}");
+    say!("{indent}  lease    {lease}");
     for row in rows {
         let degraded = row
             .degraded_reason
             .map(|r| format!(", DEGRADED ({})", r.as_str()))
             .unwrap_or_default();
-        println!(
+        say!(
             "{indent}  channel  {:<24} watermark {:<6} {}, expires {}{degraded}",
             row.channel.as_str(),
             row.source_watermark,
@@ -117,12 +119,19 @@ pub fn print_target(record: &LeaseRecord, rows: &[ChannelRecord], now: Millis, i
     }
 }
 
-/// `inspect`: every target with its lease and channels.
-pub fn inspect(settings: &Settings, as_json: bool) -> CliResult<()> {
+/// `inspect [TARGET]`: every target (or the one given, which must be admitted) with its
+/// lease and channels.
+pub fn inspect(settings: &Settings, only: Option<&str>, as_json: bool) -> CliResult<()> {
+    let only = only.map(parse_target).transpose()?;
     let options = settings.store_options()?;
     let store = ProjectionStore::open(&options)?;
     let now = options.clock.now();
-    let leases = store.lease_rows()?;
+    let leases = match &only {
+        None => store.lease_rows()?,
+        Some(target) => vec![store
+            .lease_row(target)?
+            .ok_or_else(|| LibError::NotAdmitted(target.clone()))?],
+    };
     let mut targets = Vec::with_capacity(leases.len());
     for record in leases {
         let rows = store.channel_rows(&record.target_id)?;
@@ -132,19 +141,20 @@ pub fn inspect(settings: &Settings, as_json: bool) -> CliResult<()> {
         let value = json!({
             "store": options.db_path,
             "now": now,
+            "nowRfc3339": rfc3339(now),
             "targets": targets
                 .iter()
                 .map(|(record, rows)| target_json(record, rows, &options.registry, now))
                 .collect::<Vec<_>>(),
         });
-        println!("{value}");
+        say!("{value}");
         return Ok(());
     }
-    println!(
+    say!(
         "store {}: {} target(s), broker clock {}",
         options.db_path.display(),
         targets.len(),
-        now
+        rfc3339(now)
     );
     for (record, rows) in &targets {
         print_target(record, rows, now, "");
@@ -154,10 +164,10 @@ pub fn inspect(settings: &Settings, as_json: bool) -> CliResult<()> {
 
 /// Prints a validated document, each line starting with `indent`.
 pub fn print_document(doc: &ProjectionDocument, now: Millis, indent: &str) {
-    println!("{indent}target    {}", doc.target_id);
-    println!("{indent}format    {}", doc.format);
-    println!("{indent}epoch     {} (diagnostic)", doc.fencing_epoch);
-    println!("{indent}published {}", relative(doc.published_at, now));
+    say!("{indent}target    {}", doc.target_id);
+    say!("{indent}format    {}", doc.format);
+    say!("{indent}epoch     {} (diagnostic)", doc.fencing_epoch);
+    say!("{indent}published {}", relative(doc.published_at, now));
     for ch in &doc.channels {
         let producer = ch
             .producer
@@ -167,25 +177,76 @@ pub fn print_document(doc: &ProjectionDocument, now: Millis, indent: &str) {
             .degraded
             .map(|r| format!(", DEGRADED ({})", r.as_str()))
             .unwrap_or_default();
-        println!(
+        say!(
             "{indent}channel   {} from {producer}, watermark {}, {} at publication{degraded}",
             ch.channel,
             ch.source_watermark,
             freshness_name(ch.freshness)
         );
-        println!("{indent}  {}", ch.envelope.get());
+        say!("{indent}  {}", ch.envelope.get());
     }
     for name in &doc.missing {
-        println!("{indent}missing   {name}");
+        say!("{indent}missing   {name}");
     }
 }
 
 /// `read`: validates and prints one target's `current.json`.
 pub fn read(settings: &Settings, target: &str, as_json: bool) -> CliResult<()> {
     let target = parse_target(target)?;
-    let doc = read_projection(&settings.runtime_root()?, &target)?;
+    let root = settings.runtime_root()?;
+    let doc = read_projection(&root, &target);
+    show(&root, &target, doc, as_json)
+}
+
+/// `watch`: waits (inotify, not polling) for a document newer than `after_epoch`, then prints
+/// it as `read` does.
+pub fn watch(
+    settings: &Settings,
+    target: &str,
+    after_epoch: Option<u64>,
+    timeout_ms: u64,
+    as_json: bool,
+) -> CliResult<()> {
+    let target = parse_target(target)?;
+    if timeout_ms == 0 {
+        return Err(CliError::new(
+            Class::Usage,
+            "--timeout-ms must be greater than zero; nothing was read".to_owned(),
+        ));
+    }
+    let root = settings.runtime_root()?;
+    let doc = wait_for_projection(
+        &root,
+        &target,
+        after_epoch,
+        std::time::Duration::from_millis(timeout_ms),
+    );
+    show(&root, &target, doc, as_json)
+}
+
+/// Prints a document read for `read` or `watch`, or turns the failure into the CLI's error.
+fn show(
+    root: &RuntimeRoot,
+    target: &TargetId,
+    doc: Result<ProjectionDocument, LibError>,
+    as_json: bool,
+) -> CliResult<()> {
+    let doc = doc.map_err(|e| {
+        let class = classify(&e);
+        match e {
+            // The library's message names no path: a script needs to know which file.
+            LibError::Document(refused) => CliError::new(
+                class,
+                format!(
+                    "{} refused: {refused}; it was left untouched",
+                    root.current_path(target).display()
+                ),
+            ),
+            other => CliError::new(class, other.to_string()),
+        }
+    })?;
     if as_json {
-        print!("{}", String::from_utf8_lossy(&doc.to_bytes()));
+        say!("{}", String::from_utf8_lossy(&doc.to_bytes()).trim_end());
     } else {
         print_document(&doc, crate::config::broker_clock().now(), "");
     }

@@ -4,10 +4,11 @@
 //! hidden `/proc`). Writes nothing. A missing directory is an error (exit 7).
 
 use super::error::{Class, CliError, CliResult};
+use crate::say;
 use serde_json::json;
-use solewriter::adapters::process::SystemProbe;
+use solewriter::adapters::project_lock::process::SystemProbe;
 use solewriter::adapters::project_lock::{KernelState, LockError, ProjectLock};
-use solewriter::core::ownership::{DeadReason, Ownership};
+use solewriter::core::project_lock::ownership::{DeadReason, Ownership};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -66,21 +67,21 @@ pub fn status(dir: &Path, json_out: bool) -> CliResult<()> {
             "owner": owner,
             "acquiredAt": status.record.as_ref().map(|r| r.acquired_at),
         });
-        println!("{doc}");
+        say!("{doc}");
         return Ok(());
     }
     let Some(record) = &status.record else {
         if held {
-            println!(
+            say!(
                 "{}: held (kernel lock taken) by a holder that has not written its record yet, or has just removed it",
                 path.display()
             );
         } else {
-            println!("{}: free (no lock file)", path.display());
+            say!("{}: free (no lock file)", path.display());
         }
         return Ok(());
     };
-    println!(
+    say!(
         "{}: {} — kernel lock {kernel}; record names {}",
         path.display(),
         if held { "held" } else { "not held" },
@@ -101,6 +102,6 @@ pub fn status(dir: &Path, json_out: bool) -> CliResult<()> {
         (false, "alive") => "a record-only owner is running; acquisitions wait or fail",
         _ => "the next acquisition recovers it",
     };
-    println!("  owner {state}{detail} — {consequence}");
+    say!("  owner {state}{detail} — {consequence}");
     Ok(())
 }

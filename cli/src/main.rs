@@ -4,12 +4,14 @@
 //!
 //! - [`config`]: the TOML file and flags every command reads its settings from.
 //! - [`error`]: one-line errors and exit codes.
+//! - [`output`]: stdout, where a reader closing the pipe early ends the output, not the command.
 //! - [`store_cmds`]: `init`, `admit`, `submit`, `publish` — scripting a store by hand.
 //! - [`inspect`]: `inspect` and `read` — what an operator looks at.
 //! - [`lock`]: `lock status` — who owns a project lock, and whether it is alive.
 //! - [`holder`]: the hidden `holder` subcommand, a scripted lease holder on stdin/stdout.
 //! - [`reader`]: the hidden `reader` subcommand, a process that checks every document it sees.
 //! - [`demo`]: `demo`, the end-to-end demonstration on a fresh embedded store.
+//! - [`time`]: RFC 3339 times and readable durations of the text output.
 //! - [`process`]: the demo's child processes (this binary re-executed), driven over pipes.
 #![forbid(unsafe_code)]
 
@@ -19,14 +21,17 @@ pub mod error;
 pub mod holder;
 pub mod inspect;
 pub mod lock;
+pub mod output;
 pub mod process;
 pub mod reader;
 pub mod store_cmds;
+pub mod time;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use config::{ConfigArgs, Settings};
 use error::{Class, CliError, CliResult};
 use solewriter::{ChannelName, InstanceDigest, ProducerId, TargetId};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -36,6 +41,9 @@ use std::process::ExitCode;
 pub struct Cli {
     #[command(flatten)]
     config: ConfigArgs,
+    /// Print the result as one JSON object on one line (every command but `demo`).
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -62,26 +70,28 @@ enum Command {
     /// Submit a producer's envelope for one channel of an admitted target.
     Submit(store_cmds::SubmitArgs),
     /// Acquire the target's lease and publish its `current.json` once.
-    Publish {
-        /// Target id (64 lowercase hex).
-        target: String,
-        /// Name of this holder instance (shown to contenders).
-        #[arg(long, value_name = "NAME")]
-        instance: String,
-    },
-    /// Show every target: holder, epoch, lease state, expiry, and its channels.
+    Publish(store_cmds::PublishArgs),
+    /// Show every target (or one): holder, epoch, lease state, expiry, and its channels.
     Inspect {
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
+        /// Only this target (64 lowercase hex); it must be admitted.
+        target: Option<String>,
     },
     /// Validate and print a target's published `current.json`.
     Read {
         /// Target id (64 lowercase hex).
         target: String,
-        /// Print the validated document as JSON instead of text.
+    },
+    /// Wait until a target's `current.json` is newer than `--after-epoch` (any document
+    /// without it), then print it as `read` does; exit 6 when `--timeout-ms` passes first.
+    Watch {
+        /// Target id (64 lowercase hex).
+        target: String,
+        /// Wait for an epoch greater than this one.
         #[arg(long)]
-        json: bool,
+        after_epoch: Option<u64>,
+        /// How long to wait, in milliseconds (required: there is no default).
+        #[arg(long)]
+        timeout_ms: u64,
     },
     /// Project lock diagnostics.
     #[command(subcommand)]
@@ -105,9 +115,6 @@ enum LockCommand {
     Status {
         /// The project directory holding `project.lock`.
         dir: PathBuf,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
     },
 }
 
@@ -146,32 +153,69 @@ pub fn parse_channel(text: &str) -> CliResult<ChannelName> {
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> CliResult<()> {
     let settings = || Settings::load(&cli.config);
+    let json = cli.json;
     match cli.command {
+        Command::Demo { .. } if json => Err(CliError::usage(
+            "`demo` has no JSON output; nothing was read or written",
+        )),
         Command::Demo { dir } => demo::run(dir),
-        Command::Init => store_cmds::init(&settings()?),
-        Command::Admit { tuple } => store_cmds::admit(&settings()?, &tuple),
-        Command::Submit(args) => store_cmds::submit(&settings()?, &args),
-        Command::Publish { target, instance } => {
-            store_cmds::publish(&settings()?, &target, &instance)
-        }
-        Command::Inspect { json } => inspect::inspect(&settings()?, json),
-        Command::Read { target, json } => inspect::read(&settings()?, &target, json),
-        Command::Lock(LockCommand::Status { dir, json }) => lock::status(&dir, json),
+        Command::Init => store_cmds::init(&settings()?, json),
+        Command::Admit { tuple } => store_cmds::admit(&settings()?, &tuple, json),
+        Command::Submit(args) => store_cmds::submit(&settings()?, &args, json),
+        Command::Publish(args) => store_cmds::publish(&settings()?, &args, json),
+        Command::Inspect { target } => inspect::inspect(&settings()?, target.as_deref(), json),
+        Command::Read { target } => inspect::read(&settings()?, &target, json),
+        Command::Watch {
+            target,
+            after_epoch,
+            timeout_ms,
+        } => inspect::watch(&settings()?, &target, after_epoch, timeout_ms, json),
+        Command::Lock(LockCommand::Status { dir }) => lock::status(&dir, json),
         Command::Holder(args) => holder::run(&settings()?, &args),
         Command::Reader { target } => reader::run(&settings()?, &target),
     }
 }
 
-fn main() -> ExitCode {
-    let parsed = match Cli::try_parse() {
-        Ok(parsed) => parsed,
-        // Help and version go to stdout with code 0; a bad command line exits 2 (usage).
-        Err(e) => e.exit(),
+/// One line for a command line clap refused: the first paragraph of its message (the error
+/// and, for missing arguments, their list), without clap's `error:` prefix and usage text.
+fn usage_line(error: &clap::Error) -> String {
+    let rendered = error.render().to_string();
+    let paragraph: Vec<&str> = rendered
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let text = paragraph.join(" ");
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    format!("{text}; nothing was read or written (see `solewriter --help`)")
+}
+
+/// Parses the command line. Help and version are printed on stdout (exit 0); anything else
+/// clap refuses — no subcommand included — is a one-line usage error.
+fn parse() -> Result<Cli, CliError> {
+    let command = Cli::command().after_help(error::exit_code_table());
+    let refused = |e: clap::Error| match e.kind() {
+        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+            say!("{}", e.render().to_string().trim_end());
+            std::process::exit(0)
+        }
+        clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        | clap::error::ErrorKind::MissingSubcommand => CliError::usage(
+            "no subcommand given; nothing was read or written (see `solewriter --help`)",
+        ),
+        _ => CliError::usage(usage_line(&e)),
     };
-    match run(parsed) {
+    let matches = command.try_get_matches().map_err(refused)?;
+    Cli::from_arg_matches(&matches).map_err(refused)
+}
+
+fn main() -> ExitCode {
+    let result = parse().and_then(run);
+    match output::finish(result) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("solewriter: error: {error}");
+            // A closed stderr leaves only the exit code to tell.
+            let _ = writeln!(std::io::stderr(), "solewriter: error: {error}");
             ExitCode::from(error.class.exit_code())
         }
     }

@@ -5,7 +5,7 @@
 //! solewriter reader --config FILE --target HEX
 //! ```
 //!
-//! Each read must give a complete, valid document of the right target (never a torn or
+//! It reads at least once. Each read must give a complete, valid document of the right target (never a torn or
 //! foreign one) whose fencing epoch never goes down. "Not published yet" is allowed until the
 //! first document appears. Output, one line each, flushed:
 //! `saw <epoch> <published_at_ms>` for every new document, then at the end
@@ -48,7 +48,8 @@ pub fn run(settings: &Settings, target: &str) -> CliResult<()> {
         stop_on_eof.store(true, Ordering::SeqCst);
     });
     let mut tally = Tally::default();
-    while !stop.load(Ordering::SeqCst) {
+    // At least one read, however early stdin closes.
+    loop {
         tally.reads += 1;
         match read_projection(&root, &target) {
             Ok(doc) => {
@@ -64,6 +65,9 @@ pub fn run(settings: &Settings, target: &str) -> CliResult<()> {
             }
             Err(Error::NotPublished { .. }) if tally.last.is_none() => {}
             Err(_) => tally.invalid += 1,
+        }
+        if stop.load(Ordering::SeqCst) {
+            break;
         }
         std::thread::sleep(READ_PAUSE);
     }

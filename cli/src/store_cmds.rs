@@ -3,11 +3,15 @@
 use crate::config::Settings;
 use crate::error::{Class, CliError, CliResult};
 use crate::holder;
+use crate::say;
+use crate::time::duration;
 use crate::{parse_channel, parse_instance, parse_producer, parse_target};
+use serde_json::json;
 use solewriter::adapters::atomic_file::read_capped;
-use solewriter::adapters::store::Initialized;
-use solewriter::core::target::MAX_TUPLE_JSON_BYTES;
-use solewriter::core::watermark::SubmissionRejected;
+use solewriter::adapters::projection::publication::PublishStep;
+use solewriter::adapters::projection::store::Initialized;
+use solewriter::core::projection::target::MAX_TUPLE_JSON_BYTES;
+use solewriter::core::projection::watermark::SubmissionRejected;
 use solewriter::{Millis, ProjectionStore, PublishedNow, Submission, SubmitOutcome, TargetTuple};
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
@@ -27,7 +31,7 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "NAME")]
     channel: String,
     /// Monotonic source watermark.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     watermark: u64,
     /// The envelope, as JSON text.
     #[arg(long, value_name = "JSON")]
@@ -35,11 +39,12 @@ pub struct SubmitArgs {
     /// A file holding the envelope.
     #[arg(long, value_name = "FILE")]
     envelope_file: Option<PathBuf>,
-    /// Capture time in Unix milliseconds (default: the clock's reading now).
-    #[arg(long, value_name = "MS")]
-    captured_at: Option<u64>,
+    /// Capture time in Unix milliseconds (required: the producer's, never the clock's, so a
+    /// retry of the same command is an identical replay).
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    captured_at: u64,
     /// How long after capture the envelope stays fresh (required; no default).
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     expires_in_ms: u64,
     /// Crash tests: once the row is written, print `stalled row-written` and wait for one
     /// stdin line (or its end) before committing.
@@ -49,14 +54,13 @@ pub struct SubmitArgs {
 
 /// `init`: adds the two tables to the store's database (creating the file if absent; a
 /// database that already holds them is left as it is) and creates the runtime root (0700).
-pub fn init(settings: &Settings) -> CliResult<()> {
+pub fn init(settings: &Settings, json: bool) -> CliResult<()> {
     let path = settings.store_path()?;
     let root = settings.runtime_root()?;
     let timing = settings.timing()?;
-    let done = match ProjectionStore::initialize(path, &timing)? {
-        Initialized::Created => "initialized",
-        Initialized::AlreadyPresent => "already initialized:",
-    };
+    // A registry every later command would refuse is refused now, before anything exists.
+    settings.registry()?;
+    let created = ProjectionStore::initialize(path, &timing)? == Initialized::Created;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -71,11 +75,23 @@ pub fn init(settings: &Settings) -> CliResult<()> {
                 ),
             )
         })?;
-    println!(
-        "{done} store {} and runtime root {}",
-        path.display(),
-        root.path().display()
-    );
+    if json {
+        say!(
+            "{}",
+            json!({"store": path, "runtimeRoot": root.path(), "created": created})
+        );
+    } else {
+        say!(
+            "{} store {} and runtime root {}",
+            if created {
+                "initialized"
+            } else {
+                "already initialized:"
+            },
+            path.display(),
+            root.path().display()
+        );
+    }
     Ok(())
 }
 
@@ -103,7 +119,7 @@ fn read_bounded(source: impl Read, from: &str, what: &str, limit: usize) -> CliR
 }
 
 /// `admit`: admits the target of an attested tuple and prints its id.
-pub fn admit(settings: &Settings, tuple: &str) -> CliResult<()> {
+pub fn admit(settings: &Settings, tuple: &str, json: bool) -> CliResult<()> {
     let text = if tuple == "-" {
         // Room for whitespace around the tuple (e.g. `echo`'s newline): the core checks the
         // exact bound after trimming.
@@ -119,12 +135,17 @@ pub fn admit(settings: &Settings, tuple: &str) -> CliResult<()> {
     let tuple = TargetTuple::from_json(text.trim())
         .map_err(|e| CliError::new(Class::Rejected, format!("{e}; nothing was read or written")))?;
     let store = ProjectionStore::open(&settings.store_options()?)?;
-    println!("{}", store.admit_target(&tuple)?);
+    let target = store.admit_target(&tuple)?;
+    if json {
+        say!("{}", json!({ "targetId": target }));
+    } else {
+        say!("{target}");
+    }
     Ok(())
 }
 
 /// `submit`: one producer submission; prints what it did.
-pub fn submit(settings: &Settings, args: &SubmitArgs) -> CliResult<()> {
+pub fn submit(settings: &Settings, args: &SubmitArgs, json: bool) -> CliResult<()> {
     let producer = parse_producer(&args.producer)?;
     let target = parse_target(&args.target)?;
     let channel = parse_channel(&args.channel)?;
@@ -162,7 +183,7 @@ pub fn submit(settings: &Settings, args: &SubmitArgs) -> CliResult<()> {
         (None, None) => return Err(CliError::usage("give --envelope or --envelope-file")),
     };
     let store = ProjectionStore::open(&options)?;
-    let captured_at = args.captured_at.map_or_else(|| options.clock.now(), Millis);
+    let captured_at = Millis(args.captured_at);
     let submission = Submission {
         target_id: target,
         channel,
@@ -178,37 +199,94 @@ pub fn submit(settings: &Settings, args: &SubmitArgs) -> CliResult<()> {
         }
     };
     let outcome = store.submit_observed(&producer, &submission, &stall)?;
-    let what = match outcome {
-        SubmitOutcome::Inserted => "inserted",
-        SubmitOutcome::Advanced => "advanced",
-        SubmitOutcome::Replayed => "replayed (identical; nothing written)",
-        SubmitOutcome::Degraded => {
-            "degraded (source-conflict: same watermark, different content; stored envelope kept)"
-        }
+    let (name, what) = match outcome {
+        SubmitOutcome::Inserted => ("inserted", "inserted"),
+        SubmitOutcome::Advanced => ("advanced", "advanced"),
+        SubmitOutcome::Replayed => ("replayed", "replayed (identical; nothing written)"),
+        SubmitOutcome::Degraded => (
+            "degraded",
+            "degraded (source-conflict: same watermark, different content; stored envelope kept)",
+        ),
     };
-    println!(
-        "{what}: channel {} of target {} at watermark {}",
-        submission.channel, submission.target_id, submission.source_watermark
-    );
+    if json {
+        say!(
+            "{}",
+            json!({
+                "outcome": name,
+                "targetId": submission.target_id,
+                "channel": submission.channel,
+                "sourceWatermark": submission.source_watermark,
+                "capturedAt": submission.captured_at,
+                "expiresAt": submission.expires_at,
+            })
+        );
+    } else {
+        say!(
+            "{what}: channel {} of target {} at watermark {}",
+            submission.channel,
+            submission.target_id,
+            submission.source_watermark
+        );
+    }
+    if outcome == SubmitOutcome::Degraded {
+        return Err(CliError::new(
+            Class::Conflict,
+            format!(
+                "source conflict: channel {} of target {} already holds other content at watermark {}; the channel is marked degraded, the stored envelope kept and this one discarded",
+                submission.channel, submission.target_id, submission.source_watermark
+            ),
+        ));
+    }
     Ok(())
 }
 
+/// Arguments of `publish`.
+#[derive(clap::Args, Debug)]
+pub struct PublishArgs {
+    /// Target id (64 lowercase hex).
+    target: String,
+    /// Name of this holder instance (shown to contenders).
+    #[arg(long, value_name = "NAME")]
+    instance: String,
+    /// Crash and expiry tests: stall the publication at this step (see the `holder` module)
+    /// until one stdin line (or its end) arrives.
+    #[arg(long, hide = true, value_name = "STEP", value_parser = holder::parse_step)]
+    stall_at: Option<PublishStep>,
+}
+
 /// `publish`: grants, publishes and releases in one transaction (one-shot); a live holder
-/// means exit code 6.
-pub fn publish(settings: &Settings, target: &str, instance: &str) -> CliResult<()> {
-    let target = parse_target(target)?;
-    let instance = parse_instance(instance)?;
+/// is a retry-later failure.
+pub fn publish(settings: &Settings, args: &PublishArgs, json: bool) -> CliResult<()> {
+    let target = parse_target(&args.target)?;
+    let instance = parse_instance(&args.instance)?;
     let store = ProjectionStore::open(&settings.store_options()?)?;
-    match store.publish_now(&target, &instance)? {
+    let published = match args.stall_at {
+        Some(step) => store.publish_now_observed(&target, &instance, &holder::StallAt(step)),
+        None => store.publish_now(&target, &instance),
+    }?;
+    match published {
         PublishedNow::Held(held) => Err(CliError::new(
-            Class::Fenced,
+            Class::Retry,
             format!(
-                "target {target} is held by {} at epoch {} (retry after {} ms); nothing was written",
-                held.holder_instance_digest, held.fencing_epoch, held.retry_after_ms
+                "target {target} is held by {} at epoch {} (retry after {}); nothing was written",
+                held.holder_instance_digest,
+                held.fencing_epoch,
+                duration(held.retry_after_ms)
             ),
         )),
+        PublishedNow::Published(published) if json => {
+            say!(
+                "{}",
+                json!({
+                    "fencingEpoch": published.fencing_epoch,
+                    "bytes": published.bytes,
+                    "path": published.path,
+                })
+            );
+            Ok(())
+        }
         PublishedNow::Published(published) => {
-            println!(
+            say!(
                 "published epoch {}: {} bytes to {}",
                 published.fencing_epoch,
                 published.bytes,

@@ -8,17 +8,43 @@ use serde_json::Value;
 use std::process::{Command, Output};
 use support::*;
 
+/// Every refused command line is one line on stderr and exit 2 — an unknown subcommand, none
+/// at all, a missing argument, a value that is not a number or is negative — while `--help`
+/// prints help (with the exit-code table, and no hidden command) on stdout with exit 0.
 #[test]
-fn usage_errors_exit_2_and_help_lists_no_hidden_command() {
-    let out = Command::new(EXE).arg("frobnicate").output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let out = Command::new(EXE)
-        .args(["submit", "--producer", "p"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let out = Command::new(EXE).arg("--help").output().unwrap();
+fn usage_errors_are_one_line_and_exit_2() {
+    let run = |args: &[&str]| Command::new(EXE).args(args).output().unwrap();
+    let with_submit = |watermark: &str| {
+        let mut args = submit_args("router", "computed-route", "1", "x").to_vec();
+        args[8] = watermark.to_owned();
+        args
+    };
+    let abc = with_submit("abc");
+    let negative = with_submit("-1");
+    let cases: [(Vec<&str>, &str); 6] = [
+        (vec!["frobnicate"], "unrecognized subcommand 'frobnicate'"),
+        (vec![], "no subcommand given"),
+        (vec!["lock"], "no subcommand given"),
+        (vec!["submit", "--producer", "p"], "--target <HEX>"),
+        (
+            abc.iter().map(String::as_str).collect(),
+            "invalid value 'abc' for '--watermark <N>'",
+        ),
+        (
+            negative.iter().map(String::as_str).collect(),
+            "invalid value '-1' for '--watermark <N>'",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = run(&args);
+        expect_failure(&out, 2, needle, &args);
+        assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.starts_with("solewriter: error: "), "{stderr}");
+    }
+    let out = run(&["--help"]);
     assert!(out.status.success());
+    assert!(out.stderr.is_empty());
     let help = String::from_utf8(out.stdout).unwrap();
     for command in [
         "demo", "init", "admit", "submit", "publish", "inspect", "read",
@@ -29,6 +55,15 @@ fn usage_errors_exit_2_and_help_lists_no_hidden_command() {
         !help.contains("  holder ") && !help.contains("  reader "),
         "{help}"
     );
+    for row in [
+        "Exit codes:",
+        "   0  success",
+        "   6  retry later",
+        "   9  lost authority",
+        "  12  conflict",
+    ] {
+        assert!(help.contains(row), "`{row}` in {help}");
+    }
     let env = Env::new();
     std::fs::write(env.dir.path().join("x"), "").unwrap();
     let out = Command::new(EXE)
@@ -356,11 +391,13 @@ fn outside_input_is_read_up_to_its_bound_and_no_further() {
 #[test]
 fn scripting_by_hand_submit_publish_inspect_read() {
     let env = Env::admitted("lease_ttl_ms = 5000\nbusy_timeout_ms = 2000");
-    env.fails(&["read", TARGET], 7, "no projection published");
+    env.fails(&["read", TARGET], 10, "no projection published");
     let said = |out: Output| String::from_utf8(out.stdout).unwrap();
     assert!(said(env.submit("router", "computed-route", "1", "a")).starts_with("inserted"));
     assert!(said(env.submit("router", "computed-route", "1", "a")).starts_with("replayed"));
-    assert!(said(env.submit("router", "computed-route", "1", "b")).starts_with("degraded"));
+    let conflict = env.submit("router", "computed-route", "1", "b");
+    expect_failure(&conflict, 12, "source conflict", &"conflicting submission");
+    assert!(said(conflict).starts_with("degraded"));
     let published = env.ok(&["publish", TARGET, "--instance", "op"]);
     assert!(published.starts_with("published epoch 1:"), "{published}");
     let text = env.ok(&["inspect"]);
@@ -384,7 +421,8 @@ fn scripting_by_hand_submit_publish_inspect_read() {
     // A torn document is refused, never printed in part.
     let bytes = std::fs::read(env.current()).unwrap();
     std::fs::write(env.current(), &bytes[..bytes.len() / 2]).unwrap();
-    env.fails(&["read", TARGET], 7, "malformed");
+    env.fails(&["read", TARGET], 11, "malformed");
+    env.fails(&["read", TARGET], 11, &env.current().display().to_string());
 }
 
 #[test]
@@ -452,7 +490,7 @@ fn holder_stalled_inside_its_transaction_blocks_every_other_writer() {
     );
     env.fails(&["publish", TARGET, "--instance", "c"], 6, "is held by a");
     let out = env.submit("router", "computed-route", "2", "b");
-    expect_failure(&out, 4, "busy", &"submit while A is inside its transaction");
+    expect_failure(&out, 6, "busy", &"submit while A is inside its transaction");
     assert!(!env.current().exists(), "not renamed yet");
     a.send("go on");
     expect_answer(&a.recv(), "published 1", &"A going on");

@@ -6,8 +6,8 @@
 
 use crate::atomic_file::read_bounded;
 use crate::error::{Error, Result};
+use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::{DocumentError, ProjectionDocument, MAX_DOCUMENT_BYTES};
-use solewriter_core::target::TargetId;
 use std::path::{Path, PathBuf};
 
 /// Directory under the runtime root holding one directory per target.

@@ -1,4 +1,4 @@
-//! The file effects of one run of a lease machine (`solewriter_core::machine`): the target
+//! The file effects of one run of a lease machine (`solewriter_core::projection::machine`): the target
 //! lock, the target directory chain, the temp sibling, the rename and the directory fsync.
 //! Every executor of the machines hands these effects to [`FileSteps::execute`] and keeps
 //! only its store's effects (the transaction, the rows, the clock) for itself, so the file
@@ -10,8 +10,8 @@ use crate::atomic_file::{
 use crate::error::{Error, Result};
 use crate::runtime::{RuntimeRoot, CURRENT_FILE, PROJECTIONS_DIR};
 use crate::target_lock::TargetLock;
-use solewriter_core::machine::{Effect, Input};
-use solewriter_core::target::TargetId;
+use solewriter_core::projection::machine::{Effect, Input};
+use solewriter_core::projection::target::TargetId;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

@@ -16,7 +16,7 @@
 use crate::atomic_file::{ensure_private_dir, DirError, FILE_MODE};
 use crate::error::{Error, Result};
 use crate::runtime::{RuntimeRoot, PROJECTIONS_DIR};
-use solewriter_core::target::TargetId;
+use solewriter_core::projection::target::TargetId;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
@@ -43,7 +43,18 @@ pub fn blocked_attempts() -> usize {
 /// A held target lock; dropping it releases the lock.
 #[derive(Debug)]
 pub struct TargetLock {
-    _file: File,
+    file: File,
+}
+
+impl Drop for TargetLock {
+    /// Unlocks explicitly (`LOCK_UN`) before the descriptor closes: a child forked by any
+    /// thread of this process shares the open file description until it execs, and closing
+    /// alone would leave the lock held for that long.
+    fn drop(&mut self) {
+        if let Err(error) = self.file.unlock() {
+            tracing::warn!(%error, "unlocking a target lock failed; it ends when the file closes");
+        }
+    }
 }
 
 /// `<runtime_root>/hook-projections/<target_id>.lock`.
@@ -93,7 +104,7 @@ impl TargetLock {
         let mut pause = Duration::from_micros(50);
         loop {
             match file.try_lock() {
-                Ok(()) => return Ok(TargetLock { _file: file }),
+                Ok(()) => return Ok(TargetLock { file }),
                 Err(TryLockError::WouldBlock) => {
                     BLOCKED_ATTEMPTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }

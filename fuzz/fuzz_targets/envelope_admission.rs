@@ -4,12 +4,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use solewriter_core::channel::{
+use solewriter_core::projection::channel::{
     ChannelName, ChannelRecord, ChannelRegistry, ChannelSpec, ProducerId, Submission,
 };
-use solewriter_core::target::TargetId;
+use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
-use solewriter_core::watermark::{check_envelope, decide_submission};
+use solewriter_core::projection::watermark::{check_envelope, decide_submission};
 
 const SCHEMA: &str = "computed-route.v1";
 const MAX: usize = 4096;

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use solewriter_core::ownership::LockRecord;
+use solewriter_core::project_lock::ownership::LockRecord;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(record) = LockRecord::parse(data) {

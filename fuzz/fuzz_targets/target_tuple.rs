@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use solewriter_core::target::{TargetTuple, MAX_TUPLE_JSON_BYTES};
+use solewriter_core::projection::target::{TargetTuple, MAX_TUPLE_JSON_BYTES};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

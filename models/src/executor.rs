@@ -1,4 +1,4 @@
-//! The model's executor of the core's lease machines (`solewriter_core::machine`): the same
+//! The model's executor of the core's lease machines (`solewriter_core::projection::machine`): the same
 //! machines the SQLite adapter runs, executed against the model store, the model runtime
 //! directory and the model clock. The target lock and the store's transaction are shim
 //! mutexes whose guards are held across effects exactly where the adapter holds its locks,
@@ -14,11 +14,11 @@ use crate::ghost::Renamer;
 use crate::shim::Shim;
 use crate::state::StoreState;
 use crate::world::World;
-use solewriter_core::lease::{Credential, LeaseRecord, LeaseState};
-use solewriter_core::machine::{drive, Effect, Input, Machine};
+use solewriter_core::projection::lease::{Credential, LeaseRecord, LeaseState};
+use solewriter_core::projection::machine::{drive, Effect, Input, Machine};
+use solewriter_core::projection::publication::PublishStep;
+use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::ProjectionDocument;
-use solewriter_core::publication::PublishStep;
-use solewriter_core::target::TargetId;
 use solewriter_core::time::Millis;
 
 /// What the model's effects can fail with.

@@ -20,9 +20,9 @@
 //!   it presented.
 
 use crate::state::StoreState;
-use solewriter_core::lease::{LeaseRecord, LeaseState};
+use solewriter_core::projection::lease::{LeaseRecord, LeaseState};
+use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::ProjectionDocument;
-use solewriter_core::target::TargetId;
 use solewriter_core::time::Millis;
 use solewriter_core::token::TokenHash;
 use std::collections::BTreeMap;

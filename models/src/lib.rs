@@ -3,7 +3,7 @@
 //! The model holds the store (lease rows, channel rows, ONE serialized write transaction),
 //! the per-target locks and the runtime directory (current documents, temp siblings, atomic
 //! rename) in memory, and executes the SAME core machines as the SQLite adapter
-//! (`solewriter_core::machine`: acquisition, publication, release) and the same submission
+//! (`solewriter_core::projection::machine`: acquisition, publication, release) and the same submission
 //! decision (`decide_submission`). It is small and obviously right, so it can serve as the
 //! oracle of the conformance test and as the system under the loom and shuttle checkers.
 //!
@@ -15,6 +15,8 @@
 //!   machines — the same machines the SQLite adapter executes; the traps are misbehaving
 //!   executors.
 //! - [`world`]: the operations (admit, submit, acquire, publish, release, read, clock).
+//! - [`project_lock`]: the project directory, kernel lock and process table, and the model
+//!   executor of the core's project-lock machines, with crashes at every step.
 //! - [`crash`]: the file system's durable and volatile views, and the exhaustive crash check
 //!   of the publisher's write / fsync / rename / fsync sequence.
 #![forbid(unsafe_code)]
@@ -24,6 +26,7 @@ pub mod crash;
 pub mod design;
 pub mod executor;
 pub mod ghost;
+pub mod project_lock;
 pub mod shim;
 pub mod state;
 pub mod world;

@@ -2,9 +2,9 @@
 //! (per target: the current document and the temp siblings). Plain values; the world wraps
 //! each in one shim mutex.
 
-use solewriter_core::channel::{ChannelName, ChannelRecord};
-use solewriter_core::lease::LeaseRecord;
-use solewriter_core::target::TargetId;
+use solewriter_core::projection::channel::{ChannelName, ChannelRecord};
+use solewriter_core::projection::lease::LeaseRecord;
+use solewriter_core::projection::target::TargetId;
 use std::collections::BTreeMap;
 
 /// The store: exactly the two tables. A transaction works on a clone and replaces the whole

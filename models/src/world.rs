@@ -11,19 +11,25 @@ use crate::executor::{Executor, Kind, ModelFault};
 use crate::ghost::{Ghost, ReaderCheck};
 use crate::shim::Shim;
 use crate::state::{FsState, StoreState};
-use solewriter_core::channel::{ChannelRecord, ChannelRegistry, ProducerId, Submission};
 use solewriter_core::config::LeaseTtl;
-use solewriter_core::lease::{Credential, DeadlinePassed, Fenced, HeldBy, LeaseRecord};
-use solewriter_core::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
-use solewriter_core::machine::publish::{Publish, PublishEnd, PublishFailure, Published};
-use solewriter_core::machine::publish_now::{PublishNow, PublishNowEnd};
-use solewriter_core::machine::release::{Release, ReleaseOutcome};
 use solewriter_core::names::InstanceDigest;
-use solewriter_core::publication::PublishStep;
-use solewriter_core::target::{TargetId, TargetTuple};
+use solewriter_core::projection::channel::{
+    ChannelRecord, ChannelRegistry, ProducerId, Submission,
+};
+use solewriter_core::projection::lease::{Credential, DeadlinePassed, Fenced, HeldBy, LeaseRecord};
+use solewriter_core::projection::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
+use solewriter_core::projection::machine::publish::{
+    Publish, PublishEnd, PublishFailure, Published,
+};
+use solewriter_core::projection::machine::publish_now::{PublishNow, PublishNowEnd};
+use solewriter_core::projection::machine::release::{Release, ReleaseOutcome};
+use solewriter_core::projection::publication::PublishStep;
+use solewriter_core::projection::target::{TargetId, TargetTuple};
+use solewriter_core::projection::watermark::{
+    decide_submission, SubmissionPlan, SubmissionRejected,
+};
 use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
-use solewriter_core::watermark::{decide_submission, SubmissionPlan, SubmissionRejected};
 
 /// Number of target-lock stripes: targets share a stripe by their id's first byte (a coarser
 /// exclusion than one lock per target, never a finer one).

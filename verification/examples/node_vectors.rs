@@ -11,8 +11,8 @@
 //! ```
 
 use serde_json::{json, Value};
-use solewriter_core::lease::{Fenced, LeaseRecord};
-use solewriter_core::target::TargetId;
+use solewriter_core::projection::lease::{Fenced, LeaseRecord};
+use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
 use solewriter_models::world::{ModelAcquire, ModelLease, PublishOutcome, ReleaseKind};

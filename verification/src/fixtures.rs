@@ -1,10 +1,12 @@
 //! Scenario fixtures shared by the model checks and the conformance test: one target, two
 //! registered channels owned by two producers, deterministic tokens, a fixed TTL.
 
-use solewriter_core::channel::{ChannelName, ChannelRegistry, ChannelSpec, ProducerId, Submission};
 use solewriter_core::config::LeaseTtl;
 use solewriter_core::names::InstanceDigest;
-use solewriter_core::target::{TargetId, TargetTuple};
+use solewriter_core::projection::channel::{
+    ChannelName, ChannelRegistry, ChannelSpec, ProducerId, Submission,
+};
+use solewriter_core::projection::target::{TargetId, TargetTuple};
 use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
 

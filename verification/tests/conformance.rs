@@ -13,18 +13,18 @@
 
 use proptest::prelude::*;
 use solewriter_adapters::clock::ManualClock;
-use solewriter_adapters::lease::{Acquisition, HeldLease, ReleaseOutcome};
-use solewriter_adapters::publication::{NoProbe, PublishedNow};
-use solewriter_adapters::runtime::RuntimeRoot;
-use solewriter_adapters::store::{ProjectionStore, StoreOptions};
-use solewriter_adapters::submission::SubmitOutcome;
+use solewriter_adapters::projection::lease::{Acquisition, HeldLease, ReleaseOutcome};
+use solewriter_adapters::projection::publication::{NoProbe, PublishedNow};
+use solewriter_adapters::projection::runtime::RuntimeRoot;
+use solewriter_adapters::projection::store::{ProjectionStore, StoreOptions};
+use solewriter_adapters::projection::submission::SubmitOutcome;
 use solewriter_adapters::Error;
 use solewriter_core::config::TimingConfig;
-use solewriter_core::lease::{DeadlinePassed, Fenced, LeaseRecord};
-use solewriter_core::target::TargetId;
+use solewriter_core::projection::lease::{DeadlinePassed, Fenced, LeaseRecord};
+use solewriter_core::projection::target::TargetId;
+use solewriter_core::projection::watermark::SubmissionRejected;
 use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
-use solewriter_core::watermark::SubmissionRejected;
 use solewriter_models::world::{
     ModelAcquire, ModelError, ModelLease, PublishOutcome, ReleaseKind, SubmitKind,
 };

@@ -13,11 +13,11 @@
 
 use solewriter_adapters::atomic_file::{FileSystem, RealFs};
 use solewriter_adapters::clock::ManualClock;
-use solewriter_adapters::lease::Acquisition;
-use solewriter_adapters::process::SystemProbe;
+use solewriter_adapters::project_lock::process::SystemProbe;
 use solewriter_adapters::project_lock::{ProjectLock, Released, Wait};
-use solewriter_adapters::runtime::RuntimeRoot;
-use solewriter_adapters::store::{ProjectionStore, StoreOptions};
+use solewriter_adapters::projection::lease::Acquisition;
+use solewriter_adapters::projection::runtime::RuntimeRoot;
+use solewriter_adapters::projection::store::{ProjectionStore, StoreOptions};
 use solewriter_core::config::TimingConfig;
 use solewriter_core::time::Millis;
 use solewriter_models::crash::{

@@ -21,7 +21,7 @@
 //! `SOLEWRITER_LOOM_BOUND` raises it.
 
 use loom::sync::Arc;
-use solewriter_core::lease::Fenced;
+use solewriter_core::projection::lease::Fenced;
 use solewriter_models::ghost::ReaderCheck;
 use solewriter_models::world::{ModelAcquire, PublishOutcome};
 use solewriter_models::{Design, World};

@@ -15,12 +15,19 @@
 //! Two broken variants must be caught by the same monitor: overlap tested as a raw string
 //! prefix (`/app/x1` "overlaps" `/app/x1y`), and a non-atomic check-then-insert that releases
 //! the mutex between the conflict check and the insert.
+//!
+//! The disconnect barrier: the core `GuardState` (held locks and tombstones) behind one
+//! mutex, a writer's in-flight writes racing its disconnect sweep. Whatever the order, once
+//! both are done the swept writer holds nothing (a write before the sweep is freed by it, one
+//! after it is refused). The same state without tombstones (capacity 0) must be caught
+//! leaking a lock.
 
 use shuttle::scheduler::{PctScheduler, RandomScheduler};
 use shuttle::sync::{Arc, Mutex};
 use shuttle::{thread, Config, Runner};
 use solewriter_core::subtree::{
-    conflicts, overlaps, Acquired, Lock, LockIndex, LockTable, SubtreePath, Writer,
+    conflicts, overlaps, Acquired, GuardRefusal, GuardState, Lock, LockIndex, LockTable,
+    SubtreePath, Writer, DEFAULT_TOMBSTONES,
 };
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -347,4 +354,80 @@ fn non_atomic_check_then_insert_is_caught() {
         &["is being edited", "answered Err(Lock"],
         || Broken::new(overlaps, true),
     );
+}
+
+/// Two in-flight writes of `gone#1` race its sweep; a bystander writes beside them. Afterwards
+/// `gone#1` must hold nothing, and every refusal must be the barrier or a real conflict.
+fn sweep_scenario(tombstones: usize) -> impl Fn() + Send + Sync + 'static {
+    move || {
+        EXECUTIONS.set(EXECUTIONS.get() + 1);
+        let state = Arc::new(Mutex::new(GuardState::new(tombstones)));
+        let gone = Writer::new(Some("gone"), Some("1")).expect("model writer");
+        let mut handles = Vec::new();
+        for path in ["/app/x1", "/app/z1/w"] {
+            let state = Arc::clone(&state);
+            handles.push(thread::spawn(move || {
+                let write = lock("gone", "1", path);
+                let answer = state.lock().expect("model mutex").acquire(write.clone());
+                match answer {
+                    Ok(_) | Err(GuardRefusal::Swept(_)) => {}
+                    Err(GuardRefusal::Conflict(held)) => assert!(
+                        conflicts(&held, &write),
+                        "VIOLATION: {write} denied by {held}, which does not overlap it"
+                    ),
+                }
+            }));
+        }
+        {
+            let state = Arc::clone(&state);
+            handles.push(thread::spawn(move || {
+                let _ = state
+                    .lock()
+                    .expect("model mutex")
+                    .acquire(lock("bob", "1", "/app/z1"));
+            }));
+        }
+        {
+            let (state, gone) = (Arc::clone(&state), gone.clone());
+            handles.push(thread::spawn(move || {
+                state.lock().expect("model mutex").release_writer(&gone);
+            }));
+        }
+        for handle in handles {
+            handle.join().expect("writer thread");
+        }
+        let held = state.lock().expect("model mutex").held();
+        if let Some(leaked) = held.iter().find(|l| l.writer == gone) {
+            panic!("VIOLATION: {leaked} leaked after its writer was swept");
+        }
+    }
+}
+
+#[test]
+fn the_disconnect_sweep_is_a_barrier() {
+    for sched in [Sched::Random, Sched::Pct] {
+        let explored = explore(sched, sweep_scenario(DEFAULT_TOMBSTONES));
+        assert_eq!(explored, ITERATIONS);
+        println!("sweep barrier: {sched:?} scheduler explored {explored} executions, no leak");
+    }
+}
+
+#[test]
+fn a_sweep_without_tombstones_is_caught() {
+    for sched in [Sched::Random, Sched::Pct] {
+        let start = EXECUTIONS.get();
+        let outcome = catch_unwind(AssertUnwindSafe(|| explore(sched, sweep_scenario(0))));
+        let spent = EXECUTIONS.get() - start;
+        let message = match outcome {
+            Ok(explored) => panic!(
+                "no tombstones: {sched:?} scheduler found no violation in {explored} executions"
+            ),
+            Err(payload) => solewriter_verification::panic_message(payload.as_ref()),
+        };
+        assert!(
+            message.contains("VIOLATION") && message.contains("leaked"),
+            "no tombstones: {sched:?} scheduler failed otherwise: {message}"
+        );
+        println!("no tombstones: {sched:?} scheduler caught a leak within {spent} executions");
+    }
 }

@@ -3,13 +3,15 @@
 #![allow(dead_code)]
 
 use solewriter_adapters::clock::ManualClock;
-use solewriter_adapters::lease::{Acquisition, HeldLease};
-use solewriter_adapters::runtime::RuntimeRoot;
-use solewriter_adapters::store::{ProjectionStore, StoreOptions};
-use solewriter_core::channel::{ChannelName, ChannelRegistry, ChannelSpec, ProducerId, Submission};
+use solewriter_adapters::projection::lease::{Acquisition, HeldLease};
+use solewriter_adapters::projection::runtime::RuntimeRoot;
+use solewriter_adapters::projection::store::{ProjectionStore, StoreOptions};
 use solewriter_core::config::TimingConfig;
 use solewriter_core::names::InstanceDigest;
-use solewriter_core::target::{TargetId, TargetTuple};
+use solewriter_core::projection::channel::{
+    ChannelName, ChannelRegistry, ChannelSpec, ProducerId, Submission,
+};
+use solewriter_core::projection::target::{TargetId, TargetTuple};
 use solewriter_core::time::Millis;
 use std::sync::Arc;
 

@@ -1,4 +1,4 @@
-//! The Node addon of solewriter: it runs the core's lease machines (`solewriter_core::machine`)
+//! The Node addon of solewriter: it runs the core's lease machines (`solewriter_core::projection::machine`)
 //! and executes their file effects itself (through `solewriter_files::steps::FileSteps`, the
 //! same code the SQLite adapter runs), the clock and the tokens too — and hands every SQL
 //! effect to a JS function of the host, which runs it on the host's own SQLite connection
@@ -15,20 +15,22 @@
 use napi::bindgen_prelude::{Buffer, Function, Uint8Array};
 use napi_derive::napi;
 use serde_json::{json, Value};
-use solewriter_core::channel::{ChannelRegistry, ChannelSpec, ProducerId, Submission};
-use solewriter_core::columns::{ChannelColumns, CorruptRow, LeaseColumns};
 use solewriter_core::config::LeaseTtl;
-use solewriter_core::lease::{observe, Credential, Fenced, HeldBy, Observed};
-use solewriter_core::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
-use solewriter_core::machine::publish::{Publish, PublishEnd, PublishFailure, Published};
-use solewriter_core::machine::publish_now::{PublishNow, PublishNowEnd};
-use solewriter_core::machine::release::{Release, ReleaseFailure, ReleaseOutcome};
-use solewriter_core::machine::{drive, Effect, Input, Machine};
 use solewriter_core::names::InstanceDigest;
-use solewriter_core::target::{TargetId, TargetTuple};
+use solewriter_core::projection::channel::{ChannelRegistry, ChannelSpec, ProducerId, Submission};
+use solewriter_core::projection::columns::{ChannelColumns, CorruptRow, LeaseColumns};
+use solewriter_core::projection::lease::{observe, Credential, Fenced, HeldBy, Observed};
+use solewriter_core::projection::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
+use solewriter_core::projection::machine::publish::{
+    Publish, PublishEnd, PublishFailure, Published,
+};
+use solewriter_core::projection::machine::publish_now::{PublishNow, PublishNowEnd};
+use solewriter_core::projection::machine::release::{Release, ReleaseFailure, ReleaseOutcome};
+use solewriter_core::projection::machine::{drive, Effect, Input, Machine};
+use solewriter_core::projection::target::{TargetId, TargetTuple};
+use solewriter_core::projection::watermark::{self, SubmissionPlan};
 use solewriter_core::time::Millis;
 use solewriter_core::token::{HolderToken, TokenHash};
-use solewriter_core::watermark::{self, SubmissionPlan};
 use solewriter_files::atomic_file::RealFs;
 use solewriter_files::runtime::RuntimeRoot;
 use solewriter_files::steps::{DurableDirs, FileSteps};
@@ -728,7 +730,7 @@ pub fn publish_now(
                 unreachable!("a one-shot publication that was granted ran")
             }
             // A takeover of an expired grant committed on its own: publish with it in a second
-            // envelope (see `solewriter_core::machine::publish_now`).
+            // envelope (see `solewriter_core::projection::machine::publish_now`).
             PublishNowEnd::TakenOver(plan) => publish_with(
                 &config,
                 &execute,
@@ -791,7 +793,7 @@ pub fn decide_submission(
         let existing = existing.map(|row| row.columns().decode()).transpose()?;
         let submission = Submission {
             target_id: parse_target(&submission.target_id)?,
-            channel: solewriter_core::channel::ChannelName::parse(&submission.channel)
+            channel: solewriter_core::projection::channel::ChannelName::parse(&submission.channel)
                 .map_err(|e| invalid(format!("channel: {e}")))?,
             source_watermark: from_js(submission.source_watermark, "sourceWatermark")?,
             envelope_json: submission.envelope_json,
@@ -847,11 +849,11 @@ pub fn read_projection(runtime_root: String, target: String) -> String {
 }
 
 /// The `CREATE TABLE` statements of the two tables, in creation order, exactly as the SQLite
-/// adapter writes them (`solewriter_core::schema`): a JSON array of two strings.
+/// adapter writes them (`solewriter_core::projection::schema`): a JSON array of two strings.
 #[napi]
 pub fn schema_statements() -> String {
-    let statements: Vec<String> = (0..solewriter_core::schema::TABLE_NAMES.len())
-        .map(|i| solewriter_core::schema::create_statement(i, true))
+    let statements: Vec<String> = (0..solewriter_core::projection::schema::TABLE_NAMES.len())
+        .map(|i| solewriter_core::projection::schema::create_statement(i, true))
         .collect();
     json!(statements).to_string()
 }

@@ -9,15 +9,32 @@
 //! | target path not derivable | denied `unresolvable-target` |
 //! | no lock authority | denied `no-write-guard` |
 //! | authority reports a conflict | denied `conflict` (with a copy of the held lock) |
+//! | the writer was swept by a disconnect | denied `writer-disconnected` |
 //! | authority cannot answer | denied `authority-unavailable` |
 //! | otherwise | admitted `granted` or `reentrant`, lock held until released |
+//!
+//! Paths are derived in the authority's canonical form ([`LockAuthority::canonical`]), so
+//! two spellings of one component are one lock.
+//!
+//! **Moves.** A structural edit that moves node N from its old path O to under a new parent
+//! whose path is P is admitted by [`admit_move`] only when its writer holds or can acquire,
+//! in one atomic step, both O (N's whole subtree where it is) and P/N (N's whole subtree where
+//! it will be); the writer then holds both until it releases them. So no other writer holds
+//! anything overlapping N's subtree at either place: not a lock inside it (which would be
+//! carried to a path no lock names), not an ancestor lock at the old place (N leaving that
+//! writer's subtree is a write to it) nor at the new one (N entering it is too). After the move
+//! every component of N's subtree is covered by the mover's P/N lock and by no other writer's,
+//! so two writers are never admitted to one component. A move without an identified writer
+//! (a legacy frame) is denied `incomplete-identity`, as is a half-stamped one; a move under
+//! N itself or its own subtree is `unresolvable-target`.
 //!
 //! A denied write must not mutate anything; [`WriteDenied`] is an error so a host can `?` it.
 
 use super::envelope::AgentContext;
+use super::guard::{GuardRefusal, GuardState};
 use super::index::{Acquired, LockTable};
 use super::lock::{Lock, Writer};
-use super::path::{derive_subtree_path, Parent, SubtreePath};
+use super::path::{derive_canonical_subtree_path, Parent, SubtreePath};
 
 /// Why a write was denied. Nothing was mutated and no lock was taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,6 +58,9 @@ pub enum WriteDenied {
         /// A copy of the conflicting held lock.
         held: Box<Lock>,
     },
+    /// The writer was swept by a disconnect; a write of it still in flight is refused.
+    #[error("write denied: writer {0} has disconnected")]
+    Disconnected(Writer),
     /// The authority could not answer (e.g. its state is poisoned); fail closed.
     #[error("write denied: the write guard is unavailable: {0}")]
     AuthorityUnavailable(String),
@@ -54,6 +74,7 @@ impl WriteDenied {
             WriteDenied::UnresolvableTarget(_) => "unresolvable-target",
             WriteDenied::NoWriteGuard => "no-write-guard",
             WriteDenied::Conflict { .. } => "conflict",
+            WriteDenied::Disconnected(_) => "writer-disconnected",
             WriteDenied::AuthorityUnavailable(_) => "authority-unavailable",
         }
     }
@@ -95,21 +116,51 @@ impl Admitted {
 pub enum Refusal {
     /// Another writer holds this overlapping lock (a copy).
     Conflict(Lock),
+    /// The writer was swept by a disconnect.
+    Swept(Writer),
     /// The authority cannot answer; the request must be denied.
     Unavailable(String),
 }
 
-/// The stateful authority [`admit_write`] asks to acquire-and-hold a lock. Implemented for
-/// `&mut T` of every [`LockTable`]; the adapters' `WriteGuard` implements it for a shared
-/// reference.
+impl From<GuardRefusal> for Refusal {
+    fn from(refusal: GuardRefusal) -> Self {
+        match refusal {
+            GuardRefusal::Conflict(held) => Refusal::Conflict(held),
+            GuardRefusal::Swept(writer) => Refusal::Swept(writer),
+        }
+    }
+}
+
+/// The stateful authority [`admit_write`] and [`admit_move`] ask to acquire-and-hold locks.
+/// Implemented for `&mut T` of every [`LockTable`] and for `&mut GuardState`; the adapters'
+/// `WriteGuard` implements it for a shared reference.
 pub trait LockAuthority {
     /// Acquires and holds `lock`, or refuses it leaving the held locks unchanged.
     fn acquire(&mut self, lock: Lock) -> Result<Acquired, Refusal>;
+    /// Acquires every lock of `locks` or none, in one atomic step.
+    fn acquire_all(&mut self, locks: Vec<Lock>) -> Result<Vec<Acquired>, Refusal>;
+    /// The canonical form of one component id, in which paths are derived and compared
+    /// (unchanged unless the host defines one).
+    fn canonical(&self, id: &str) -> String {
+        id.to_owned()
+    }
 }
 
 impl<T: LockTable> LockAuthority for &mut T {
     fn acquire(&mut self, lock: Lock) -> Result<Acquired, Refusal> {
         LockTable::acquire(*self, lock).map_err(|conflict| Refusal::Conflict(conflict.held))
+    }
+    fn acquire_all(&mut self, locks: Vec<Lock>) -> Result<Vec<Acquired>, Refusal> {
+        LockTable::acquire_all(*self, locks).map_err(|conflict| Refusal::Conflict(conflict.held))
+    }
+}
+
+impl LockAuthority for &mut GuardState {
+    fn acquire(&mut self, lock: Lock) -> Result<Acquired, Refusal> {
+        GuardState::acquire(self, lock).map_err(Refusal::from)
+    }
+    fn acquire_all(&mut self, locks: Vec<Lock>) -> Result<Vec<Acquired>, Refusal> {
+        GuardState::acquire_all(self, locks).map_err(Refusal::from)
     }
 }
 
@@ -127,16 +178,44 @@ pub fn normalize_lock(
 }
 
 /// The lock a write to `component_id` needs: the context's writer over the component's
-/// derived absolute path.
+/// derived absolute path (segments as spelled).
 pub fn resolve_write_lock<'t>(
     context: &AgentContext,
     component_id: &str,
     parent_of: impl FnMut(&str) -> Parent<'t>,
 ) -> Result<Lock, WriteDenied> {
+    resolve_canonical(context, component_id, parent_of, &str::to_owned)
+}
+
+fn resolve_canonical<'t>(
+    context: &AgentContext,
+    component_id: &str,
+    parent_of: impl FnMut(&str) -> Parent<'t>,
+    canonical: &dyn Fn(&str) -> String,
+) -> Result<Lock, WriteDenied> {
     let writer = context.writer().ok_or(WriteDenied::IncompleteIdentity)?;
-    let path = derive_subtree_path(component_id, parent_of)
+    let path = derive_canonical_subtree_path(component_id, parent_of, canonical)
         .ok_or_else(|| WriteDenied::UnresolvableTarget(component_id.to_owned()))?;
     Ok(Lock { path, writer })
+}
+
+/// The canonical form of `authority`, or the identity without one.
+fn canonical_of<A: LockAuthority>(authority: &Option<A>) -> impl Fn(&str) -> String + '_ {
+    move |id| match authority {
+        Some(authority) => authority.canonical(id),
+        None => id.to_owned(),
+    }
+}
+
+fn denial(lock: Lock, refusal: Refusal) -> WriteDenied {
+    match refusal {
+        Refusal::Conflict(held) => WriteDenied::Conflict {
+            requested: Box::new(lock),
+            held: Box::new(held),
+        },
+        Refusal::Swept(writer) => WriteDenied::Disconnected(writer),
+        Refusal::Unavailable(why) => WriteDenied::AuthorityUnavailable(why),
+    }
 }
 
 /// Decides whether a write to `component_id` may mutate, acquiring its lock through
@@ -150,16 +229,58 @@ pub fn admit_write<'t, A: LockAuthority>(
     let Some(context) = context else {
         return Ok(Admitted::Legacy);
     };
-    let lock = resolve_write_lock(context, component_id, parent_of)?;
+    let lock = resolve_canonical(context, component_id, parent_of, &canonical_of(&authority))?;
     let mut authority = authority.ok_or(WriteDenied::NoWriteGuard)?;
     match authority.acquire(lock.clone()) {
         Ok(Acquired::Granted) => Ok(Admitted::Granted(lock)),
         Ok(Acquired::Reentrant) => Ok(Admitted::Reentrant(lock)),
-        Err(Refusal::Conflict(held)) => Err(WriteDenied::Conflict {
-            requested: Box::new(lock),
-            held: Box::new(held),
-        }),
-        Err(Refusal::Unavailable(why)) => Err(WriteDenied::AuthorityUnavailable(why)),
+        Err(refusal) => Err(denial(lock, refusal)),
+    }
+}
+
+/// An admitted move: the writer holds both locks until it releases them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MoveAdmitted {
+    /// The moved node's subtree where it was.
+    pub from: Lock,
+    /// The moved node's subtree where it goes.
+    pub to: Lock,
+}
+
+/// Decides whether moving `node_id` under `new_parent_id` may mutate the tree (the rule is in
+/// the module doc): both paths are derived from the tree *before* the move, in the
+/// authority's canonical form, and acquired together or not at all.
+pub fn admit_move<'t, A: LockAuthority>(
+    context: Option<&AgentContext>,
+    node_id: &str,
+    new_parent_id: &str,
+    mut parent_of: impl FnMut(&str) -> Parent<'t>,
+    authority: Option<A>,
+) -> Result<MoveAdmitted, WriteDenied> {
+    let context = context.ok_or(WriteDenied::IncompleteIdentity)?;
+    let (from, parent) = {
+        let canonical = canonical_of(&authority);
+        (
+            resolve_canonical(context, node_id, &mut parent_of, &canonical)?,
+            resolve_canonical(context, new_parent_id, &mut parent_of, &canonical)?,
+        )
+    };
+    let node = from.path.components().last().cloned();
+    let to = node
+        .and_then(|node| {
+            let mut components = parent.path.components().to_vec();
+            components.push(node);
+            SubtreePath::new(components).ok()
+        })
+        .map(|path| Lock {
+            path,
+            writer: from.writer.clone(),
+        })
+        .ok_or_else(|| WriteDenied::UnresolvableTarget(new_parent_id.to_owned()))?;
+    let mut authority = authority.ok_or(WriteDenied::NoWriteGuard)?;
+    match authority.acquire_all(vec![from.clone(), to.clone()]) {
+        Ok(_) => Ok(MoveAdmitted { from, to }),
+        Err(refusal) => Err(denial(to, refusal)),
     }
 }
 
@@ -259,6 +380,41 @@ mod tests {
         assert_eq!(index.held(), before);
         let sibling = admit_write(Some(&other), "b", tree, Some(&mut index)).unwrap();
         assert_eq!(sibling.reason(), "granted");
+    }
+
+    #[test]
+    fn a_move_needs_both_places_free_of_other_writers() {
+        // root ─┬─ a ── a1
+        //       └─ b
+        let mut state = GuardState::default();
+        let other = context(Some("other"), Some("s1"));
+        admit_write(Some(&other), "a", tree, Some(&mut state)).unwrap();
+        let before = state.held();
+        // Moving a1 out of another writer's subtree, or b into it: denied, nothing taken.
+        for (node, parent) in [("a1", "b"), ("b", "a")] {
+            let denied = admit_move(Some(&ok()), node, parent, tree, Some(&mut state));
+            assert!(
+                matches!(denied, Err(WriteDenied::Conflict { .. })),
+                "{node} under {parent}: {denied:?}"
+            );
+            assert_eq!(state.held(), before);
+        }
+        // Moving a node under its own subtree, or without a writer: denied.
+        let mine = context(Some("other"), Some("s1"));
+        assert_eq!(
+            admit_move(Some(&mine), "a", "a1", tree, Some(&mut state)),
+            Err(WriteDenied::UnresolvableTarget("a1".into()))
+        );
+        assert_eq!(
+            admit_move(None, "a1", "b", tree, Some(&mut state)),
+            Err(WriteDenied::IncompleteIdentity)
+        );
+        // The holder moves a1 under b: it now holds both places; b's subtree is its.
+        let moved = admit_move(Some(&mine), "a1", "b", tree, Some(&mut state)).unwrap();
+        assert_eq!(moved.from.path.to_string(), "/root/a/a1");
+        assert_eq!(moved.to.path.to_string(), "/root/b/a1");
+        let denied = admit_write(Some(&ok()), "b", tree, Some(&mut state)).unwrap_err();
+        assert_eq!(denied.reason(), "conflict");
     }
 
     #[test]

@@ -49,6 +49,30 @@ pub trait LockTable {
     fn release_writer(&mut self, writer: &Writer) -> Vec<Lock>;
     /// Every held lock, sorted.
     fn held(&self) -> Vec<Lock>;
+
+    /// Acquires every lock of `locks` or none (one step of the table): on a conflict, the
+    /// locks this call granted are released again and the table is as before.
+    fn acquire_all(&mut self, locks: Vec<Lock>) -> Result<Vec<Acquired>, Conflict> {
+        let mut granted = Vec::new();
+        let mut outcomes = Vec::new();
+        for lock in locks {
+            match self.acquire(lock.clone()) {
+                Ok(acquired) => {
+                    if acquired == Acquired::Granted {
+                        granted.push(lock);
+                    }
+                    outcomes.push(acquired);
+                }
+                Err(conflict) => {
+                    for lock in &granted {
+                        self.release(lock);
+                    }
+                    return Err(conflict);
+                }
+            }
+        }
+        Ok(outcomes)
+    }
 }
 
 /// One trie node: the writer holding exactly this path, and how many locks of each writer are

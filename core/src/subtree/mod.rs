@@ -11,25 +11,30 @@
 //! - a cross-writer overlap is denied, leaves the held locks unchanged and reports a copy of
 //!   the held lock ([`admit_write`]).
 //!
-//! Files: `path` (ids, paths, overlap, derivation), `lock` (writer, lock, conflict),
-//! `envelope` (Bridge frames), `index` (the held-lock tables), `admission` (the decision).
+//! Files: `path` (ids, paths, overlap, derivation in the host's canonical form), `lock`
+//! (writer, lock, conflict), `envelope` (Bridge frames), `index` (the held-lock tables),
+//! `guard` (the authority's state: held locks and the disconnect barrier), `admission` (the
+//! decisions for writes and moves).
 
 mod admission;
 mod envelope;
+mod guard;
 mod index;
 mod lock;
 mod path;
 
 pub use admission::{
-    admit_write, normalize_lock, resolve_write_lock, Admitted, LockAuthority, Refusal, WriteDenied,
+    admit_move, admit_write, normalize_lock, resolve_write_lock, Admitted, LockAuthority,
+    MoveAdmitted, Refusal, WriteDenied,
 };
 pub use envelope::{
     parse_agent_envelope, parse_bridge_frame, AgentContext, BridgeFrame, Envelope, EnvelopeError,
     AGENT_DISCONNECTED, AGENT_MESSAGE, MAX_FRAME_BYTES,
 };
+pub use guard::{GuardRefusal, GuardState, DEFAULT_TOMBSTONES};
 pub use index::{Acquired, Conflict, LinearLockTable, LockIndex, LockTable};
 pub use lock::{conflicts, Lock, Writer, MAX_IDENTITY_BYTES};
 pub use path::{
-    derive_subtree_path, overlaps, ComponentId, Parent, PathError, SubtreePath,
-    MAX_COMPONENT_ID_BYTES, MAX_SUBTREE_DEPTH,
+    derive_canonical_subtree_path, derive_subtree_path, overlaps, ComponentId, Parent, PathError,
+    SubtreePath, MAX_COMPONENT_ID_BYTES, MAX_SUBTREE_DEPTH,
 };

@@ -161,28 +161,44 @@ pub enum Parent<'t> {
 /// Returns `None` — never a partial or corrupt path — when an id on the way is malformed, a
 /// component (the target or a parent) is not in the tree, the parents form a cycle, or the chain
 /// is deeper than [`MAX_SUBTREE_DEPTH`]. A cycle is noticed on the first repeated id, so
-/// `parent_of` is called at most `cycle length + 1` times for it.
+/// `parent_of` is called at most `cycle length + 1` times for it. Segments are kept as spelled;
+/// see [`derive_canonical_subtree_path`] for a host whose ids have several spellings.
 pub fn derive_subtree_path<'t>(
     component_id: &str,
-    mut parent_of: impl FnMut(&str) -> Parent<'t>,
+    parent_of: impl FnMut(&str) -> Parent<'t>,
 ) -> Option<SubtreePath> {
-    let start = ComponentId::parse(component_id).ok()?;
+    derive_canonical_subtree_path(component_id, parent_of, str::to_owned)
+}
+
+/// [`derive_subtree_path`] with every segment put in the host's canonical form by `canonical`
+/// (e.g. lower-casing, for a host whose lookup is case-insensitive) before it is checked,
+/// compared for cycles and stored, so two spellings of one component are one path segment.
+/// `parent_of` is asked with the ids as the host spelled them. A canonical form that is not a
+/// valid id derives nothing.
+pub fn derive_canonical_subtree_path<'t>(
+    component_id: &str,
+    mut parent_of: impl FnMut(&str) -> Parent<'t>,
+    canonical: impl Fn(&str) -> String,
+) -> Option<SubtreePath> {
+    let canon = |spelled: &str| ComponentId::parse(&canonical(spelled)).ok();
+    let start = canon(component_id)?;
     let mut seen = HashSet::from([start.clone()]);
     let mut reversed = vec![start];
+    let mut spelled = component_id.to_owned();
     loop {
-        let current = reversed.last()?.as_str();
-        match parent_of(current) {
+        match parent_of(&spelled) {
             Parent::Root => break,
             Parent::Unknown => return None,
             Parent::Id(parent) => {
                 if reversed.len() >= MAX_SUBTREE_DEPTH {
                     return None;
                 }
-                let parent = ComponentId::parse(parent).ok()?;
-                if !seen.insert(parent.clone()) {
+                let id = canon(parent)?;
+                if !seen.insert(id.clone()) {
                     return None;
                 }
-                reversed.push(parent);
+                reversed.push(id);
+                parent.clone_into(&mut spelled);
             }
         }
     }
@@ -256,6 +272,47 @@ mod tests {
         });
         assert_eq!(derived, None);
         assert_eq!(calls, 3, "a 3-cycle is noticed on the first repeated id");
+    }
+
+    #[test]
+    fn canonical_derivation_makes_spellings_one_segment() {
+        let tree = HashMap::from([
+            ("App", None),
+            ("Panel", Some("app")),
+            ("left", Some("PANEL")),
+        ]);
+        // The host's lookup is case-insensitive, and so is its canonical form.
+        let lower = |id: &str| id.to_lowercase();
+        let parent = |id: &str| match tree.iter().find(|(k, _)| k.eq_ignore_ascii_case(id)) {
+            None => Parent::Unknown,
+            Some((_, None)) => Parent::Root,
+            Some((_, Some(p))) => Parent::Id(p),
+        };
+        for spelled in ["left", "LEFT", "Left"] {
+            assert_eq!(
+                derive_canonical_subtree_path(spelled, parent, lower),
+                Some(p("/app/panel/left"))
+            );
+        }
+        // Without it, segments keep the spelling met on the way.
+        assert_eq!(
+            derive_subtree_path("LEFT", parent),
+            Some(p("/app/PANEL/LEFT"))
+        );
+        // Two spellings of one id on a parent chain are a cycle.
+        let cyclic = |id: &str| {
+            if id == "a" {
+                Parent::Id("A")
+            } else {
+                Parent::Id("a")
+            }
+        };
+        assert_eq!(derive_canonical_subtree_path("a", cyclic, lower), None);
+        // A canonical form that is no valid id derives nothing.
+        assert_eq!(
+            derive_canonical_subtree_path("left", parent, |_| String::new()),
+            None
+        );
     }
 
     #[test]

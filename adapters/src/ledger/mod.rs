@@ -1,0 +1,568 @@
+//! The event ledger's sole-writer build transaction and the demand read.
+//!
+//! **Build** ([`Ledger::build`]): take the project lock (waiting as the caller allows), read
+//! one complete integrity-checked snapshot, let every nested consumer add facts through
+//! [`Derive`], recheck the source interpretation, perform at most one atomic replacement of
+//! the snapshot (temp sibling, fsync, rename, directory fsync — the same publisher as
+//! `current.json`), release. A malformed snapshot is rejected as reusable and rebuilt from the
+//! source; a snapshot of another interpretation is rebuilt; one interpretation move re-derives
+//! once, a second fails loudly ([`LedgerError::InterpretationMoved`]).
+//!
+//! **The replace is fenced.** Immediately before the rename (and before removing orphan
+//! temps) the build proves it still holds the project lock ([`ProjectLockGuard::verify`]: the
+//! kernel lock file is still the one it holds the `flock` on, and the record still carries its
+//! nonce). A lost lock is [`LedgerError::LockLost`] with the snapshot untouched, never
+//! [`Persisted::Replaced`]. The release's answer is checked too: a release that finds another
+//! record (or none) is [`LedgerError::LockLost`], and a release that fails is
+//! [`LedgerError::Release`]; both say whether the snapshot was replaced.
+//!
+//! **Bounded.** A snapshot larger than the reader's bound ([`MAX_SNAPSHOT_BYTES`]) is refused
+//! before anything is written ([`LedgerError::SnapshotTooLarge`]): the writer never writes a
+//! snapshot its reader would reject.
+//!
+//! **Demand** ([`Ledger::demand`]) is lazy and ambient:
+//! 1. Nested inside a build of the same ledger directory on the same thread (a consumer of the
+//!    build calls `demand`), it joins that build: it adds to the build's derivation (which the
+//!    build persists, or discards if it fails) and answers [`Persisted::Joined`]. It never
+//!    touches the lock, so it cannot take its own process for a live writer.
+//! 2. Otherwise it derives from the current snapshot without the lock. If every needed fact
+//!    was there (and the snapshot is reusable), it answers [`Persisted::Unchanged`]: the lock
+//!    was not consulted at all, so a live writer costs nothing.
+//! 3. A fact was missing: it tries the build without waiting. Lock free: the read is the
+//!    writer; it derives again under the lock over the snapshot as it is now, with the facts
+//!    it already derived carried over (same interpretation), and persists them. A live writer
+//!    holds it: the answer of step 2 stands and this read's additions are discarded
+//!    ([`Persisted::Discarded`]).
+//!
+//! Never an empty answer: a missing fact is derived from the source. Unknown lock ownership,
+//! source failures and repeated interpretation movement are loud. No cache, no background
+//! work: a later uncontended read persists what this one discarded.
+
+pub mod git_source;
+
+use crate::atomic_file::{read_bounded, remove_orphans, FileSystem, RealFs, TempFile};
+use crate::project_lock::process::ProcessProbe;
+use crate::project_lock::{LockError, ProjectLock, ProjectLockGuard, Released, Wait};
+use serde_json::Value;
+use solewriter_core::ledger::{
+    choose_base, recheck, Base, CommitPlan, Derivation, FactConflict, FactId, Interpretation,
+    Recheck, Snapshot, SnapshotError, MAX_SNAPSHOT_BYTES,
+};
+use solewriter_core::project_lock::ownership::OwnerIdentity;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// File name of the snapshot inside the project directory.
+pub const LEDGER_FILE: &str = "ledger.snapshot";
+
+/// A source failure: what was asked and what went wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("source failed to {what}: {detail}")]
+pub struct SourceError {
+    /// What the source was asked.
+    pub what: String,
+    /// What went wrong.
+    pub detail: String,
+}
+
+/// Where facts come from. Deriving the same fact under the same interpretation must always
+/// give the same value (facts are immutable).
+pub trait Source {
+    /// The current interpretation identity: everything that changes the source's answers.
+    fn interpretation(&self) -> Result<Interpretation, SourceError>;
+    /// Derives fact `id` from the source.
+    fn derive(&self, id: &FactId) -> Result<Value, SourceError>;
+}
+
+/// What became of the stored snapshot when a transaction failed after deriving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotState {
+    /// Not touched: it is the previous complete one.
+    Untouched,
+    /// Atomically replaced by this transaction's snapshot (readers see it).
+    Replaced,
+}
+
+impl fmt::Display for SnapshotState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SnapshotState::Untouched => "the ledger snapshot was not touched",
+            SnapshotState::Replaced => "the ledger snapshot WAS replaced by this build",
+        })
+    }
+}
+
+/// Why a ledger transaction failed. The stored snapshot is the previous complete one unless
+/// the variant says otherwise.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LedgerError {
+    /// The project lock was not taken (busy after the allowed wait, unknown or malformed
+    /// owner, ...). The snapshot was not touched.
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// The build lost the project lock: found before the rename (the snapshot was not
+    /// touched) or by the release (`snapshot` says whether it was replaced). `source` is
+    /// [`LockError::Lost`], or the error that kept the check from reading the lock.
+    #[error("the ledger build lost the project lock ({source}); {snapshot}")]
+    LockLost {
+        /// What became of the snapshot.
+        snapshot: SnapshotState,
+        /// What the check found.
+        #[source]
+        source: LockError,
+    },
+    /// The build's release failed; `snapshot` says whether the snapshot was replaced.
+    #[error("releasing the project lock after the ledger build failed ({source}); {snapshot}")]
+    Release {
+        /// What became of the snapshot.
+        snapshot: SnapshotState,
+        /// The release's error.
+        #[source]
+        source: LockError,
+    },
+    /// The new snapshot would exceed the bound its reader accepts, so it was not written. The
+    /// snapshot is the previous complete one; the facts of this build are not persisted.
+    #[error("the new ledger snapshot would exceed the bound ({0}); nothing was written, the ledger snapshot is the previous complete one")]
+    SnapshotTooLarge(#[source] SnapshotError),
+    /// A demand nested inside a build of the same ledger derives under another interpretation
+    /// than that build (another source on the same ledger directory). Nothing was added.
+    #[error("a demand nested in a ledger build derives under {demand} but the build under {build}; nothing was added")]
+    NestedInterpretation {
+        /// The enclosing build's interpretation.
+        build: Interpretation,
+        /// The nested demand's.
+        demand: Interpretation,
+    },
+    /// The source failed. The snapshot was not touched.
+    #[error("{0}; the ledger snapshot was not touched")]
+    Source(#[from] SourceError),
+    /// The source interpretation moved repeatedly during the transaction. The snapshot was
+    /// not touched.
+    #[error("source interpretation moved repeatedly during the build (last {before} -> {after}); the ledger snapshot was not touched")]
+    InterpretationMoved {
+        /// The interpretation when the last derivation started.
+        before: Interpretation,
+        /// The interpretation when it ended.
+        after: Interpretation,
+    },
+    /// A derived fact contradicts the recorded one. The snapshot was not touched.
+    #[error("{0}; the ledger snapshot was not touched")]
+    Conflict(#[from] FactConflict),
+    /// A consumer failed. The snapshot was not touched.
+    #[error("ledger consumer failed ({0}); the ledger snapshot was not touched")]
+    Consumer(String),
+    /// A file-system step failed. The snapshot is the previous complete one.
+    #[error("ledger step `{step}` failed on {path}: {source}; the ledger snapshot is the previous complete one")]
+    Io {
+        /// The step.
+        step: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The snapshot was replaced but the directory fsync failed: readers see the new one, but
+    /// it may not survive power loss.
+    #[error("ledger snapshot {path} was replaced but its directory fsync failed ({source}); it may not survive power loss")]
+    NotDurable {
+        /// The snapshot path.
+        path: PathBuf,
+        /// The fsync error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What became of the facts a transaction derived.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Persisted {
+    /// The snapshot was atomically replaced; `added` facts are new (0 when only a malformed or
+    /// reinterpreted snapshot was rebuilt).
+    Replaced {
+        /// Facts added.
+        added: usize,
+    },
+    /// Nothing new: the snapshot was left as it was (for a demand read: every fact was there,
+    /// and the lock was not consulted).
+    Unchanged,
+    /// A live writer held the lock: the answer was derived from the current snapshot and this
+    /// read's `added` facts were discarded.
+    Discarded {
+        /// Facts derived and discarded.
+        added: usize,
+        /// The live writer, as its lock record names it (`None` when the kernel lock was held
+        /// with no record written yet, or no longer).
+        writer: Option<OwnerIdentity>,
+    },
+    /// A demand nested inside a build of the same ledger on this thread: its `added` facts
+    /// joined that build, which persists them when it succeeds.
+    Joined {
+        /// Facts this demand added to the build.
+        added: usize,
+    },
+}
+
+/// A transaction's answer and what became of its facts.
+#[derive(Debug)]
+pub struct Outcome<T> {
+    /// The consumers' answer.
+    pub value: T,
+    /// Whether new facts were persisted.
+    pub persisted: Persisted,
+}
+
+/// The consumers' handle on one derivation: recorded facts, or facts derived from the source
+/// and added to this transaction. A demand nested in a build shares the build's derivation.
+pub struct Derive<'a> {
+    source: &'a dyn Source,
+    derivation: Rc<RefCell<Derivation>>,
+}
+
+impl Derive<'_> {
+    /// Fact `id`: from the snapshot, from this transaction, or derived from the source now.
+    pub fn fact(&mut self, id: &FactId) -> Result<Value, LedgerError> {
+        if let Some(value) = self.derivation.borrow().get(id) {
+            return Ok(value.clone());
+        }
+        let value = self.source.derive(id)?;
+        self.derivation
+            .borrow_mut()
+            .add(id.clone(), value.clone())?;
+        Ok(value)
+    }
+
+    /// How many facts this transaction has added so far.
+    pub fn added(&self) -> usize {
+        self.derivation.borrow().added()
+    }
+}
+
+/// A build deriving on this thread, which a nested demand on the same directory joins.
+struct ActiveBuild {
+    dir: PathBuf,
+    interpretation: Interpretation,
+    derivation: Rc<RefCell<Derivation>>,
+}
+
+thread_local! {
+    /// The builds deriving on this thread, innermost last.
+    static ACTIVE: RefCell<Vec<ActiveBuild>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Registers a deriving build for its lifetime (unregistered on return and on unwind).
+struct Registration;
+
+impl Registration {
+    fn new(build: ActiveBuild) -> Self {
+        ACTIVE.with(|active| active.borrow_mut().push(build));
+        Registration
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        ACTIVE.with(|active| active.borrow_mut().pop());
+    }
+}
+
+/// One finished derivation.
+struct Derived<T> {
+    value: T,
+    derivation: Derivation,
+    base: Base,
+    interpretation: Interpretation,
+}
+
+/// Facts a lock-free derivation found, carried into the derivation under the lock.
+struct Carried {
+    interpretation: Interpretation,
+    facts: BTreeMap<FactId, Value>,
+}
+
+/// A consumer of one transaction.
+type Consumer<'c, T> = dyn FnMut(&mut Derive<'_>) -> Result<T, LedgerError> + 'c;
+
+/// The ledger of one project directory: its snapshot, its project lock and its source.
+pub struct Ledger<S> {
+    lock: ProjectLock,
+    source: S,
+    max_snapshot_bytes: usize,
+}
+
+impl<S: Source> Ledger<S> {
+    /// The ledger in project directory `dir` (shared with the project lock), deriving from
+    /// `source`, classifying lock owners with `probe`.
+    pub fn new(dir: impl Into<PathBuf>, source: S, probe: Arc<dyn ProcessProbe>) -> Self {
+        Self::with_lock(ProjectLock::new(dir, probe), source)
+    }
+
+    /// The ledger in `lock`'s project directory, guarded by `lock` as configured (record-only
+    /// mode, a step probe), deriving from `source`.
+    pub fn with_lock(lock: ProjectLock, source: S) -> Self {
+        Ledger {
+            lock,
+            source,
+            max_snapshot_bytes: MAX_SNAPSHOT_BYTES,
+        }
+    }
+
+    /// This ledger with snapshot bound `max` instead of [`MAX_SNAPSHOT_BYTES`], for reading
+    /// and writing alike. A test seam (a bound small enough to reach), not for production use.
+    #[doc(hidden)]
+    pub fn with_snapshot_bound(self, max: usize) -> Self {
+        Ledger {
+            max_snapshot_bytes: max,
+            ..self
+        }
+    }
+
+    /// The project lock.
+    pub fn lock(&self) -> &ProjectLock {
+        &self.lock
+    }
+
+    /// The source.
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
+    /// The snapshot's path.
+    pub fn snapshot_path(&self) -> PathBuf {
+        self.lock.dir().join(LEDGER_FILE)
+    }
+
+    /// Reads the stored snapshot: `Ok(None)` if there is none, the inner error if it is not a
+    /// reusable snapshot. One `read` of one file: a concurrent replacement is seen whole or
+    /// not at all. At most one byte past [`MAX_SNAPSHOT_BYTES`] is read.
+    pub fn read_snapshot(&self) -> Result<Result<Option<Snapshot>, SnapshotError>, LedgerError> {
+        let path = self.snapshot_path();
+        match read_bounded(&path, self.max_snapshot_bytes) {
+            Ok(bytes) => Ok(Snapshot::decode_within(&bytes, self.max_snapshot_bytes).map(Some)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Ok(None)),
+            Err(source) => Err(LedgerError::Io {
+                step: "read snapshot",
+                path,
+                source,
+            }),
+        }
+    }
+
+    /// The build transaction, the sole writer: see the module doc. `consume` may run more
+    /// than once (a moved interpretation re-derives), so it must not have outside effects.
+    pub fn build<T>(
+        &self,
+        wait: Wait,
+        mut consume: impl FnMut(&mut Derive<'_>) -> Result<T, LedgerError>,
+    ) -> Result<Outcome<T>, LedgerError> {
+        let guard = self.lock.acquire(wait)?;
+        self.write(guard, &mut consume, None)
+    }
+
+    /// The demand read: see the module doc. `consume` may run more than once (once without
+    /// the lock, once under it when a fact was missing and the lock was free).
+    pub fn demand<T>(
+        &self,
+        mut consume: impl FnMut(&mut Derive<'_>) -> Result<T, LedgerError>,
+    ) -> Result<Outcome<T>, LedgerError> {
+        if let Some(joined) = self.join(&mut consume)? {
+            return Ok(joined);
+        }
+        let read = self.derive(&mut consume, None, false)?;
+        if !read.derivation.must_replace(&read.base) {
+            return Ok(Outcome {
+                value: read.value,
+                persisted: Persisted::Unchanged,
+            });
+        }
+        match self.lock.acquire(Wait::NoWait) {
+            Ok(guard) => {
+                let carried = Carried {
+                    interpretation: read.interpretation,
+                    facts: read.derivation.into_added(),
+                };
+                self.write(guard, &mut consume, Some(carried))
+            }
+            Err(LockError::Busy { owner, .. }) => {
+                let added = read.derivation.added();
+                tracing::info!(ledger = %self.snapshot_path().display(), writer = ?owner, discarded = added, "demand read beside a live writer");
+                Ok(Outcome {
+                    value: read.value,
+                    persisted: Persisted::Discarded {
+                        added,
+                        writer: owner,
+                    },
+                })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The directory as builds register it (resolved, so two spellings of one directory
+    /// match; as given when it cannot be resolved).
+    fn key(&self) -> PathBuf {
+        std::fs::canonicalize(self.lock.dir()).unwrap_or_else(|_| self.lock.dir().to_owned())
+    }
+
+    /// Joins a build of this directory deriving on this thread, if there is one.
+    fn join<T>(&self, consume: &mut Consumer<'_, T>) -> Result<Option<Outcome<T>>, LedgerError> {
+        let found = ACTIVE.with(|active| {
+            let active = active.borrow();
+            if active.is_empty() {
+                return None;
+            }
+            let key = self.key();
+            active
+                .iter()
+                .rev()
+                .find(|build| build.dir == key)
+                .map(|build| (build.interpretation.clone(), Rc::clone(&build.derivation)))
+        });
+        let Some((build, derivation)) = found else {
+            return Ok(None);
+        };
+        let demand = self.source.interpretation()?;
+        if demand != build {
+            return Err(LedgerError::NestedInterpretation { build, demand });
+        }
+        let mut derive = Derive {
+            source: &self.source,
+            derivation,
+        };
+        let before = derive.added();
+        let value = consume(&mut derive)?;
+        Ok(Some(Outcome {
+            value,
+            persisted: Persisted::Joined {
+                added: derive.added() - before,
+            },
+        }))
+    }
+
+    /// The writer's part under `guard`: derive (joinable), replace at most once (fenced),
+    /// release (checked).
+    fn write<T>(
+        &self,
+        guard: ProjectLockGuard,
+        consume: &mut Consumer<'_, T>,
+        carried: Option<Carried>,
+    ) -> Result<Outcome<T>, LedgerError> {
+        let built = self.derive(consume, carried, true)?;
+        let (persisted, snapshot) = match built.derivation.commit(&built.base) {
+            CommitPlan::Unchanged => (Persisted::Unchanged, SnapshotState::Untouched),
+            CommitPlan::Replace { snapshot, added } => {
+                self.replace(&guard, &snapshot)?;
+                tracing::info!(ledger = %self.snapshot_path().display(), added, base = ?built.base, "ledger snapshot replaced");
+                (Persisted::Replaced { added }, SnapshotState::Replaced)
+            }
+        };
+        match guard.release() {
+            Ok(Released::Removed) => Ok(Outcome {
+                value: built.value,
+                persisted,
+            }),
+            Ok(Released::NotHolder(found)) => Err(LedgerError::LockLost {
+                snapshot,
+                source: LockError::lost(self.lock.path(), found.as_ref()),
+            }),
+            Err(source) => Err(LedgerError::Release { snapshot, source }),
+        }
+    }
+
+    /// Runs the consumers over the checked snapshot (plus `carried` facts of the same
+    /// interpretation), rechecking the interpretation. With `joinable`, a demand nested in
+    /// the consumers joins this derivation.
+    fn derive<T>(
+        &self,
+        consume: &mut Consumer<'_, T>,
+        carried: Option<Carried>,
+        joinable: bool,
+    ) -> Result<Derived<T>, LedgerError> {
+        let mut moves = 0;
+        loop {
+            let before = self.source.interpretation()?;
+            let (snapshot, base) = choose_base(&before, self.read_snapshot()?);
+            if let Base::Rejected(why) = &base {
+                tracing::warn!(ledger = %self.snapshot_path().display(), reason = %why, "ledger snapshot rejected; rebuilding from the source");
+            }
+            let mut derivation = Derivation::new(snapshot);
+            if let Some(carried) = carried.as_ref().filter(|c| c.interpretation == before) {
+                for (id, value) in &carried.facts {
+                    derivation.add(id.clone(), value.clone())?;
+                }
+            }
+            let mut derive = Derive {
+                source: &self.source,
+                derivation: Rc::new(RefCell::new(derivation)),
+            };
+            let value = {
+                let _registered = joinable.then(|| {
+                    Registration::new(ActiveBuild {
+                        dir: self.key(),
+                        interpretation: before.clone(),
+                        derivation: Rc::clone(&derive.derivation),
+                    })
+                });
+                consume(&mut derive)?
+            };
+            let derivation = Rc::try_unwrap(derive.derivation)
+                .map_err(|_| {
+                    LedgerError::Consumer("a nested demand kept the build's derivation".into())
+                })?
+                .into_inner();
+            let after = self.source.interpretation()?;
+            match recheck(&before, &after, moves) {
+                Recheck::Stable => {
+                    return Ok(Derived {
+                        value,
+                        derivation,
+                        base,
+                        interpretation: before,
+                    })
+                }
+                Recheck::Retry => {
+                    tracing::warn!(%before, %after, "source interpretation moved; deriving again");
+                    moves += 1;
+                }
+                Recheck::Moved => return Err(LedgerError::InterpretationMoved { before, after }),
+            }
+        }
+    }
+
+    /// Replaces the snapshot atomically, refusing one past the bound, and only while `guard`
+    /// provably holds the project lock (checked before touching any file and again
+    /// immediately before the rename). Every creator of a snapshot temp holds the lock, so
+    /// leftover temps are orphans.
+    fn replace(&self, guard: &ProjectLockGuard, snapshot: &Snapshot) -> Result<(), LedgerError> {
+        let bytes = snapshot
+            .encode_within(self.max_snapshot_bytes)
+            .map_err(LedgerError::SnapshotTooLarge)?;
+        let fenced = || {
+            guard.verify().map_err(|source| LedgerError::LockLost {
+                snapshot: SnapshotState::Untouched,
+                source,
+            })
+        };
+        let dir = self.lock.dir();
+        let io = |step, path: &Path| {
+            let path = path.to_owned();
+            move |source| LedgerError::Io { step, path, source }
+        };
+        fenced()?;
+        remove_orphans(&RealFs, dir, LEDGER_FILE).map_err(io("remove orphan temps", dir))?;
+        let temp = TempFile::write(&RealFs, dir, LEDGER_FILE, &bytes)
+            .map_err(io("write temp snapshot", dir))?;
+        fenced()?;
+        let path = temp
+            .rename_into_place()
+            .map_err(io("rename snapshot into place", &self.snapshot_path()))?;
+        RealFs
+            .sync_dir(dir)
+            .map_err(|source| LedgerError::NotDurable { path, source })
+    }
+}

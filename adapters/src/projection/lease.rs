@@ -1,0 +1,283 @@
+//! Acquisition, the held lease, and the conditional release — the adapter's side of the
+//! core's [`Acquire`] and [`Release`] machines (`solewriter_core::projection::machine`), run by the
+//! [`Executor`](crate::projection::executor).
+//!
+//! `acquire` first reads the committed snapshot: a live grant answers `Held` (with retry
+//! metadata) without any lock. Otherwise, holding the target's kernel lock and the store's
+//! write lock, the row is read and decided again and the grant written — so a grant is always
+//! decided under both locks, and a contender writes nothing. The raw token leaves this module
+//! only inside the [`HeldLease`]; the store keeps its hash. Every release — explicit, on a
+//! failed publication, or from `Drop` — is conditional on the token hash AND the epoch.
+
+use crate::error::{Error, Result};
+use crate::projection::executor::Executor;
+use crate::projection::publication::NoProbe;
+use crate::projection::store::ProjectionStore;
+use solewriter_core::names::InstanceDigest;
+use solewriter_core::projection::lease::{AcquirePlan, Credential, HeldBy};
+use solewriter_core::projection::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
+pub use solewriter_core::projection::machine::release::ReleaseOutcome;
+use solewriter_core::projection::machine::release::{Release, ReleaseFailure};
+use solewriter_core::projection::target::TargetId;
+use solewriter_core::time::Millis;
+use solewriter_core::token::HolderToken;
+
+/// The answer to an acquisition attempt.
+#[derive(Debug)]
+pub enum Acquisition<'s> {
+    /// The lease was granted.
+    Acquired(HeldLease<'s>),
+    /// Another holder's grant is live; nothing was written.
+    Held(HeldBy),
+}
+
+/// A granted lease, owned: the right to ONE publication, until `expires_at`, revalidated at
+/// publication. It borrows nothing, so it is `Send` and outlives the store handle that
+/// acquired it: any [`ProjectionStore`] of the same database (another thread's, another
+/// blocking task's) can publish it ([`ProjectionStore::publish_grant`]) or release it
+/// ([`ProjectionStore::release_grant`]). Dropping a `Grant` does nothing — no I/O, so it never
+/// blocks the dropping thread; an unused grant ends at its expiry. Not `Clone`; `Debug`
+/// redacts the token.
+#[must_use = "a grant must be published or released, or it holds the target until it expires"]
+pub struct Grant {
+    pub(crate) credential: Credential,
+    token: HolderToken,
+    expires_at: Millis,
+}
+
+impl std::fmt::Debug for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grant")
+            .field("target_id", &self.credential.target_id)
+            .field("epoch", &self.credential.epoch)
+            .field("expires_at", &self.expires_at)
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+impl Grant {
+    /// The target.
+    pub fn target_id(&self) -> &TargetId {
+        &self.credential.target_id
+    }
+
+    /// The fencing epoch of this grant.
+    pub fn epoch(&self) -> u64 {
+        self.credential.epoch
+    }
+
+    /// When this grant expires (`acquired_at + ttl`; never extended).
+    pub fn expires_at(&self) -> Millis {
+        self.expires_at
+    }
+
+    /// The raw token. A secret: hand it only to the holder.
+    pub fn token(&self) -> &HolderToken {
+        &self.token
+    }
+}
+
+/// A granted lease bound to the store handle that acquired it: a [`Grant`] plus a safety net —
+/// dropping it unused releases it conditionally, a blocking SQLite transaction on the dropping
+/// thread (so an async host converts it with [`HeldLease::into_grant`] instead). Not `Clone`;
+/// `Debug` redacts the token.
+#[must_use = "a held lease must be published or released"]
+pub struct HeldLease<'s> {
+    pub(crate) store: &'s ProjectionStore,
+    pub(crate) grant: Grant,
+    pub(crate) armed: bool,
+}
+
+impl std::fmt::Debug for HeldLease<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("HeldLease").field(&self.grant).finish()
+    }
+}
+
+impl<'s> HeldLease<'s> {
+    /// The held lease of the committed grant `plan`, made for the holder of `token`.
+    pub(crate) fn granted(
+        store: &'s ProjectionStore,
+        plan: &AcquirePlan,
+        token: HolderToken,
+    ) -> Self {
+        let grant = Grant {
+            credential: Credential {
+                target_id: plan.target_id.clone(),
+                epoch: plan.epoch,
+                token_hash: token.hash(),
+            },
+            token,
+            expires_at: plan.grant.expires_at,
+        };
+        HeldLease::bind(store, grant)
+    }
+
+    /// `grant`, bound to `store` (armed: dropped unused, it is released).
+    pub(crate) fn bind(store: &'s ProjectionStore, grant: Grant) -> Self {
+        HeldLease {
+            store,
+            grant,
+            armed: true,
+        }
+    }
+
+    /// The owned grant, unbound from the store handle: `Send`, and its drop does nothing (see
+    /// [`Grant`]).
+    pub fn into_grant(mut self) -> Grant {
+        self.armed = false;
+        let grant = &mut self.grant;
+        Grant {
+            credential: grant.credential.clone(),
+            token: grant.token.clone(),
+            expires_at: grant.expires_at,
+        }
+    }
+
+    /// The target.
+    pub fn target_id(&self) -> &TargetId {
+        self.grant.target_id()
+    }
+
+    /// The fencing epoch of this grant.
+    pub fn epoch(&self) -> u64 {
+        self.grant.epoch()
+    }
+
+    /// When this grant expires (`acquired_at + ttl`; never extended).
+    pub fn expires_at(&self) -> Millis {
+        self.grant.expires_at()
+    }
+
+    /// The raw token. A secret: hand it only to the holder.
+    pub fn token(&self) -> &HolderToken {
+        self.grant.token()
+    }
+
+    /// Releases the lease, conditional on the token hash and the epoch.
+    pub fn release(mut self) -> Result<ReleaseOutcome> {
+        self.armed = false;
+        self.store.release_credential(&self.grant.credential)
+    }
+}
+
+impl Drop for HeldLease<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let credential = &self.grant.credential;
+            if let Err(error) = self.store.release_credential(credential) {
+                tracing::warn!(target_id = %credential.target_id, epoch = credential.epoch,
+                    %error, "safety-net release of a dropped lease failed; it expires on its own");
+            }
+        }
+    }
+}
+
+pub(crate) fn fresh_token() -> Result<HolderToken> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| Error::Random(e.to_string()))?;
+    Ok(HolderToken::from_bytes(bytes))
+}
+
+/// The adapter error of a failed release.
+pub(crate) fn release_error(target: &TargetId, failure: ReleaseFailure<Error>) -> Error {
+    match failure {
+        ReleaseFailure::NotAdmitted => Error::NotAdmitted(target.clone()),
+        ReleaseFailure::Inconsistent(inconsistent) => Error::InconsistentLease(inconsistent),
+        ReleaseFailure::RowChanged => {
+            Error::CorruptRow("lease row changed under the write lock".into())
+        }
+        ReleaseFailure::Effect(error) => error,
+    }
+}
+
+/// The adapter's answer for an acquisition that was not granted: `Held` (logged), or the
+/// error; `None` for a grant (the caller's to handle).
+pub(crate) fn acquired(
+    target: &TargetId,
+    holder: &InstanceDigest,
+    answer: Acquired<Error>,
+) -> Result<Option<HeldBy>> {
+    match answer {
+        Acquired::Granted(_) => Ok(None),
+        Acquired::Held(held) => {
+            tracing::info!(target_id = %target, holder = %holder, epoch = held.fencing_epoch, retry_after_ms = held.retry_after_ms, "lease denied: held");
+            Ok(Some(held))
+        }
+        Acquired::Failed(failure) => Err(match failure {
+            AcquireFailure::NotAdmitted => Error::NotAdmitted(target.clone()),
+            AcquireFailure::Inconsistent(inconsistent) => Error::InconsistentLease(inconsistent),
+            AcquireFailure::EpochExhausted => Error::EpochExhausted,
+            AcquireFailure::RowChanged => {
+                Error::CorruptRow("lease row changed under the write lock".into())
+            }
+            AcquireFailure::Effect(error) => error,
+        }),
+    }
+}
+
+impl ProjectionStore {
+    /// Tries to acquire the lease of `target` for the instance `holder`. Never waits for a
+    /// live grant: a contender gets [`Acquisition::Held`] at once.
+    ///
+    /// A live grant seen in the committed snapshot (a plain read, no lock) answers `Held`
+    /// without queueing for the write lock; the answer is advisory, since the grant may end a
+    /// moment later. Only a grant needs — and always takes — the target lock and the
+    /// serialized transaction, where the row is read and decided again.
+    pub fn acquire(&self, target: &TargetId, holder: &InstanceDigest) -> Result<Acquisition<'_>> {
+        let token = fresh_token()?;
+        let mut machine = Acquire::new(Applicant {
+            token_hash: token.hash(),
+            holder_instance_digest: holder.clone(),
+            ttl: self.options.timing.lease_ttl,
+        });
+        Executor::new(self, target, 0, &NoProbe).run(&mut machine);
+        match machine.into_result() {
+            Acquired::Granted(plan) => {
+                tracing::info!(target_id = %target, epoch = plan.epoch, holder = %holder, "lease granted");
+                Ok(Acquisition::Acquired(HeldLease::granted(
+                    self, &plan, token,
+                )))
+            }
+            refused => match acquired(target, holder, refused)? {
+                Some(held) => Ok(Acquisition::Held(held)),
+                None => unreachable!("a grant is handled above"),
+            },
+        }
+    }
+
+    /// Releases `grant` (acquired through any store handle of this database), conditional on
+    /// its token hash AND epoch.
+    pub fn release_grant(&self, grant: Grant) -> Result<ReleaseOutcome> {
+        self.release_credential(&grant.credential)
+    }
+
+    /// Releases the grant of `target` at `epoch` for the holder of the raw `token` — for a
+    /// holder that kept only its token (e.g. across a process boundary). Conditional on the
+    /// token hash AND the epoch: anything else changes nothing.
+    pub fn release_token(
+        &self,
+        target: &TargetId,
+        epoch: u64,
+        token: &HolderToken,
+    ) -> Result<ReleaseOutcome> {
+        self.release_credential(&Credential {
+            target_id: target.clone(),
+            epoch,
+            token_hash: token.hash(),
+        })
+    }
+
+    /// Releases the grant `credential` names, conditional on its token hash AND epoch.
+    pub(crate) fn release_credential(&self, credential: &Credential) -> Result<ReleaseOutcome> {
+        let target = &credential.target_id;
+        let mut machine = Release::new(credential.clone());
+        Executor::new(self, target, credential.epoch, &NoProbe).run(&mut machine);
+        let outcome = machine
+            .into_result()
+            .map_err(|failure| release_error(target, failure))?;
+        tracing::info!(target_id = %target, epoch = credential.epoch, ?outcome, "release");
+        Ok(outcome)
+    }
+}

@@ -1,0 +1,254 @@
+//! Reading and writing rows of `HookProjectionLeases` and `HookProjectionChannels`.
+//!
+//! Decoding is strict (`solewriter_core::projection::columns`, shared with the Node binding): a row
+//! solewriter could not have written (negative integers, a token hash of the wrong length, an
+//! unknown state) is an error, never a guess.
+
+use crate::error::{Error, Result};
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use solewriter_core::projection::channel::{ChannelName, ChannelRecord, DegradedReason};
+use solewriter_core::projection::columns::{ChannelColumns, CorruptRow, LeaseColumns};
+use solewriter_core::projection::lease::{AcquirePlan, LeaseRecord, ReleasePlan};
+use solewriter_core::projection::target::TargetId;
+
+const LEASE_COLUMNS: &str =
+    "target_id, fencing_epoch, holder_token_hash, holder_instance_digest, acquired_at, expires_at, state";
+const CHANNEL_COLUMNS: &str =
+    "target_id, channel, source_watermark, envelope_json, captured_at, expires_at, updated_at, degraded_reason";
+
+fn corrupt(what: impl std::fmt::Display) -> Error {
+    Error::CorruptRow(what.to_string())
+}
+
+/// A `u64` as a SQLite integer; the core keeps every value within range.
+fn int(value: u64) -> Result<i64> {
+    i64::try_from(value).map_err(|_| corrupt(format!("integer {value} out of range")))
+}
+
+fn raw_lease(row: &Row<'_>) -> rusqlite::Result<LeaseColumns> {
+    Ok(LeaseColumns {
+        target_id: row.get(0)?,
+        fencing_epoch: row.get(1)?,
+        holder_token_hash: row.get(2)?,
+        holder_instance_digest: row.get(3)?,
+        acquired_at: row.get(4)?,
+        expires_at: row.get(5)?,
+        state: row.get(6)?,
+    })
+}
+
+fn decode_lease(raw: LeaseColumns) -> Result<LeaseRecord> {
+    raw.decode()
+        .map_err(|CorruptRow(what)| Error::CorruptRow(what))
+}
+
+/// Inserts the admission row of `target` unless present (admission is idempotent).
+pub(crate) fn insert_admitted(conn: &Connection, target: &TargetId) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT OR IGNORE INTO HookProjectionLeases (target_id, fencing_epoch, state) VALUES (?1, 0, 'unheld')",
+        [target.as_str()],
+    )?;
+    Ok(())
+}
+
+/// The lease row of `target`.
+pub(crate) fn read_lease(conn: &Connection, target: &TargetId) -> Result<Option<LeaseRecord>> {
+    let sql = format!("SELECT {LEASE_COLUMNS} FROM HookProjectionLeases WHERE target_id = ?1");
+    let raw = conn
+        .query_row(&sql, [target.as_str()], raw_lease)
+        .optional()
+        .map_err(Error::Sqlite)?;
+    raw.map(decode_lease).transpose()
+}
+
+/// Every lease row, by target id.
+pub(crate) fn read_leases(conn: &Connection) -> Result<Vec<LeaseRecord>> {
+    let sql = format!("SELECT {LEASE_COLUMNS} FROM HookProjectionLeases ORDER BY target_id");
+    let mut stmt = conn.prepare(&sql).map_err(Error::Sqlite)?;
+    let raws = stmt
+        .query_map([], raw_lease)
+        .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>);
+    raws.map_err(Error::Sqlite)?
+        .into_iter()
+        .map(decode_lease)
+        .collect()
+}
+
+/// Executes a grant: the row moves from `prior_epoch` to the planned row, or nothing changes.
+/// True if the row was granted.
+pub(crate) fn write_acquire(conn: &Connection, plan: &AcquirePlan) -> Result<bool> {
+    let grant = &plan.grant;
+    let n = conn
+        .execute(
+            "UPDATE HookProjectionLeases SET fencing_epoch = ?1, holder_token_hash = ?2, holder_instance_digest = ?3,
+                 acquired_at = ?4, expires_at = ?5, state = 'held'
+             WHERE target_id = ?6 AND fencing_epoch = ?7",
+            params![
+                int(plan.epoch)?,
+                grant.holder_token_hash.as_bytes().as_slice(),
+                grant.holder_instance_digest.as_str(),
+                int(grant.acquired_at.0)?,
+                int(grant.expires_at.0)?,
+                plan.target_id.as_str(),
+                int(plan.prior_epoch)?,
+            ],
+        )
+        .map_err(Error::Sqlite)?;
+    Ok(n == 1)
+}
+
+/// Executes a conditional release; true if the row was released. The WHERE clause carries
+/// the whole condition (target, epoch, token hash, held), so the write itself is fenced.
+pub(crate) fn execute_release(conn: &Connection, plan: &ReleasePlan) -> Result<bool> {
+    let n = conn
+        .execute(
+            "UPDATE HookProjectionLeases SET state = 'released'
+             WHERE target_id = ?1 AND fencing_epoch = ?2 AND holder_token_hash = ?3 AND state = 'held'",
+            params![plan.target_id.as_str(), int(plan.epoch)?, plan.token_hash.as_bytes().as_slice()],
+        )
+        .map_err(Error::Sqlite)?;
+    Ok(n == 1)
+}
+
+fn decode_channel(row: &Row<'_>) -> rusqlite::Result<Result<ChannelRecord>> {
+    let columns = ChannelColumns {
+        target_id: row.get(0)?,
+        channel: row.get(1)?,
+        source_watermark: row.get(2)?,
+        envelope_json: row.get(3)?,
+        captured_at: row.get(4)?,
+        expires_at: row.get(5)?,
+        updated_at: row.get(6)?,
+        degraded_reason: row.get(7)?,
+    };
+    Ok(columns
+        .decode()
+        .map_err(|CorruptRow(what)| Error::CorruptRow(what)))
+}
+
+/// The channel row of (`target`, `channel`).
+pub(crate) fn read_channel(
+    conn: &Connection,
+    target: &TargetId,
+    channel: &ChannelName,
+) -> Result<Option<ChannelRecord>> {
+    let sql = format!("SELECT {CHANNEL_COLUMNS} FROM HookProjectionChannels WHERE target_id = ?1 AND channel = ?2");
+    let row = conn
+        .query_row(&sql, [target.as_str(), channel.as_str()], decode_channel)
+        .optional();
+    row.map_err(Error::Sqlite)?.transpose()
+}
+
+/// The channel rows of `target`, by channel name.
+pub(crate) fn read_channels(conn: &Connection, target: &TargetId) -> Result<Vec<ChannelRecord>> {
+    let sql = format!("SELECT {CHANNEL_COLUMNS} FROM HookProjectionChannels WHERE target_id = ?1 ORDER BY channel");
+    let mut stmt = conn.prepare(&sql).map_err(Error::Sqlite)?;
+    let rows = stmt
+        .query_map([target.as_str()], decode_channel)
+        .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>);
+    rows.map_err(Error::Sqlite)?.into_iter().collect()
+}
+
+/// Inserts or replaces a channel row.
+pub(crate) fn upsert_channel(conn: &Connection, record: &ChannelRecord) -> Result<()> {
+    conn.execute(
+        &format!("INSERT OR REPLACE INTO HookProjectionChannels ({CHANNEL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+        params![
+            record.target_id.as_str(),
+            record.channel.as_str(),
+            int(record.source_watermark)?,
+            record.envelope_json,
+            int(record.captured_at.0)?,
+            int(record.expires_at.0)?,
+            int(record.updated_at.0)?,
+            record.degraded_reason.map(DegradedReason::as_str),
+        ],
+    )
+    .map_err(Error::Sqlite)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! The conditional writes are fenced by their own `WHERE` clauses, not only by the core's
+    //! decision made before them: each condition, broken alone, changes no row.
+    use super::*;
+    use solewriter_core::names::InstanceDigest;
+    use solewriter_core::projection::lease::Grant;
+    use solewriter_core::time::Millis;
+    use solewriter_core::token::HolderToken;
+
+    fn store() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        crate::projection::schema::create(&conn).unwrap();
+        conn
+    }
+
+    fn target() -> TargetId {
+        TargetId::parse(&"ab".repeat(32)).unwrap()
+    }
+
+    fn grant(epoch: u64, token: u8) -> AcquirePlan {
+        AcquirePlan {
+            target_id: target(),
+            prior_epoch: epoch - 1,
+            epoch,
+            grant: Grant {
+                holder_token_hash: HolderToken::from_bytes([token; 32]).hash(),
+                holder_instance_digest: InstanceDigest::parse("h").unwrap(),
+                acquired_at: Millis(10),
+                expires_at: Millis(20),
+            },
+        }
+    }
+
+    fn release(epoch: u64, token: u8) -> ReleasePlan {
+        ReleasePlan {
+            target_id: target(),
+            epoch,
+            token_hash: HolderToken::from_bytes([token; 32]).hash(),
+        }
+    }
+
+    fn state(conn: &Connection) -> (u64, String) {
+        let row = read_lease(conn, &target()).unwrap().unwrap();
+        (row.fencing_epoch, row.state.name().to_owned())
+    }
+
+    #[test]
+    fn a_grant_is_written_only_over_the_epoch_it_was_decided_on() {
+        let conn = store();
+        insert_admitted(&conn, &target()).unwrap();
+        assert!(write_acquire(&conn, &grant(1, 1)).unwrap());
+        assert!(
+            !write_acquire(&conn, &grant(1, 2)).unwrap(),
+            "stale prior epoch"
+        );
+        assert_eq!(state(&conn), (1, "held".into()));
+        assert!(write_acquire(&conn, &grant(2, 2)).unwrap());
+        assert_eq!(state(&conn), (2, "held".into()));
+    }
+
+    #[test]
+    fn a_release_changes_the_row_only_with_its_epoch_its_token_and_a_held_row() {
+        let conn = store();
+        insert_admitted(&conn, &target()).unwrap();
+        assert!(write_acquire(&conn, &grant(1, 1)).unwrap());
+        assert!(write_acquire(&conn, &grant(2, 2)).unwrap());
+        assert!(
+            !execute_release(&conn, &release(1, 2)).unwrap(),
+            "wrong epoch"
+        );
+        assert!(
+            !execute_release(&conn, &release(2, 1)).unwrap(),
+            "wrong token"
+        );
+        assert_eq!(state(&conn), (2, "held".into()));
+        assert!(execute_release(&conn, &release(2, 2)).unwrap());
+        assert_eq!(state(&conn), (2, "released".into()));
+        assert!(
+            !execute_release(&conn, &release(2, 2)).unwrap(),
+            "already released"
+        );
+    }
+}

@@ -1,0 +1,6 @@
+//! The project lock (seed 003), its pure half: who owns the lock, whether that owner is alive,
+//! dead or cannot be told from here ([`ownership`]), and acquisition, recovery and release as
+//! step machines ([`machine`]).
+
+pub mod machine;
+pub mod ownership;

@@ -1,0 +1,121 @@
+//! The stored columns of `HookProjectionLeases` and `HookProjectionChannels`, and their strict
+//! decoding into records. Every executor of the machines reads rows through these (the SQLite
+//! adapter from rusqlite rows, the Node binding from the host's better-sqlite3 rows), so a
+//! row solewriter could not have written (negative integers, a token hash of the wrong
+//! length, an unknown state, partial grant columns) is refused the same way everywhere.
+
+use crate::names::InstanceDigest;
+use crate::projection::channel::{ChannelName, ChannelRecord, DegradedReason};
+use crate::projection::lease::{Grant, LeaseRecord, LeaseState};
+use crate::projection::target::TargetId;
+use crate::time::Millis;
+use crate::token::TokenHash;
+
+/// A stored row that solewriter could not have written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CorruptRow(pub String);
+
+fn corrupt(what: impl std::fmt::Display) -> CorruptRow {
+    CorruptRow(what.to_string())
+}
+
+fn uint(value: i64, column: &str) -> Result<u64, CorruptRow> {
+    u64::try_from(value).map_err(|_| corrupt(format!("negative {column}")))
+}
+
+/// The columns of a `HookProjectionLeases` row, as stored.
+#[derive(Debug, Clone)]
+pub struct LeaseColumns {
+    /// `target_id`.
+    pub target_id: String,
+    /// `fencing_epoch`.
+    pub fencing_epoch: i64,
+    /// `holder_token_hash`.
+    pub holder_token_hash: Option<Vec<u8>>,
+    /// `holder_instance_digest`.
+    pub holder_instance_digest: Option<String>,
+    /// `acquired_at`.
+    pub acquired_at: Option<i64>,
+    /// `expires_at`.
+    pub expires_at: Option<i64>,
+    /// `state`.
+    pub state: String,
+}
+
+impl LeaseColumns {
+    /// The lease record these columns store.
+    pub fn decode(self) -> Result<LeaseRecord, CorruptRow> {
+        let target_id = TargetId::parse(&self.target_id).map_err(|_| corrupt("lease target_id"))?;
+        let grant = match (
+            self.holder_token_hash,
+            self.holder_instance_digest,
+            self.acquired_at,
+            self.expires_at,
+        ) {
+            (None, None, None, None) => None,
+            (Some(hash), Some(digest), Some(acquired_at), Some(expires_at)) => {
+                let hash: [u8; 32] = hash
+                    .try_into()
+                    .map_err(|_| corrupt("holder_token_hash length"))?;
+                Some(Grant {
+                    holder_token_hash: TokenHash::from_bytes(hash),
+                    holder_instance_digest: InstanceDigest::parse(&digest).map_err(corrupt)?,
+                    acquired_at: Millis(uint(acquired_at, "acquired_at")?),
+                    expires_at: Millis(uint(expires_at, "expires_at")?),
+                })
+            }
+            _ => return Err(corrupt(format!("lease {target_id}: partial grant columns"))),
+        };
+        let state = LeaseState::from_columns(&self.state, grant)
+            .map_err(|r| corrupt(format!("lease {target_id}: {r}")))?;
+        Ok(LeaseRecord {
+            target_id,
+            fencing_epoch: uint(self.fencing_epoch, "fencing_epoch")?,
+            state,
+        })
+    }
+}
+
+/// The columns of a `HookProjectionChannels` row, as stored.
+#[derive(Debug, Clone)]
+pub struct ChannelColumns {
+    /// `target_id`.
+    pub target_id: String,
+    /// `channel`.
+    pub channel: String,
+    /// `source_watermark`.
+    pub source_watermark: i64,
+    /// `envelope_json`.
+    pub envelope_json: String,
+    /// `captured_at`.
+    pub captured_at: i64,
+    /// `expires_at`.
+    pub expires_at: i64,
+    /// `updated_at`.
+    pub updated_at: i64,
+    /// `degraded_reason`.
+    pub degraded_reason: Option<String>,
+}
+
+impl ChannelColumns {
+    /// The channel record these columns store.
+    pub fn decode(self) -> Result<ChannelRecord, CorruptRow> {
+        Ok(ChannelRecord {
+            target_id: TargetId::parse(&self.target_id)
+                .map_err(|_| corrupt("channel target_id"))?,
+            channel: ChannelName::parse(&self.channel).map_err(corrupt)?,
+            source_watermark: uint(self.source_watermark, "source_watermark")?,
+            envelope_json: self.envelope_json,
+            captured_at: Millis(uint(self.captured_at, "captured_at")?),
+            expires_at: Millis(uint(self.expires_at, "expires_at")?),
+            updated_at: Millis(uint(self.updated_at, "updated_at")?),
+            degraded_reason: match self.degraded_reason {
+                None => None,
+                Some(text) => {
+                    Some(DegradedReason::parse(&text).ok_or_else(|| corrupt("degraded_reason"))?)
+                }
+            },
+        })
+    }
+}

@@ -1,0 +1,165 @@
+//! One-shot publication: grant, publish and release inside ONE lock envelope, so one commit
+//! carries the grant and its release (one durable commit fewer than acquire-then-publish).
+//!
+//! The prelude is the acquisition's (a live grant in the committed snapshot answers `Held`
+//! without any lock). Inside the envelope the grant's steps run first (read the row, read the
+//! clock, `decide_acquire`, write the grant); on a grant, the publication's steps follow
+//! unchanged — they read the row back and revalidate it like any publication — ending with the
+//! conditional release and the commit. Refused (`Held`, not admitted, ...), the envelope rolls
+//! back and nothing was written.
+//!
+//! Only a grant over an unheld or released row publishes in the same envelope. A grant over an
+//! *expired* one (a takeover) commits on its own first ([`PublishNowEnd::TakenOver`]; the
+//! caller then publishes with it as a two-step publication). The reason: the one-shot renames
+//! before its grant has committed, and if that commit is lost (a crash, a failed commit), the
+//! expired predecessor is the committed holder again — and with the broker clock set back it
+//! would revalidate and publish an older epoch over the newer document. A released
+//! predecessor can never publish again, so after a lost one-shot commit nothing older can be
+//! published (shuttle found this: "published epoch went back").
+
+use super::acquire::{Acquired, Applicant, Gated, Grant};
+use super::publish::{PublishFailure, Published, Steps};
+use super::release::{ReleaseFailure, ReleaseOutcome};
+use super::serialized::{Body, End};
+use super::{Effect, Input, Machine};
+use crate::projection::channel::ChannelRegistry;
+use crate::projection::lease::Credential;
+
+/// How a one-shot publication ended.
+#[derive(Debug)]
+pub enum PublishNowEnd<E> {
+    /// No grant (held, not admitted, or a failure before any write); nothing was written.
+    NotGranted(Acquired<E>),
+    /// The grant took over an expired one: it committed on its own and nothing was published;
+    /// publish with it as a two-step publication (its credential: the plan's target and epoch,
+    /// the applicant's token hash).
+    TakenOver(crate::projection::lease::AcquirePlan),
+    /// Granted at `epoch`; the publication ran, and so did its release.
+    Ran {
+        /// The epoch of the grant.
+        epoch: u64,
+        /// The publication's result.
+        result: Result<Published, PublishFailure<E>>,
+        /// The release's result (a failed commit is a failed release, and then the grant did
+        /// not commit either).
+        release: Result<ReleaseOutcome, ReleaseFailure<E>>,
+    },
+}
+
+#[derive(Debug)]
+enum Stage<'r, E> {
+    Granting(Box<Grant<E>>, &'r ChannelRegistry),
+    Publishing(u64, Box<Steps<'r, E>>),
+}
+
+impl<E> Body<E> for Stage<'_, E> {
+    fn poll(&self) -> Effect<'_> {
+        match self {
+            Stage::Granting(grant, _) => grant.poll(),
+            Stage::Publishing(_, steps) => steps.poll(),
+        }
+    }
+
+    fn handle(&mut self, input: Input<E>) {
+        match self {
+            Stage::Granting(grant, registry) => {
+                grant.handle(input);
+                if grant.takeover {
+                    // Committed on its own (see the module documentation).
+                    return;
+                }
+                if let Some(Acquired::Granted(plan)) = &grant.result {
+                    let credential = Credential {
+                        target_id: plan.target_id.clone(),
+                        epoch: plan.epoch,
+                        token_hash: grant.token_hash(),
+                    };
+                    *self =
+                        Stage::Publishing(plan.epoch, Box::new(Steps::new(credential, registry)));
+                }
+            }
+            Stage::Publishing(_, steps) => steps.handle(input),
+        }
+    }
+
+    fn end(&self) -> Option<End> {
+        match self {
+            // A grant moves on to publishing at once (a takeover commits on its own); a refusal
+            // rolls back.
+            Stage::Granting(grant, _) => grant.end(),
+            Stage::Publishing(_, steps) => steps.end(),
+        }
+    }
+}
+
+/// The one-shot publication machine.
+#[derive(Debug)]
+pub struct PublishNow<'r, E> {
+    applicant: Option<Applicant>,
+    registry: &'r ChannelRegistry,
+    phase: Gated<E, Stage<'r, E>>,
+}
+
+impl<'r, E> PublishNow<'r, E> {
+    /// A one-shot publication for `applicant`, composed with `registry`.
+    pub fn new(applicant: Applicant, registry: &'r ChannelRegistry) -> Self {
+        PublishNow {
+            applicant: Some(applicant),
+            registry,
+            phase: Gated::new(),
+        }
+    }
+
+    /// The result, once [`Effect::Finished`] was polled.
+    ///
+    /// # Panics
+    /// If the machine has not finished.
+    pub fn into_end(self) -> PublishNowEnd<E> {
+        match self.phase {
+            Gated::Done(Some(answer)) => PublishNowEnd::NotGranted(answer),
+            Gated::Serialized(mut inner) if inner.is_done() => {
+                if let Some(e) = inner.not_started.take() {
+                    return PublishNowEnd::NotGranted(Acquired::Failed(
+                        super::acquire::AcquireFailure::Effect(e),
+                    ));
+                }
+                let commit_failed = inner.commit_failed.take();
+                match inner.body {
+                    Stage::Granting(mut grant, _) => match (grant.result.take(), commit_failed) {
+                        (_, Some(e)) => PublishNowEnd::NotGranted(Acquired::Failed(
+                            super::acquire::AcquireFailure::Effect(e),
+                        )),
+                        (Some(Acquired::Granted(plan)), None) => PublishNowEnd::TakenOver(plan),
+                        (Some(answer), None) => PublishNowEnd::NotGranted(answer),
+                        (None, None) => {
+                            unreachable!("a started grant runs its steps to their end")
+                        }
+                    },
+                    Stage::Publishing(epoch, mut steps) => {
+                        let (result, release) = steps.results(commit_failed);
+                        PublishNowEnd::Ran {
+                            epoch,
+                            result,
+                            release,
+                        }
+                    }
+                }
+            }
+            _ => panic!("one-shot publication machine not polled to its end"),
+        }
+    }
+}
+
+impl<E> Machine<E> for PublishNow<'_, E> {
+    fn poll(&self) -> Effect<'_> {
+        self.phase.poll()
+    }
+
+    fn handle(&mut self, input: Input<E>) {
+        let (applicant, registry) = (&mut self.applicant, self.registry);
+        self.phase.handle(input, || match applicant.take() {
+            Some(applicant) => Stage::Granting(Box::new(Grant::new(applicant)), registry),
+            None => unreachable!("the envelope is entered once"),
+        });
+    }
+}

@@ -1,0 +1,594 @@
+//! The machines driven by a scripted executor: the exact effects each path names, in order,
+//! and what each ends with. A script answers every effect from a tiny in-memory store (one
+//! lease row, no channel rows) and can make one named effect fail.
+
+use super::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
+use super::publish::{Publish, PublishEnd, PublishFailure};
+use super::publish_now::{PublishNow, PublishNowEnd};
+use super::release::{Release, ReleaseFailure, ReleaseOutcome};
+use super::{drive, Effect, Input, Machine};
+use crate::config::LeaseTtl;
+use crate::names::InstanceDigest;
+use crate::projection::channel::ChannelRegistry;
+use crate::projection::lease::{Credential, Fenced, Grant, LeaseRecord, LeaseState};
+use crate::projection::target::TargetId;
+use crate::time::Millis;
+use crate::token::{HolderToken, TokenHash};
+
+const TTL: u64 = 100;
+
+fn target() -> TargetId {
+    TargetId::parse(&"cd".repeat(32)).unwrap()
+}
+
+fn hash(n: u8) -> TokenHash {
+    HolderToken::from_bytes([n; 32]).hash()
+}
+
+fn row(epoch: u64, holder: u8, acquired_at: u64, released: bool) -> LeaseRecord {
+    let grant = Grant {
+        holder_token_hash: hash(holder),
+        holder_instance_digest: InstanceDigest::parse("h").unwrap(),
+        acquired_at: Millis(acquired_at),
+        expires_at: Millis(acquired_at + TTL),
+    };
+    LeaseRecord {
+        target_id: target(),
+        fencing_epoch: epoch,
+        state: if released {
+            LeaseState::Released(grant)
+        } else {
+            LeaseState::Held(grant)
+        },
+    }
+}
+
+fn applicant(n: u8) -> Applicant {
+    Applicant {
+        token_hash: hash(n),
+        holder_instance_digest: InstanceDigest::parse("a").unwrap(),
+        ttl: LeaseTtl::from_millis(Some(TTL)).unwrap(),
+    }
+}
+
+fn credential(epoch: u64, n: u8) -> Credential {
+    Credential {
+        target_id: target(),
+        epoch,
+        token_hash: hash(n),
+    }
+}
+
+/// The scripted executor.
+struct Script {
+    row: Option<LeaseRecord>,
+    /// Clock readings, in order (the last one repeats).
+    clocks: Vec<u64>,
+    /// The effect that fails (its first occurrence).
+    fail: Option<&'static str>,
+    dir_verified: bool,
+    /// Whether conditional writes find their row.
+    writes_match: bool,
+    /// The row as a transaction reads it, when another grant committed after the snapshot.
+    inside: Option<LeaseRecord>,
+    log: Vec<&'static str>,
+}
+
+impl Script {
+    fn new(row: Option<LeaseRecord>, clocks: &[u64]) -> Self {
+        Script {
+            row,
+            clocks: clocks.to_vec(),
+            fail: None,
+            dir_verified: true,
+            writes_match: true,
+            inside: None,
+            log: Vec::new(),
+        }
+    }
+
+    fn failing(mut self, effect: &'static str) -> Self {
+        self.fail = Some(effect);
+        self
+    }
+
+    fn answer(&mut self, effect: Effect<'_>) -> Input<&'static str> {
+        let name = effect.name();
+        self.log.push(name);
+        if self.fail == Some(name) {
+            self.fail = None;
+            return Input::Failed(name);
+        }
+        match effect {
+            Effect::ReadCommittedLease => Input::Lease(self.row.clone()),
+            Effect::ReadLease => Input::Lease(self.inside.take().or_else(|| self.row.clone())),
+            Effect::ReadClock => {
+                let now = if self.clocks.len() > 1 {
+                    self.clocks.remove(0)
+                } else {
+                    self.clocks[0]
+                };
+                Input::Clock(Millis(now))
+            }
+            Effect::ReadChannels => Input::Channels(Vec::new()),
+            Effect::WriteGrant(plan) => {
+                if self.writes_match {
+                    self.row = Some(plan.record());
+                }
+                Input::Written(self.writes_match)
+            }
+            Effect::WriteRelease(plan) => {
+                if self.writes_match {
+                    if let Some(LeaseRecord {
+                        state: LeaseState::Held(g),
+                        ..
+                    }) = &self.row
+                    {
+                        let released = LeaseState::Released(g.clone());
+                        self.row = Some(LeaseRecord {
+                            target_id: plan.target_id.clone(),
+                            fencing_epoch: plan.epoch,
+                            state: released,
+                        });
+                    }
+                }
+                Input::Written(self.writes_match)
+            }
+            Effect::PrepareDir => Input::Dir {
+                verified: self.dir_verified,
+            },
+            Effect::Finished => unreachable!(),
+            _ => Input::Done,
+        }
+    }
+
+    fn run<M: Machine<&'static str>>(&mut self, machine: &mut M) {
+        assert!(drive(machine, |effect| Some(self.answer(effect))));
+    }
+}
+
+fn registry() -> ChannelRegistry {
+    ChannelRegistry::new([]).unwrap()
+}
+
+const GRANT: [&str; 7] = [
+    "lock-target",
+    "begin",
+    "read-lease",
+    "read-clock",
+    "write-grant",
+    "commit",
+    "unlock-target",
+];
+
+#[test]
+fn acquire_over_a_released_row_grants_the_next_epoch_under_both_locks() {
+    let mut s = Script::new(Some(row(3, 1, 0, true)), &[10]);
+    let mut m = Acquire::new(applicant(2));
+    s.run(&mut m);
+    let Acquired::Granted(plan) = m.into_result() else {
+        panic!()
+    };
+    assert_eq!((plan.prior_epoch, plan.epoch), (3, 4));
+    let mut expected = vec!["read-committed-lease", "read-clock"];
+    expected.extend(GRANT);
+    assert_eq!(s.log, expected);
+}
+
+#[test]
+fn acquire_answers_a_live_grant_and_an_absent_row_without_any_lock() {
+    let mut s = Script::new(Some(row(1, 1, 0, false)), &[50]);
+    let mut m = Acquire::<&str>::new(applicant(2));
+    s.run(&mut m);
+    let Acquired::Held(held) = m.into_result() else {
+        panic!()
+    };
+    assert_eq!((held.fencing_epoch, held.retry_after_ms), (1, 50));
+    assert_eq!(s.log, ["read-committed-lease", "read-clock"]);
+
+    let mut s = Script::new(None, &[50]);
+    let mut m = Acquire::<&str>::new(applicant(2));
+    s.run(&mut m);
+    assert!(matches!(
+        m.into_result(),
+        Acquired::Failed(AcquireFailure::NotAdmitted)
+    ));
+    assert_eq!(s.log, ["read-committed-lease"]);
+}
+
+#[test]
+fn acquire_refused_inside_the_locks_rolls_back() {
+    // The snapshot saw an expired grant; by the time the locks are held another grant has
+    // committed: `Held`, rolled back, nothing written.
+    let mut s = Script::new(Some(row(1, 1, 0, false)), &[200]);
+    s.inside = Some(row(2, 3, 199, false));
+    let mut m = Acquire::<&str>::new(applicant(2));
+    s.run(&mut m);
+    assert!(matches!(m.into_result(), Acquired::Held(h) if h.fencing_epoch == 2));
+    assert_eq!(
+        s.log,
+        [
+            "read-committed-lease",
+            "read-clock",
+            "lock-target",
+            "begin",
+            "read-lease",
+            "read-clock",
+            "rollback",
+            "unlock-target"
+        ]
+    );
+}
+
+#[test]
+fn acquire_failures_end_the_envelope_in_order() {
+    // The target lock cannot be had: nothing else happens.
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("lock-target");
+    let mut m = Acquire::new(applicant(2));
+    s.run(&mut m);
+    assert!(matches!(
+        m.into_result(),
+        Acquired::Failed(AcquireFailure::Effect("lock-target"))
+    ));
+    assert_eq!(s.log, ["read-committed-lease", "read-clock", "lock-target"]);
+    // The transaction cannot begin: the target lock is let go.
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("begin");
+    let mut m = Acquire::new(applicant(2));
+    s.run(&mut m);
+    assert!(matches!(
+        m.into_result(),
+        Acquired::Failed(AcquireFailure::Effect("begin"))
+    ));
+    assert_eq!(&s.log[2..], ["lock-target", "begin", "unlock-target"]);
+    // The grant's write finds no row: rolled back.
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
+    s.writes_match = false;
+    let mut m = Acquire::new(applicant(2));
+    s.run(&mut m);
+    assert!(matches!(
+        m.into_result(),
+        Acquired::Failed(AcquireFailure::RowChanged)
+    ));
+    assert_eq!(&s.log[6..], ["write-grant", "rollback", "unlock-target"]);
+    // The commit fails: rolled back, the lock let go, no grant.
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("commit");
+    let mut m = Acquire::new(applicant(2));
+    s.run(&mut m);
+    assert!(matches!(
+        m.into_result(),
+        Acquired::Failed(AcquireFailure::Effect("commit"))
+    ));
+    assert_eq!(
+        &s.log[6..],
+        ["write-grant", "commit", "rollback", "unlock-target"]
+    );
+}
+
+/// The effects of a publication that succeeds, with the directory chain already durable.
+const PUBLISHED: [&str; 24] = [
+    "lock-target",
+    "begin",
+    "reached",
+    "read-lease",
+    "read-clock",
+    "reached",
+    "read-channels",
+    "reached",
+    "prepare-dir",
+    "remove-orphans",
+    "write-temp",
+    "reached",
+    "read-clock",
+    "reached",
+    "rename",
+    "reached",
+    "sync-dir",
+    "reached",
+    "read-lease",
+    "read-clock",
+    "write-release",
+    "reached",
+    "commit",
+    "unlock-target",
+];
+
+fn publish(s: &mut Script, epoch: u64, n: u8) -> PublishEnd<&'static str> {
+    let registry = registry();
+    let mut m = Publish::new(credential(epoch, n), &registry);
+    s.run(&mut m);
+    m.into_end()
+}
+
+#[test]
+fn a_publication_runs_every_step_inside_both_locks_and_releases() {
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10, 20, 30]);
+    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
+        panic!()
+    };
+    let published = result.unwrap();
+    assert_eq!(
+        (published.fencing_epoch, published.published_at),
+        (2, Millis(10))
+    );
+    assert!(published.bytes > 0);
+    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(s.log, PUBLISHED);
+    // A directory chain not yet known durable has its parents fsynced first.
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
+    s.dir_verified = false;
+    publish(&mut s, 2, 1);
+    assert_eq!(
+        &s.log[8..11],
+        ["prepare-dir", "sync-parents", "remove-orphans"]
+    );
+}
+
+#[test]
+fn a_fenced_publication_touches_no_file_and_does_not_release_a_successor() {
+    let mut s = Script::new(Some(row(3, 2, 0, false)), &[10]);
+    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
+        panic!()
+    };
+    assert!(matches!(
+        result,
+        Err(PublishFailure::Fenced(Fenced::Superseded {
+            current_epoch: 3
+        }))
+    ));
+    assert!(matches!(
+        release,
+        Ok(ReleaseOutcome::NotHolder(Fenced::Superseded { .. }))
+    ));
+    for file_effect in [
+        "prepare-dir",
+        "write-temp",
+        "rename",
+        "sync-dir",
+        "write-release",
+    ] {
+        assert!(
+            !s.log.contains(&file_effect),
+            "{file_effect} in {:?}",
+            s.log
+        );
+    }
+    // Expired at revalidation: fenced too.
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[TTL]);
+    let PublishEnd::Ran { result, .. } = publish(&mut s, 2, 1) else {
+        panic!()
+    };
+    assert!(matches!(
+        result,
+        Err(PublishFailure::Fenced(Fenced::Expired))
+    ));
+    assert!(!s.log.contains(&"write-temp"));
+}
+
+#[test]
+fn a_publication_past_its_deadline_removes_its_temp_and_never_renames() {
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10, TTL]);
+    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
+        panic!()
+    };
+    assert!(matches!(result, Err(PublishFailure::Expired(_))));
+    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
+    assert!(!s.log.contains(&"rename"));
+    let at = s.log.iter().position(|e| *e == "write-temp").unwrap();
+    assert_eq!(
+        &s.log[at..at + 4],
+        ["write-temp", "reached", "read-clock", "remove-temp"]
+    );
+}
+
+#[test]
+fn a_failing_file_step_removes_the_temp_when_one_may_exist_and_always_releases() {
+    for (fails, temp_removed) in [
+        ("prepare-dir", false),
+        ("remove-orphans", false),
+        ("write-temp", true),
+        ("rename", true),
+    ] {
+        let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing(fails);
+        let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
+            panic!()
+        };
+        assert!(
+            matches!(result, Err(PublishFailure::Effect(e)) if e == fails),
+            "{fails}"
+        );
+        assert_eq!(release.unwrap(), ReleaseOutcome::Released, "{fails}");
+        assert_eq!(
+            s.log.contains(&"remove-temp"),
+            temp_removed,
+            "{fails}: {:?}",
+            s.log
+        );
+        assert!(!s.log.contains(&"sync-dir"), "{fails}");
+        assert_eq!(s.log.last(), Some(&"unlock-target"));
+    }
+    // The directory fsync fails after the rename: published, not durable, released.
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("sync-dir");
+    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
+        panic!()
+    };
+    assert!(matches!(
+        result,
+        Err(PublishFailure::NotDurable("sync-dir"))
+    ));
+    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
+    // A parent fsync fails: nothing is written.
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("sync-parents");
+    s.dir_verified = false;
+    let PublishEnd::Ran { result, .. } = publish(&mut s, 2, 1) else {
+        panic!()
+    };
+    assert!(matches!(
+        result,
+        Err(PublishFailure::Effect("sync-parents"))
+    ));
+    assert!(!s.log.contains(&"write-temp"));
+}
+
+#[test]
+fn a_publication_that_cannot_start_or_commit_says_so() {
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("lock-target");
+    assert!(matches!(
+        publish(&mut s, 2, 1),
+        PublishEnd::NotStarted("lock-target")
+    ));
+    assert_eq!(s.log, ["lock-target"]);
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("begin");
+    assert!(matches!(
+        publish(&mut s, 2, 1),
+        PublishEnd::NotStarted("begin")
+    ));
+    assert_eq!(s.log, ["lock-target", "begin", "unlock-target"]);
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("commit");
+    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
+        panic!()
+    };
+    assert!(result.is_ok(), "the rename happened");
+    assert!(matches!(release, Err(ReleaseFailure::Effect("commit"))));
+    assert_eq!(
+        &s.log[s.log.len() - 3..],
+        ["commit", "rollback", "unlock-target"]
+    );
+    // A row missing or broken at revalidation.
+    let mut s = Script::new(None, &[10]);
+    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
+        panic!()
+    };
+    assert!(matches!(result, Err(PublishFailure::NotAdmitted)));
+    assert!(matches!(release, Err(ReleaseFailure::NotAdmitted)));
+}
+
+#[test]
+fn one_shot_publishes_over_a_released_row_in_one_envelope() {
+    let registry = registry();
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
+    let mut m = PublishNow::new(applicant(2), &registry);
+    s.run(&mut m);
+    let PublishNowEnd::Ran {
+        epoch,
+        result,
+        release,
+    } = m.into_end()
+    else {
+        panic!()
+    };
+    assert_eq!(epoch, 2);
+    assert_eq!(result.unwrap().fencing_epoch, 2);
+    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(s.log.iter().filter(|e| **e == "commit").count(), 1);
+    assert_eq!(s.log.iter().filter(|e| **e == "lock-target").count(), 1);
+    assert!(s.log.contains(&"rename"));
+}
+
+#[test]
+fn one_shot_over_an_expired_grant_commits_the_takeover_alone() {
+    let registry = registry();
+    let mut s = Script::new(Some(row(1, 1, 0, false)), &[TTL + 5]);
+    let mut m = PublishNow::new(applicant(2), &registry);
+    s.run(&mut m);
+    let PublishNowEnd::TakenOver(plan) = m.into_end() else {
+        panic!()
+    };
+    assert_eq!(plan.epoch, 2);
+    let mut expected = vec!["read-committed-lease", "read-clock"];
+    expected.extend(GRANT);
+    assert_eq!(s.log, expected, "the grant commits and nothing is renamed");
+    // A live grant: held, no lock.
+    let mut s = Script::new(Some(row(1, 1, 0, false)), &[5]);
+    let mut m = PublishNow::<&str>::new(applicant(2), &registry);
+    s.run(&mut m);
+    assert!(matches!(
+        m.into_end(),
+        PublishNowEnd::NotGranted(Acquired::Held(_))
+    ));
+    assert_eq!(s.log, ["read-committed-lease", "read-clock"]);
+}
+
+#[test]
+fn release_needs_the_epoch_and_the_token_and_rolls_back_a_failed_write() {
+    let run = |s: &mut Script, epoch, n| {
+        let mut m = Release::new(credential(epoch, n));
+        s.run(&mut m);
+        m.into_result()
+    };
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
+    assert_eq!(run(&mut s, 2, 1).unwrap(), ReleaseOutcome::Released);
+    assert_eq!(
+        s.log,
+        [
+            "lock-target",
+            "begin",
+            "read-lease",
+            "read-clock",
+            "write-release",
+            "commit",
+            "unlock-target"
+        ]
+    );
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
+    assert_eq!(
+        run(&mut s, 2, 9).unwrap(),
+        ReleaseOutcome::NotHolder(Fenced::TokenMismatch)
+    );
+    assert!(!s.log.contains(&"write-release"));
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
+    s.writes_match = false;
+    assert!(matches!(run(&mut s, 2, 1), Err(ReleaseFailure::RowChanged)));
+    assert_eq!(&s.log[4..], ["write-release", "rollback", "unlock-target"]);
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("lock-target");
+    assert!(matches!(
+        run(&mut s, 2, 1),
+        Err(ReleaseFailure::Effect("lock-target"))
+    ));
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("commit");
+    assert!(matches!(
+        run(&mut s, 2, 1),
+        Err(ReleaseFailure::Effect("commit"))
+    ));
+}
+
+#[test]
+#[should_panic(expected = "executor bug")]
+fn an_input_that_does_not_answer_the_effect_is_an_executor_bug() {
+    let mut m = Acquire::<&str>::new(applicant(1));
+    m.handle(Input::Done);
+}
+
+#[test]
+#[should_panic(expected = "not polled to its end")]
+fn a_result_is_only_taken_from_a_finished_machine() {
+    let _ = Acquire::<&str>::new(applicant(1)).into_result();
+}
+
+#[test]
+#[should_panic(expected = "not polled to its end")]
+fn an_acquisition_inside_its_locks_has_no_result_yet() {
+    let mut m = Acquire::<&str>::new(applicant(2));
+    m.handle(Input::Lease(Some(row(1, 1, 0, true))));
+    m.handle(Input::Clock(Millis(10)));
+    m.handle(Input::Done); // the target lock
+    let _ = m.into_result();
+}
+
+#[test]
+#[should_panic(expected = "not polled to its end")]
+fn a_one_shot_inside_its_locks_has_no_result_yet() {
+    let registry = registry();
+    let mut m = PublishNow::<&str>::new(applicant(2), &registry);
+    m.handle(Input::Lease(Some(row(1, 1, 0, true))));
+    m.handle(Input::Clock(Millis(10)));
+    m.handle(Input::Done); // the target lock
+    let _ = m.into_end();
+}
+
+#[test]
+#[should_panic(expected = "polled to its end")]
+fn a_release_inside_its_locks_has_no_result_yet() {
+    let mut m = Release::<&str>::new(credential(1, 1));
+    m.handle(Input::Done); // the target lock
+    let _ = m.into_result();
+}

@@ -1,0 +1,28 @@
+//! The fenced projection writer (seed 000), its pure half.
+//!
+//! - [`target`]: the attested target tuple and its derived [`target::TargetId`].
+//! - [`lease`]: the lease type-state (`Lease<Unheld|Held|Expired|Released>`) and its plans.
+//! - [`channel`]: producers, channels, the channel registry and channel rows.
+//! - [`watermark`]: producer-submission admission.
+//! - the document (this module's own items: [`ProjectionDocument`], [`compose`]): composition
+//!   of committed channel rows into the published `current.json`.
+//! - [`publication`]: the named steps of the fenced publication sequence.
+//! - [`columns`]: the strict decoding of stored lease and channel rows.
+//! - [`schema`]: the two tables' statements and their schema marker.
+//! - [`machine`]: acquisition, publication and release as sans-IO step machines — the one
+//!   sequence both the SQLite adapter and the model checkers execute.
+
+pub mod channel;
+pub mod columns;
+mod document;
+pub mod lease;
+pub mod machine;
+pub mod publication;
+pub mod schema;
+pub mod target;
+pub mod watermark;
+
+pub use document::{
+    compose, DocumentError, Freshness, ProjectionDocument, PublishedChannel, FORMAT,
+    MAX_DOCUMENT_BYTES,
+};
