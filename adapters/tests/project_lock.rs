@@ -777,3 +777,48 @@ fn a_directory_others_may_write_or_own_is_refused() {
         "status of a missing directory is an error"
     );
 }
+
+/// `status` reads the kernel lock without holding it: never used, free, held by another;
+/// a symlink or a file in place of the directory is refused, as `acquire` refuses it.
+#[test]
+fn status_tells_the_kernel_lock_apart_and_refuses_what_acquire_refuses() {
+    use solewriter_adapters::project_lock::KernelState;
+    let dir = tempfile::tempdir().unwrap();
+    let lock = lock_in(dir.path());
+    std::fs::create_dir(lock.dir()).unwrap();
+    let mut perms = std::fs::metadata(lock.dir()).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o700);
+    std::fs::set_permissions(lock.dir(), perms).unwrap();
+    assert_eq!(lock.status().unwrap().kernel, KernelState::NoFile);
+    let guard = lock.acquire(Wait::NoWait).unwrap();
+    assert_eq!(lock.status().unwrap().kernel, KernelState::Held);
+    guard.release().unwrap();
+    assert_eq!(lock.status().unwrap().kernel, KernelState::Free);
+
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(lock.dir(), &link).unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"").unwrap();
+    for not_a_dir in [link, file] {
+        let err = ProjectLock::new(not_a_dir, Arc::new(SystemProbe))
+            .status()
+            .unwrap_err();
+        assert!(matches!(err, LockError::UnsafeDir { .. }), "{err}");
+    }
+}
+
+/// A holder whose kernel lock file was removed under it has lost the lock (the next acquirer
+/// would lock a new file): `verify` says so.
+#[test]
+fn a_removed_kernel_lock_file_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = lock_in(dir.path());
+    let guard = lock.acquire(Wait::NoWait).unwrap();
+    guard.verify().unwrap();
+    std::fs::remove_file(lock.kernel_path()).unwrap();
+    let err = guard.verify().unwrap_err();
+    assert!(
+        matches!(&err, LockError::Lost { reason, .. } if reason.contains("removed")),
+        "{err}"
+    );
+}
