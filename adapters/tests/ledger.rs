@@ -705,6 +705,31 @@ fn a_demand_nested_in_a_build_joins_it() {
     );
 }
 
+/// A demand on ANOTHER project directory inside a build is not nested in it: it is an
+/// ordinary demand of its own ledger, and the build persists only its own facts.
+#[test]
+fn a_demand_on_another_directory_inside_a_build_does_not_join_it() {
+    let dir = tempfile::tempdir().unwrap();
+    repo(dir.path());
+    let ledger = ledger_in(dir.path(), Arc::new(SystemProbe));
+    let other = Ledger::new(
+        dir.path().join("other-project"),
+        source(&dir.path().join("repo")),
+        Arc::new(SystemProbe),
+    );
+    let head = ledger.source().resolve("HEAD").unwrap();
+    let mut inner = Vec::new();
+    let built = ledger
+        .build(Wait::NoWait, |d| {
+            let commit = commit_fact(d, &head)?;
+            inner.push(other.demand(|n| history(n, &head))?.persisted);
+            Ok(commit)
+        })
+        .unwrap();
+    assert_eq!(inner.last(), Some(&Persisted::Replaced { added: 6 }));
+    assert_eq!(built.persisted, Persisted::Replaced { added: 1 });
+}
+
 /// The history a fresh ledger (no stored facts) derives for `repo` now.
 fn fresh_history(root: &Path, repo: &Path, name: &str) -> History {
     let fresh = Ledger::new(root.join(name), source(repo), Arc::new(SystemProbe));

@@ -484,3 +484,12 @@ fn indexed_guard_matches_the_linear_oracle_and_never_holds_overlaps() {
         seen.swept.get()
     );
 }
+
+/// `Debug` shows the held state and whether a canonical form is set.
+#[test]
+fn debug_shows_the_state_and_the_canonical_form() {
+    let guard = WriteGuard::default();
+    let shown = format!("{guard:?}");
+    assert!(shown.starts_with("WriteGuard { state: "), "{shown}");
+    assert!(shown.ends_with("canonical: false }"), "{shown}");
+}
