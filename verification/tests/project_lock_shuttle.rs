@@ -31,7 +31,6 @@ const SEED: u64 = 0x10c0_0000;
 const ROUNDS: u32 = 2;
 const MAX_CRASHES: usize = 2;
 
-#[derive(Default)]
 struct Stats {
     executions: AtomicUsize,
     grants: AtomicUsize,
@@ -39,6 +38,19 @@ struct Stats {
     claims_contended: AtomicUsize,
     crashes: AtomicUsize,
     busy: AtomicUsize,
+}
+
+impl Stats {
+    const fn new() -> Self {
+        Stats {
+            executions: AtomicUsize::new(0),
+            grants: AtomicUsize::new(0),
+            recoveries: AtomicUsize::new(0),
+            claims_contended: AtomicUsize::new(0),
+            crashes: AtomicUsize::new(0),
+            busy: AtomicUsize::new(0),
+        }
+    }
 }
 
 fn execution(design: LockDesign, stats: &'static Stats) {
@@ -111,14 +123,7 @@ fn runner() -> Runner<RandomScheduler> {
 
 #[test]
 fn at_most_one_holder_and_no_lost_recovery_under_crashes() {
-    static STATS: Stats = Stats {
-        executions: AtomicUsize::new(0),
-        grants: AtomicUsize::new(0),
-        recoveries: AtomicUsize::new(0),
-        claims_contended: AtomicUsize::new(0),
-        crashes: AtomicUsize::new(0),
-        busy: AtomicUsize::new(0),
-    };
+    static STATS: Stats = Stats::new();
     runner().run(|| execution(LockDesign::Real, &STATS));
     let figures = [
         STATS.executions.load(SeqCst),
@@ -140,14 +145,7 @@ fn at_most_one_holder_and_no_lost_recovery_under_crashes() {
 }
 
 fn caught(design: LockDesign) -> String {
-    static STATS: Stats = Stats {
-        executions: AtomicUsize::new(0),
-        grants: AtomicUsize::new(0),
-        recoveries: AtomicUsize::new(0),
-        claims_contended: AtomicUsize::new(0),
-        crashes: AtomicUsize::new(0),
-        busy: AtomicUsize::new(0),
-    };
+    static STATS: Stats = Stats::new();
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         runner().run(move || execution(design, &STATS))
     }));
