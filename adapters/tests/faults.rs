@@ -32,6 +32,8 @@ enum Op {
     SyncDir,
     /// The fsync of a parent of the target directory (making the directory's creation durable).
     SyncParent,
+    /// The random source (holder tokens, temp-file names).
+    Random,
 }
 
 /// The real file system, except that `op` fails with `errno` (the first `times` calls of it;
@@ -110,6 +112,10 @@ impl FileSystem for FaultyFs {
     }
     fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
         RealFs.hard_link(from, to)
+    }
+    fn fill_random(&self, bytes: &mut [u8]) -> io::Result<()> {
+        self.fault(Op::Random)?;
+        RealFs.fill_random(bytes)
     }
 }
 
@@ -414,6 +420,27 @@ fn a_target_directory_replaced_by_a_symlink_is_refused_and_nothing_is_written_th
         store.lease_row(&target).unwrap().unwrap().state,
         LeaseState::Released(_)
     ));
+}
+
+#[test]
+fn a_failing_random_source_is_typed_and_writes_nothing() {
+    let (f, target, before) = published_once();
+    let db = std::fs::read(&f.options.db_path).unwrap();
+    let fs = Arc::new(FaultyFs::new(Op::Random, EIO));
+    let store = f.open().with_file_system(fs.clone());
+    let acquire = store.acquire(&target, &holder("a")).unwrap_err();
+    assert!(
+        matches!(&acquire, Error::Random(why) if why.contains("Input/output error")),
+        "{acquire:?}"
+    );
+    let one_shot = store.publish_now(&target, &holder("a")).unwrap_err();
+    assert!(
+        matches!(&one_shot, Error::Random(why) if why.contains("Input/output error")),
+        "{one_shot:?}"
+    );
+    assert_eq!(fs.injected.load(Ordering::SeqCst), 2);
+    drop(store);
+    untouched(&f, &target, &before, &db);
 }
 
 /// A store whose published lease row is changed by one SQL statement behind solewriter's back

@@ -7,6 +7,7 @@
 mod children;
 
 use children::{commands, role, say, ChildProc};
+use solewriter_adapters::atomic_file::{FileSystem, RealFs};
 use solewriter_adapters::ledger::git_source::{commit_fact, hunk_fact, GitSource};
 use solewriter_adapters::ledger::{
     Derive, Ledger, LedgerError, Outcome, Persisted, SnapshotState, Source,
@@ -815,4 +816,113 @@ fn a_shallow_clone_that_deepens_is_rederived() {
     assert_eq!(subjects(&deep.value), ["change 2", "change 1", "change 0"]);
     assert_eq!(deep.persisted, Persisted::Replaced { added: 6 });
     assert_eq!(deep.value, fresh_history(dir.path(), &clone, "fresh"));
+}
+
+#[test]
+fn a_demand_nested_in_a_build_of_the_same_directory_under_another_interpretation_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    repo(dir.path());
+    let ledger = ledger_in(dir.path(), Arc::new(SystemProbe));
+    read_history(&ledger);
+    let before = snapshot_bytes(&ledger).unwrap();
+    // A clone with another diff setting, read into the same project directory.
+    let clone = dir.path().join("clone");
+    git(
+        dir.path(),
+        &["clone", "-q", "repo", clone.to_str().unwrap()],
+    );
+    git(&clone, &["config", "diff.renames", "false"]);
+    let other = Ledger::new(
+        dir.path().join("project"),
+        source(&clone),
+        Arc::new(SystemProbe),
+    );
+    let head = ledger.source().resolve("HEAD").unwrap();
+    let err = ledger
+        .build(Wait::NoWait, |d| {
+            commit_fact(d, &head)?;
+            other.demand(|n| history(n, &head)).map(|_| ())
+        })
+        .unwrap_err();
+    assert!(
+        matches!(&err, LedgerError::NestedInterpretation { build, demand } if build != demand),
+        "{err:?}"
+    );
+    assert_eq!(snapshot_bytes(&ledger).unwrap(), before, "nothing added");
+    assert!(!ledger.lock().path().exists(), "the lock was released");
+}
+
+/// The real file system, except that the directory fsync after the snapshot's rename fails
+/// with EIO (once).
+struct FailingSnapshotSync {
+    snapshot: PathBuf,
+    renamed: AtomicBool,
+}
+
+impl FileSystem for FailingSnapshotSync {
+    fn create_dir(&self, path: &Path) -> std::io::Result<()> {
+        RealFs.create_dir(path)
+    }
+    fn create_new(&self, path: &Path) -> std::io::Result<std::fs::File> {
+        RealFs.create_new(path)
+    }
+    fn write_all(&self, file: &mut std::fs::File, bytes: &[u8]) -> std::io::Result<()> {
+        RealFs.write_all(file, bytes)
+    }
+    fn sync_file(&self, file: &std::fs::File) -> std::io::Result<()> {
+        RealFs.sync_file(file)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        RealFs.rename(from, to)?;
+        if to == self.snapshot {
+            self.renamed.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        if self.renamed.swap(false, Ordering::SeqCst) {
+            return Err(std::io::Error::from_raw_os_error(5));
+        }
+        RealFs.sync_dir(dir)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        RealFs.remove_file(path)
+    }
+    fn hard_link(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        RealFs.hard_link(from, to)
+    }
+}
+
+#[test]
+fn a_failing_directory_fsync_after_the_snapshot_rename_is_not_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    repo(dir.path());
+    let plain = ledger_in(dir.path(), Arc::new(SystemProbe));
+    let fs = Arc::new(FailingSnapshotSync {
+        snapshot: plain.snapshot_path(),
+        renamed: AtomicBool::new(false),
+    });
+    let lock = ProjectLock::new(dir.path().join("project"), Arc::new(SystemProbe))
+        .with_file_system(fs.clone());
+    let ledger = Ledger::with_lock(lock, source(&dir.path().join("repo")));
+    let head = ledger.source().resolve("HEAD").unwrap();
+    let err = ledger.demand(|d| history(d, &head)).unwrap_err();
+    assert!(
+        matches!(&err, LedgerError::NotDurable { path, source }
+            if *path == ledger.snapshot_path() && source.raw_os_error() == Some(5)),
+        "{err:?}"
+    );
+    // Readers see the new snapshot (it may not survive a power loss); the lock was released.
+    let stored = Snapshot::decode(&snapshot_bytes(&ledger).unwrap()).unwrap();
+    assert_eq!(
+        stored.facts.len(),
+        6,
+        "the build's facts were renamed into place"
+    );
+    assert!(!ledger.lock().path().exists(), "the lock was released");
+    assert_eq!(
+        read_history(&plain).persisted,
+        Persisted::Unchanged,
+        "the next build finds every fact"
+    );
 }

@@ -500,11 +500,27 @@ fn a_lock_name_that_is_no_regular_file_fails_loudly_and_is_left_alone() {
 }
 
 /// The real file system, except that linking or unlinking the lock's own name fails with
-/// `errno` (the lock's temps are linked and removed normally).
+/// `errno` (the lock's temps are linked and removed normally), and the kernel lock and the
+/// random source fail with their errno when one is given.
 struct FailingOnLock {
     lock: std::path::PathBuf,
     link_errno: Option<i32>,
     unlink_errno: Option<i32>,
+    flock_errno: Option<i32>,
+    random_errno: Option<i32>,
+}
+
+impl FailingOnLock {
+    /// Fails nothing (yet).
+    fn real(lock: std::path::PathBuf) -> Self {
+        FailingOnLock {
+            lock,
+            link_errno: None,
+            unlink_errno: None,
+            flock_errno: None,
+            random_errno: None,
+        }
+    }
 }
 
 impl FileSystem for FailingOnLock {
@@ -538,16 +554,92 @@ impl FileSystem for FailingOnLock {
             _ => RealFs.hard_link(from, to),
         }
     }
+    fn try_lock(&self, file: &std::fs::File) -> Result<(), std::fs::TryLockError> {
+        match self.flock_errno {
+            Some(errno) => Err(std::fs::TryLockError::Error(
+                std::io::Error::from_raw_os_error(errno),
+            )),
+            None => RealFs.try_lock(file),
+        }
+    }
+    fn fill_random(&self, bytes: &mut [u8]) -> std::io::Result<()> {
+        match self.random_errno {
+            Some(errno) => Err(std::io::Error::from_raw_os_error(errno)),
+            None => RealFs.fill_random(bytes),
+        }
+    }
 }
 
 fn failing_lock(dir: &Path, link_errno: Option<i32>, unlink_errno: Option<i32>) -> ProjectLock {
     let lock = lock_in(dir);
     let fs = FailingOnLock {
-        lock: lock.path(),
         link_errno,
         unlink_errno,
+        ..FailingOnLock::real(lock.path())
     };
     lock.with_file_system(Arc::new(fs))
+}
+
+/// A random source that fails gives no nonce: no record, no lock, a typed error.
+#[test]
+fn a_failing_random_source_creates_no_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = lock_in(dir.path());
+    let fs = FailingOnLock {
+        random_errno: Some(5),
+        ..FailingOnLock::real(lock.path())
+    };
+    let lock = lock.with_file_system(Arc::new(fs));
+    let err = lock.acquire(Wait::NoWait).unwrap_err();
+    assert!(
+        matches!(&err, LockError::Random(why) if why.contains("Input/output error")),
+        "{err:?}"
+    );
+    assert_eq!(lock_bytes(lock.dir()), None, "no lock created");
+}
+
+/// A file system that refuses kernel locks (EOPNOTSUPP, ENOLCK) is a typed refusal that
+/// writes no record, unless the host opted into record-only mode; another flock error is an
+/// I/O error of its step.
+#[test]
+fn a_file_system_refusing_kernel_locks_is_refused_unless_record_only() {
+    for errno in [libc::EOPNOTSUPP, libc::ENOLCK] {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = lock_in(dir.path());
+        let fs = Arc::new(FailingOnLock {
+            flock_errno: Some(errno),
+            ..FailingOnLock::real(lock.path())
+        });
+        let lock = lock.with_file_system(fs.clone());
+        let err = lock.acquire(Wait::NoWait).unwrap_err();
+        assert!(
+            matches!(&err, LockError::KernelLockUnavailable { lock: path, source }
+                if *path == lock.dir().join(KERNEL_LOCK_FILE) && source.raw_os_error() == Some(errno)),
+            "{errno}: {err:?}"
+        );
+        assert_eq!(lock_bytes(lock.dir()), None, "{errno}: no record written");
+        let record_only = lock.record_only();
+        let guard = record_only.acquire(Wait::NoWait).unwrap();
+        assert!(
+            lock_bytes(record_only.dir()).is_some(),
+            "{errno}: record-only holds"
+        );
+        guard.release().unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let lock = lock_in(dir.path());
+    let fs = FailingOnLock {
+        flock_errno: Some(libc::EIO),
+        ..FailingOnLock::real(lock.path())
+    };
+    let err = lock
+        .with_file_system(Arc::new(fs))
+        .acquire(Wait::NoWait)
+        .unwrap_err();
+    assert!(
+        matches!(&err, LockError::Io { step: "take kernel lock", source, .. } if source.raw_os_error() == Some(libc::EIO)),
+        "{err:?}"
+    );
 }
 
 /// A link that fails for another reason than an existing lock (here EIO) is an error, not a

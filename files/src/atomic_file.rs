@@ -11,7 +11,7 @@
 //! the ones a crash left behind. `models/src/crash.rs` checks this order against every crash
 //! outcome.
 
-use std::fs::{DirBuilder, File, OpenOptions};
+use std::fs::{DirBuilder, File, OpenOptions, TryLockError};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -42,7 +42,9 @@ pub const DIR_MODE: u32 = 0o700;
 /// Mode of every file solewriter creates.
 pub const FILE_MODE: u32 = 0o600;
 
-/// The file-system operations of the atomic publisher. Passed as `&dyn FileSystem`: one
+/// The operating-system calls of the atomic publisher and the project lock: the file system
+/// (with its kernel locks), and the random source of temp-file names, holder tokens and lock
+/// nonces. Passed as `&dyn FileSystem`: one
 /// indirect call per operation is nothing next to the system call (an fsync costs
 /// milliseconds), and it keeps the store and lease types free of a type parameter.
 pub trait FileSystem: Send + Sync {
@@ -62,6 +64,15 @@ pub trait FileSystem: Send + Sync {
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Gives the file `from` a second name `to` (`link(2)`); fails if `to` exists.
     fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Takes `file`'s kernel lock (`flock(LOCK_EX | LOCK_NB)`) without blocking.
+    fn try_lock(&self, file: &File) -> Result<(), TryLockError> {
+        file.try_lock()
+    }
+    /// Fills `bytes` from the operating system's random source (temp-file names, holder
+    /// tokens, lock nonces). Part of this seam so that a test can make it fail.
+    fn fill_random(&self, bytes: &mut [u8]) -> io::Result<()> {
+        getrandom::fill(bytes).map_err(|e| io::Error::other(e.to_string()))
+    }
 }
 
 /// The operating system's file system.
@@ -205,7 +216,7 @@ impl<'f> TempFile<'f> {
         bytes: &[u8],
     ) -> io::Result<Self> {
         let mut nonce = [0u8; 8];
-        getrandom::fill(&mut nonce).map_err(|e| io::Error::other(e.to_string()))?;
+        fs.fill_random(&mut nonce)?;
         let suffix = solewriter_core::hex::encode(&nonce);
         let path = dir.join(format!("{}{suffix}", temp_prefix(file_name)));
         let mut file = fs.create_new(&path)?;

@@ -40,7 +40,7 @@
 
 pub mod git_source;
 
-use crate::atomic_file::{read_bounded, remove_orphans, FileSystem, RealFs, TempFile};
+use crate::atomic_file::{read_bounded, remove_orphans, TempFile};
 use crate::project_lock::process::ProcessProbe;
 use crate::project_lock::{LockError, ProjectLock, ProjectLockGuard, Released, Wait};
 use serde_json::Value;
@@ -553,16 +553,16 @@ impl<S: Source> Ledger<S> {
             let path = path.to_owned();
             move |source| LedgerError::Io { step, path, source }
         };
+        let fs = self.lock.file_system();
         fenced()?;
-        remove_orphans(&RealFs, dir, LEDGER_FILE).map_err(io("remove orphan temps", dir))?;
-        let temp = TempFile::write(&RealFs, dir, LEDGER_FILE, &bytes)
+        remove_orphans(fs, dir, LEDGER_FILE).map_err(io("remove orphan temps", dir))?;
+        let temp = TempFile::write(fs, dir, LEDGER_FILE, &bytes)
             .map_err(io("write temp snapshot", dir))?;
         fenced()?;
         let path = temp
             .rename_into_place()
             .map_err(io("rename snapshot into place", &self.snapshot_path()))?;
-        RealFs
-            .sync_dir(dir)
+        fs.sync_dir(dir)
             .map_err(|source| LedgerError::NotDurable { path, source })
     }
 }

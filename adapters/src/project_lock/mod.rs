@@ -407,12 +407,18 @@ impl ProjectLock {
         ProjectLock { steps, ..self }
     }
 
-    /// This lock, creating and removing its files through `fs` instead of the operating
-    /// system's file system. A test seam (recording the sequence the crash model checks), not
-    /// for production use.
+    /// This lock, creating and removing its files (and drawing its nonces) through `fs`
+    /// instead of the operating system; a ledger guarded by this lock writes its snapshot
+    /// through `fs` too. A test seam (recording the sequence the crash model checks, injecting
+    /// faults), not for production use.
     #[doc(hidden)]
     pub fn with_file_system(self, fs: Arc<dyn FileSystem>) -> Self {
         ProjectLock { fs, ..self }
+    }
+
+    /// The file system this lock (and the ledger guarded by it) writes through.
+    pub(crate) fn file_system(&self) -> &dyn FileSystem {
+        &*self.fs
     }
 
     /// The project directory.
@@ -534,7 +540,7 @@ impl ProjectLock {
             LockEffect::Read(slot) => self
                 .read(&self.dir.join(slot.file_name()))
                 .map(LockInput::Record),
-            LockEffect::Fresh => fresh_nonce().map(|nonce| LockInput::Fresh {
+            LockEffect::Fresh => fresh_nonce(&*self.fs).map(|nonce| LockInput::Fresh {
                 nonce,
                 now: SystemClock.now(),
             }),
@@ -576,7 +582,7 @@ impl ProjectLock {
                 "not a regular file",
             )));
         }
-        match file.try_lock() {
+        match self.fs.try_lock(&file) {
             Ok(()) => Ok((KernelSeen::Taken, Some(KernelLock(file)))),
             Err(TryLockError::WouldBlock) => Ok((KernelSeen::Busy, None)),
             Err(TryLockError::Error(source)) if locks_refused(&source) => {
@@ -888,9 +894,10 @@ impl Drop for ProjectLockGuard {
 }
 
 /// 256 random bits for a record's nonce.
-fn fresh_nonce() -> Result<LockNonce, LockError> {
+fn fresh_nonce(fs: &dyn FileSystem) -> Result<LockNonce, LockError> {
     let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| LockError::Random(e.to_string()))?;
+    fs.fill_random(&mut bytes)
+        .map_err(|e| LockError::Random(e.to_string()))?;
     Ok(LockNonce::from_bytes(bytes))
 }
 

@@ -174,10 +174,15 @@ impl Drop for HeldLease<'_> {
     }
 }
 
-pub(crate) fn fresh_token() -> Result<HolderToken> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| Error::Random(e.to_string()))?;
-    Ok(HolderToken::from_bytes(bytes))
+impl ProjectionStore {
+    /// 256 random bits for a new holder token, from the store's random source.
+    pub(crate) fn fresh_token(&self) -> Result<HolderToken> {
+        let mut bytes = [0u8; 32];
+        self.fs
+            .fill_random(&mut bytes)
+            .map_err(|e| Error::Random(e.to_string()))?;
+        Ok(HolderToken::from_bytes(bytes))
+    }
 }
 
 /// The adapter error of a failed release.
@@ -226,7 +231,7 @@ impl ProjectionStore {
     /// moment later. Only a grant needs — and always takes — the target lock and the
     /// serialized transaction, where the row is read and decided again.
     pub fn acquire(&self, target: &TargetId, holder: &InstanceDigest) -> Result<Acquisition<'_>> {
-        let token = fresh_token()?;
+        let token = self.fresh_token()?;
         let mut machine = Acquire::new(Applicant {
             token_hash: token.hash(),
             holder_instance_digest: holder.clone(),

@@ -11,9 +11,7 @@
 
 use crate::error::{Error, Result};
 use crate::projection::executor::Executor;
-use crate::projection::lease::{
-    acquired, fresh_token, release_error, Grant, HeldLease, ReleaseOutcome,
-};
+use crate::projection::lease::{acquired, release_error, Grant, HeldLease, ReleaseOutcome};
 use crate::projection::store::ProjectionStore;
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::lease::HeldBy;
@@ -133,7 +131,7 @@ impl ProjectionStore {
         holder: &InstanceDigest,
         probe: &dyn PublishProbe,
     ) -> Result<PublishedNow> {
-        self.publish_now_with_token(target, holder, fresh_token()?, probe)
+        self.publish_now_with_token(target, holder, self.fresh_token()?, probe)
     }
 
     /// [`Self::publish_now_observed`] with the holder token given instead of drawn: a seam for

@@ -176,7 +176,9 @@ fn create_database(path: &Path, timing: &TimingConfig) -> Result<bool> {
         .file_name()
         .ok_or_else(|| unreadable(path, "not a file name"))?;
     let mut nonce = [0u8; 8];
-    getrandom::fill(&mut nonce).map_err(|e| Error::Random(e.to_string()))?;
+    RealFs
+        .fill_random(&mut nonce)
+        .map_err(|e| Error::Random(e.to_string()))?;
     let mut temp_name = std::ffi::OsString::from(".");
     temp_name.push(name);
     temp_name.push(format!(".init-{}", solewriter_core::hex::encode(&nonce)));
