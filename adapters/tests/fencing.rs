@@ -4,7 +4,7 @@
 
 mod support;
 
-use solewriter_adapters::projection::publication::{PublishProbe, PublishStep};
+use solewriter_adapters::projection::publication::{PublishProbe, PublishStep, PublishedNow};
 use solewriter_adapters::projection::runtime::read_projection;
 use solewriter_adapters::Error;
 use solewriter_core::projection::lease::{Fenced, LeaseState};
@@ -206,7 +206,7 @@ fn holder_paused_inside_its_transaction_cannot_be_taken_over_and_aborts_at_expir
     let (reached_tx, reached_rx) = mpsc::channel();
     let (resume_tx, resume_rx) = mpsc::channel();
     let probe = PauseAt {
-        step: PublishStep::TempWritten,
+        step: PublishStep::Revalidated,
         reached: reached_tx,
         resume: Mutex::new(resume_rx),
     };
@@ -222,7 +222,7 @@ fn holder_paused_inside_its_transaction_cannot_be_taken_over_and_aborts_at_expir
             assert_eq!(lease.epoch(), 2);
             lease.publish_observed(&probe)
         });
-        reached_rx.recv().unwrap(); // A is inside its transaction, temp file written
+        reached_rx.recv().unwrap(); // A is inside its transaction, its draft's temp written
         assert_eq!(
             f.leftovers(target).len(),
             1,
@@ -256,6 +256,59 @@ fn holder_paused_inside_its_transaction_cannot_be_taken_over_and_aborts_at_expir
     assert_eq!(lease.epoch(), 3);
 }
 
+/// A holder paused after writing its draft, before its transaction, holds its target's lock
+/// and nothing else: a contender for the same target is busy, while another target publishes
+/// through the same store meanwhile.
+#[test]
+fn holder_paused_before_its_transaction_blocks_only_its_own_target() {
+    let f = Fixture::with_timing(timing(TTL_MS, 100), 1024);
+    let (target, other) = {
+        let store = f.open();
+        (
+            store.admit_target(&tuple("a")).unwrap(),
+            store.admit_target(&tuple("b")).unwrap(),
+        )
+    };
+    for t in [&target, &other] {
+        f.open().submit(&router(), &route(t, 1, "one")).unwrap();
+    }
+    let (reached_tx, reached_rx) = mpsc::channel();
+    let (resume_tx, resume_rx) = mpsc::channel();
+    let probe = PauseAt {
+        step: PublishStep::TempWritten,
+        reached: reached_tx,
+        resume: Mutex::new(resume_rx),
+    };
+    let (f, target, other) = (&f, &target, &other);
+    std::thread::scope(|s| {
+        let resume_tx = resume_tx;
+        let a = s.spawn(move || {
+            let probe = probe;
+            let store = f.open();
+            let lease = expect_acquired(store.acquire(target, &holder("a")).unwrap());
+            lease.publish_observed(&probe)
+        });
+        reached_rx.recv().unwrap();
+        assert_eq!(f.leftovers(target).len(), 1, "A's draft is written");
+        f.clock.advance(TTL_MS + 1);
+        let store_b = f.open();
+        let err = store_b.acquire(target, &holder("b")).unwrap_err();
+        assert!(matches!(err, Error::Busy { .. }), "{err}");
+        // The store's write lock is free: the other target is published meanwhile.
+        let published = store_b.publish_now(other, &holder("b")).unwrap();
+        assert!(
+            matches!(&published, PublishedNow::Published(p) if p.fencing_epoch == 1),
+            "{published:?}"
+        );
+        assert!(f.current_bytes(other).is_some());
+        resume_tx.send(()).unwrap();
+        let err = a.join().unwrap().unwrap_err();
+        assert!(matches!(err, Error::Fenced(Fenced::Expired)), "{err}");
+        assert!(f.current_bytes(target).is_none(), "A renamed nothing");
+        assert!(f.leftovers(target).is_empty(), "A removed its draft");
+    });
+}
+
 /// A probe that advances the manual clock at one step.
 struct AdvanceAt<'a>(
     PublishStep,
@@ -273,10 +326,12 @@ impl PublishProbe for AdvanceAt<'_> {
 
 #[test]
 fn a_render_or_write_that_passes_expiry_aborts_without_renewal() {
+    // Past expiry while drafting (before the transaction): the revalidation fences it. Past
+    // expiry inside the transaction: the deadline check before the rename aborts it.
     for step in [
-        PublishStep::Revalidated,
         PublishStep::Composed,
         PublishStep::TempWritten,
+        PublishStep::Revalidated,
     ] {
         let f = Fixture::new();
         let store = f.open();
@@ -288,9 +343,10 @@ fn a_render_or_write_that_passes_expiry_aborts_without_renewal() {
             .publish_observed(&AdvanceAt(step, &f.clock, TTL_MS))
             .unwrap_err();
         match err {
-            Error::LeaseExpired(d) => {
+            Error::LeaseExpired(d) if step == PublishStep::Revalidated => {
                 assert_eq!(d.expires_at, expires_at, "{step:?}: not extended")
             }
+            Error::Fenced(Fenced::Expired) if step != PublishStep::Revalidated => {}
             other => panic!("{step:?}: {other}"),
         }
         assert!(

@@ -63,6 +63,8 @@ struct Parker {
     /// Effect names in order (recorded on every run; the first, unparked run lists them).
     effect_names: Mutex<Vec<&'static str>>,
     fs_names: Mutex<Vec<&'static str>>,
+    /// For each file-system call, the index of the effect it ran in.
+    fs_effects: Mutex<Vec<usize>>,
     parked: Mutex<Option<Sender<&'static str>>>,
     resume: Mutex<Option<Receiver<()>>>,
     /// When the rename was executed (a [`tick`]).
@@ -79,6 +81,7 @@ impl Parker {
             fs_calls: AtomicUsize::new(0),
             effect_names: Mutex::default(),
             fs_names: Mutex::default(),
+            fs_effects: Mutex::default(),
             parked: Mutex::new(Some(parked_tx)),
             resume: Mutex::new(Some(resume_rx)),
             renamed_at: AtomicU64::new(0),
@@ -98,6 +101,12 @@ impl Parker {
 
     fn fs_call(&self, name: &'static str) {
         self.fs_names.lock().unwrap().push(name);
+        let effect = self
+            .effects
+            .load(SeqCst)
+            .checked_sub(1)
+            .expect("inside an effect");
+        self.fs_effects.lock().unwrap().push(effect);
         let n = self.fs_calls.fetch_add(1, SeqCst);
         self.maybe_park(Point::FsCall(n), name);
     }
@@ -167,16 +176,19 @@ struct Run {
 
 /// Whether, parked at this point, the holder holds the store's write lock and the target
 /// lock (from the unparked run's effect list).
-fn envelope(effects: &[&str], at: Point) -> (bool, bool) {
+fn envelope(effects: &[&str], fs_effects: &[usize], at: Point) -> (bool, bool) {
     let index = |name| effects.iter().position(|e| *e == name).expect("effect ran");
-    match at {
-        // Every file-system call of a publication happens inside both locks.
-        Point::FsCall(_) => (true, true),
-        Point::Effect(n) => (
-            n > index("begin") && n <= index("commit"),
-            n > index("lock-target") && n <= index("unlock-target"),
-        ),
-    }
+    // Parked before effect `n` (or inside a file-system call of effect `n`, which is neither
+    // `begin` nor `commit`): the store's lock is held from `begin` until `commit` has run, the
+    // target's from `lock-target` until `unlock-target` has run.
+    let n = match at {
+        Point::FsCall(call) => fs_effects[call],
+        Point::Effect(n) => n,
+    };
+    (
+        n > index("begin") && n <= index("commit"),
+        n > index("lock-target") && n <= index("unlock-target"),
+    )
 }
 
 fn target_of() -> TargetId {
@@ -232,18 +244,24 @@ fn target_lock_is_held(options: &StoreOptions, target: &TargetId) -> bool {
     }
 }
 
+/// Admits the target and publishes it once (holder `z`): a document of an earlier epoch
+/// exists, so a stale rename would replace something, and every run of the holder makes the
+/// same file-system calls (its directory chain is already known durable).
+fn published_by_z(f: &Fixture) -> TargetId {
+    let setup = f.open();
+    let target = setup.admit_target(&tuple("a")).unwrap();
+    setup.submit(&router(), &route(&target, 1, "one")).unwrap();
+    expect_acquired(setup.acquire(&target, &holder("z")).unwrap())
+        .publish()
+        .unwrap();
+    target
+}
+
 /// One run: the holder parks at `at` (or nowhere), the clock moves forward past its expiry
 /// (and back when `back`), contenders act, the holder resumes.
 fn run(at: Option<Point>, back: bool) -> (Run, Arc<Parker>) {
     let f = Fixture::new();
-    let setup = f.open();
-    let target = setup.admit_target(&tuple("a")).unwrap();
-    setup.submit(&router(), &route(&target, 1, "one")).unwrap();
-    // A document of an earlier epoch exists, so a stale rename would replace something.
-    expect_acquired(setup.acquire(&target, &holder("z")).unwrap())
-        .publish()
-        .unwrap();
-    drop(setup);
+    let target = published_by_z(&f);
     let (parker, parked, resume) = Parker::new(at);
     let mut contender_options = f.options.clone();
     contender_options.timing = timing(TTL_MS, 20);
@@ -301,16 +319,20 @@ fn no_contender_is_granted_while_a_publication_holds_its_locks_and_no_stale_rena
     let (listing_run, listing) = run(None, false);
     let effects = listing.effect_names.lock().unwrap().clone();
     let fs_calls = listing.fs_names.lock().unwrap().clone();
+    let fs_effects = listing.fs_effects.lock().unwrap().clone();
     assert!(matches!(listing_run.holder, Some(Ok(_))), "{listing_run:?}");
     let points: Vec<Point> = (0..effects.len())
         .map(Point::Effect)
         .chain((0..fs_calls.len()).map(Point::FsCall))
         .collect();
     let (mut inside, mut granted, mut fenced, mut published) = (0, 0, 0, 0);
+    // Parks under the target lock alone (the draft before the transaction, the directory
+    // fsync after it): a contender must be refused there too.
+    let mut target_only = 0;
     for &at in &points {
         for back in [false, true] {
             let (seen, parker) = run(Some(at), back);
-            let (store_lock, target_lock) = envelope(&effects, at);
+            let (store_lock, target_lock) = envelope(&effects, &fs_effects, at);
             let name = match at {
                 Point::Effect(n) => effects[n],
                 Point::FsCall(n) => fs_calls[n],
@@ -330,6 +352,9 @@ fn no_contender_is_granted_while_a_publication_holds_its_locks_and_no_stale_rena
                 );
                 fenced += 1;
             }
+            if target_lock && !store_lock {
+                target_only += 1;
+            }
             if store_lock || target_lock {
                 inside += 1;
                 assert!(
@@ -344,7 +369,7 @@ fn no_contender_is_granted_while_a_publication_holds_its_locks_and_no_stale_rena
     }
     // The lock checks proper, at each point once more (a run without contenders).
     for &at in &points {
-        let (store_lock, target_lock) = envelope(&effects, at);
+        let (store_lock, target_lock) = envelope(&effects, &fs_effects, at);
         assert_eq!(
             locks_while_parked(at),
             (store_lock, target_lock),
@@ -352,7 +377,7 @@ fn no_contender_is_granted_while_a_publication_holds_its_locks_and_no_stale_rena
         );
     }
     solewriter_adapters_report(&format!(
-        "adapter interleavings: ({} effect points + {} file-system points) x 2 clock moves = {} runs; {inside} inside the locks (no grant), {granted} granted a successor outside them (holder fenced in {fenced}), {published} publications",
+        "adapter interleavings: ({} effect points + {} file-system points) x 2 clock moves = {} runs; {inside} inside the locks (no grant; {target_only} of them under the target lock alone), {granted} granted a successor outside them (holder fenced in {fenced}), {published} publications",
         effects.len(),
         fs_calls.len(),
         2 * points.len()
@@ -364,11 +389,12 @@ fn no_contender_is_granted_while_a_publication_holds_its_locks_and_no_stale_rena
             effects.len(),
             fs_calls.len(),
             inside,
+            target_only,
             granted,
             fenced,
             published
         ),
-        (25, 7, 62, 2, 2, 44),
+        (27, 7, 66, 28, 2, 2, 46),
         "the figures FENCING.md quotes"
     );
 }
@@ -376,10 +402,7 @@ fn no_contender_is_granted_while_a_publication_holds_its_locks_and_no_stale_rena
 /// Parks the holder at `at` and reports (store lock held, target lock held).
 fn locks_while_parked(at: Point) -> (bool, bool) {
     let f = Fixture::new();
-    let setup = f.open();
-    let target = setup.admit_target(&tuple("a")).unwrap();
-    setup.submit(&router(), &route(&target, 1, "one")).unwrap();
-    drop(setup);
+    let target = published_by_z(&f);
     let (parker, parked, resume) = Parker::new(Some(at));
     std::thread::scope(|s| {
         let (probe, options) = (parker.clone(), &f.options);

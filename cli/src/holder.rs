@@ -27,11 +27,12 @@
 //! - End of stdin acts as `quit` without an answer. A lease still held at exit is released
 //!   conditionally (token hash and epoch), as a dropped lease always is.
 //!
-//! With `--stall-at STEP` (a publication step in kebab-case: `transaction-open`,
-//! `revalidated`, `composed`, `temp-written`, `deadline-checked`, `renamed`,
-//! `directory-synced`, `released`), a `publish` that reaches STEP inside its transaction
-//! prints `stalled <step>` and blocks until it reads one more stdin line (any text), then
-//! continues and gives its answer. Meanwhile it holds SQLite's write lock.
+//! With `--stall-at STEP` (a publication step in kebab-case, in order: `composed`,
+//! `temp-written`, `transaction-open`, `revalidated`, `deadline-checked`, `renamed`,
+//! `released`, `directory-synced`), a `publish` that reaches STEP prints `stalled <step>` and
+//! blocks until it reads one more stdin line (any text), then continues and gives its answer.
+//! Meanwhile it holds the target's lock, and from `transaction-open` to `released` SQLite's
+//! write lock too.
 
 use crate::config::Settings;
 use crate::error::{CliError, CliResult};

@@ -476,9 +476,9 @@ fn holder_stalled_inside_its_transaction_blocks_every_other_writer() {
         .submit("router", "computed-route", "1", "a")
         .status
         .success());
-    let mut a = env.holder("a", &["--stall-at", "temp-written"]);
+    let mut a = env.holder("a", &["--stall-at", "revalidated"]);
     expect_answer(&a.ask("acquire"), "acquired 1", &"A");
-    assert_eq!(a.ask("publish"), "stalled temp-written");
+    assert_eq!(a.ask("publish"), "stalled revalidated");
     // A contender for the live lease is answered `held` from the committed snapshot, without
     // queueing for the write lock; but A holds SQLite's write lock, so any other writer —
     // here a producer's submission — waits out the busy timeout and exits 4.

@@ -103,7 +103,7 @@ fn an_expired_lease_is_lost_authority_exit_9() {
             "--instance",
             "op",
             "--stall-at",
-            "temp-written",
+            "revalidated",
         ],
     )
     .stdin(Stdio::piped())
@@ -114,7 +114,7 @@ fn an_expired_lease_is_lost_authority_exit_9() {
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "stalled temp-written");
+    assert_eq!(line.trim(), "stalled revalidated");
     env.set_clock(CLOCK_START + 600_000);
     writeln!(child.stdin.take().unwrap(), "go on").unwrap();
     let status = child.wait().unwrap();

@@ -6,8 +6,9 @@
 /// Which publication, acquisition and release protocol the model runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Design {
-    /// The solewriter design: revalidation, temp write, deadline check and rename inside ONE
-    /// serialized transaction; release conditional on token hash AND epoch.
+    /// The solewriter design: the draft and its temp file under the target lock, then
+    /// revalidation, confirmation of the draft, deadline check and rename inside ONE serialized
+    /// transaction; release conditional on token hash AND epoch.
     Real,
     /// Trap: atomic rename without the single-writer check (the lease is checked only at
     /// acquisition; publication is an unguarded temp-write-and-rename).
@@ -16,7 +17,7 @@ pub enum Design {
     /// compare epochs, then rename, with no transaction around it.
     JsonEpochGuard,
     /// Trap: "remote lease + unguarded local write" — revalidate in one transaction, commit,
-    /// then write and rename outside it.
+    /// then rename outside it (and outside the target lock).
     CommitThenRename,
     /// Trap: release conditional on the token hash only.
     ReleaseTokenOnly,

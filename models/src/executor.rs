@@ -310,6 +310,11 @@ impl<'w, S: Shim> Executor<'w, S> {
                 Input::Done
             }
             Effect::WriteTemp(bytes) => {
+                if !self.document.is_empty() {
+                    // A second temp file in one run: a draft not confirmed inside the
+                    // transaction, composed and written again.
+                    world.note_redraft();
+                }
                 self.document = bytes.to_vec();
                 let in_place = self.design() == Design::InPlaceWrite;
                 self.temp = Some(S::with(&world.fs, |fs| {
@@ -346,8 +351,8 @@ impl<'w, S: Shim> Executor<'w, S> {
                     // The store's lock vanishes; the release later takes it anew.
                     self.commit();
                 }
-                if step == PublishStep::Composed && self.design() == Design::CommitThenRename {
-                    // Trap: revalidate and compose in one transaction, commit, and write and
+                if step == PublishStep::Revalidated && self.design() == Design::CommitThenRename {
+                    // Trap: revalidate in one transaction, commit, and confirm the draft and
                     // rename outside it ("remote lease + unguarded local write").
                     self.commit();
                     self.target_guard = None;
@@ -390,6 +395,7 @@ impl<'w, S: Shim> Executor<'w, S> {
             .tx
             .as_ref()
             .and_then(|(_, work)| work.leases.get(&target).cloned());
+        let open_rows = self.tx.as_ref().map(|(_, work)| work.channel_rows(&target));
         S::with(&world.fs, |fs| {
             let dir = fs.dir(&target);
             if json_guard {
@@ -407,9 +413,13 @@ impl<'w, S: Shim> Executor<'w, S> {
             let Some(bytes) = dir.temps.remove(&temp) else {
                 return Input::Failed(ModelFault::Refused);
             };
-            let epoch = ProjectionDocument::parse(&bytes).map_or(0, |d| d.fencing_epoch);
+            let document = ProjectionDocument::parse(&bytes).ok();
+            let epoch = document.as_ref().map_or(0, |d| d.fencing_epoch);
             S::with(&world.ghost, |g| {
-                g.on_rename(&target, &renamer, epoch, open.as_ref())
+                g.on_rename(&target, &renamer, epoch, open.as_ref());
+                if let (Some(document), Some(rows)) = (&document, &open_rows) {
+                    g.on_rename_rows(document, rows);
+                }
             });
             dir.current = Some(bytes);
             Input::Done

@@ -20,6 +20,7 @@
 //!   it presented.
 
 use crate::state::StoreState;
+use solewriter_core::projection::channel::ChannelRecord;
 use solewriter_core::projection::lease::{LeaseRecord, LeaseState};
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::ProjectionDocument;
@@ -136,6 +137,30 @@ impl Ghost {
         if doc_epoch < last {
             violation(format!(
                 "published epoch went back from {last} to {doc_epoch}"
+            ));
+        }
+    }
+
+    /// The document `renamed` replaces `current.json` while the renamer's own transaction sees
+    /// the channel rows `rows`: it must be composed from exactly those rows (a draft composed
+    /// before the transaction and not confirmed against them would publish rows that are no
+    /// longer the committed ones).
+    pub fn on_rename_rows(&self, renamed: &ProjectionDocument, rows: &[ChannelRecord]) {
+        let mut expected: Vec<&ChannelRecord> = rows.iter().collect();
+        expected.sort_by(|a, b| a.channel.cmp(&b.channel));
+        let composed_from_rows = renamed.channels.len() == expected.len()
+            && renamed.channels.iter().zip(&expected).all(|(c, r)| {
+                c.channel == r.channel
+                    && c.source_watermark == r.source_watermark
+                    && c.envelope.get() == r.envelope_json
+                    && c.degraded == r.degraded_reason
+            });
+        if !composed_from_rows {
+            let seen = |w: Vec<(String, u64)>| format!("{w:?}");
+            violation(format!(
+                "renamed a document of channels {} while the transaction sees rows {}: not composed from the committed rows",
+                seen(renamed.channels.iter().map(|c| (c.channel.to_string(), c.source_watermark)).collect()),
+                seen(expected.iter().map(|r| (r.channel.to_string(), r.source_watermark)).collect()),
             ));
         }
     }

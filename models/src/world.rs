@@ -159,6 +159,9 @@ pub struct World<S: Shim> {
     /// Lock attempts (`LockTarget`, `Begin`) made while a publication was in that span: each
     /// had to wait for the holder, which is the interleaving the proof is about.
     contended: std::sync::atomic::AtomicUsize,
+    /// Publications whose draft was not confirmed inside the transaction (the rows moved, or
+    /// a one-shot was granted another epoch) and was composed and written again.
+    redrafted: std::sync::atomic::AtomicUsize,
 }
 
 impl<S: Shim> World<S> {
@@ -176,6 +179,7 @@ impl<S: Shim> World<S> {
             ghost: S::mutex(Ghost::new(ttl.as_millis())),
             in_span: Default::default(),
             contended: Default::default(),
+            redrafted: Default::default(),
         }
     }
 
@@ -198,6 +202,17 @@ impl<S: Shim> World<S> {
     /// its rename (non-vacuity: the checkers reached the interleaving that fencing is about).
     pub fn contended_in_span(&self) -> usize {
         self.contended.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// How many publications composed and wrote their document again inside the transaction
+    /// (non-vacuity: the checkers reached the draft that must not be published).
+    pub fn redrafted(&self) -> usize {
+        self.redrafted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub(crate) fn note_redraft(&self) {
+        self.redrafted
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Counts a lock attempt if a publication is in its dangerous span now.

@@ -168,14 +168,14 @@ test('a frozen holder of either language is fenced after a takeover by the other
 });
 
 const STEPS = [
-  'transaction-open',
-  'revalidated',
   'composed',
   'temp-written',
+  'transaction-open',
+  'revalidated',
   'deadline-checked',
   'renamed',
-  'directory-synced',
   'released',
+  'directory-synced',
 ];
 
 test('a Node holder frozen inside its transaction cannot be taken over, and killed at any step loses nothing', { timeout: 120000 }, async () => {
@@ -187,7 +187,8 @@ test('a Node holder frozen inside its transaction cannot be taken over, and kill
     const z = node('node-z', { stallAt: step });
     assert.equal(await z.ask('acquire'), `acquired ${epoch + 1} ${now + TTL_MS}`, step);
     assert.equal(await z.ask('publish'), `stalled ${step}`);
-    // Past its expiry, but inside its transaction and holding the target lock: no takeover.
+    // Past its expiry, but holding the target lock (and, from transaction-open to released,
+    // SQLite's write lock): no takeover.
     now += TTL_MS;
     setClock(now);
     assert.equal(await successor.ask('acquire'), 'busy', `${step}: taken over inside the transaction`);
@@ -201,7 +202,8 @@ test('a Node holder frozen inside its transaction cannot be taken over, and kill
     } catch (e) {
       assert.equal(e.code, 'NOT_PUBLISHED', `${step}: ${e.message}`);
     }
-    // The next holder takes over (the killed grant never committed its release) and publishes.
+    // The next holder takes over (the killed grant's release committed only if it was killed
+    // at directory-synced, after the commit) and publishes.
     assert.equal(await successor.ask('acquire'), `acquired ${epoch + 2} ${now + TTL_MS}`, step);
     assert.equal((await successor.ask('publish')).split(' ')[0], 'published', step);
     epoch += 2;

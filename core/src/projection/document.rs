@@ -10,7 +10,6 @@
 use crate::projection::channel::{
     ChannelName, ChannelRecord, ChannelRegistry, DegradedReason, ProducerId,
 };
-use crate::projection::lease::Authority;
 use crate::projection::target::TargetId;
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
@@ -95,10 +94,13 @@ pub enum DocumentError {
     },
 }
 
-/// Composes the document for `authority`'s target from the committed `rows` at broker time
-/// `now`. Deterministic: the same inputs give the same bytes.
-pub fn compose(
-    authority: &Authority,
+/// Composes the document of the grant at `epoch` on `target_id` from the committed `rows` at
+/// broker time `now`. Deterministic: the same inputs give the same bytes. Only
+/// [`crate::projection::Draft`] calls it: a composed document is published only once an
+/// [`crate::projection::lease::Authority`] has confirmed it.
+pub(crate) fn compose(
+    target_id: &TargetId,
+    epoch: u64,
     registry: &ChannelRegistry,
     rows: &[ChannelRecord],
     now: Millis,
@@ -134,8 +136,8 @@ pub fn compose(
         .collect();
     Ok(ProjectionDocument {
         format: FORMAT.to_owned(),
-        target_id: authority.target_id().clone(),
-        fencing_epoch: authority.epoch(),
+        target_id: target_id.clone(),
+        fencing_epoch: epoch,
         published_at: now,
         channels,
         missing,
@@ -185,33 +187,10 @@ fn check_size(size: usize) -> Result<(), DocumentError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::LeaseTtl;
     use crate::projection::channel::ChannelSpec;
-    use crate::projection::lease::{observe, AcquireRequest, Credential, LeaseRecord};
-    use crate::token::HolderToken;
 
-    fn authority() -> Authority {
-        let tid = TargetId::parse(&"1".repeat(64)).unwrap();
-        let token = HolderToken::from_bytes([3; 32]);
-        let req = AcquireRequest {
-            token_hash: token.hash(),
-            holder_instance_digest: crate::names::InstanceDigest::parse("i").unwrap(),
-            now: Millis(0),
-            ttl: LeaseTtl::from_millis(Some(1000)).unwrap(),
-        };
-        let plan = observe(LeaseRecord::admitted(tid.clone()), Millis(0))
-            .unwrap()
-            .decide_acquire(req)
-            .unwrap();
-        let cred = Credential {
-            target_id: tid,
-            epoch: plan.epoch,
-            token_hash: token.hash(),
-        };
-        observe(plan.record(), Millis(1))
-            .unwrap()
-            .authorize_publish(&cred)
-            .unwrap()
+    fn tid() -> TargetId {
+        TargetId::parse(&"1".repeat(64)).unwrap()
     }
 
     fn spec(name: &str) -> ChannelSpec {
@@ -250,7 +229,7 @@ mod tests {
             row("a", "{\"k\":\"v\"}", 500, None),
             row("gone", "[]", 500, None),
         ];
-        let doc = compose(&authority(), &registry, &rows, Millis(100)).unwrap();
+        let doc = compose(&tid(), 1, &registry, &rows, Millis(100)).unwrap();
         let names: Vec<_> = doc.channels.iter().map(|c| c.channel.as_str()).collect();
         assert_eq!(names, ["a", "b", "gone"]);
         assert_eq!(
@@ -273,7 +252,7 @@ mod tests {
         assert_eq!(doc.fencing_epoch, 1);
         // Deterministic: permuting the input rows gives the same bytes.
         let permuted = [rows[2].clone(), rows[0].clone(), rows[1].clone()];
-        let again = compose(&authority(), &registry, &permuted, Millis(100)).unwrap();
+        let again = compose(&tid(), 1, &registry, &permuted, Millis(100)).unwrap();
         assert_eq!(doc.to_bytes(), again.to_bytes());
         let parsed = ProjectionDocument::parse(&doc.to_bytes()).unwrap();
         assert_eq!(parsed.to_bytes(), doc.to_bytes());
@@ -282,14 +261,9 @@ mod tests {
     #[test]
     fn truncated_or_foreign_documents_do_not_parse() {
         let registry = ChannelRegistry::new([spec("a")]).unwrap();
-        let bytes = compose(
-            &authority(),
-            &registry,
-            &[row("a", "{}", 9, None)],
-            Millis(3),
-        )
-        .unwrap()
-        .to_bytes();
+        let bytes = compose(&tid(), 1, &registry, &[row("a", "{}", 9, None)], Millis(3))
+            .unwrap()
+            .to_bytes();
         for cut in 0..bytes.len() - 1 {
             assert!(
                 ProjectionDocument::parse(&bytes[..cut]).is_err(),
@@ -306,24 +280,12 @@ mod tests {
     fn documents_past_the_bound_are_neither_published_nor_parsed() {
         let registry = ChannelRegistry::new([spec("a")]).unwrap();
         let huge = format!("\"{}\"", "x".repeat(MAX_DOCUMENT_BYTES));
-        let doc = compose(
-            &authority(),
-            &registry,
-            &[row("a", &huge, 9, None)],
-            Millis(3),
-        )
-        .unwrap();
+        let doc = compose(&tid(), 1, &registry, &[row("a", &huge, 9, None)], Millis(3)).unwrap();
         assert!(matches!(
             doc.to_bounded_bytes(),
             Err(DocumentError::TooLarge { .. })
         ));
-        let small = compose(
-            &authority(),
-            &registry,
-            &[row("a", "{}", 9, None)],
-            Millis(3),
-        )
-        .unwrap();
+        let small = compose(&tid(), 1, &registry, &[row("a", "{}", 9, None)], Millis(3)).unwrap();
         let bytes = small.to_bounded_bytes().unwrap();
         assert!(ProjectionDocument::parse(&bytes).is_ok());
         let mut padded = bytes.clone();
@@ -342,7 +304,8 @@ mod tests {
     fn corrupt_stored_envelope_is_an_error() {
         let registry = ChannelRegistry::new([spec("a")]).unwrap();
         let err = compose(
-            &authority(),
+            &tid(),
+            1,
             &registry,
             &[row("a", "{not json", 9, None)],
             Millis(3),

@@ -378,6 +378,16 @@ impl Observed {
         }
     }
 
+    /// The target of the observed row.
+    pub fn target_id(&self) -> &TargetId {
+        match self {
+            Observed::Unheld(l) => l.target_id(),
+            Observed::Held(l) => l.target_id(),
+            Observed::Expired(l) => l.target_id(),
+            Observed::Released(l) => l.target_id(),
+        }
+    }
+
     /// The fencing epoch of the observed row.
     pub fn epoch(&self) -> u64 {
         match self {

@@ -15,6 +15,7 @@
 pub mod channel;
 pub mod columns;
 mod document;
+mod draft;
 pub mod lease;
 pub mod machine;
 pub mod publication;
@@ -23,6 +24,6 @@ pub mod target;
 pub mod watermark;
 
 pub use document::{
-    compose, DocumentError, Freshness, ProjectionDocument, PublishedChannel, FORMAT,
-    MAX_DOCUMENT_BYTES,
+    DocumentError, Freshness, ProjectionDocument, PublishedChannel, FORMAT, MAX_DOCUMENT_BYTES,
 };
+pub use draft::Draft;

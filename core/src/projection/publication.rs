@@ -7,35 +7,37 @@
 /// A named point of the publication sequence, reported to the adapter's `PublishProbe`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PublishStep {
+    /// The draft was composed from the committed rows (the target lock held, before the
+    /// transaction).
+    Composed,
+    /// The draft's temp sibling is written and fsynced (before the transaction).
+    TempWritten,
     /// The serialized write transaction is open.
     TransactionOpen,
     /// The lease was revalidated.
     Revalidated,
-    /// The document was composed from the committed rows.
-    Composed,
-    /// The temp sibling is written and fsynced.
-    TempWritten,
-    /// The deadline check before the rename passed.
+    /// The deadline check before the rename passed (the draft was confirmed, or composed and
+    /// written again).
     DeadlineChecked,
     /// `current.json` was replaced (directory not yet fsynced).
     Renamed,
-    /// The directory was fsynced.
-    DirectorySynced,
     /// The conditional release was executed (the commit follows).
     Released,
+    /// The directory was fsynced (after the commit, the target lock still held).
+    DirectorySynced,
 }
 
 impl PublishStep {
     /// Every step, in order.
     pub const ALL: [PublishStep; 8] = [
-        PublishStep::TransactionOpen,
-        PublishStep::Revalidated,
         PublishStep::Composed,
         PublishStep::TempWritten,
+        PublishStep::TransactionOpen,
+        PublishStep::Revalidated,
         PublishStep::DeadlineChecked,
         PublishStep::Renamed,
-        PublishStep::DirectorySynced,
         PublishStep::Released,
+        PublishStep::DirectorySynced,
     ];
 
     /// The kebab-case name of the step (e.g. `temp-written`).

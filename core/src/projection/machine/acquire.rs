@@ -180,8 +180,8 @@ pub(crate) enum Prelude {
 pub(crate) enum PreludeNext<E> {
     /// The prelude needs another effect.
     Continue(Prelude),
-    /// No live grant seen: take the locks.
-    Serialize,
+    /// No live grant seen: take the locks (what was seen: unheld, expired or released).
+    Serialize(Observed),
     /// Answered without any lock.
     Answered(Acquired<E>),
 }
@@ -210,7 +210,7 @@ impl Prelude {
             }
             (Prelude::SnapshotClock(record), Input::Clock(now)) => match observe(record, now) {
                 Ok(Observed::Held(live)) => PreludeNext::Answered(Acquired::Held(live.held_by())),
-                Ok(_) => PreludeNext::Serialize,
+                Ok(observed) => PreludeNext::Serialize(observed),
                 Err(inconsistent) => PreludeNext::Answered(Acquired::Failed(
                     AcquireFailure::Inconsistent(inconsistent),
                 )),
@@ -244,15 +244,17 @@ impl<E, B: Body<E>> Gated<E, B> {
         }
     }
 
-    /// Consumes `input`; `body` makes the envelope's body when the prelude leads into it
-    /// (called at most once).
-    pub(crate) fn handle(&mut self, input: Input<E>, body: impl FnOnce() -> B) {
+    /// Consumes `input`; `body` makes the envelope's body from what the prelude saw when it
+    /// leads into the envelope (called at most once).
+    pub(crate) fn handle(&mut self, input: Input<E>, body: impl FnOnce(Observed) -> B) {
         let phase = std::mem::replace(self, Gated::Done(None));
         *self = match phase {
             Gated::Prelude(prelude) => match prelude.handle(input) {
                 PreludeNext::Continue(prelude) => Gated::Prelude(prelude),
                 PreludeNext::Answered(answer) => Gated::Done(Some(answer)),
-                PreludeNext::Serialize => Gated::Serialized(Box::new(Serialized::new(body()))),
+                PreludeNext::Serialize(seen) => {
+                    Gated::Serialized(Box::new(Serialized::new(body(seen))))
+                }
             },
             Gated::Serialized(mut inner) => {
                 inner.handle(input);
@@ -310,7 +312,7 @@ impl<E> Machine<E> for Acquire<E> {
 
     fn handle(&mut self, input: Input<E>) {
         let applicant = &mut self.applicant;
-        self.phase.handle(input, || match applicant.take() {
+        self.phase.handle(input, |_| match applicant.take() {
             Some(applicant) => Grant::new(applicant),
             None => unreachable!("the envelope is entered once"),
         });

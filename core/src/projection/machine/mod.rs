@@ -14,9 +14,12 @@
 //! checkers explore is the sequence that runs: it exists once, here.
 //!
 //! Lock discipline, the same in every machine: [`Effect::LockTarget`] (the target's kernel
-//! lock) → [`Effect::Begin`] (the store's write lock) → body → [`Effect::Commit`] or
-//! [`Effect::Rollback`] → [`Effect::UnlockTarget`]. Both locks are held for the whole body;
-//! [`serialized`] is the one place that orders them.
+//! lock) → the body's part before the transaction → [`Effect::Begin`] (the store's write
+//! lock) → body → [`Effect::Commit`] or [`Effect::Rollback`] → the body's part after the
+//! transaction → [`Effect::UnlockTarget`]. Both locks are held for the whole transaction's
+//! body, the target lock alone before and after it (only a publication has work there: its
+//! draft and temp file before, its directory fsync after); [`serialized`] is the one place
+//! that orders them.
 //!
 //! - [`acquire`]: the grant (a `Held` answer from the committed snapshot needs no lock).
 //! - [`release`]: the conditional release, alone or as the end of a publication.
@@ -53,8 +56,9 @@ pub enum Effect<'m> {
     ReadLease,
     /// Read the broker clock. Answer [`Input::Clock`].
     ReadClock,
-    /// Read the target's committed channel rows inside the transaction. Answer
-    /// [`Input::Channels`].
+    /// Read the target's committed channel rows: inside the transaction, as it sees them;
+    /// before it, the last committed state without the write lock (SQLite: a plain read in
+    /// WAL mode). Answer [`Input::Channels`].
     ReadChannels,
     /// Write the grant: set the row to the plan's epoch and grant WHERE its epoch is still
     /// `prior_epoch`. Answer [`Input::Written`] (whether a row changed).
@@ -69,7 +73,7 @@ pub enum Effect<'m> {
     /// remember those that now are. Answer [`Input::Done`].
     SyncParents,
     /// Remove every temp sibling of `current.json` (none can be live: creating one needs the
-    /// locks this machine holds). Answer [`Input::Done`].
+    /// target lock this machine holds). Answer [`Input::Done`].
     RemoveOrphans,
     /// Create a unique temp sibling (`create_new`, 0600), write these bytes, fsync it.
     /// Answer [`Input::Done`]; on failure the executor keeps the temp's name, if it has one,

@@ -1,29 +1,40 @@
-//! The fenced publication of `current.json`. Inside the lock envelope (target lock, then the
-//! store's serialized write transaction), in this order:
+//! The fenced publication of `current.json`, in three parts of the lock envelope.
 //!
-//! 1. read the lease row and the clock; `authorize_publish` revalidates {target, epoch, token
-//!    hash, held, not expired} — else `Fenced`, no file is touched;
-//! 2. read the committed channel rows; `compose` the document (pure);
-//! 3. make sure the target directory exists and is durable (fsync the parents of every
+//! Under the target's lock only (no other publication of this target can run, and the store
+//! stays free for every other target):
+//! 1. read the clock and the committed channel rows; compose a [`Draft`] for the epoch the
+//!    holder was granted (pure);
+//! 2. make sure the target directory exists and is durable (fsync the parents of every
 //!    directory not yet known durable — also after an earlier failure);
-//! 4. remove orphan temp siblings; write a unique temp sibling and fsync it;
-//! 5. read the clock again: at or past `expires_at` the publication aborts (no renewal);
-//! 6. rename over `current.json`; fsync the directory;
-//! 7. the conditional release ([`ReleaseSteps`], token hash AND epoch); commit.
+//! 3. remove orphan temp siblings; write a unique temp sibling and fsync it.
 //!
-//! Every failure after the envelope opened still runs 7 (a temp file that was written and not
-//! renamed is removed first). A publication reports success only when the rename, the
-//! directory fsync and every parent fsync it depends on succeeded.
+//! Inside the store's serialized write transaction (both locks):
+//! 4. read the lease row and the clock; `authorize_publish` revalidates {target, epoch, token
+//!    hash, held, not expired} — else `Fenced`, nothing is renamed;
+//! 5. read the channel rows again; the authority confirms the draft ([`Draft::confirmed`]:
+//!    same target, epoch and rows) — or the document is composed again from these rows and
+//!    written to a fresh temp sibling, as in 1–3;
+//! 6. read the clock again: at or past `expires_at` the publication aborts (no renewal);
+//! 7. rename over `current.json`;
+//! 8. the conditional release ([`ReleaseSteps`], token hash AND epoch); commit.
+//!
+//! Under the target's lock again:
+//! 9. fsync the directory if the rename happened — else remove the temp sibling, if any.
+//!
+//! Every failure once the target lock is held still runs 8 (a failure before the transaction
+//! is carried into it). A publication reports success only when the rename, the directory
+//! fsync and every parent fsync it depends on succeeded. The successor of this holder cannot
+//! take the target lock before 9 has finished, so its orphan sweep never meets a live temp.
 
 use super::release::{ReleaseFailure, ReleaseOutcome, ReleaseSteps};
 use super::serialized::{Body, End, Serialized};
 use super::{protocol_violation, Effect, Input, Machine};
-use crate::projection::channel::ChannelRegistry;
+use crate::projection::channel::{ChannelRecord, ChannelRegistry};
 use crate::projection::lease::{
     observe, Authority, Credential, DeadlinePassed, Fenced, InconsistentLease,
 };
 use crate::projection::publication::PublishStep;
-use crate::projection::{compose, DocumentError};
+use crate::projection::{DocumentError, Draft};
 use crate::time::Millis;
 
 /// A publication that renamed its document durably.
@@ -75,32 +86,40 @@ pub enum PublishEnd<E> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
     Mark(PublishStep),
-    ReadLease,
-    ReadClock,
-    ReadChannels,
+    // Before the transaction (the target lock only).
+    DraftClock,
+    DraftChannels,
     PrepareDir,
     SyncParents,
     RemoveOrphans,
     WriteTemp,
+    /// Ready for the transaction (or waiting to learn the grant, in a one-shot).
+    Ready,
+    // Inside the transaction.
+    ReadLease,
+    ReadClock,
+    ReadChannels,
     DeadlineClock,
     Rename,
-    SyncDir,
-    RemoveTemp,
     Releasing,
     End,
+    // After the transaction (the target lock only).
+    SyncDir,
+    RemoveTemp,
+    Unlock,
 }
 
 /// The stage after a marker.
 fn after(step: PublishStep) -> Stage {
     match step {
+        PublishStep::Composed => Stage::PrepareDir,
+        PublishStep::TempWritten => Stage::Ready,
         PublishStep::TransactionOpen => Stage::ReadLease,
         PublishStep::Revalidated => Stage::ReadChannels,
-        PublishStep::Composed => Stage::PrepareDir,
-        PublishStep::TempWritten => Stage::DeadlineClock,
         PublishStep::DeadlineChecked => Stage::Rename,
-        PublishStep::Renamed => Stage::SyncDir,
-        PublishStep::DirectorySynced => Stage::Releasing,
+        PublishStep::Renamed => Stage::Releasing,
         PublishStep::Released => Stage::End,
+        PublishStep::DirectorySynced => Stage::Unlock,
     }
 }
 
@@ -110,29 +129,57 @@ pub(crate) struct Steps<'r, E> {
     credential: Credential,
     registry: &'r ChannelRegistry,
     stage: Stage,
+    /// Inside the transaction (decides where the shared file steps lead).
+    in_tx: bool,
     record: Option<crate::projection::lease::LeaseRecord>,
     authority: Option<Authority>,
     now: Millis,
-    bytes: Vec<u8>,
+    draft: Option<Draft>,
+    /// A temp sibling of this publication may exist (written, not yet renamed or removed).
+    temp: bool,
+    renamed: bool,
     failure: Option<PublishFailure<E>>,
     release: ReleaseSteps<E>,
 }
 
 impl<'r, E> Steps<'r, E> {
-    /// The steps publishing for the holder of `credential`.
+    /// The steps publishing for the holder of `credential` (a one-shot: the credential it
+    /// expects to be granted, replaced by [`Steps::granted`]).
     pub(crate) fn new(credential: Credential, registry: &'r ChannelRegistry) -> Self {
         let release = ReleaseSteps::new(credential.clone());
         Steps {
             credential,
             registry,
-            stage: Stage::Mark(PublishStep::TransactionOpen),
+            stage: Stage::DraftClock,
+            in_tx: false,
             record: None,
             authority: None,
             now: Millis(0),
-            bytes: Vec::new(),
+            draft: None,
+            temp: false,
+            renamed: false,
             failure: None,
             release,
         }
+    }
+
+    /// Steps that draft nothing before the transaction (a one-shot over an expired grant,
+    /// which is not expected to publish in its envelope): if they publish after all, they
+    /// compose inside the transaction.
+    pub(crate) fn undrafted(credential: Credential, registry: &'r ChannelRegistry) -> Self {
+        Steps {
+            stage: Stage::Ready,
+            ..Self::new(credential, registry)
+        }
+    }
+
+    /// A one-shot's grant committed inside the transaction with `credential`: the
+    /// publication's transaction part starts (the draft was composed for the epoch it
+    /// expected; the authority decides whether it stands).
+    pub(crate) fn granted(&mut self, credential: Credential) {
+        self.release = ReleaseSteps::new(credential.clone());
+        self.credential = credential;
+        self.begun(true);
     }
 
     /// The publication's and the release's results, once the envelope has ended
@@ -148,8 +195,8 @@ impl<'r, E> Steps<'r, E> {
             Some(failure) => Err(failure),
             None => Ok(Published {
                 fencing_epoch: self.authority().epoch(),
-                bytes: self.bytes.len(),
-                published_at: self.now,
+                bytes: self.draft().bytes().len(),
+                published_at: self.draft().composed_at(),
             }),
         };
         let release = match (commit_failed, self.release.take_result()) {
@@ -162,16 +209,36 @@ impl<'r, E> Steps<'r, E> {
 }
 
 impl<E> Steps<'_, E> {
-    /// A failure before any temp file exists: straight to the release.
+    /// A failure: recorded, then straight to the release (before the transaction: to the
+    /// transaction, which runs it).
     fn fail(&mut self, failure: PublishFailure<E>) -> Stage {
         self.failure = Some(failure);
-        Stage::Releasing
+        if self.in_tx {
+            Stage::Releasing
+        } else {
+            Stage::Ready
+        }
     }
 
-    /// A failure once a temp file may exist: remove it, then release.
-    fn fail_with_temp(&mut self, failure: PublishFailure<E>) -> Stage {
-        self.failure = Some(failure);
-        Stage::RemoveTemp
+    /// Composes the draft from `rows` at `self.now`, then writes it (or fails).
+    fn compose(&mut self, rows: Vec<ChannelRecord>) -> Stage {
+        match Draft::compose(
+            &self.credential.target_id,
+            self.credential.epoch,
+            self.registry,
+            rows,
+            self.now,
+        ) {
+            Ok(draft) => {
+                self.draft = Some(draft);
+                if self.in_tx {
+                    Stage::PrepareDir
+                } else {
+                    Stage::Mark(PublishStep::Composed)
+                }
+            }
+            Err(e) => self.fail(PublishFailure::Document(e)),
+        }
     }
 
     fn authority(&self) -> &Authority {
@@ -180,30 +247,65 @@ impl<E> Steps<'_, E> {
             None => unreachable!("every stage after revalidation has the authority"),
         }
     }
-}
 
-impl<E> Body<E> for Steps<'_, E> {
-    fn poll(&self) -> Effect<'_> {
-        match self.stage {
+    fn draft(&self) -> &Draft {
+        match &self.draft {
+            Some(draft) => draft,
+            None => unreachable!("every stage after composition has the draft"),
+        }
+    }
+
+    /// The effect of the file steps shared by the parts before and inside the transaction.
+    fn poll_files(&self) -> Option<Effect<'_>> {
+        Some(match self.stage {
             Stage::Mark(step) => Effect::Reached(step),
-            Stage::ReadLease => Effect::ReadLease,
-            Stage::ReadClock | Stage::DeadlineClock => Effect::ReadClock,
-            Stage::ReadChannels => Effect::ReadChannels,
             Stage::PrepareDir => Effect::PrepareDir,
             Stage::SyncParents => Effect::SyncParents,
             Stage::RemoveOrphans => Effect::RemoveOrphans,
-            Stage::WriteTemp => Effect::WriteTemp(&self.bytes),
+            Stage::WriteTemp => Effect::WriteTemp(self.draft().bytes()),
+            _ => return None,
+        })
+    }
+}
+
+impl<E> Body<E> for Steps<'_, E> {
+    fn poll_before(&self) -> Option<Effect<'_>> {
+        match self.stage {
+            Stage::DraftClock => Some(Effect::ReadClock),
+            Stage::DraftChannels => Some(Effect::ReadChannels),
+            Stage::Ready => None,
+            _ => self.poll_files(),
+        }
+    }
+
+    fn begun(&mut self, began: bool) {
+        self.in_tx = began;
+        self.stage = match (began, &self.failure) {
+            (false, _) => Stage::RemoveTemp,
+            (true, None) => Stage::Mark(PublishStep::TransactionOpen),
+            (true, Some(_)) => Stage::Releasing,
+        };
+    }
+
+    fn poll(&self) -> Effect<'_> {
+        match self.stage {
+            Stage::ReadLease => Effect::ReadLease,
+            Stage::ReadClock | Stage::DeadlineClock => Effect::ReadClock,
+            Stage::ReadChannels => Effect::ReadChannels,
             Stage::Rename => Effect::Rename,
-            Stage::SyncDir => Effect::SyncDir,
-            Stage::RemoveTemp => Effect::RemoveTemp,
             Stage::Releasing => self.release.poll(),
-            Stage::End => Effect::Finished,
+            _ => self.poll_files().unwrap_or(Effect::Finished),
         }
     }
 
     fn handle(&mut self, input: Input<E>) {
         self.stage = match (self.stage, input) {
             (Stage::Mark(step), Input::Done) => after(step),
+            (Stage::DraftClock, Input::Clock(now)) => {
+                self.now = now;
+                Stage::DraftChannels
+            }
+            (Stage::DraftChannels, Input::Channels(rows)) => self.compose(rows),
             (Stage::ReadLease, Input::Lease(Some(record))) => {
                 self.record = Some(record);
                 Stage::ReadClock
@@ -225,32 +327,35 @@ impl<E> Body<E> for Steps<'_, E> {
                     },
                 }
             }
-            (Stage::ReadChannels, Input::Channels(rows)) => {
-                match compose(self.authority(), self.registry, &rows, self.now)
-                    .and_then(|doc| doc.to_bounded_bytes())
-                {
-                    Ok(bytes) => {
-                        self.bytes = bytes;
-                        Stage::Mark(PublishStep::Composed)
-                    }
-                    Err(e) => self.fail(PublishFailure::Document(e)),
-                }
-            }
+            (Stage::ReadChannels, Input::Channels(rows)) => match &self.draft {
+                Some(draft) if draft.confirmed(self.authority(), &rows) => Stage::DeadlineClock,
+                // The rows moved since the draft (or a one-shot was granted another epoch
+                // than it expected, or drafted nothing): compose again, at the revalidation's
+                // clock.
+                _ => self.compose(rows),
+            },
             (Stage::PrepareDir, Input::Dir { verified: true }) => Stage::RemoveOrphans,
             (Stage::PrepareDir, Input::Dir { verified: false }) => Stage::SyncParents,
             (Stage::SyncParents, Input::Done) => Stage::RemoveOrphans,
-            (Stage::RemoveOrphans, Input::Done) => Stage::WriteTemp,
+            (Stage::RemoveOrphans, Input::Done) => {
+                // From here on a temp sibling may exist (a failed write can leave one). Inside
+                // the transaction the sweep has just removed the draft's own temp.
+                self.temp = true;
+                Stage::WriteTemp
+            }
+            (Stage::WriteTemp, Input::Done) if self.in_tx => Stage::DeadlineClock,
             (Stage::WriteTemp, Input::Done) => Stage::Mark(PublishStep::TempWritten),
             (Stage::DeadlineClock, Input::Clock(now)) => {
                 match self.authority().check_deadline(now) {
                     Ok(()) => Stage::Mark(PublishStep::DeadlineChecked),
-                    Err(passed) => self.fail_with_temp(PublishFailure::Expired(passed)),
+                    Err(passed) => self.fail(PublishFailure::Expired(passed)),
                 }
             }
-            (Stage::Rename, Input::Done) => Stage::Mark(PublishStep::Renamed),
-            (Stage::SyncDir, Input::Done) => Stage::Mark(PublishStep::DirectorySynced),
-            (Stage::SyncDir, Input::Failed(e)) => self.fail(PublishFailure::NotDurable(e)),
-            (Stage::RemoveTemp, Input::Done | Input::Failed(_)) => Stage::Releasing,
+            (Stage::Rename, Input::Done) => {
+                self.temp = false;
+                self.renamed = true;
+                Stage::Mark(PublishStep::Renamed)
+            }
             (Stage::Releasing, input) => {
                 self.release.handle(input);
                 if self.release.is_done() {
@@ -259,17 +364,26 @@ impl<E> Body<E> for Steps<'_, E> {
                     Stage::Releasing
                 }
             }
+            (Stage::SyncDir, Input::Done) => Stage::Mark(PublishStep::DirectorySynced),
+            (Stage::SyncDir, Input::Failed(e)) => {
+                self.failure = Some(PublishFailure::NotDurable(e));
+                Stage::Unlock
+            }
+            (Stage::RemoveTemp, Input::Done | Input::Failed(_)) => {
+                self.temp = false;
+                Stage::Unlock
+            }
             (
-                Stage::ReadLease
+                Stage::DraftChannels
+                | Stage::ReadLease
                 | Stage::ReadChannels
                 | Stage::PrepareDir
                 | Stage::SyncParents
-                | Stage::RemoveOrphans,
+                | Stage::RemoveOrphans
+                | Stage::WriteTemp
+                | Stage::Rename,
                 Input::Failed(e),
             ) => self.fail(PublishFailure::Effect(e)),
-            (Stage::WriteTemp | Stage::Rename, Input::Failed(e)) => {
-                self.fail_with_temp(PublishFailure::Effect(e))
-            }
             (stage, other) => protocol_violation(&format!("publish {stage:?}"), &other),
         };
     }
@@ -278,6 +392,24 @@ impl<E> Body<E> for Steps<'_, E> {
         // The only write of a publication's transaction is its release: commit it on every
         // path (a release that found nothing to release wrote nothing).
         (self.stage == Stage::End).then_some(End::Commit)
+    }
+
+    fn ended(&mut self) {
+        self.in_tx = false;
+        self.stage = if self.renamed {
+            Stage::SyncDir
+        } else {
+            Stage::RemoveTemp
+        };
+    }
+
+    fn poll_after(&self) -> Option<Effect<'_>> {
+        match self.stage {
+            Stage::SyncDir => Some(Effect::SyncDir),
+            Stage::RemoveTemp if self.temp => Some(Effect::RemoveTemp),
+            Stage::RemoveTemp | Stage::Unlock => None,
+            _ => self.poll_files(),
+        }
     }
 }
 

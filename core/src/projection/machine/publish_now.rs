@@ -2,11 +2,14 @@
 //! carries the grant and its release (one durable commit fewer than acquire-then-publish).
 //!
 //! The prelude is the acquisition's (a live grant in the committed snapshot answers `Held`
-//! without any lock). Inside the envelope the grant's steps run first (read the row, read the
-//! clock, `decide_acquire`, write the grant); on a grant, the publication's steps follow
-//! unchanged — they read the row back and revalidate it like any publication — ending with the
-//! conditional release and the commit. Refused (`Held`, not admitted, ...), the envelope rolls
-//! back and nothing was written.
+//! without any lock). Under the target lock, before the transaction, the publication's first
+//! part drafts the document for the epoch the grant is expected to get (one above the epoch
+//! the prelude saw) and writes its temp sibling. Inside the transaction the grant's steps run
+//! first (read the row, read the clock, `decide_acquire`, write the grant); on a grant, the
+//! publication's steps follow unchanged — they read the row back and revalidate it like any
+//! publication, and a draft of another epoch than the grant's is composed again — ending with
+//! the conditional release and the commit. Refused (`Held`, not admitted, ...), the envelope
+//! rolls back, the temp sibling is removed and nothing was written.
 //!
 //! Only a grant over an unheld or released row publishes in the same envelope. A grant over an
 //! *expired* one (a takeover) commits on its own first ([`PublishNowEnd::TakenOver`]; the
@@ -23,7 +26,7 @@ use super::release::{ReleaseFailure, ReleaseOutcome};
 use super::serialized::{Body, End};
 use super::{Effect, Input, Machine};
 use crate::projection::channel::ChannelRegistry;
-use crate::projection::lease::Credential;
+use crate::projection::lease::{Credential, Observed};
 
 /// How a one-shot publication ended.
 #[derive(Debug)]
@@ -46,49 +49,76 @@ pub enum PublishNowEnd<E> {
     },
 }
 
+/// The one-shot's body: the publication's steps (drafting before the transaction), and the
+/// grant until it has been decided inside it.
 #[derive(Debug)]
-enum Stage<'r, E> {
-    Granting(Box<Grant<E>>, &'r ChannelRegistry),
-    Publishing(u64, Box<Steps<'r, E>>),
+struct Stage<'r, E> {
+    /// `Some` until the grant moved on to publishing.
+    grant: Option<Box<Grant<E>>>,
+    /// The epoch granted, once publishing.
+    epoch: Option<u64>,
+    steps: Box<Steps<'r, E>>,
+    /// Inside the transaction.
+    in_tx: bool,
 }
 
 impl<E> Body<E> for Stage<'_, E> {
+    fn poll_before(&self) -> Option<Effect<'_>> {
+        self.steps.poll_before()
+    }
+
+    fn begun(&mut self, began: bool) {
+        // The grant runs first; the publication's transaction part starts once granted.
+        self.in_tx = began;
+        if !began {
+            self.steps.begun(false);
+        }
+    }
+
     fn poll(&self) -> Effect<'_> {
-        match self {
-            Stage::Granting(grant, _) => grant.poll(),
-            Stage::Publishing(_, steps) => steps.poll(),
+        match &self.grant {
+            Some(grant) => grant.poll(),
+            None => self.steps.poll(),
         }
     }
 
     fn handle(&mut self, input: Input<E>) {
-        match self {
-            Stage::Granting(grant, registry) => {
-                grant.handle(input);
-                if grant.takeover {
-                    // Committed on its own (see the module documentation).
-                    return;
-                }
-                if let Some(Acquired::Granted(plan)) = &grant.result {
-                    let credential = Credential {
-                        target_id: plan.target_id.clone(),
-                        epoch: plan.epoch,
-                        token_hash: grant.token_hash(),
-                    };
-                    *self =
-                        Stage::Publishing(plan.epoch, Box::new(Steps::new(credential, registry)));
-                }
-            }
-            Stage::Publishing(_, steps) => steps.handle(input),
+        let Some(grant) = self.grant.as_mut().filter(|_| self.in_tx) else {
+            return self.steps.handle(input);
+        };
+        grant.handle(input);
+        if grant.takeover {
+            // Committed on its own (see the module documentation).
+            return;
+        }
+        if let Some(Acquired::Granted(plan)) = &grant.result {
+            let credential = Credential {
+                target_id: plan.target_id.clone(),
+                epoch: plan.epoch,
+                token_hash: grant.token_hash(),
+            };
+            self.epoch = Some(plan.epoch);
+            self.grant = None;
+            self.steps.granted(credential);
         }
     }
 
     fn end(&self) -> Option<End> {
-        match self {
+        match &self.grant {
             // A grant moves on to publishing at once (a takeover commits on its own); a refusal
             // rolls back.
-            Stage::Granting(grant, _) => grant.end(),
-            Stage::Publishing(_, steps) => steps.end(),
+            Some(grant) => grant.end(),
+            None => self.steps.end(),
         }
+    }
+
+    fn ended(&mut self) {
+        self.in_tx = false;
+        self.steps.ended();
+    }
+
+    fn poll_after(&self) -> Option<Effect<'_>> {
+        self.steps.poll_after()
     }
 }
 
@@ -124,8 +154,9 @@ impl<'r, E> PublishNow<'r, E> {
                     ));
                 }
                 let commit_failed = inner.commit_failed.take();
-                match inner.body {
-                    Stage::Granting(mut grant, _) => match (grant.result.take(), commit_failed) {
+                let mut stage = inner.body;
+                match (stage.grant, stage.epoch) {
+                    (Some(mut grant), _) => match (grant.result.take(), commit_failed) {
                         (_, Some(e)) => PublishNowEnd::NotGranted(Acquired::Failed(
                             super::acquire::AcquireFailure::Effect(e),
                         )),
@@ -135,14 +166,15 @@ impl<'r, E> PublishNow<'r, E> {
                             unreachable!("a started grant runs its steps to their end")
                         }
                     },
-                    Stage::Publishing(epoch, mut steps) => {
-                        let (result, release) = steps.results(commit_failed);
+                    (None, Some(epoch)) => {
+                        let (result, release) = stage.steps.results(commit_failed);
                         PublishNowEnd::Ran {
                             epoch,
                             result,
                             release,
                         }
                     }
+                    (None, None) => unreachable!("the grant moves on with its epoch"),
                 }
             }
             _ => panic!("one-shot publication machine not polled to its end"),
@@ -157,8 +189,27 @@ impl<E> Machine<E> for PublishNow<'_, E> {
 
     fn handle(&mut self, input: Input<E>) {
         let (applicant, registry) = (&mut self.applicant, self.registry);
-        self.phase.handle(input, || match applicant.take() {
-            Some(applicant) => Stage::Granting(Box::new(Grant::new(applicant)), registry),
+        self.phase.handle(input, |seen| match applicant.take() {
+            Some(applicant) => {
+                // The draft is composed for the epoch a grant over the row seen would get; if
+                // the grant gets another, the publication composes again inside. Over an
+                // expired grant nothing is drafted: that takeover commits on its own.
+                let expected = Credential {
+                    target_id: seen.target_id().clone(),
+                    epoch: seen.epoch().saturating_add(1),
+                    token_hash: applicant.token_hash,
+                };
+                let steps = match seen {
+                    Observed::Expired(_) => Steps::undrafted(expected, registry),
+                    _ => Steps::new(expected, registry),
+                };
+                Stage {
+                    grant: Some(Box::new(Grant::new(applicant))),
+                    epoch: None,
+                    steps: Box::new(steps),
+                    in_tx: false,
+                }
+            }
             None => unreachable!("the envelope is entered once"),
         });
     }

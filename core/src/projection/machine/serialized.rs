@@ -1,7 +1,9 @@
 //! The lock envelope every machine runs its body in, in one fixed order: take the target's
-//! kernel lock, begin the store's serialized write transaction, run the body, commit or roll
-//! back, release the target lock. The body runs only while both locks are held, and this is
-//! the only code that orders them, so no machine can take them the other way round.
+//! kernel lock, run the body's part before the transaction, begin the store's serialized write
+//! transaction, run the body, commit or roll back, run the body's part after the transaction,
+//! release the target lock. The transaction's body runs only while both locks are held, the
+//! parts before and after it only under the target lock, and this is the only code that
+//! orders them, so no machine can take the locks the other way round.
 
 use super::{protocol_violation, Effect, Input};
 
@@ -14,21 +16,36 @@ pub(crate) enum End {
 
 /// The part of a machine that runs inside the envelope.
 pub(crate) trait Body<E> {
-    /// The next effect of the body, while [`Body::end`] is `None`.
+    /// Before the transaction (the target lock held): the next effect, or `None` when the
+    /// body is ready for the transaction. Most bodies have nothing to do here.
+    fn poll_before(&self) -> Option<Effect<'_>> {
+        None
+    }
+    /// The transaction began (`true`), or could not begin (`false`: the envelope keeps the
+    /// error, the transaction's body will not run, the part after it will).
+    fn begun(&mut self, _began: bool) {}
+    /// Inside the transaction: the next effect, while [`Body::end`] is `None`.
     fn poll(&self) -> Effect<'_>;
-    /// The result of the effect last polled.
+    /// The result of the effect last polled (before, inside or after the transaction).
     fn handle(&mut self, input: Input<E>);
-    /// `Some` once the body has finished: how its transaction ends.
+    /// `Some` once the transaction's body has finished: how its transaction ends.
     fn end(&self) -> Option<End>;
+    /// The transaction has ended (committed, or rolled back).
+    fn ended(&mut self) {}
+    /// After the transaction (the target lock still held): the next effect, or `None` when the
+    /// target lock may be released.
+    fn poll_after(&self) -> Option<Effect<'_>> {
+        None
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Lock,
-    Begin,
+    Before,
     Body,
     RollbackAfterFailedCommit,
-    Unlock,
+    After,
     Done,
 }
 
@@ -37,7 +54,7 @@ enum Phase {
 pub(crate) struct Serialized<E, B> {
     pub(crate) body: B,
     phase: Phase,
-    /// The target lock or the transaction could not be had: the body never ran.
+    /// The target lock or the transaction could not be had: the transaction's body never ran.
     pub(crate) not_started: Option<E>,
     /// The commit failed (the transaction was then rolled back).
     pub(crate) commit_failed: Option<E>,
@@ -60,29 +77,37 @@ impl<E, B: Body<E>> Serialized<E, B> {
     pub(crate) fn poll(&self) -> Effect<'_> {
         match self.phase {
             Phase::Lock => Effect::LockTarget,
-            Phase::Begin => Effect::Begin,
+            Phase::Before => self.body.poll_before().unwrap_or(Effect::Begin),
             Phase::Body => match self.body.end() {
                 None => self.body.poll(),
                 Some(End::Commit) => Effect::Commit,
                 Some(End::Rollback) => Effect::Rollback,
             },
             Phase::RollbackAfterFailedCommit => Effect::Rollback,
-            Phase::Unlock => Effect::UnlockTarget,
+            Phase::After => self.body.poll_after().unwrap_or(Effect::UnlockTarget),
             Phase::Done => Effect::Finished,
         }
     }
 
     pub(crate) fn handle(&mut self, input: Input<E>) {
         self.phase = match (self.phase, input) {
-            (Phase::Lock, Input::Done) => Phase::Begin,
+            (Phase::Lock, Input::Done) => Phase::Before,
             (Phase::Lock, Input::Failed(e)) => {
                 self.not_started = Some(e);
                 Phase::Done
             }
-            (Phase::Begin, Input::Done) => Phase::Body,
-            (Phase::Begin, Input::Failed(e)) => {
+            (Phase::Before, input) if self.body.poll_before().is_some() => {
+                self.body.handle(input);
+                Phase::Before
+            }
+            (Phase::Before, Input::Done) => {
+                self.body.begun(true);
+                Phase::Body
+            }
+            (Phase::Before, Input::Failed(e)) => {
                 self.not_started = Some(e);
-                Phase::Unlock
+                self.body.begun(false);
+                Phase::After
             }
             (Phase::Body, input) => match self.body.end() {
                 None => {
@@ -90,7 +115,7 @@ impl<E, B: Body<E>> Serialized<E, B> {
                     Phase::Body
                 }
                 Some(End::Commit) => match input {
-                    Input::Done => Phase::Unlock,
+                    Input::Done => self.ended(),
                     Input::Failed(e) => {
                         self.commit_failed = Some(e);
                         Phase::RollbackAfterFailedCommit
@@ -99,13 +124,22 @@ impl<E, B: Body<E>> Serialized<E, B> {
                 },
                 // A failed rollback is the executor's to report; the transaction ends either way.
                 Some(End::Rollback) => match input {
-                    Input::Done | Input::Failed(_) => Phase::Unlock,
+                    Input::Done | Input::Failed(_) => self.ended(),
                     other => protocol_violation("rollback", &other),
                 },
             },
-            (Phase::RollbackAfterFailedCommit, Input::Done | Input::Failed(_)) => Phase::Unlock,
-            (Phase::Unlock, Input::Done | Input::Failed(_)) => Phase::Done,
+            (Phase::RollbackAfterFailedCommit, Input::Done | Input::Failed(_)) => self.ended(),
+            (Phase::After, input) if self.body.poll_after().is_some() => {
+                self.body.handle(input);
+                Phase::After
+            }
+            (Phase::After, Input::Done | Input::Failed(_)) => Phase::Done,
             (phase, other) => protocol_violation(&format!("{phase:?}"), &other),
         };
+    }
+
+    fn ended(&mut self) -> Phase {
+        self.body.ended();
+        Phase::After
     }
 }

@@ -1,6 +1,7 @@
 //! The machines driven by a scripted executor: the exact effects each path names, in order,
 //! and what each ends with. A script answers every effect from a tiny in-memory store (one
-//! lease row, no channel rows) and can make one named effect fail.
+//! lease row; channel rows only inside a transaction, when a test plants them) and can make
+//! one named effect fail.
 
 use super::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
 use super::publish::{Publish, PublishEnd, PublishFailure};
@@ -9,7 +10,7 @@ use super::release::{Release, ReleaseFailure, ReleaseOutcome};
 use super::{drive, Effect, Input, Machine};
 use crate::config::LeaseTtl;
 use crate::names::InstanceDigest;
-use crate::projection::channel::ChannelRegistry;
+use crate::projection::channel::{ChannelName, ChannelRecord, ChannelRegistry};
 use crate::projection::lease::{Credential, Fenced, Grant, LeaseRecord, LeaseState};
 use crate::projection::target::TargetId;
 use crate::time::Millis;
@@ -71,6 +72,10 @@ struct Script {
     writes_match: bool,
     /// The row as a transaction reads it, when another grant committed after the snapshot.
     inside: Option<LeaseRecord>,
+    /// The channel rows as a transaction reads them, when a submission committed after the
+    /// draft read them (none otherwise).
+    channels_inside: Vec<ChannelRecord>,
+    in_tx: bool,
     log: Vec<&'static str>,
 }
 
@@ -83,6 +88,8 @@ impl Script {
             dir_verified: true,
             writes_match: true,
             inside: None,
+            channels_inside: Vec::new(),
+            in_tx: false,
             log: Vec::new(),
         }
     }
@@ -110,6 +117,15 @@ impl Script {
                 };
                 Input::Clock(Millis(now))
             }
+            Effect::Begin => {
+                self.in_tx = true;
+                Input::Done
+            }
+            Effect::Commit | Effect::Rollback => {
+                self.in_tx = false;
+                Input::Done
+            }
+            Effect::ReadChannels if self.in_tx => Input::Channels(self.channels_inside.clone()),
             Effect::ReadChannels => Input::Channels(Vec::new()),
             Effect::WriteGrant(plan) => {
                 if self.writes_match {
@@ -264,31 +280,35 @@ fn acquire_failures_end_the_envelope_in_order() {
     );
 }
 
-/// The effects of a publication that succeeds, with the directory chain already durable.
-const PUBLISHED: [&str; 24] = [
+/// The effects of a publication that succeeds, with the directory chain already durable: the
+/// draft and its temp file under the target lock alone, then the transaction, then the
+/// directory fsync under the target lock again.
+const PUBLISHED: [&str; 26] = [
     "lock-target",
-    "begin",
-    "reached",
-    "read-lease",
     "read-clock",
-    "reached",
     "read-channels",
     "reached",
     "prepare-dir",
     "remove-orphans",
     "write-temp",
     "reached",
+    "begin",
+    "reached",
+    "read-lease",
+    "read-clock",
+    "reached",
+    "read-channels",
     "read-clock",
     "reached",
     "rename",
-    "reached",
-    "sync-dir",
     "reached",
     "read-lease",
     "read-clock",
     "write-release",
     "reached",
     "commit",
+    "sync-dir",
+    "reached",
     "unlock-target",
 ];
 
@@ -308,7 +328,8 @@ fn a_publication_runs_every_step_inside_both_locks_and_releases() {
     let published = result.unwrap();
     assert_eq!(
         (published.fencing_epoch, published.published_at),
-        (2, Millis(10))
+        (2, Millis(10)),
+        "published as drafted, at the draft's clock"
     );
     assert!(published.bytes > 0);
     assert_eq!(release.unwrap(), ReleaseOutcome::Released);
@@ -318,13 +339,13 @@ fn a_publication_runs_every_step_inside_both_locks_and_releases() {
     s.dir_verified = false;
     publish(&mut s, 2, 1);
     assert_eq!(
-        &s.log[8..11],
+        &s.log[4..7],
         ["prepare-dir", "sync-parents", "remove-orphans"]
     );
 }
 
 #[test]
-fn a_fenced_publication_touches_no_file_and_does_not_release_a_successor() {
+fn a_fenced_publication_never_renames_removes_its_draft_and_does_not_release_a_successor() {
     let mut s = Script::new(Some(row(3, 2, 0, false)), &[10]);
     let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
         panic!()
@@ -339,19 +360,14 @@ fn a_fenced_publication_touches_no_file_and_does_not_release_a_successor() {
         release,
         Ok(ReleaseOutcome::NotHolder(Fenced::Superseded { .. }))
     ));
-    for file_effect in [
-        "prepare-dir",
-        "write-temp",
-        "rename",
-        "sync-dir",
-        "write-release",
-    ] {
-        assert!(
-            !s.log.contains(&file_effect),
-            "{file_effect} in {:?}",
-            s.log
-        );
+    for effect in ["rename", "sync-dir", "write-release"] {
+        assert!(!s.log.contains(&effect), "{effect} in {:?}", s.log);
     }
+    assert_eq!(
+        &s.log[s.log.len() - 3..],
+        ["commit", "remove-temp", "unlock-target"],
+        "the draft's temp is removed under the target lock"
+    );
     // Expired at revalidation: fenced too.
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[TTL]);
     let PublishEnd::Ran { result, .. } = publish(&mut s, 2, 1) else {
@@ -361,22 +377,33 @@ fn a_fenced_publication_touches_no_file_and_does_not_release_a_successor() {
         result,
         Err(PublishFailure::Fenced(Fenced::Expired))
     ));
-    assert!(!s.log.contains(&"write-temp"));
+    assert!(!s.log.contains(&"rename"));
+    assert!(s.log.contains(&"remove-temp"));
 }
 
 #[test]
 fn a_publication_past_its_deadline_removes_its_temp_and_never_renames() {
-    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10, TTL]);
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10, 20, TTL]);
     let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
         panic!()
     };
     assert!(matches!(result, Err(PublishFailure::Expired(_))));
     assert_eq!(release.unwrap(), ReleaseOutcome::Released);
     assert!(!s.log.contains(&"rename"));
-    let at = s.log.iter().position(|e| *e == "write-temp").unwrap();
+    let at = s.log.iter().position(|e| *e == "read-channels").unwrap() + 1;
+    let at = at
+        + s.log[at..]
+            .iter()
+            .position(|e| *e == "read-channels")
+            .unwrap();
     assert_eq!(
-        &s.log[at..at + 4],
-        ["write-temp", "reached", "read-clock", "remove-temp"]
+        &s.log[at..at + 3],
+        ["read-channels", "read-clock", "read-lease"],
+        "the deadline check is the last step before the rename, and fails into the release"
+    );
+    assert_eq!(
+        &s.log[s.log.len() - 3..],
+        ["commit", "remove-temp", "unlock-target"]
     );
 }
 
@@ -442,7 +469,23 @@ fn a_publication_that_cannot_start_or_commit_says_so() {
         publish(&mut s, 2, 1),
         PublishEnd::NotStarted("begin")
     ));
-    assert_eq!(s.log, ["lock-target", "begin", "unlock-target"]);
+    assert_eq!(
+        s.log,
+        [
+            "lock-target",
+            "read-clock",
+            "read-channels",
+            "reached",
+            "prepare-dir",
+            "remove-orphans",
+            "write-temp",
+            "reached",
+            "begin",
+            "remove-temp",
+            "unlock-target"
+        ],
+        "a busy store: the draft's temp is removed, nothing else happened"
+    );
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("commit");
     let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
         panic!()
@@ -450,8 +493,9 @@ fn a_publication_that_cannot_start_or_commit_says_so() {
     assert!(result.is_ok(), "the rename happened");
     assert!(matches!(release, Err(ReleaseFailure::Effect("commit"))));
     assert_eq!(
-        &s.log[s.log.len() - 3..],
-        ["commit", "rollback", "unlock-target"]
+        &s.log[s.log.len() - 5..],
+        ["commit", "rollback", "sync-dir", "reached", "unlock-target"],
+        "the renamed document is made durable all the same"
     );
     // A row missing or broken at revalidation.
     let mut s = Script::new(None, &[10]);
@@ -482,6 +526,107 @@ fn one_shot_publishes_over_a_released_row_in_one_envelope() {
     assert_eq!(s.log.iter().filter(|e| **e == "commit").count(), 1);
     assert_eq!(s.log.iter().filter(|e| **e == "lock-target").count(), 1);
     assert!(s.log.contains(&"rename"));
+    // Drafted for the epoch it was granted: one temp file, written before the transaction.
+    let writes: Vec<usize> = positions(&s.log, "write-temp");
+    assert_eq!(writes.len(), 1, "{:?}", s.log);
+    assert!(writes[0] < positions(&s.log, "begin")[0]);
+}
+
+fn positions(log: &[&str], effect: &str) -> Vec<usize> {
+    log.iter()
+        .enumerate()
+        .filter(|(_, e)| **e == effect)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+fn channel_row(watermark: u64) -> ChannelRecord {
+    ChannelRecord {
+        target_id: target(),
+        channel: ChannelName::parse("c").unwrap(),
+        source_watermark: watermark,
+        envelope_json: r#"{"schema":"s"}"#.into(),
+        captured_at: Millis(1),
+        expires_at: Millis(TTL * 10),
+        updated_at: Millis(2),
+        degraded_reason: None,
+    }
+}
+
+#[test]
+fn a_draft_whose_rows_moved_is_composed_and_written_again_inside_the_transaction() {
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10, 20, 30]);
+    s.channels_inside = vec![channel_row(7)];
+    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
+        panic!()
+    };
+    let published = result.unwrap();
+    assert_eq!(
+        published.published_at,
+        Millis(20),
+        "composed again at the revalidation's clock"
+    );
+    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
+    let begin = positions(&s.log, "begin")[0];
+    let writes = positions(&s.log, "write-temp");
+    assert_eq!(writes.len(), 2, "{:?}", s.log);
+    assert!(writes[0] < begin && begin < writes[1]);
+    // Inside: the sweep (which removes the draft's temp), the new temp, the deadline, the
+    // rename.
+    assert_eq!(
+        &s.log[writes[1] - 2..writes[1] + 3],
+        [
+            "prepare-dir",
+            "remove-orphans",
+            "write-temp",
+            "read-clock",
+            "reached"
+        ]
+    );
+    let empty = Script::new(Some(row(2, 1, 0, false)), &[10, 20, 30]);
+    let mut unmoved = empty;
+    let PublishEnd::Ran { result, .. } = publish(&mut unmoved, 2, 1) else {
+        panic!()
+    };
+    assert!(
+        published.bytes > result.unwrap().bytes,
+        "the renamed document holds the row committed after the draft"
+    );
+}
+
+#[test]
+fn a_one_shot_granted_another_epoch_than_it_drafted_for_composes_again() {
+    let registry = registry();
+    // The snapshot shows epoch 1 released; by the time the transaction reads the row, epoch 3
+    // was granted and released.
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10, 20]);
+    s.inside = Some(row(3, 1, 0, true));
+    let mut m = PublishNow::new(applicant(2), &registry);
+    s.run(&mut m);
+    let PublishNowEnd::Ran { epoch, result, .. } = m.into_end() else {
+        panic!()
+    };
+    assert_eq!(epoch, 4);
+    assert_eq!(result.unwrap().fencing_epoch, 4);
+    assert_eq!(positions(&s.log, "write-temp").len(), 2, "{:?}", s.log);
+}
+
+#[test]
+fn one_shot_refused_inside_its_locks_removes_its_draft() {
+    let registry = registry();
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
+    s.inside = Some(row(2, 3, 5, false)); // granted to another after the snapshot
+    let mut m = PublishNow::new(applicant(2), &registry);
+    s.run(&mut m);
+    assert!(matches!(
+        m.into_end(),
+        PublishNowEnd::NotGranted(Acquired::Held(_))
+    ));
+    assert_eq!(
+        &s.log[s.log.len() - 3..],
+        ["rollback", "remove-temp", "unlock-target"]
+    );
+    assert!(!s.log.contains(&"rename"));
 }
 
 #[test]

@@ -1,0 +1,146 @@
+//! A document composed before the serialized transaction, and the check that lets it be
+//! published.
+//!
+//! A publication composes its document, writes it to a temp sibling and fsyncs it while it
+//! holds only the target's lock, so that the store's write lock — one per store, shared by
+//! every target — is held for the revalidation, the rename and the commit alone. Inside the
+//! transaction the holder's [`Authority`] confirms the draft ([`Draft::confirmed`]): same
+//! target, same epoch, and exactly the channel rows it was composed from, read again under the
+//! write lock. A draft that is not confirmed is composed again from the rows read inside the
+//! transaction. Either way the document renamed into place is the one the authorized holder
+//! composes from the rows committed at the rename.
+
+use crate::projection::channel::{ChannelRecord, ChannelRegistry};
+use crate::projection::document::compose;
+use crate::projection::lease::Authority;
+use crate::projection::target::TargetId;
+use crate::projection::DocumentError;
+use crate::time::Millis;
+
+/// A composed, size-checked document and what it was composed from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Draft {
+    target_id: TargetId,
+    epoch: u64,
+    rows: Vec<ChannelRecord>,
+    bytes: Vec<u8>,
+    composed_at: Millis,
+}
+
+impl Draft {
+    /// Composes the document of the grant at `epoch` on `target_id` from the committed `rows`
+    /// at broker time `now` (refused past [`crate::projection::MAX_DOCUMENT_BYTES`]).
+    pub fn compose(
+        target_id: &TargetId,
+        epoch: u64,
+        registry: &ChannelRegistry,
+        rows: Vec<ChannelRecord>,
+        now: Millis,
+    ) -> Result<Self, DocumentError> {
+        let bytes = compose(target_id, epoch, registry, &rows, now)?.to_bounded_bytes()?;
+        Ok(Draft {
+            target_id: target_id.clone(),
+            epoch,
+            rows,
+            bytes,
+            composed_at: now,
+        })
+    }
+
+    /// The document's bytes (what the temp file holds).
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The broker time the document was composed at (its `publishedAt`).
+    pub fn composed_at(&self) -> Millis {
+        self.composed_at
+    }
+
+    /// Whether the holder of `authority`, having read `rows` inside its transaction, may
+    /// publish this draft: the same target and epoch, composed from exactly these rows.
+    pub fn confirmed(&self, authority: &Authority, rows: &[ChannelRecord]) -> bool {
+        self.target_id == *authority.target_id()
+            && self.epoch == authority.epoch()
+            && self.rows == rows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::LeaseTtl;
+    use crate::projection::channel::{ChannelName, ChannelSpec, ProducerId};
+    use crate::projection::lease::{observe, AcquireRequest, Credential, LeaseRecord};
+    use crate::token::HolderToken;
+
+    fn tid(c: char) -> TargetId {
+        TargetId::parse(&c.to_string().repeat(64)).unwrap()
+    }
+
+    /// The authority of the first grant on `target`.
+    fn authority(target: TargetId) -> Authority {
+        let token = HolderToken::from_bytes([3; 32]);
+        let req = AcquireRequest {
+            token_hash: token.hash(),
+            holder_instance_digest: crate::names::InstanceDigest::parse("i").unwrap(),
+            now: Millis(0),
+            ttl: LeaseTtl::from_millis(Some(1000)).unwrap(),
+        };
+        let plan = observe(LeaseRecord::admitted(target.clone()), Millis(0))
+            .unwrap()
+            .decide_acquire(req)
+            .unwrap();
+        let cred = Credential {
+            target_id: target,
+            epoch: plan.epoch,
+            token_hash: token.hash(),
+        };
+        observe(plan.record(), Millis(1))
+            .unwrap()
+            .authorize_publish(&cred)
+            .unwrap()
+    }
+
+    fn registry() -> ChannelRegistry {
+        ChannelRegistry::new(vec![ChannelSpec {
+            name: ChannelName::parse("c").unwrap(),
+            owner: ProducerId::parse("p").unwrap(),
+            envelope_schema: "s".into(),
+            max_envelope_bytes: 100,
+        }])
+        .unwrap()
+    }
+
+    fn row(target: &TargetId, watermark: u64) -> ChannelRecord {
+        ChannelRecord {
+            target_id: target.clone(),
+            channel: ChannelName::parse("c").unwrap(),
+            source_watermark: watermark,
+            envelope_json: format!(r#"{{"schema":"s","w":{watermark}}}"#),
+            captured_at: Millis(1),
+            expires_at: Millis(10_000),
+            updated_at: Millis(2),
+            degraded_reason: None,
+        }
+    }
+
+    #[test]
+    fn only_the_same_target_epoch_and_rows_confirm_a_draft() {
+        let a = tid('a');
+        let rows = vec![row(&a, 1)];
+        let draft = Draft::compose(&a, 1, &registry(), rows.clone(), Millis(5)).unwrap();
+        assert_eq!(draft.composed_at(), Millis(5));
+        assert!(draft.bytes().ends_with(b"\n"));
+        assert!(draft.confirmed(&authority(a.clone()), &rows));
+        // Another epoch (the one-shot's prediction missed), another target, moved rows.
+        let other_epoch = Draft::compose(&a, 2, &registry(), rows.clone(), Millis(5)).unwrap();
+        assert!(!other_epoch.confirmed(&authority(a.clone()), &rows));
+        let b = tid('b');
+        let other_target = Draft::compose(&b, 1, &registry(), vec![row(&b, 1)], Millis(5)).unwrap();
+        assert!(!other_target.confirmed(&authority(a.clone()), &[row(&b, 1)]));
+        assert!(!draft.confirmed(&authority(a.clone()), &[row(&a, 2)]));
+        assert!(!draft.confirmed(&authority(a.clone()), &[]));
+        assert!(!draft.confirmed(&authority(a.clone()), &[row(&a, 1), row(&a, 1)]));
+    }
+}
