@@ -606,3 +606,67 @@ fn a_release_that_does_not_commit_is_reported() {
         other => panic!("{other}"),
     }
 }
+
+/// Slows the draft down (a long write and fsync before the transaction) and says when the
+/// publication is about to begin its transaction.
+struct SlowDraft {
+    draft: std::time::Duration,
+    beginning: Mutex<Option<mpsc::Sender<()>>>,
+}
+
+impl PublishProbe for SlowDraft {
+    fn reached(&self, step: PublishStep, _: &TargetId, _: u64) {
+        if step == PublishStep::TempWritten {
+            std::thread::sleep(self.draft);
+        }
+    }
+
+    fn before(&self, effect: &'static str, _: &TargetId, _: u64) {
+        if effect == "begin" {
+            if let Some(beginning) = self.beginning.lock().unwrap().take() {
+                let _ = beginning.send(());
+            }
+        }
+    }
+}
+
+/// The busy timeout bounds the waits, not the work: a publication whose draft took longer than
+/// the whole timeout still waits for a store that another connection holds for a moment
+/// (with the timeout counted from the target lock, it would give up at once).
+#[test]
+fn a_draft_slower_than_the_busy_timeout_still_waits_for_the_store() {
+    const BUSY_MS: u64 = 2_000;
+    let f = Fixture::with_timing(timing(10 * BUSY_MS, BUSY_MS), 1024);
+    let target = f.open().admit_target(&tuple("a")).unwrap();
+    f.open().submit(&router(), &route(&target, 1, "x")).unwrap();
+    let (beginning, began) = mpsc::channel();
+    let probe = SlowDraft {
+        draft: std::time::Duration::from_millis(BUSY_MS + 500),
+        beginning: Mutex::new(Some(beginning)),
+    };
+    let (acquired_tx, acquired) = mpsc::channel();
+    let (blocking_tx, blocking) = mpsc::channel::<()>();
+    let published = std::thread::scope(|s| {
+        let (f, target) = (&f, &target);
+        // The probe and the senders move in: if the publisher fails early they are dropped
+        // and the receivers below fail instead of waiting forever.
+        let publisher = s.spawn(move || {
+            let store = f.open();
+            let lease = expect_acquired(store.acquire(target, &holder("a")).unwrap());
+            acquired_tx.send(()).unwrap();
+            blocking.recv().unwrap();
+            lease.publish_observed(&probe).map(|p| p.fencing_epoch)
+        });
+        acquired.recv().unwrap();
+        let blocker = rusqlite::Connection::open(&f.options.db_path).unwrap();
+        blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+        blocking_tx.send(()).unwrap();
+        began.recv().unwrap();
+        // The publication now waits for the store; the blocker lets go well within the timeout.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        blocker.execute_batch("ROLLBACK").unwrap();
+        publisher.join().unwrap()
+    });
+    assert_eq!(published.unwrap(), 1);
+    assert!(f.current_bytes(&target).is_some());
+}

@@ -52,8 +52,9 @@ pub struct FileSteps<'a> {
     // file is removed before the target lock is let go.
     temp: Option<TempFile<'a>>,
     lock: Option<TargetLock>,
-    /// When waiting for the locks of this run ends: one busy timeout for all of them.
-    deadline: Option<Instant>,
+    /// What the wait for the target lock left of the busy timeout: the store's transaction
+    /// waits at most that long (one busy timeout for all the waits of a run).
+    wait_left: Option<Duration>,
     /// The target directory and the directories of its chain not yet known durable.
     dir: Option<(PathBuf, Vec<PathBuf>)>,
     renamed: Option<PathBuf>,
@@ -87,16 +88,18 @@ impl<'a> FileSteps<'a> {
             timeout,
             temp: None,
             lock: None,
-            deadline: None,
+            wait_left: None,
             dir: None,
             renamed: None,
         }
     }
 
-    /// When waiting for this run's locks ends (set when the target lock is taken, which every
-    /// machine does first); the store's transaction waits until then at most.
-    pub fn deadline(&self) -> Option<Instant> {
-        self.deadline
+    /// Until when the store's transaction may be waited for, if it is begun now: what the
+    /// wait for the target lock (which every machine takes first) left of the busy timeout.
+    /// Work done between the two — a publication's draft, written and fsynced — is not
+    /// waiting and does not count.
+    pub fn wait_deadline(&self) -> Option<Instant> {
+        self.wait_left.map(|left| Instant::now() + left)
     }
 
     /// Where the rename put the document, once (taken).
@@ -149,13 +152,14 @@ impl<'a> FileSteps<'a> {
     }
 
     fn lock_target(&mut self) -> Result<()> {
-        let deadline = *self.deadline.insert(Instant::now() + self.timeout);
+        let deadline = Instant::now() + self.timeout;
         self.lock = Some(TargetLock::acquire(
             self.root,
             self.target,
             deadline,
             self.timeout,
         )?);
+        self.wait_left = Some(deadline.saturating_duration_since(Instant::now()));
         Ok(())
     }
 

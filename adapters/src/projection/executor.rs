@@ -91,8 +91,8 @@ impl<'s> Executor<'s> {
                 Input::Lease,
             ),
             Effect::Begin => {
-                // Every machine takes the target lock first, which sets the deadline.
-                let deadline = self.files.deadline().unwrap_or_else(Instant::now);
+                // Every machine takes the target lock first, which sets what is left to wait.
+                let deadline = self.files.wait_deadline().unwrap_or_else(Instant::now);
                 result(store.begin_by(deadline), |tx| {
                     self.tx = Some(tx);
                     Input::Done
