@@ -104,11 +104,15 @@ producer_loop() {
 }
 
 # One reader per target; each reads until its stdin (a FIFO this script holds open) closes.
+# Every reader starts before any FIFO is opened for writing, so no reader inherits another's
+# write end (which would keep that FIFO open after this script closes its own).
 declare -a reader_pids reader_ins
 for t in $(seq 0 $((targets - 1))); do
   mkfifo "$work/in.$t"
   "$bin" reader --config "$cfg" --target "${ids[t]}" <"$work/in.$t" >"$work/reader.$t" &
   reader_pids[t]=$!
+done
+for t in $(seq 0 $((targets - 1))); do
   exec {fd}>"$work/in.$t"
   reader_ins[t]=$fd
 done
