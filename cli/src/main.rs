@@ -7,6 +7,7 @@
 //! - [`output`]: stdout, where a reader closing the pipe early ends the output, not the command.
 //! - [`store_cmds`]: `init`, `admit`, `submit`, `publish` — scripting a store by hand.
 //! - [`inspect`]: `inspect` and `read` — what an operator looks at.
+//! - [`lease`]: `lease end` — an operator ends a target's current grant.
 //! - [`lock`]: `lock status` — who owns a project lock, and whether it is alive.
 //! - [`holder`]: the hidden `holder` subcommand, a scripted lease holder on stdin/stdout.
 //! - [`reader`]: the hidden `reader` subcommand, a process that checks every document it sees.
@@ -20,6 +21,7 @@ pub mod demo;
 pub mod error;
 pub mod holder;
 pub mod inspect;
+pub mod lease;
 pub mod lock;
 pub mod output;
 pub mod process;
@@ -93,6 +95,9 @@ enum Command {
         #[arg(long)]
         timeout_ms: u64,
     },
+    /// Operator actions on a target's lease.
+    #[command(subcommand)]
+    Lease(LeaseCommand),
     /// Project lock diagnostics.
     #[command(subcommand)]
     Lock(LockCommand),
@@ -104,6 +109,18 @@ enum Command {
     Reader {
         /// Target id (64 lowercase hex).
         #[arg(long)]
+        target: String,
+    },
+}
+
+/// `solewriter lease …`.
+#[derive(Subcommand, Debug)]
+enum LeaseCommand {
+    /// End the target's current grant, whoever holds it: the holder is fenced (its next
+    /// publish or release is refused and writes nothing); the next grant gets a higher epoch.
+    /// An unheld, released or expired lease has nothing to end (exit 0, nothing written).
+    End {
+        /// Target id (64 lowercase hex).
         target: String,
     },
 }
@@ -170,6 +187,7 @@ pub fn run(cli: Cli) -> CliResult<()> {
             after_epoch,
             timeout_ms,
         } => inspect::watch(&settings()?, &target, after_epoch, timeout_ms, json),
+        Command::Lease(LeaseCommand::End { target }) => lease::end(&settings()?, &target, json),
         Command::Lock(LockCommand::Status { dir }) => lock::status(&dir, json),
         Command::Holder(args) => holder::run(&settings()?, &args),
         Command::Reader { target } => reader::run(&settings()?, &target),
