@@ -8,7 +8,8 @@
 //! - [`store_cmds`]: `init`, `admit`, `submit`, `publish` — scripting a store by hand.
 //! - [`inspect`]: `inspect` and `read` — what an operator looks at.
 //! - [`lease`]: `lease end` — an operator ends a target's current grant.
-//! - [`lock`]: `lock status` — who owns a project lock, and whether it is alive.
+//! - [`lock`]: `lock status` — who owns a project lock, and whether it is alive; `lock clear`
+//!   — an operator removes an unknown owner's record, named by its nonce.
 //! - [`holder`]: the hidden `holder` subcommand, a scripted lease holder on stdin/stdout.
 //! - [`reader`]: the hidden `reader` subcommand, a process that checks every document it sees.
 //! - [`demo`]: `demo`, the end-to-end demonstration on a fresh embedded store.
@@ -128,10 +129,21 @@ enum LeaseCommand {
 /// `solewriter lock …`.
 #[derive(Subcommand, Debug)]
 enum LockCommand {
-    /// Show the owner of the project lock in DIR and whether it is alive, dead or unknown.
+    /// Show the owner of the project lock in DIR, its nonce, and whether it is alive, dead or
+    /// unknown.
     Status {
         /// The project directory holding `project.lock`.
         dir: PathBuf,
+    },
+    /// Remove the record of an owner that is unknown from here (check it by other means
+    /// first), only if it carries the nonce given; refused (exit 14) when the kernel lock is
+    /// held, the owner is alive or dead, or the nonce differs.
+    Clear {
+        /// The project directory holding `project.lock`.
+        dir: PathBuf,
+        /// The record's nonce, as `lock status` prints it (64 lowercase hex).
+        #[arg(long, value_name = "HEX")]
+        nonce: String,
     },
 }
 
@@ -189,6 +201,7 @@ pub fn run(cli: Cli) -> CliResult<()> {
         } => inspect::watch(&settings()?, &target, after_epoch, timeout_ms, json),
         Command::Lease(LeaseCommand::End { target }) => lease::end(&settings()?, &target, json),
         Command::Lock(LockCommand::Status { dir }) => lock::status(&dir, json),
+        Command::Lock(LockCommand::Clear { dir, nonce }) => lock::clear(&dir, &nonce, json),
         Command::Holder(args) => holder::run(&settings()?, &args),
         Command::Reader { target } => reader::run(&settings()?, &target),
     }

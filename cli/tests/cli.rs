@@ -47,7 +47,7 @@ fn usage_errors_are_one_line_and_exit_2() {
     assert!(out.stderr.is_empty());
     let help = String::from_utf8(out.stdout).unwrap();
     for command in [
-        "demo", "init", "admit", "submit", "publish", "inspect", "read",
+        "demo", "init", "admit", "submit", "publish", "inspect", "read", "watch", "lease", "lock",
     ] {
         assert!(help.contains(command), "{command} in {help}");
     }
@@ -61,6 +61,7 @@ fn usage_errors_are_one_line_and_exit_2() {
         "   6  retry later",
         "   9  lost authority",
         "  12  conflict",
+        "  14  refused: lock clear",
     ] {
         assert!(help.contains(row), "`{row}` in {help}");
     }

@@ -92,3 +92,147 @@ fn lease_end_of_a_free_or_expired_lease_ends_nothing_and_an_unknown_target_is_re
     );
     env.fails(&["lease", "end", "nope"], 5, "target id `nope` refused");
 }
+
+fn lock_cmd(args: &[&str], dir: &std::path::Path, json_out: bool) -> std::process::Output {
+    let mut command = std::process::Command::new(EXE);
+    command.args(["lock", args[0]]).arg(dir).args(&args[1..]);
+    if json_out {
+        command.arg("--json");
+    }
+    command.output().unwrap()
+}
+
+fn stdout(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// An operator clears a record whose owner is unknown from here (written in record-only mode
+/// by a process of another PID namespace, in the documented lock file format) with the nonce
+/// `lock status` shows; another nonce or a malformed one is refused and removes nothing; no
+/// lock is nothing to clear (exit 0). Afterwards the lock can be taken again.
+#[test]
+fn lock_clear_removes_an_unknown_owners_record_only_with_its_nonce() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock_file = dir.path().join("project.lock");
+    let nonce = "ab".repeat(32);
+    let out = stdout(&lock_cmd(&["clear", "--nonce", &nonce], dir.path(), false));
+    assert_eq!(
+        out.trim(),
+        format!(
+            "nothing to clear: {} does not exist; nothing was removed",
+            lock_file.display()
+        )
+    );
+    let record = format!(
+        "solewriter-project-lock v2\npid 4000005\nstart 10\nboot b00f\npidns 1\nguard record-only\nnonce {nonce}\nacquired_ms 1\n"
+    );
+    std::fs::write(&lock_file, &record).unwrap();
+    let status = json(&stdout(&lock_cmd(&["status"], dir.path(), true)));
+    assert_eq!(status["state"], "unknown", "{status}");
+    assert_eq!(status["nonce"], nonce.as_str(), "{status}");
+    let text = stdout(&lock_cmd(&["status"], dir.path(), false));
+    assert!(text.contains(&format!("nonce {nonce}")), "{text}");
+    let other = "cd".repeat(32);
+    expect_failure(
+        &lock_cmd(&["clear", "--nonce", &other], dir.path(), false),
+        14,
+        &format!("carries nonce {nonce}, not the one given"),
+        &"another nonce",
+    );
+    expect_failure(
+        &lock_cmd(&["clear", "--nonce", "AB"], dir.path(), false),
+        5,
+        "--nonce refused",
+        &"a malformed nonce",
+    );
+    assert_eq!(std::fs::read_to_string(&lock_file).unwrap(), record);
+    let cleared = json(&stdout(&lock_cmd(
+        &["clear", "--nonce", status["nonce"].as_str().unwrap()],
+        dir.path(),
+        true,
+    )));
+    assert_eq!(cleared["cleared"], true, "{cleared}");
+    assert_eq!(cleared["owner"]["pid"], 4_000_005, "{cleared}");
+    assert_eq!(cleared["nonce"], nonce.as_str(), "{cleared}");
+    assert!(!lock_file.exists());
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, ["project.lock.kernel"], "no claim left behind");
+    let again = json(&stdout(&lock_cmd(
+        &["clear", "--nonce", &nonce],
+        dir.path(),
+        true,
+    )));
+    assert_eq!(again["cleared"], false, "{again}");
+    let lock =
+        solewriter::ProjectLock::new(dir.path(), std::sync::Arc::new(solewriter::SystemProbe));
+    lock.acquire(solewriter::Wait::NoWait)
+        .unwrap()
+        .release()
+        .unwrap();
+}
+
+/// A lock whose owner is known is refused whatever the nonce, and left as it is: a holder
+/// (this test process) holding the kernel lock, a live record-only owner, a dead one (the next
+/// acquisition recovers it). A missing directory is an error (exit 7).
+#[test]
+fn lock_clear_refuses_a_known_owner_and_a_held_lock() {
+    use solewriter::core::project_lock::ownership::{Guard, LockNonce, LockRecord};
+    use solewriter::ProcessProbe;
+    let dir = tempfile::tempdir().unwrap();
+    let lock =
+        solewriter::ProjectLock::new(dir.path(), std::sync::Arc::new(solewriter::SystemProbe));
+    let guard = lock.acquire(solewriter::Wait::NoWait).unwrap();
+    let nonce = guard.record().nonce.to_hex();
+    expect_failure(
+        &lock_cmd(&["clear", "--nonce", &nonce], dir.path(), false),
+        14,
+        "its kernel lock is held, so its holder is running",
+        &"a held lock",
+    );
+    guard.release().unwrap();
+    let me = solewriter::SystemProbe.current().unwrap();
+    let dead = solewriter::project_lock::OwnerIdentity {
+        pid: 4_000_006,
+        ..me.clone()
+    };
+    for (owner, needle) in [
+        (me, "is alive: acquisitions wait for it"),
+        (dead, "is dead: the next acquisition recovers its record"),
+    ] {
+        let record = LockRecord {
+            owner,
+            guard: Guard::RecordOnly,
+            nonce: LockNonce::from_bytes([7; 32]),
+            acquired_at: solewriter::Millis(1),
+        };
+        std::fs::write(lock.path(), record.encode()).unwrap();
+        expect_failure(
+            &lock_cmd(&["clear", "--nonce", &"07".repeat(32)], dir.path(), false),
+            14,
+            needle,
+            &needle,
+        );
+        assert_eq!(
+            std::fs::read_to_string(lock.path()).unwrap(),
+            record.encode()
+        );
+    }
+    expect_failure(
+        &lock_cmd(
+            &["clear", "--nonce", &"07".repeat(32)],
+            &dir.path().join("nowhere"),
+            false,
+        ),
+        7,
+        "does not exist",
+        &"a missing directory",
+    );
+}
