@@ -6,12 +6,15 @@
 //! `solewriter lock clear DIR --nonce N`: removes the record of an owner that is unknown from
 //! here, only if it carries nonce N (`ProjectLock::clear_unknown`); refused (exit 14) when the
 //! kernel lock is held, the owner is known, or the nonce differs.
+//!
+//! The hidden `lock-holder DIR` holds a project lock for the demo ([`hold`]).
 
 use super::error::{Class, CliError, CliResult};
+use crate::holder;
 use crate::say;
 use serde_json::json;
 use solewriter::adapters::project_lock::process::SystemProbe;
-use solewriter::adapters::project_lock::{Cleared, KernelState, LockError, ProjectLock};
+use solewriter::adapters::project_lock::{Cleared, KernelState, LockError, ProjectLock, Wait};
 use solewriter::core::project_lock::ownership::{DeadReason, LockNonce, OwnerIdentity, Ownership};
 use std::path::Path;
 use std::sync::Arc;
@@ -164,5 +167,24 @@ pub fn clear(dir: &Path, nonce: &str, json_out: bool) -> CliResult<()> {
             path.display()
         );
     }
+    Ok(())
+}
+
+/// The hidden `lock-holder DIR` subcommand, for the demo: takes the project lock without
+/// waiting and answers `acquired <nonce>` (or `error <message>`) on stdout, then holds it
+/// until one stdin line (or its end) arrives, releases it and answers `released`.
+pub fn hold(dir: &Path) -> CliResult<()> {
+    let lock = ProjectLock::new(dir, Arc::new(SystemProbe));
+    let guard = match lock.acquire(Wait::NoWait) {
+        Ok(guard) => guard,
+        Err(e) => {
+            holder::answer(&format!("error {e}"));
+            return Err(lock_error(e));
+        }
+    };
+    holder::answer(&format!("acquired {}", guard.record().nonce.to_hex()));
+    let _ = holder::next_line();
+    guard.release().map_err(lock_error)?;
+    holder::answer("released");
     Ok(())
 }

@@ -105,6 +105,12 @@ enum Command {
     /// Scripted lease holder (one command per stdin line); see `holder` module docs.
     #[command(hide = true)]
     Holder(holder::HolderArgs),
+    /// Holds the project lock of DIR until one stdin line; see [`lock::hold`].
+    #[command(hide = true)]
+    LockHolder {
+        /// The project directory.
+        dir: PathBuf,
+    },
     /// Reads `current.json` until stdin closes, checking every document.
     #[command(hide = true)]
     Reader {
@@ -203,6 +209,7 @@ pub fn run(cli: Cli) -> CliResult<()> {
         Command::Lock(LockCommand::Status { dir }) => lock::status(&dir, json),
         Command::Lock(LockCommand::Clear { dir, nonce }) => lock::clear(&dir, &nonce, json),
         Command::Holder(args) => holder::run(&settings()?, &args),
+        Command::LockHolder { dir } => lock::hold(&dir),
         Command::Reader { target } => reader::run(&settings()?, &target),
     }
 }

@@ -522,6 +522,15 @@ fn demo_runs_end_to_end_and_every_check_holds() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("fenced superseded"), "{stdout}");
+    for shown in [
+        "denied conflict",
+        "denied writer-disconnected",
+        "write guard   3 writes admitted, 2 denied",
+        "lock status, from another process: held true",
+        "project lock  1 dead owner(s) recovered",
+    ] {
+        assert!(stdout.contains(shown), "`{shown}` in {stdout}");
+    }
     assert!(stdout.contains("\nSummary\n"), "{stdout}");
     assert!(stdout.contains("checks held"), "{stdout}");
     assert!(!stdout.contains("[BROKEN]"), "{stdout}");
