@@ -919,3 +919,29 @@ fn an_operator_clears_an_unknown_owners_record_only_with_its_nonce() {
     ));
     assert_eq!(lock_bytes(lock.dir()).unwrap(), b"garbage");
 }
+
+/// A directory that cannot be inspected for another reason than its absence (here a path
+/// through a regular file: not a directory) is an I/O error of the inspection, not "no such
+/// directory", for `status` and for an operator's clear alike; nothing is created.
+#[test]
+fn an_uninspectable_directory_is_an_io_error_not_a_missing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"").unwrap();
+    let lock = ProjectLock::new(file.join("p"), Arc::new(SystemProbe));
+    let inspected = |e: LockError| {
+        matches!(
+            e,
+            LockError::Io {
+                step: "inspect lock directory",
+                ..
+            }
+        )
+    };
+    assert!(inspected(lock.status().unwrap_err()));
+    assert!(inspected(
+        lock.clear_unknown(&LockNonce::from_bytes([1; 32]))
+            .unwrap_err()
+    ));
+    assert_eq!(std::fs::read(&file).unwrap(), b"");
+}
