@@ -103,8 +103,11 @@ impl<E> Clear<E> {
         }
     }
 
-    /// Consumes the result of the effect [`Self::poll`] named.
+    /// Consumes the result of the effect [`Self::poll`] named (nothing, once ended).
     pub fn handle(&mut self, input: LockInput<E>) {
+        if self.end.is_some() {
+            return;
+        }
         let stage = std::mem::replace(&mut self.stage, Stage::Done);
         self.stage = match (stage, input) {
             (Stage::Remove { record, mut by }, input) => {

@@ -271,6 +271,16 @@ fn a_claim_held_by_a_live_recoverer_or_a_failed_effect_stops_the_clear() {
 }
 
 #[test]
+fn an_ended_clear_ignores_further_answers() {
+    let mut machine = Clear::new(owner(1), nonce(2));
+    machine.handle(LockInput::Kernel(KernelSeen::Taken));
+    machine.handle(LockInput::Record(None));
+    assert_eq!(machine.poll(), None);
+    machine.handle(LockInput::Failed("late"));
+    assert!(matches!(machine.into_end(), Some(ClearEnd::NoLock)));
+}
+
+#[test]
 #[should_panic(expected = "executor bug")]
 fn an_answer_that_does_not_fit_is_an_executor_bug() {
     let mut machine = Clear::<&str>::new(owner(1), nonce(2));
