@@ -72,7 +72,7 @@ pub use solewriter_core as core;
 pub mod projection {
     pub use solewriter_adapters::clock::{Clock, ManualClock, SystemClock};
     pub use solewriter_adapters::projection::lease::{
-        Acquisition, Grant, HeldLease, ReleaseOutcome,
+        Acquisition, EndOutcome, Grant, HeldLease, ReleaseOutcome,
     };
     pub use solewriter_adapters::projection::publication::{Published, PublishedNow};
     pub use solewriter_adapters::projection::runtime::{read_projection, RuntimeRoot};

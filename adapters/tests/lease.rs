@@ -1,10 +1,11 @@
-//! Acquisition and the conditional release against the real SQLite store.
+//! Acquisition, the conditional release and an operator's end of a grant against the real
+//! SQLite store.
 
 mod support;
 
-use solewriter_adapters::projection::lease::{Acquisition, ReleaseOutcome};
+use solewriter_adapters::projection::lease::{Acquisition, EndOutcome, ReleaseOutcome};
 use solewriter_adapters::Error;
-use solewriter_core::projection::lease::{Fenced, LeaseState};
+use solewriter_core::projection::lease::{Fenced, LeaseState, NothingHeld};
 use solewriter_core::projection::target::TargetId;
 use support::*;
 
@@ -201,4 +202,65 @@ fn held_answer_does_not_wait_for_the_write_lock_but_a_grant_does() {
         2
     );
     drop(a);
+}
+
+/// An operator ends the live grant: the row is released at the same epoch (one write, under
+/// the write lock), the holder's publication is refused as fenced and writes nothing, and the
+/// next grant raises the epoch. A released, expired or
+/// never-granted lease has nothing to end and is left as it is; an unadmitted target is
+/// refused; a busy store is `Busy` with the grant untouched.
+#[test]
+fn an_operator_end_fences_the_holder_and_the_next_grant_raises_the_epoch() {
+    let f = Fixture::with_timing(timing(TTL_MS, 50), 1024);
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    let nothing = |epoch, why| match store.end_lease(&target).unwrap() {
+        EndOutcome::NothingHeld { epoch: e, why: w } => assert_eq!((e, w), (epoch, why)),
+        other => panic!("{other:?}"),
+    };
+    nothing(0, NothingHeld::NeverGranted);
+    let a = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    let a_expires = a.expires_at();
+    // Busy: nothing ended.
+    let blocker = rusqlite::Connection::open(&f.options.db_path).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE;").unwrap();
+    assert!(matches!(store.end_lease(&target), Err(Error::Busy { .. })));
+    blocker.execute_batch("ROLLBACK;").unwrap();
+    assert!(matches!(
+        store.lease_row(&target).unwrap().unwrap().state,
+        LeaseState::Held(_)
+    ));
+    f.clock.advance(10);
+    match store.end_lease(&target).unwrap() {
+        EndOutcome::Ended(plan) => {
+            assert_eq!(plan.release.epoch, 1);
+            assert_eq!(plan.grant.holder_instance_digest.as_str(), "a");
+            assert_eq!(plan.grant.expires_at, a_expires);
+        }
+        other => panic!("{other:?}"),
+    }
+    let row = store.lease_row(&target).unwrap().unwrap();
+    assert_eq!(row.fencing_epoch, 1, "the epoch never goes down");
+    assert!(matches!(row.state, LeaseState::Released(_)));
+    assert!(matches!(a.publish(), Err(Error::Fenced(Fenced::Released))));
+    assert_eq!(
+        f.current_bytes(&target),
+        None,
+        "the fenced holder wrote nothing"
+    );
+    nothing(1, NothingHeld::Released);
+    let b = expect_acquired(store.acquire(&target, &holder("b")).unwrap());
+    assert_eq!(b.epoch(), 2);
+    f.clock.advance(TTL_MS);
+    nothing(2, NothingHeld::Expired);
+    assert!(matches!(
+        store.lease_row(&target).unwrap().unwrap().state,
+        LeaseState::Held(_)
+    ));
+    assert_eq!(b.release().unwrap(), ReleaseOutcome::Released);
+    let unadmitted = TargetId::parse(&"e".repeat(64)).unwrap();
+    assert!(matches!(
+        store.end_lease(&unadmitted),
+        Err(Error::NotAdmitted(_))
+    ));
 }

@@ -2,8 +2,8 @@
 //! is stale whatever its owner looks like; a busy kernel lock is busy before anything is
 //! written), recovery of dead record-only owners (a real exited process, PID reuse), loud
 //! failure on unknown owners (permission denied) and malformed locks, refusal of unsafe
-//! directories, bounded waiting for live owners, exclusion between threads, and a release that
-//! never removes a successor's lock.
+//! directories, bounded waiting for live owners, exclusion between threads, a release that
+//! never removes a successor's lock, and an operator's clear of an unknown owner's record.
 
 mod children;
 
@@ -11,11 +11,12 @@ use children::dead_owner;
 use solewriter_adapters::atomic_file::{FileSystem, RealFs};
 use solewriter_adapters::project_lock::process::{ProcessProbe, SystemProbe};
 use solewriter_adapters::project_lock::{
-    LockError, LockProbe, LockStep, ProjectLock, Released, Wait, KERNEL_LOCK_FILE, LOCK_FILE,
-    MAX_RECOVERY_DEPTH,
+    ClearRefused, Cleared, LockError, LockProbe, LockStep, ProjectLock, Released, Wait,
+    KERNEL_LOCK_FILE, LOCK_FILE, MAX_RECOVERY_DEPTH,
 };
 use solewriter_core::project_lock::ownership::{
-    BootSeen, Guard, LockNonce, LockRecord, OwnerIdentity, ProbeReport, ProcessSeen, UnknownReason,
+    BootSeen, DeadReason, Guard, LockNonce, LockRecord, OwnerIdentity, Ownership, ProbeReport,
+    ProcessSeen, UnknownReason,
 };
 use solewriter_core::time::Millis;
 use std::collections::HashMap;
@@ -913,4 +914,126 @@ fn a_removed_kernel_lock_file_is_lost() {
         matches!(&err, LockError::Lost { reason, .. } if reason.contains("removed")),
         "{err}"
     );
+}
+
+/// An operator clears a record whose owner is unknown (here: `/proc` refuses to show it) only
+/// with the record's nonce, by the claim rule, leaving no claim behind; then acquisitions
+/// work again. Refused, with the lock file untouched: another nonce, a kernel lock held by a
+/// holder, a known owner (alive, dead, or a kernel-guarded record whose kernel lock is free),
+/// a malformed record. No lock is nothing to clear; a missing directory is an error and is
+/// not created.
+#[test]
+fn an_operator_clears_an_unknown_owners_record_only_with_its_nonce() {
+    let dir = tempfile::tempdir().unwrap();
+    let unknown = OwnerIdentity {
+        pid: 4_000_003,
+        start_token: 10,
+        ..me()
+    };
+    let dead = OwnerIdentity {
+        pid: 4_000_004,
+        ..unknown.clone()
+    };
+    let probe = ScriptedProbe::new(unknown.pid, ProcessSeen::PermissionDenied);
+    probe
+        .seen
+        .lock()
+        .unwrap()
+        .insert(dead.pid, ProcessSeen::Absent);
+    let nonce = |n| LockNonce::from_bytes([n; 32]);
+    let missing = ProjectLock::new(dir.path().join("nowhere"), probe.clone());
+    assert!(matches!(
+        missing.clear_unknown(&nonce(1)),
+        Err(LockError::NoDirectory { .. })
+    ));
+    assert!(!missing.dir().exists(), "nothing created");
+    let lock = ProjectLock::new(dir.path().join("p"), probe);
+    std::fs::create_dir(lock.dir()).unwrap();
+    assert_eq!(lock.clear_unknown(&nonce(1)).unwrap(), Cleared::NoLock);
+    let refused = |n| match lock.clear_unknown(&nonce(n)) {
+        Err(LockError::ClearRefused {
+            lock: path,
+            refused,
+        }) => {
+            assert_eq!(path, lock.path());
+            *refused
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    // An unknown owner: another nonce is refused, the right one clears.
+    let planted = record_only(unknown, 1);
+    plant(lock.dir(), &planted);
+    let before = lock_bytes(lock.dir());
+    assert_eq!(refused(2), ClearRefused::NonceMismatch(planted.clone()));
+    assert_eq!(lock_bytes(lock.dir()), before, "left untouched");
+    assert!(matches!(
+        lock.acquire(Wait::NoWait),
+        Err(LockError::UnknownOwner { .. })
+    ));
+    assert_eq!(
+        lock.clear_unknown(&nonce(1)).unwrap(),
+        Cleared::Removed(planted)
+    );
+    assert_eq!(
+        names(lock.dir()),
+        Vec::<String>::new(),
+        "no record, no claim"
+    );
+    // A holder's kernel lock: refused even with its own nonce.
+    let guard = lock.acquire(Wait::NoWait).unwrap();
+    let held = guard.record().clone();
+    match lock.clear_unknown(&held.nonce) {
+        Err(LockError::ClearRefused { refused, .. }) => {
+            assert_eq!(*refused, ClearRefused::Held(Some(held.clone())))
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(lock.current().unwrap(), Some(held));
+    guard.release().unwrap();
+    // Known owners, whatever the nonce.
+    for (record, ownership) in [
+        (record_only(me(), 3), Ownership::Alive),
+        (
+            record_only(dead, 3),
+            Ownership::Dead(DeadReason::NoSuchProcess),
+        ),
+        (record(me(), 3), Ownership::Dead(DeadReason::KernelLockFree)),
+    ] {
+        std::fs::remove_file(lock.path()).ok();
+        plant(lock.dir(), &record);
+        assert_eq!(refused(3), ClearRefused::Known(record.clone(), ownership));
+        assert_eq!(lock_bytes(lock.dir()), Some(record.encode().into_bytes()));
+    }
+    std::fs::write(lock.path(), b"garbage").unwrap();
+    assert!(matches!(
+        lock.clear_unknown(&nonce(3)),
+        Err(LockError::Malformed { .. })
+    ));
+    assert_eq!(lock_bytes(lock.dir()).unwrap(), b"garbage");
+}
+
+/// A directory that cannot be inspected for another reason than its absence (here a path
+/// through a regular file: not a directory) is an I/O error of the inspection, not "no such
+/// directory", for `status` and for an operator's clear alike; nothing is created.
+#[test]
+fn an_uninspectable_directory_is_an_io_error_not_a_missing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"").unwrap();
+    let lock = ProjectLock::new(file.join("p"), Arc::new(SystemProbe));
+    let inspected = |e: LockError| {
+        matches!(
+            e,
+            LockError::Io {
+                step: "inspect lock directory",
+                ..
+            }
+        )
+    };
+    assert!(inspected(lock.status().unwrap_err()));
+    assert!(inspected(
+        lock.clear_unknown(&LockNonce::from_bytes([1; 32]))
+            .unwrap_err()
+    ));
+    assert_eq!(std::fs::read(&file).unwrap(), b"");
 }

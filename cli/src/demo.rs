@@ -8,8 +8,16 @@
 //! its lease's expiry, another holder takes over and publishes, and the frozen holder, resumed
 //! with SIGCONT, is shown fenced: its publication and its release change nothing.
 //!
+//! Two short sections follow for the other products: the subtree write guard ([`guard`]: two
+//! agents, an overlap denied with a copy of the conflict, the disconnect sweep) and the
+//! project lock ([`lock`]: a holder process, a read and a contender beside it, the holder
+//! killed and its lock recovered).
+//!
 //! Every claim the demo prints is checked; a broken one is reported and makes the demo exit
 //! with code 8. The timing values are written into the demo's configuration file and printed.
+
+mod guard;
+mod lock;
 
 use crate::config::{ConfigArgs, Settings};
 use crate::error::{Class, CliError, CliResult};
@@ -66,6 +74,11 @@ struct Tally {
     denials: usize,
     fences: usize,
     publications: Vec<u64>,
+    /// Writes the subtree write guard admitted, and denied.
+    admitted: usize,
+    denied: usize,
+    /// Dead project lock owners recovered.
+    recovered: usize,
 }
 
 impl Tally {
@@ -569,6 +582,8 @@ pub fn run(dir: Option<PathBuf>) -> CliResult<()> {
         epochs_in_order,
         "every grant raised the fencing epoch by exactly one",
     );
+    guard::run(&mut t)?;
+    lock::run(&dir, &mut t)?;
     let shown: Vec<String> = t.grants.iter().map(u64::to_string).collect();
     say!("\nSummary");
     say!(
@@ -584,6 +599,12 @@ pub fn run(dir: Option<PathBuf>) -> CliResult<()> {
     say!("   publications  {}", t.publications.len());
     say!("   degraded      {degraded} channel(s)");
     say!("   reads checked {reads}");
+    say!(
+        "   write guard   {} writes admitted, {} denied",
+        t.admitted,
+        t.denied
+    );
+    say!("   project lock  {} dead owner(s) recovered", t.recovered);
     if kept {
         say!(
             "   inspect it:   solewriter --config {} inspect",

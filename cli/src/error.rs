@@ -37,11 +37,13 @@ pub enum Class {
     Conflict,
     /// Part of the work took effect (published, but not durably or not released).
     Partial,
+    /// `lock clear` refused: the kernel lock is held, the owner is known, or another nonce.
+    Refused,
 }
 
 impl Class {
     /// Every class, in exit-code order.
-    pub const ALL: [Class; 12] = [
+    pub const ALL: [Class; 13] = [
         Class::Usage,
         Class::Config,
         Class::Store,
@@ -54,6 +56,7 @@ impl Class {
         Class::CorruptDocument,
         Class::Conflict,
         Class::Partial,
+        Class::Refused,
     ];
 
     /// The process exit code of this class.
@@ -71,6 +74,7 @@ impl Class {
             Class::CorruptDocument => 11,
             Class::Conflict => 12,
             Class::Partial => 13,
+            Class::Refused => 14,
         }
     }
 
@@ -106,6 +110,9 @@ impl Class {
             }
             Class::Partial => {
                 "partial: current.json replaced, but not durably or the lease not released"
+            }
+            Class::Refused => {
+                "refused: lock clear — kernel lock held, owner known, or another nonce; nothing removed"
             }
         }
     }

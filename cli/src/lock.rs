@@ -1,14 +1,21 @@
 //! `solewriter lock status DIR`: whether a project lock is held (the kernel lock answers that
-//! exactly), who its record names, and whether that exact process generation is alive, dead
-//! or stale (recoverable), or unknown from here (another PID namespace, another boot, a
-//! hidden `/proc`). Writes nothing. A missing directory is an error (exit 7).
+//! exactly), who its record names (and its nonce), and whether that exact process generation
+//! is alive, dead or stale (recoverable), or unknown from here (another PID namespace, another
+//! boot, a hidden `/proc`). Writes nothing. A missing directory is an error (exit 7).
+//!
+//! `solewriter lock clear DIR --nonce N`: removes the record of an owner that is unknown from
+//! here, only if it carries nonce N (`ProjectLock::clear_unknown`); refused (exit 14) when the
+//! kernel lock is held, the owner is known, or the nonce differs.
+//!
+//! The hidden `lock-holder DIR` holds a project lock for the demo ([`hold`]).
 
 use super::error::{Class, CliError, CliResult};
+use crate::holder;
 use crate::say;
 use serde_json::json;
 use solewriter::adapters::project_lock::process::SystemProbe;
-use solewriter::adapters::project_lock::{KernelState, LockError, ProjectLock};
-use solewriter::core::project_lock::ownership::{DeadReason, Ownership};
+use solewriter::adapters::project_lock::{Cleared, KernelState, LockError, ProjectLock, Wait};
+use solewriter::core::project_lock::ownership::{DeadReason, LockNonce, OwnerIdentity, Ownership};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -31,15 +38,34 @@ fn kernel_state(kernel: KernelState) -> &'static str {
     }
 }
 
+/// The recorded owner, as JSON.
+fn owner_json(owner: &OwnerIdentity) -> serde_json::Value {
+    json!({
+        "pid": owner.pid,
+        "startToken": owner.start_token,
+        "bootId": owner.boot_id.to_string(),
+        "pidNamespace": owner.pid_ns,
+    })
+}
+
+/// The CLI's error for a project lock failure: a refused clear is its own class, a busy claim
+/// is retry-later, everything else is the file system's.
+fn lock_error(error: LockError) -> CliError {
+    match error {
+        LockError::ClearRefused { .. } => CliError::new(Class::Refused, error.to_string()),
+        LockError::Busy { .. } => CliError::new(Class::Retry, error.to_string()),
+        LockError::Malformed { .. } => CliError::new(
+            Class::Io,
+            format!("{error}; the lock file was left untouched"),
+        ),
+        other => CliError::new(Class::Io, format!("{other}; nothing was changed")),
+    }
+}
+
 /// Prints the state of the project lock in `dir`.
 pub fn status(dir: &Path, json_out: bool) -> CliResult<()> {
     let lock = ProjectLock::new(dir, Arc::new(SystemProbe));
-    let status = lock.status().map_err(|e| match e {
-        LockError::Malformed { .. } => {
-            CliError::new(Class::Io, format!("{e}; the lock file was left untouched"))
-        }
-        other => CliError::new(Class::Io, format!("{other}; nothing was changed")),
-    })?;
+    let status = lock.status().map_err(lock_error)?;
     let path = lock.path();
     let kernel = kernel_state(status.kernel);
     let held = status.kernel == KernelState::Held;
@@ -50,21 +76,14 @@ pub fn status(dir: &Path, json_out: bool) -> CliResult<()> {
         Some(Ownership::Unknown(reason)) => ("unknown", reason.to_string()),
     };
     if json_out {
-        let owner = status.record.as_ref().map(|r| {
-            json!({
-                "pid": r.owner.pid,
-                "startToken": r.owner.start_token,
-                "bootId": r.owner.boot_id.to_string(),
-                "pidNamespace": r.owner.pid_ns,
-            })
-        });
         let doc = json!({
             "lock": path,
             "held": held,
             "kernelLock": kernel,
             "state": state,
             "reason": why,
-            "owner": owner,
+            "owner": status.record.as_ref().map(|r| owner_json(&r.owner)),
+            "nonce": status.record.as_ref().map(|r| r.nonce.to_hex()),
             "acquiredAt": status.record.as_ref().map(|r| r.acquired_at),
         });
         say!("{doc}");
@@ -82,10 +101,11 @@ pub fn status(dir: &Path, json_out: bool) -> CliResult<()> {
         return Ok(());
     };
     say!(
-        "{}: {} — kernel lock {kernel}; record names {}",
+        "{}: {} — kernel lock {kernel}; record names {}, nonce {}",
         path.display(),
         if held { "held" } else { "not held" },
-        record.owner
+        record.owner,
+        record.nonce.to_hex()
     );
     let detail = if why.is_empty() {
         String::new()
@@ -98,10 +118,73 @@ pub fn status(dir: &Path, json_out: bool) -> CliResult<()> {
             "the holder cannot be named from here; acquisitions wait or fail until it releases"
         }
         (true, _) => "a holder is mid-acquisition or mid-release; acquisitions wait or fail",
-        (false, "unknown") => "acquisitions fail loudly until an operator checks the owner",
+        (false, "unknown") => {
+            "acquisitions fail loudly until an operator checks the owner (then `lock clear DIR --nonce N`)"
+        }
         (false, "alive") => "a record-only owner is running; acquisitions wait or fail",
         _ => "the next acquisition recovers it",
     };
     say!("  owner {state}{detail} — {consequence}");
+    Ok(())
+}
+
+/// Clears the project lock in `dir` if its owner is unknown from here and its record carries
+/// `nonce` (64 lowercase hex, as `lock status` prints it); says what it did.
+pub fn clear(dir: &Path, nonce: &str, json_out: bool) -> CliResult<()> {
+    let nonce = LockNonce::parse_hex(nonce).ok_or_else(|| {
+        CliError::new(
+            Class::Rejected,
+            "--nonce refused: it must be 64 lowercase hex characters (as `lock status` prints it); nothing was read or removed",
+        )
+    })?;
+    let lock = ProjectLock::new(dir, Arc::new(SystemProbe));
+    let cleared = lock.clear_unknown(&nonce).map_err(lock_error)?;
+    let path = lock.path();
+    let removed = match &cleared {
+        Cleared::Removed(record) => Some(record),
+        Cleared::NoLock => None,
+    };
+    if json_out {
+        say!(
+            "{}",
+            json!({
+                "lock": path,
+                "cleared": removed.is_some(),
+                "owner": removed.map(|r| owner_json(&r.owner)),
+                "nonce": removed.map(|r| r.nonce.to_hex()),
+            })
+        );
+    } else if let Some(record) = removed {
+        say!(
+            "cleared {}: removed the record of owner {} (unknown from here), nonce {}; the next acquisition takes the lock",
+            path.display(),
+            record.owner,
+            record.nonce.to_hex()
+        );
+    } else {
+        say!(
+            "nothing to clear: {} does not exist; nothing was removed",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// The hidden `lock-holder DIR` subcommand, for the demo: takes the project lock without
+/// waiting and answers `acquired <nonce>` (or `error <message>`) on stdout, then holds it
+/// until one stdin line (or its end) arrives, releases it and answers `released`.
+pub fn hold(dir: &Path) -> CliResult<()> {
+    let lock = ProjectLock::new(dir, Arc::new(SystemProbe));
+    let guard = match lock.acquire(Wait::NoWait) {
+        Ok(guard) => guard,
+        Err(e) => {
+            holder::answer(&format!("error {e}"));
+            return Err(lock_error(e));
+        }
+    };
+    holder::answer(&format!("acquired {}", guard.record().nonce.to_hex()));
+    let _ = holder::next_line();
+    guard.release().map_err(lock_error)?;
+    holder::answer("released");
     Ok(())
 }

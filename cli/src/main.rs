@@ -7,7 +7,9 @@
 //! - [`output`]: stdout, where a reader closing the pipe early ends the output, not the command.
 //! - [`store_cmds`]: `init`, `admit`, `submit`, `publish` — scripting a store by hand.
 //! - [`inspect`]: `inspect` and `read` — what an operator looks at.
-//! - [`lock`]: `lock status` — who owns a project lock, and whether it is alive.
+//! - [`lease`]: `lease end` — an operator ends a target's current grant.
+//! - [`lock`]: `lock status` — who owns a project lock, and whether it is alive; `lock clear`
+//!   — an operator removes an unknown owner's record, named by its nonce.
 //! - [`holder`]: the hidden `holder` subcommand, a scripted lease holder on stdin/stdout.
 //! - [`reader`]: the hidden `reader` subcommand, a process that checks every document it sees.
 //! - [`demo`]: `demo`, the end-to-end demonstration on a fresh embedded store.
@@ -20,6 +22,7 @@ pub mod demo;
 pub mod error;
 pub mod holder;
 pub mod inspect;
+pub mod lease;
 pub mod lock;
 pub mod output;
 pub mod process;
@@ -93,12 +96,21 @@ enum Command {
         #[arg(long)]
         timeout_ms: u64,
     },
+    /// Operator actions on a target's lease.
+    #[command(subcommand)]
+    Lease(LeaseCommand),
     /// Project lock diagnostics.
     #[command(subcommand)]
     Lock(LockCommand),
     /// Scripted lease holder (one command per stdin line); see `holder` module docs.
     #[command(hide = true)]
     Holder(holder::HolderArgs),
+    /// Holds the project lock of DIR until one stdin line; see [`lock::hold`].
+    #[command(hide = true)]
+    LockHolder {
+        /// The project directory.
+        dir: PathBuf,
+    },
     /// Reads `current.json` until stdin closes, checking every document.
     #[command(hide = true)]
     Reader {
@@ -108,13 +120,36 @@ enum Command {
     },
 }
 
+/// `solewriter lease …`.
+#[derive(Subcommand, Debug)]
+enum LeaseCommand {
+    /// End the target's current grant, whoever holds it: the holder is fenced (its next
+    /// publish or release is refused and writes nothing); the next grant gets a higher epoch.
+    /// An unheld, released or expired lease has nothing to end (exit 0, nothing written).
+    End {
+        /// Target id (64 lowercase hex).
+        target: String,
+    },
+}
+
 /// `solewriter lock …`.
 #[derive(Subcommand, Debug)]
 enum LockCommand {
-    /// Show the owner of the project lock in DIR and whether it is alive, dead or unknown.
+    /// Show the owner of the project lock in DIR, its nonce, and whether it is alive, dead or
+    /// unknown.
     Status {
         /// The project directory holding `project.lock`.
         dir: PathBuf,
+    },
+    /// Remove the record of an owner that is unknown from here (check it by other means
+    /// first), only if it carries the nonce given; refused (exit 14) when the kernel lock is
+    /// held, the owner is alive or dead, or the nonce differs.
+    Clear {
+        /// The project directory holding `project.lock`.
+        dir: PathBuf,
+        /// The record's nonce, as `lock status` prints it (64 lowercase hex).
+        #[arg(long, value_name = "HEX")]
+        nonce: String,
     },
 }
 
@@ -170,8 +205,11 @@ pub fn run(cli: Cli) -> CliResult<()> {
             after_epoch,
             timeout_ms,
         } => inspect::watch(&settings()?, &target, after_epoch, timeout_ms, json),
+        Command::Lease(LeaseCommand::End { target }) => lease::end(&settings()?, &target, json),
         Command::Lock(LockCommand::Status { dir }) => lock::status(&dir, json),
+        Command::Lock(LockCommand::Clear { dir, nonce }) => lock::clear(&dir, &nonce, json),
         Command::Holder(args) => holder::run(&settings()?, &args),
+        Command::LockHolder { dir } => lock::hold(&dir),
         Command::Reader { target } => reader::run(&settings()?, &target),
     }
 }

@@ -47,7 +47,7 @@ fn usage_errors_are_one_line_and_exit_2() {
     assert!(out.stderr.is_empty());
     let help = String::from_utf8(out.stdout).unwrap();
     for command in [
-        "demo", "init", "admit", "submit", "publish", "inspect", "read",
+        "demo", "init", "admit", "submit", "publish", "inspect", "read", "watch", "lease", "lock",
     ] {
         assert!(help.contains(command), "{command} in {help}");
     }
@@ -61,6 +61,7 @@ fn usage_errors_are_one_line_and_exit_2() {
         "   6  retry later",
         "   9  lost authority",
         "  12  conflict",
+        "  14  refused: lock clear",
     ] {
         assert!(help.contains(row), "`{row}` in {help}");
     }
@@ -521,6 +522,15 @@ fn demo_runs_end_to_end_and_every_check_holds() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("fenced superseded"), "{stdout}");
+    for shown in [
+        "denied conflict",
+        "denied writer-disconnected",
+        "write guard   3 writes admitted, 2 denied",
+        "lock status, from another process: held true",
+        "project lock  1 dead owner(s) recovered",
+    ] {
+        assert!(stdout.contains(shown), "`{shown}` in {stdout}");
+    }
     assert!(stdout.contains("\nSummary\n"), "{stdout}");
     assert!(stdout.contains("checks held"), "{stdout}");
     assert!(!stdout.contains("[BROKEN]"), "{stdout}");

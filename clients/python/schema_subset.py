@@ -1,4 +1,6 @@
-"""A checker of the small subset of JSON Schema 2020-12 that `schema/*.schema.json` use.
+"""A checker of the small subset of JSON Schema 2020-12 that the schemas of `current.json`
+and the attested tuple (`schema/current.v1.schema.json`, `schema/attested-tuple.schema.json`)
+use; the CLI's schemas are checked by the Rust tests with a full validator.
 
 Standard library only, so the tests need no validator package. Keywords: `type`, `const`,
 `enum`, `properties`, `required`, `additionalProperties: false`, `items`, `anyOf`, `pattern`,

@@ -91,7 +91,11 @@
 //! recoverers (by the same claim rule, one level up), so a recoverer killed after removing the
 //! dead record leaves nothing behind for long.
 
+mod clear;
 pub mod process;
+
+pub use clear::Cleared;
+pub use solewriter_core::project_lock::clear::ClearRefused;
 
 use crate::atomic_file::{
     ensure_private_dir, read_bounded, DirError, FileSystem, RealFs, TempFile, FILE_MODE,
@@ -198,7 +202,18 @@ pub enum LockError {
         #[source]
         source: io::Error,
     },
-    /// The project directory does not exist (reported by [`ProjectLock::status`]).
+    /// An operator's clear ([`ProjectLock::clear_unknown`]) was refused: the kernel lock is
+    /// held, the owner is known (alive or dead), or the record carries another nonce. Nothing
+    /// was removed.
+    #[error("project lock {lock} was not cleared: {refused}; nothing was removed")]
+    ClearRefused {
+        /// The lock file.
+        lock: PathBuf,
+        /// Why (boxed: it carries the record found).
+        refused: Box<ClearRefused>,
+    },
+    /// The project directory does not exist (reported by [`ProjectLock::status`] and
+    /// [`ProjectLock::clear_unknown`]).
     #[error("project directory {dir} does not exist; nothing was read")]
     NoDirectory {
         /// The directory.
@@ -484,7 +499,7 @@ impl ProjectLock {
         while let Some(effect) = machine.poll() {
             machine.handle(self.execute(effect, &mut kernel));
         }
-        match self.ended(machine)? {
+        match self.ended(machine.into_end())? {
             Ended::Acquired(record) => {
                 let held = kernel.is_some();
                 tracing::info!(lock = %path.display(), owner = %me, kernel_lock = held, outcome = "acquired", "project lock");
@@ -503,8 +518,8 @@ impl ProjectLock {
     }
 
     /// The end of a machine run, with its failures as errors.
-    fn ended(&self, machine: Attempt<LockError>) -> Result<Ended, LockError> {
-        match machine.into_end() {
+    fn ended(&self, end: Option<AttemptEnd<LockError>>) -> Result<Ended, LockError> {
+        match end {
             Some(AttemptEnd::Acquired(record)) => Ok(Ended::Acquired(record)),
             Some(AttemptEnd::Busy(_, owner)) => Ok(Ended::Busy(owner)),
             Some(AttemptEnd::Cleared) => Ok(Ended::Cleared),
@@ -618,21 +633,7 @@ impl ProjectLock {
     /// busy), the record and its judgement. A missing directory is
     /// [`LockError::NoDirectory`]; an unsafe one is refused like [`Self::acquire`] does.
     pub fn status(&self) -> Result<LockStatus, LockError> {
-        match self.dir.symlink_metadata() {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(LockError::NoDirectory {
-                    dir: self.dir.clone(),
-                })
-            }
-            Err(e) => return Err(io_err("inspect lock directory", &self.dir)(e)),
-            Ok(meta) if meta.file_type().is_symlink() || !meta.is_dir() => {
-                return Err(LockError::UnsafeDir {
-                    dir: self.dir.clone(),
-                    reason: "is a symlink or not a directory",
-                })
-            }
-            Ok(_) => self.check_dir()?,
-        }
+        self.existing_dir()?;
         let (kernel, _look) = if self.record_only {
             (KernelState::NotUsed, None)
         } else {
@@ -660,6 +661,24 @@ impl ProjectLock {
             record,
             ownership,
         })
+    }
+
+    /// Refuses a directory that is missing ([`LockError::NoDirectory`]: an operator's command
+    /// creates nothing), a symlink or not a directory, or unsafe (like [`Self::acquire`]).
+    fn existing_dir(&self) -> Result<(), LockError> {
+        match self.dir.symlink_metadata() {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(LockError::NoDirectory {
+                dir: self.dir.clone(),
+            }),
+            Err(e) => Err(io_err("inspect lock directory", &self.dir)(e)),
+            Ok(meta) if meta.file_type().is_symlink() || !meta.is_dir() => {
+                Err(LockError::UnsafeDir {
+                    dir: self.dir.clone(),
+                    reason: "is a symlink or not a directory",
+                })
+            }
+            Ok(_) => self.check_dir(),
+        }
     }
 
     /// Reads the record at `path`; `None` if there is none. Reads at most one byte past
@@ -741,7 +760,7 @@ impl ProjectLock {
                 while let Some(effect) = machine.poll() {
                     machine.handle(self.execute(effect, &mut kernel));
                 }
-                if let Err(e) = self.ended(machine) {
+                if let Err(e) = self.ended(machine.into_end()) {
                     tracing::warn!(claim = %entry.path().display(), error = %e, "recovery claim not cleared");
                 }
                 continue;

@@ -8,6 +8,8 @@
 //! decided under both locks, and a contender writes nothing. The raw token leaves this module
 //! only inside the [`HeldLease`]; the store keeps its hash. Every release — explicit, on a
 //! failed publication, or from `Drop` — is conditional on the token hash AND the epoch.
+//! An operator's end of the current grant ([`ProjectionStore::end_lease`]) is the same
+//! conditional write, of the live grant read under both locks.
 
 use crate::error::{Error, Result};
 use crate::projection::executor::Executor;
@@ -16,7 +18,7 @@ use crate::projection::store::ProjectionStore;
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::lease::{AcquirePlan, Credential, HeldBy};
 use solewriter_core::projection::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
-pub use solewriter_core::projection::machine::release::ReleaseOutcome;
+pub use solewriter_core::projection::machine::release::{EndOutcome, ReleaseOutcome};
 use solewriter_core::projection::machine::release::{Release, ReleaseFailure};
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
@@ -272,6 +274,24 @@ impl ProjectionStore {
             epoch,
             token_hash: token.hash(),
         })
+    }
+
+    /// Ends the current grant of `target` on an operator's word, whoever holds it. Under the
+    /// target lock and inside one `BEGIN IMMEDIATE` transaction the row is read and decided
+    /// by the core (`decide_end`): a live grant is released by the conditional write of
+    /// exactly that grant (its epoch and token hash), so its holder's next publication or
+    /// release is refused (`Fenced::Released`) and never writes; the epoch stays, and the
+    /// next grant raises it. An expired, released or never-granted row has nothing to end
+    /// ([`EndOutcome::NothingHeld`]; nothing written). A target never admitted is
+    /// [`Error::NotAdmitted`]; a store busy past the busy timeout is [`Error::Busy`].
+    pub fn end_lease(&self, target: &TargetId) -> Result<EndOutcome> {
+        let mut machine = Release::end();
+        Executor::new(self, target, 0, &NoProbe).run(&mut machine);
+        let outcome = machine
+            .into_result()
+            .map_err(|failure| release_error(target, failure))?;
+        tracing::info!(target_id = %target, ?outcome, "operator end of the lease");
+        Ok(outcome)
     }
 
     /// Releases the grant `credential` names, conditional on its token hash AND epoch.

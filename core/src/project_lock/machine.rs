@@ -148,7 +148,8 @@ pub enum AttemptEnd<E> {
     Unknown(Slot, OwnerIdentity, UnknownReason),
     /// Recoverers kept dying: the claim at this slot is [`MAX_RECOVERY_DEPTH`] levels deep.
     Abandoned(Slot),
-    /// A clear-only run ([`Attempt::clear`]) found its slot gone, or removed it as stale.
+    /// A clear-only run ([`Attempt::clear`], [`Attempt::recover`]) found its slot gone, or
+    /// removed it.
     Cleared,
     /// An effect failed; no other owner's record was removed after it.
     Failed(E),
@@ -251,6 +252,29 @@ impl<E> Attempt<E> {
     /// a sweep does for claims left by crashed recoverers. Ends [`AttemptEnd::Cleared`],
     /// [`AttemptEnd::Busy`] (a live owner or recoverer), or like an attempt does otherwise.
     pub fn clear(me: OwnerIdentity, kernel_held: bool, slot: Slot) -> Self {
+        Self::clear_only(me, kernel_held, Frame::Clear(slot))
+    }
+
+    /// Removes the lock record carrying `nonce` by the claim rule — claim it, re-read it,
+    /// unlink it only if it still carries `nonce`, remove the claim — without judging its
+    /// owner: the caller has decided it may go (an operator's clear of an unknown owner,
+    /// `crate::project_lock::clear`). Ends [`AttemptEnd::Cleared`] (removed, or gone
+    /// meanwhile; nothing else is ever removed), or like [`Self::clear`] when the claim is
+    /// held by another.
+    pub fn recover(me: OwnerIdentity, kernel_held: bool, nonce: LockNonce) -> Self {
+        Self::clear_only(
+            me,
+            kernel_held,
+            Frame::Recover {
+                slot: Slot::lock(),
+                nonce,
+                claim: None,
+                stage: Recover::Fresh,
+            },
+        )
+    }
+
+    fn clear_only(me: OwnerIdentity, kernel_held: bool, frame: Frame) -> Self {
         Attempt {
             me,
             clear_only: true,
@@ -258,7 +282,7 @@ impl<E> Attempt<E> {
             stage: Stage::Recovering,
             mine: None,
             retries: 0,
-            frames: vec![Frame::Clear(slot)],
+            frames: vec![frame],
             deferred: None,
             end: None,
         }
@@ -508,20 +532,23 @@ impl<E> Attempt<E> {
         panic!(
             "project lock machine: an answer that does not fit the effect it named ({}) — an \
              executor bug",
-            input_name(input)
+            input.name()
         )
     }
 }
 
-fn input_name<E>(input: &LockInput<E>) -> &'static str {
-    match input {
-        LockInput::Kernel(_) => "kernel",
-        LockInput::Record(_) => "record",
-        LockInput::Fresh { .. } => "fresh",
-        LockInput::Created(_) => "created",
-        LockInput::Observed(_) => "observed",
-        LockInput::Unlinked(_) => "unlinked",
-        LockInput::Failed(_) => "failed",
+impl<E> LockInput<E> {
+    /// The answer's kind, for an executor bug's message.
+    pub fn name(&self) -> &'static str {
+        match self {
+            LockInput::Kernel(_) => "kernel",
+            LockInput::Record(_) => "record",
+            LockInput::Fresh { .. } => "fresh",
+            LockInput::Created(_) => "created",
+            LockInput::Observed(_) => "observed",
+            LockInput::Unlinked(_) => "unlinked",
+            LockInput::Failed(_) => "failed",
+        }
     }
 }
 
@@ -565,7 +592,7 @@ impl<E> Release<E> {
             (Some(_), LockInput::Unlinked(false)) => Some(Ok(ReleaseEnd::NotHolder(None))),
             (_, other) => panic!(
                 "project lock release: an answer that does not fit ({}) — an executor bug",
-                input_name(&other)
+                other.name()
             ),
         }
     }

@@ -433,6 +433,12 @@ impl LockNonce {
     pub fn to_hex(&self) -> String {
         crate::hex::encode(&self.0)
     }
+
+    /// The nonce written as 64 lowercase hex characters ([`Self::to_hex`]); `None` for
+    /// anything else.
+    pub fn parse_hex(text: &str) -> Option<Self> {
+        crate::hex::decode32(text).map(LockNonce)
+    }
 }
 
 /// What excluded other writers when a record was written.
@@ -548,7 +554,7 @@ impl LockRecord {
         let pid_ns = number(field("pidns")?)?;
         let guard = Guard::parse(field("guard")?)
             .ok_or(RecordError("guard is neither kernel nor record-only"))?;
-        let nonce = crate::hex::decode32(field("nonce")?)
+        let nonce = LockNonce::parse_hex(field("nonce")?)
             .ok_or(RecordError("nonce is not 64 lowercase hex"))?;
         let acquired_at = Millis(number(field("acquired_ms")?)?);
         if lines.next().is_some() {
@@ -562,7 +568,7 @@ impl LockRecord {
                 pid_ns,
             },
             guard,
-            nonce: LockNonce(nonce),
+            nonce,
             acquired_at,
         };
         // `+7`, `007` or a padded boot id parse, but are not what `encode` writes: refuse.

@@ -10,6 +10,8 @@
 //! - publication is authorized only from `Held`: an expired lease cannot publish, by type;
 //! - `release` exists only on `Held` and `Expired` and needs a credential matching BOTH the
 //!   token hash and the epoch;
+//! - `end` (an operator ends the current grant, [`Observed::decide_end`]) exists only on
+//!   `Held`: it plans the same conditional write as a release, of exactly the grant observed;
 //! - there is no renewal: no method moves `expires_at` of an existing grant.
 
 use crate::config::LeaseTtl;
@@ -388,6 +390,18 @@ impl Observed {
         }
     }
 
+    /// Decides an operator's end of the current grant, which needs no credential: a live
+    /// grant is ended by the conditional release of exactly that grant (its epoch and token
+    /// hash); an expired, released or never-granted row has nothing to end.
+    pub fn decide_end(self) -> Result<EndPlan, NothingHeld> {
+        match self {
+            Observed::Held(l) => Ok(l.end()),
+            Observed::Expired(_) => Err(NothingHeld::Expired),
+            Observed::Released(_) => Err(NothingHeld::Released),
+            Observed::Unheld(_) => Err(NothingHeld::NeverGranted),
+        }
+    }
+
     /// The fencing epoch of the observed row.
     pub fn epoch(&self) -> u64 {
         match self {
@@ -462,6 +476,20 @@ impl Lease<Held> {
         }
     }
 
+    /// Ends this live grant on an operator's word: the conditional release of exactly this
+    /// grant. Once it is written the row is `released`, so its holder's next publication or
+    /// release is refused ([`Fenced::Released`]) and the next grant gets a higher epoch.
+    pub fn end(self) -> EndPlan {
+        EndPlan {
+            release: ReleasePlan {
+                target_id: self.target_id,
+                epoch: self.epoch,
+                token_hash: self.data.holder_token_hash,
+            },
+            grant: self.data,
+        }
+    }
+
     /// Authorizes a publication by the holder presenting `credential`.
     pub fn authorize_publish(self, credential: &Credential) -> Result<Authority, Fenced> {
         self.check(credential)?;
@@ -501,6 +529,38 @@ pub struct ReleasePlan {
     pub epoch: u64,
     /// Token hash the row must still have.
     pub token_hash: TokenHash,
+}
+
+/// An operator's end of a live grant: the conditional release of exactly the grant observed
+/// (a grant that changed meanwhile is not ended), and that grant, for the report.
+#[derive(Clone, Debug)]
+pub struct EndPlan {
+    /// The write: `state = released` WHERE the observed epoch and token hash still match.
+    pub release: ReleasePlan,
+    /// The grant being ended.
+    pub grant: Grant,
+}
+
+/// Why an operator's end found no grant to end; nothing is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NothingHeld {
+    /// Admitted, never granted.
+    NeverGranted,
+    /// The last grant was released (by its holder or by an operator).
+    Released,
+    /// The last grant reached its expiry: its holder is already fenced.
+    Expired,
+}
+
+impl NothingHeld {
+    /// The lease state it names: `unheld`, `released` or `expired`.
+    pub fn name(self) -> &'static str {
+        match self {
+            NothingHeld::NeverGranted => "unheld",
+            NothingHeld::Released => "released",
+            NothingHeld::Expired => "expired",
+        }
+    }
 }
 
 /// Proof that the presenting holder was the live holder when revalidated inside the
@@ -691,6 +751,32 @@ mod tests {
         let mut r = record.clone();
         r.state = LeaseState::Released(record.state.grant().unwrap().clone());
         r
+    }
+
+    #[test]
+    fn only_a_live_grant_can_be_ended_and_the_plan_names_exactly_it() {
+        let p1 = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap();
+        let end = |rec: &LeaseRecord, now| observe(rec.clone(), Millis(now)).unwrap().decide_end();
+        let plan = end(&p1.record(), 99).unwrap();
+        assert_eq!((plan.release.epoch, &plan.release.target_id), (1, &tid()));
+        assert!(plan.release.token_hash.ct_eq(&p1.grant.holder_token_hash));
+        assert_eq!(plan.grant.expires_at, Millis(100));
+        assert_eq!(end(&p1.record(), 100).unwrap_err(), NothingHeld::Expired);
+        assert_eq!(
+            end(&released(&p1.record()), 50).unwrap_err(),
+            NothingHeld::Released
+        );
+        assert_eq!(
+            end(&LeaseRecord::admitted(tid()), 0).unwrap_err(),
+            NothingHeld::NeverGranted
+        );
+        let names = [
+            NothingHeld::NeverGranted,
+            NothingHeld::Released,
+            NothingHeld::Expired,
+        ]
+        .map(NothingHeld::name);
+        assert_eq!(names, ["unheld", "released", "expired"]);
     }
 
     #[test]

@@ -22,7 +22,8 @@
 //! that orders them.
 //!
 //! - [`acquire`]: the grant (a `Held` answer from the committed snapshot needs no lock).
-//! - [`release`]: the conditional release, alone or as the end of a publication.
+//! - [`release`]: the conditional release, alone or as the end of a publication, and an
+//!   operator's end of the current grant (the same write, decided without a credential).
 //! - [`publish`]: the fenced publication of `current.json`.
 //! - [`publish_now`]: grant, publish and release in one envelope (one commit).
 

@@ -1,13 +1,88 @@
-//! The conditional release: read the row, let the core decide (`decide_release`: token hash
-//! AND epoch), write the release WHERE epoch and token hash still match. Run alone
+//! The conditional release: read the row, let the core decide, write the release WHERE epoch
+//! and token hash still match. The decision is the [`Releaser`]'s: a holder's
+//! ([`HolderRelease`]: `decide_release`, token hash AND epoch) or an operator's
+//! ([`OperatorEnd`]: `decide_end`, the live grant observed, no credential). Run alone
 //! ([`Release`], inside the lock envelope) and as the last steps of every publication
-//! ([`ReleaseSteps`]), so both are the same code.
+//! ([`ReleaseSteps`]), so all of them are the same code.
 
 use super::serialized::{Body, End, Serialized};
 use super::{protocol_violation, Effect, Input, Machine};
 use crate::projection::lease::{
-    observe, Credential, Fenced, InconsistentLease, LeaseRecord, ReleasePlan,
+    observe, Credential, EndPlan, Fenced, InconsistentLease, LeaseRecord, NothingHeld, Observed,
+    ReleasePlan,
 };
+
+/// Who decides a release, and what it answers.
+pub trait Releaser {
+    /// The answer of a release that ran to its end.
+    type Outcome: std::fmt::Debug;
+    /// The plan to write, or the answer without a write.
+    fn decide(&mut self, observed: Observed) -> Result<ReleasePlan, Self::Outcome>;
+    /// The answer once the plan's conditional write changed the row.
+    fn released(&mut self) -> Self::Outcome;
+}
+
+/// A holder releasing its own grant: its credential must match BOTH the epoch and the token
+/// hash.
+#[derive(Clone, Debug)]
+pub struct HolderRelease(pub Credential);
+
+impl Releaser for HolderRelease {
+    type Outcome = ReleaseOutcome;
+
+    fn decide(&mut self, observed: Observed) -> Result<ReleasePlan, ReleaseOutcome> {
+        observed
+            .decide_release(&self.0)
+            .map_err(ReleaseOutcome::NotHolder)
+    }
+
+    fn released(&mut self) -> ReleaseOutcome {
+        ReleaseOutcome::Released
+    }
+}
+
+/// An operator ending the current grant, whoever holds it (no credential).
+#[derive(Clone, Debug, Default)]
+pub struct OperatorEnd {
+    ended: Option<EndPlan>,
+}
+
+/// What an operator's end did.
+#[derive(Clone, Debug)]
+pub enum EndOutcome {
+    /// This live grant was ended: the row is `released`, its holder fenced.
+    Ended(EndPlan),
+    /// There was no live grant (the row's epoch and why): nothing was written.
+    NothingHeld {
+        /// The row's epoch.
+        epoch: u64,
+        /// Never granted, released or expired.
+        why: NothingHeld,
+    },
+}
+
+impl Releaser for OperatorEnd {
+    type Outcome = EndOutcome;
+
+    fn decide(&mut self, observed: Observed) -> Result<ReleasePlan, EndOutcome> {
+        let epoch = observed.epoch();
+        match observed.decide_end() {
+            Ok(plan) => {
+                let release = plan.release.clone();
+                self.ended = Some(plan);
+                Ok(release)
+            }
+            Err(why) => Err(EndOutcome::NothingHeld { epoch, why }),
+        }
+    }
+
+    fn released(&mut self) -> EndOutcome {
+        match self.ended.take() {
+            Some(plan) => EndOutcome::Ended(plan),
+            None => unreachable!("a row is released only after a plan was decided"),
+        }
+    }
+}
 
 /// What a release did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,19 +118,26 @@ enum Stage {
 
 /// The release's steps, for a machine that already holds the locks.
 #[derive(Debug)]
-pub struct ReleaseSteps<E> {
-    credential: Credential,
+pub struct ReleaseSteps<E, R: Releaser = HolderRelease> {
+    releaser: R,
     stage: Stage,
     record: Option<LeaseRecord>,
     plan: Option<ReleasePlan>,
-    result: Option<Result<ReleaseOutcome, ReleaseFailure<E>>>,
+    result: Option<Result<R::Outcome, ReleaseFailure<E>>>,
 }
 
 impl<E> ReleaseSteps<E> {
     /// The steps releasing `credential`.
     pub fn new(credential: Credential) -> Self {
+        ReleaseSteps::with(HolderRelease(credential))
+    }
+}
+
+impl<E, R: Releaser> ReleaseSteps<E, R> {
+    /// The steps of the release `releaser` decides.
+    pub fn with(releaser: R) -> Self {
         ReleaseSteps {
-            credential,
+            releaser,
             stage: Stage::ReadLease,
             record: None,
             plan: None,
@@ -69,11 +151,11 @@ impl<E> ReleaseSteps<E> {
     }
 
     /// The result, once done.
-    pub fn take_result(&mut self) -> Option<Result<ReleaseOutcome, ReleaseFailure<E>>> {
+    pub fn take_result(&mut self) -> Option<Result<R::Outcome, ReleaseFailure<E>>> {
         self.result.take()
     }
 
-    fn finish(&mut self, result: Result<ReleaseOutcome, ReleaseFailure<E>>) -> Stage {
+    fn finish(&mut self, result: Result<R::Outcome, ReleaseFailure<E>>) -> Stage {
         self.result = Some(result);
         Stage::Done
     }
@@ -104,16 +186,19 @@ impl<E> ReleaseSteps<E> {
                     Err(inconsistent) => {
                         self.finish(Err(ReleaseFailure::Inconsistent(inconsistent)))
                     }
-                    Ok(observed) => match observed.decide_release(&self.credential) {
+                    Ok(observed) => match self.releaser.decide(observed) {
                         Ok(plan) => {
                             self.plan = Some(plan);
                             Stage::Write
                         }
-                        Err(fenced) => self.finish(Ok(ReleaseOutcome::NotHolder(fenced))),
+                        Err(answer) => self.finish(Ok(answer)),
                     },
                 }
             }
-            (Stage::Write, Input::Written(true)) => self.finish(Ok(ReleaseOutcome::Released)),
+            (Stage::Write, Input::Written(true)) => {
+                let released = self.releaser.released();
+                self.finish(Ok(released))
+            }
             (Stage::Write, Input::Written(false)) => self.finish(Err(ReleaseFailure::RowChanged)),
             (Stage::ReadLease | Stage::ReadClock | Stage::Write, Input::Failed(e)) => {
                 self.finish(Err(ReleaseFailure::Effect(e)))
@@ -123,7 +208,7 @@ impl<E> ReleaseSteps<E> {
     }
 }
 
-impl<E> Body<E> for ReleaseSteps<E> {
+impl<E, R: Releaser> Body<E> for ReleaseSteps<E, R> {
     fn poll(&self) -> Effect<'_> {
         ReleaseSteps::poll(self)
     }
@@ -145,15 +230,29 @@ impl<E> Body<E> for ReleaseSteps<E> {
 
 /// A standalone conditional release, inside the lock envelope.
 #[derive(Debug)]
-pub struct Release<E> {
-    inner: Serialized<E, ReleaseSteps<E>>,
+pub struct Release<E, R: Releaser = HolderRelease> {
+    inner: Serialized<E, ReleaseSteps<E, R>>,
 }
 
 impl<E> Release<E> {
     /// A release of the grant `credential` names.
     pub fn new(credential: Credential) -> Self {
+        Release::with(HolderRelease(credential))
+    }
+}
+
+impl<E> Release<E, OperatorEnd> {
+    /// An operator's end of the target's current grant, whoever holds it.
+    pub fn end() -> Self {
+        Release::with(OperatorEnd::default())
+    }
+}
+
+impl<E, R: Releaser> Release<E, R> {
+    /// The release `releaser` decides.
+    pub fn with(releaser: R) -> Self {
         Release {
-            inner: Serialized::new(ReleaseSteps::new(credential)),
+            inner: Serialized::new(ReleaseSteps::with(releaser)),
         }
     }
 
@@ -161,7 +260,7 @@ impl<E> Release<E> {
     ///
     /// # Panics
     /// If the machine has not finished.
-    pub fn into_result(mut self) -> Result<ReleaseOutcome, ReleaseFailure<E>> {
+    pub fn into_result(mut self) -> Result<R::Outcome, ReleaseFailure<E>> {
         assert!(self.inner.is_done(), "release machine polled to its end");
         if let Some(e) = self.inner.not_started.take() {
             return Err(ReleaseFailure::Effect(e));
@@ -176,7 +275,7 @@ impl<E> Release<E> {
     }
 }
 
-impl<E> Machine<E> for Release<E> {
+impl<E, R: Releaser> Machine<E> for Release<E, R> {
     fn poll(&self) -> Effect<'_> {
         self.inner.poll()
     }

@@ -6,12 +6,12 @@
 use super::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
 use super::publish::{Publish, PublishEnd, PublishFailure};
 use super::publish_now::{PublishNow, PublishNowEnd};
-use super::release::{Release, ReleaseFailure, ReleaseOutcome};
+use super::release::{EndOutcome, Release, ReleaseFailure, ReleaseOutcome};
 use super::{drive, Effect, Input, Machine};
 use crate::config::LeaseTtl;
 use crate::names::InstanceDigest;
 use crate::projection::channel::{ChannelName, ChannelRecord, ChannelRegistry};
-use crate::projection::lease::{Credential, Fenced, Grant, LeaseRecord, LeaseState};
+use crate::projection::lease::{Credential, Fenced, Grant, LeaseRecord, LeaseState, NothingHeld};
 use crate::projection::target::TargetId;
 use crate::time::Millis;
 use crate::token::{HolderToken, TokenHash};
@@ -694,6 +694,72 @@ fn release_needs_the_epoch_and_the_token_and_rolls_back_a_failed_write() {
         run(&mut s, 2, 1),
         Err(ReleaseFailure::Effect("commit"))
     ));
+}
+
+#[test]
+fn an_operator_end_releases_exactly_the_live_grant_and_fences_its_holder() {
+    let run = |s: &mut Script| {
+        let mut m = Release::<&str, _>::end();
+        s.run(&mut m);
+        m.into_result()
+    };
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
+    match run(&mut s).unwrap() {
+        EndOutcome::Ended(plan) => {
+            assert_eq!(
+                (plan.release.epoch, plan.grant.expires_at),
+                (2, Millis(TTL))
+            );
+            assert!(plan.release.token_hash.ct_eq(&hash(1)));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        s.log,
+        [
+            "lock-target",
+            "begin",
+            "read-lease",
+            "read-clock",
+            "write-release",
+            "commit",
+            "unlock-target"
+        ]
+    );
+    // The holder of the ended grant is fenced; the epoch is kept for the next grant to raise.
+    let row_after = s.row.clone().unwrap();
+    assert_eq!(row_after.fencing_epoch, 2);
+    assert!(matches!(row_after.state, LeaseState::Released(_)));
+    let mut holder = Release::<&str>::new(credential(2, 1));
+    s.run(&mut holder);
+    assert_eq!(
+        holder.into_result().unwrap(),
+        ReleaseOutcome::NotHolder(Fenced::Released)
+    );
+    // Nothing live to end: nothing written, the transaction committed empty.
+    for (row, now, why) in [
+        (row(2, 1, 0, false), TTL, NothingHeld::Expired),
+        (row(2, 1, 0, true), 10, NothingHeld::Released),
+        (
+            LeaseRecord::admitted(target()),
+            10,
+            NothingHeld::NeverGranted,
+        ),
+    ] {
+        let epoch = row.fencing_epoch;
+        let mut s = Script::new(Some(row), &[now]);
+        match run(&mut s).unwrap() {
+            EndOutcome::NothingHeld { epoch: e, why: w } => assert_eq!((e, w), (epoch, why)),
+            other => panic!("{other:?}"),
+        }
+        assert!(!s.log.contains(&"write-release"), "{why:?}: {:?}", s.log);
+    }
+    let mut s = Script::new(None, &[10]);
+    assert!(matches!(run(&mut s), Err(ReleaseFailure::NotAdmitted)));
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
+    s.writes_match = false;
+    assert!(matches!(run(&mut s), Err(ReleaseFailure::RowChanged)));
+    assert_eq!(&s.log[4..], ["write-release", "rollback", "unlock-target"]);
 }
 
 #[test]

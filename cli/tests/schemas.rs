@@ -1,0 +1,241 @@
+//! The published JSON Schemas (`schema/` at the repository root) against what the binary
+//! really prints and publishes: every `--json` output in each of its shapes validates against
+//! its definition in `cli.v1.schema.json`, published `current.json` files against
+//! `current.v1.schema.json`, and the envelopes `submit` took against `envelope.schema.json`.
+//! Outputs broken on purpose (a key added, dropped or retyped) must fail, so the schemas are
+//! not vacuous.
+
+mod support;
+
+use serde_json::Value;
+use support::*;
+
+/// The schemas of the repository, compiled on demand.
+struct Schemas {
+    compiler: boon::Compiler,
+    compiled: boon::Schemas,
+}
+
+impl Schemas {
+    fn new() -> Self {
+        Schemas {
+            compiler: boon::Compiler::new(),
+            compiled: boon::Schemas::new(),
+        }
+    }
+
+    /// Validates `doc` against `location` (`file.json` or `file.json#/$defs/name`).
+    fn check(&mut self, location: &str, doc: &Value) -> Result<(), String> {
+        let (file, fragment) = location.split_once('#').unwrap_or((location, ""));
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../schema");
+        let path = std::fs::canonicalize(dir.join(file)).unwrap();
+        let url = format!("file://{}#{fragment}", path.display());
+        let index = self
+            .compiler
+            .compile(&url, &mut self.compiled)
+            .unwrap_or_else(|e| panic!("{location} does not compile: {e:?}"));
+        self.compiled
+            .validate(doc, index)
+            .map_err(|e| format!("{e:#}"))
+    }
+
+    /// `doc` must validate against command `def` of `cli.v1.schema.json`.
+    #[track_caller]
+    fn output(&mut self, def: &str, doc: &Value) {
+        if let Err(e) = self.check(&format!("cli.v1.schema.json#/$defs/{def}"), doc) {
+            panic!("`{def}` output refused by its schema: {e}\n{doc}");
+        }
+        if let Err(e) = self.check("cli.v1.schema.json", doc) {
+            panic!("`{def}` output refused by the root of cli.v1.schema.json: {e}\n{doc}");
+        }
+    }
+
+    /// `doc` must NOT validate against command `def`.
+    #[track_caller]
+    fn refuses(&mut self, def: &str, doc: &Value) {
+        let location = format!("cli.v1.schema.json#/$defs/{def}");
+        assert!(
+            self.check(&location, doc).is_err(),
+            "{location} accepted {doc}"
+        );
+    }
+}
+
+/// The one JSON line a command printed on stdout (whatever its exit code).
+fn printed(out: &std::process::Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1, "one line: {text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+fn json_ok(env: &Env, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    serde_json::from_str(&env.ok(&all)).unwrap()
+}
+
+fn lock_json(args: &[&str], dir: &std::path::Path) -> Value {
+    let out = std::process::Command::new(EXE)
+        .args(["--json", "lock", args[0]])
+        .arg(dir)
+        .args(&args[1..])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    printed(&out)
+}
+
+fn published(env: &Env) -> Value {
+    serde_json::from_slice(&std::fs::read(env.current()).unwrap()).unwrap()
+}
+
+#[test]
+fn every_store_command_output_and_every_published_document_match_their_schemas() {
+    let mut schemas = Schemas::new();
+    let fresh = Env::new();
+    let init = json_ok(&fresh, &["init"]);
+    assert_eq!(init["created"], true);
+    schemas.output("init", &init);
+
+    let env = Env::clocked(LONG_LEASE);
+    let init = json_ok(&env, &["init"]);
+    assert_eq!(init["created"], false);
+    schemas.output("init", &init);
+    schemas.output("admit", &json_ok(&env, &["admit", TUPLE]));
+
+    // Every submit outcome; the degraded one exits 12 with its JSON on stdout.
+    for (watermark, body, outcome, code) in [
+        ("1", "a", "inserted", 0),
+        ("1", "a", "replayed", 0),
+        ("2", "b", "advanced", 0),
+        ("2", "c", "degraded", 12),
+    ] {
+        let args = submit_args("router", "computed-route", watermark, body);
+        let mut all = vec!["--json"];
+        all.extend(args.iter().map(String::as_str));
+        let out = env.run(&all);
+        assert_eq!(out.status.code(), Some(code), "{outcome}");
+        let doc = printed(&out);
+        assert_eq!(doc["outcome"], outcome);
+        schemas.output("submit", &doc);
+        let envelope: Value = serde_json::from_str(&args[10]).unwrap();
+        schemas
+            .check("envelope.schema.json", &envelope)
+            .unwrap_or_else(|e| panic!("{e}: {envelope}"));
+    }
+
+    // A lease never granted: inspect (one target and all) and an end that ends nothing.
+    schemas.output("inspect", &json_ok(&env, &["inspect"]));
+    schemas.output("inspect", &json_ok(&env, &["inspect", TARGET]));
+    schemas.output("leaseEnd", &json_ok(&env, &["lease", "end", TARGET]));
+
+    // A publication, its document as read, watched and as the file on disk.
+    let publish = json_ok(&env, &["publish", TARGET, "--instance", "ops-1"]);
+    schemas.output("publish", &publish);
+    let read = json_ok(&env, &["read", TARGET]);
+    schemas.output("read", &read);
+    schemas.output(
+        "watch",
+        &json_ok(&env, &["watch", TARGET, "--timeout-ms", "60000"]),
+    );
+    let on_disk = published(&env);
+    assert_eq!(read, on_disk);
+    schemas.check("current.v1.schema.json", &on_disk).unwrap();
+    let released = json_ok(&env, &["inspect"]);
+    assert_eq!(released["targets"][0]["state"], "released");
+    schemas.output("inspect", &released);
+
+    // Held, ended by the operator, then held and expired.
+    let mut holder = env.holder("a", &[]);
+    expect_answer(&holder.ask("acquire"), "acquired 2", &"acquire");
+    let held = json_ok(&env, &["inspect"]);
+    assert_eq!(held["targets"][0]["state"], "held");
+    schemas.output("inspect", &held);
+    let ended = json_ok(&env, &["lease", "end", TARGET]);
+    assert_eq!(ended["ended"], true);
+    schemas.output("leaseEnd", &ended);
+    assert_eq!(holder.ask("publish"), "fenced released");
+    let answer = holder.ask("acquire");
+    expect_answer(&answer, "acquired 3", &"acquire");
+    env.expire(word(&answer, 2));
+    let expired = json_ok(&env, &["inspect"]);
+    assert_eq!(expired["targets"][0]["state"], "expired");
+    schemas.output("inspect", &expired);
+    let nothing = json_ok(&env, &["lease", "end", TARGET]);
+    assert_eq!(nothing["found"], "expired");
+    schemas.output("leaseEnd", &nothing);
+    holder.quit();
+    // The degraded channel, as published.
+    assert_eq!(
+        json_ok(&env, &["publish", TARGET, "--instance", "ops-1"])["fencingEpoch"],
+        4
+    );
+    let doc = published(&env);
+    assert_eq!(doc["channels"][0]["degraded"], "source-conflict");
+    assert_eq!(doc["missing"][0], "lifecycle-frontier");
+    schemas.check("current.v1.schema.json", &doc).unwrap();
+
+    // Broken on purpose: each must be refused.
+    let mut extra = publish.clone();
+    extra["extra"] = 1.into();
+    schemas.refuses("publish", &extra);
+    let mut dropped = released.clone();
+    dropped["targets"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("missing");
+    schemas.refuses("inspect", &dropped);
+    let mut retyped = ended.clone();
+    retyped["fencingEpoch"] = "2".into();
+    schemas.refuses("leaseEnd", &retyped);
+    let mut contradicts = ended.clone();
+    contradicts["found"] = "released".into();
+    schemas.refuses("leaseEnd", &contradicts);
+    let mut negative = doc.clone();
+    negative["fencingEpoch"] = (-1).into();
+    assert!(schemas.check("current.v1.schema.json", &negative).is_err());
+    let forged: Value =
+        serde_json::from_str(r#"{"schema":"computed-route.v1","notAuthority":false}"#).unwrap();
+    assert!(schemas.check("envelope.schema.json", &forged).is_err());
+}
+
+#[test]
+fn lock_outputs_match_their_schemas() {
+    use solewriter::{ProjectLock, SystemProbe, Wait};
+    let mut schemas = Schemas::new();
+    let dir = tempfile::tempdir().unwrap();
+    let free = lock_json(&["status"], dir.path());
+    assert_eq!(free["state"], "none");
+    schemas.output("lockStatus", &free);
+    let lock = ProjectLock::new(dir.path(), std::sync::Arc::new(SystemProbe));
+    let guard = lock.acquire(Wait::NoWait).unwrap();
+    let alive = lock_json(&["status"], dir.path());
+    assert_eq!(alive["state"], "alive");
+    schemas.output("lockStatus", &alive);
+    guard.release().unwrap();
+    let nonce = "5a".repeat(32);
+    std::fs::write(
+        lock.path(),
+        format!("solewriter-project-lock v2\npid 4000007\nstart 10\nboot b00f\npidns 1\nguard record-only\nnonce {nonce}\nacquired_ms 1\n"),
+    )
+    .unwrap();
+    let unknown = lock_json(&["status"], dir.path());
+    assert_eq!(unknown["state"], "unknown");
+    schemas.output("lockStatus", &unknown);
+    let cleared = lock_json(&["clear", "--nonce", &nonce], dir.path());
+    assert_eq!(cleared["cleared"], true);
+    schemas.output("lockClear", &cleared);
+    let nothing = lock_json(&["clear", "--nonce", &nonce], dir.path());
+    assert_eq!(nothing["cleared"], false);
+    schemas.output("lockClear", &nothing);
+    let mut half = nothing.clone();
+    half["nonce"] = nonce.into();
+    schemas.refuses("lockClear", &half);
+    let mut bad_state = unknown.clone();
+    bad_state["state"] = "stale".into();
+    schemas.refuses("lockStatus", &bad_state);
+}
