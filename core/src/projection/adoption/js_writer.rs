@@ -63,7 +63,7 @@ pub const READ_CATALOG: &str = "SELECT type, name, tbl_name, sql FROM sqlite_mas
 /// The columns of the table named by the one parameter: `name, type, notnull, dflt_value, pk`
 /// (the integers as text).
 pub const READ_COLUMNS: &str = "SELECT name, type, CAST(\"notnull\" AS TEXT), dflt_value, \
-     CAST(pk AS TEXT) FROM pragma_table_info(?1) ORDER BY cid";
+     CAST(pk AS TEXT) FROM pragma_table_info(?) ORDER BY cid";
 
 /// The statement reading every row of `table` with `columns`: the `rowid` as text, then for
 /// each column its storage class (`typeof`) and its value as text (a BLOB as hex), by rowid.

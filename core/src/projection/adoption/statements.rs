@@ -1,6 +1,6 @@
 //! The statements that replace the JavaScript writer's tables by solewriter's, with the rows
 //! of an [`AdoptionPlan`]: drop the writer's two tables, create solewriter's (the text of
-//! `projection::schema`), insert every row. Positional parameters (`?1`…), bound by the
+//! `projection::schema`), insert every row. Positional `?` parameters (better-sqlite3 binds no `?N`), bound by the
 //! executor from [`Param`]s.
 
 use super::AdoptionPlan;
@@ -26,16 +26,16 @@ pub enum Param {
 pub struct Statement {
     /// The SQL text.
     pub sql: String,
-    /// The values of `?1`, `?2`, ….
+    /// The values of the `?` parameters, in order.
     pub params: Vec<Param>,
 }
 
 const INSERT_LEASE: &str = "INSERT INTO HookProjectionLeases (target_id, fencing_epoch, \
      holder_token_hash, holder_instance_digest, acquired_at, expires_at, state) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+     VALUES (?, ?, ?, ?, ?, ?, ?)";
 const INSERT_CHANNEL: &str = "INSERT INTO HookProjectionChannels (target_id, channel, \
      source_watermark, envelope_json, captured_at, expires_at, updated_at, degraded_reason) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// An integer of a carried row: every one was read from a SQLite INTEGER or bounded by
 /// `STORAGE_INTEGER_MAX` (`plan` refuses a later clock), so the conversion is exact.
