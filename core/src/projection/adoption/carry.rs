@@ -69,6 +69,7 @@ impl TargetMap {
     }
 }
 
+/// A time `StoredRow::integer` has checked to be non-negative.
 fn millis(value: i64) -> Millis {
     Millis(value.unsigned_abs())
 }
