@@ -98,7 +98,7 @@ pub fn survey(catalog: &Rows, columns: [&Rows; 2]) -> Result<Survey, AdoptionRef
                 (Some("index"), None) => {} // the primary key's own index
                 _ => {
                     return Err(shape(format!(
-                        "{} {} is attached to it",
+                        "found {} {} besides the writer's table",
                         kind.unwrap_or_default(),
                         name.unwrap_or_default()
                     )))

@@ -475,10 +475,12 @@ fn a_row_of_another_width_ambiguous_tuples_and_an_impossible_clock_are_refused()
             ..
         })
     ));
+    let beyond = crate::STORAGE_INTEGER_MAX + 1;
     assert_eq!(
-        plan(Millis(u64::MAX), &[], &[], &[]).unwrap_err(),
-        AdoptionRefused::ClockOutOfRange(u64::MAX)
+        plan(Millis(beyond), &[], &[], &[]).unwrap_err(),
+        AdoptionRefused::ClockOutOfRange(beyond)
     );
+    assert!(plan(Millis(crate::STORAGE_INTEGER_MAX), &[], &[], &[]).is_ok());
     // The same tuple twice is one target.
     assert!(plan(
         NOW,
@@ -616,7 +618,26 @@ fn the_survey_tells_the_writer_s_tables_solewriter_s_and_none_apart() {
     )]));
     assert_eq!(
         shape(&indexed, &lc, &cc),
-        "HookProjectionLeases: index by_state is attached to it"
+        "HookProjectionLeases: found index by_state besides the writer's table"
+    );
+    // A table of the name in another case is not the writer's table.
+    let lowercase = catalog(&[
+        (
+            "table",
+            "hookprojectionleases",
+            "hookprojectionleases",
+            Some("CREATE TABLE hookprojectionleases (…)"),
+        ),
+        (
+            "table",
+            "HookProjectionChannels",
+            "HookProjectionChannels",
+            Some("CREATE TABLE HookProjectionChannels (…)"),
+        ),
+    ]);
+    assert_eq!(
+        shape(&lowercase, &lc, &cc),
+        "HookProjectionLeases: found table hookprojectionleases besides the writer's table"
     );
     let view = catalog(&[(
         "view",
@@ -626,7 +647,7 @@ fn the_survey_tells_the_writer_s_tables_solewriter_s_and_none_apart() {
     )]);
     assert_eq!(
         shape(&view, &lc, &cc),
-        "HookProjectionLeases: view HookProjectionLeases is attached to it"
+        "HookProjectionLeases: found view HookProjectionLeases besides the writer's table"
     );
     // One table solewriter's, the other the writer's: neither adopted nor adoptable.
     let mixed = catalog(&[
