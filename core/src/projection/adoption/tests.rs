@@ -103,10 +103,11 @@ fn grants_end_at_the_adoption_epochs_stay_and_channels_carry_over() {
         row(2, held("b", 3, now - 9_000, now - 4_000)),  // already expired
         row(3, released("c", 12, now - 5_000)),
     ];
-    let reason = js_writer::conflict_reason("42");
+    // As `submitProjectionChannel` writes it, spelled out (not derived from the code under test).
+    let reason = "two payloads claim watermark 42";
     let channels = [
         row(1, channel_cells("a", "41", None)),
-        row(2, channel_cells("d", "42", Some(&reason))),
+        row(2, channel_cells("d", "42", Some(reason))),
     ];
     let plan = adopt(&leases, &channels).unwrap();
     let by_agent = |agent: &str| {
