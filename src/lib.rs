@@ -71,6 +71,7 @@ pub use solewriter_core as core;
 /// errors.
 pub mod projection {
     pub use solewriter_adapters::clock::{Clock, ManualClock, SystemClock};
+    pub use solewriter_adapters::projection::adoption::{Adopted, AdoptionRefused, ValueProblem};
     pub use solewriter_adapters::projection::lease::{
         Acquisition, EndOutcome, Grant, HeldLease, ReleaseOutcome,
     };

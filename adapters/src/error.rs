@@ -1,5 +1,6 @@
 //! The adapters' error type. Every variant says what failed and what was left untouched.
 
+use solewriter_core::projection::adoption::AdoptionRefused;
 use solewriter_core::projection::lease::{DeadlinePassed, Fenced, InconsistentLease};
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::watermark::SubmissionRejected;
@@ -75,6 +76,10 @@ pub enum Error {
     /// (if that release fails, the error is wrapped in [`Error::ReleaseFailed`]).
     #[error("{0}; current.json was not touched")]
     LeaseExpired(DeadlinePassed),
+    /// The tables of the Memory Core's JavaScript writer were not adopted: something in them
+    /// is not what that writer stores, or cannot be carried over. Nothing was changed.
+    #[error("adoption refused: {0}")]
+    AdoptionRefused(#[from] AdoptionRefused),
     /// The fencing epoch cannot be raised any further. Nothing was written.
     #[error("fencing epoch exhausted for this target; nothing was written")]
     EpochExhausted,
@@ -217,6 +222,7 @@ impl Error {
             | Error::Sqlite(_)
             | Error::CorruptRow(_)
             | Error::InconsistentLease(_)
+            | Error::AdoptionRefused(_)
             | Error::EpochExhausted
             | Error::Io { .. }
             | Error::UnsafeRuntimeDir { .. }

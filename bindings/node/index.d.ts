@@ -20,6 +20,7 @@ export type ErrorCode =
   | 'NOT_ADMITTED'
   | 'REJECTED'
   | 'FOREIGN_SCHEMA'
+  | 'ADOPTION_REFUSED'
   | 'IN_TRANSACTION'
   | 'CORRUPT_ROW'
   | 'INCONSISTENT_LEASE'
@@ -117,6 +118,24 @@ export interface Published {
 
 /** Adds the two tables to a WAL database (idempotent); refuses another shape. */
 export function initialize(db: Database): 'created' | 'present';
+
+/** What `adoptJsWriterTables` did. */
+export type Adoption =
+  | { outcome: 'converted'; leases: number; channels: number }
+  | { outcome: 'alreadyAdopted' }
+  | { outcome: 'nothingToAdopt' };
+
+/**
+ * Converts the tables of the Memory Core's own JavaScript writer into solewriter's in one
+ * immediate transaction (see the README); `tuples` are the attested tuples of the host's
+ * targets. Throws ADOPTION_REFUSED (with `table`, `rowid`, `column`, `problem`, or `reason`),
+ * FOREIGN_SCHEMA, BUSY or IN_TRANSACTION, having changed nothing.
+ */
+export function adoptJsWriterTables(
+  db: Database,
+  tuples: TargetTuple[],
+  options?: { clock?: () => number },
+): Adoption;
 
 export class ProjectionStore {
   constructor(db: Database, config: StoreConfig);

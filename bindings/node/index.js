@@ -15,6 +15,7 @@
 
 const path = require('node:path');
 const { SQL, statement, executeSqlEffect } = require('./lib/sql');
+const { adoptOn } = require('./lib/adopt');
 
 /** Loads the addon: `SOLEWRITER_NODE_ADDON`, else `solewriter.node` beside this file. */
 function loadAddon() {
@@ -58,6 +59,14 @@ function sqliteError(e) {
 const STATEMENTS = JSON.parse(addon.schemaStatements());
 const TABLES = ['HookProjectionLeases', 'HookProjectionChannels'];
 
+/** Refuses (FOREIGN_SCHEMA) a database not in WAL mode: the host sets it, solewriter never does. */
+function requireWal(db) {
+  const mode = db.pragma('journal_mode', { simple: true });
+  if (String(mode).toLowerCase() !== 'wal') {
+    throw coded('FOREIGN_SCHEMA', `journal_mode ${mode}; solewriter needs WAL, which the host sets`);
+  }
+}
+
 /**
  * Adds the two tables to the host's WAL database in one transaction (the same DDL text as the
  * Rust adapter). Idempotent; refuses (FOREIGN_SCHEMA) a database not in WAL mode, a table of
@@ -65,10 +74,7 @@ const TABLES = ['HookProjectionLeases', 'HookProjectionChannels'];
  * either. Returns 'created' or 'present'.
  */
 function initialize(db) {
-  const mode = db.pragma('journal_mode', { simple: true });
-  if (String(mode).toLowerCase() !== 'wal') {
-    throw coded('FOREIGN_SCHEMA', `journal_mode ${mode}; solewriter needs WAL, which the host sets`);
-  }
+  requireWal(db);
   const run = db.transaction(() => {
     const found = TABLES.map((table) => {
       const objects = db
@@ -227,6 +233,30 @@ class ProjectionStore {
   }
 }
 
+/**
+ * Converts the tables the Memory Core's own JavaScript writer made (`HookProjectionLeases`,
+ * `HookProjectionChannels` of another shape) into solewriter's, in one immediate transaction
+ * on the host's connection: epochs kept (the next grant takes the stored epoch + 1), grants
+ * ended at the adoption (the writer's token hashes cannot be validated by solewriter), channel
+ * rows and conflicts carried. `tuples` are the attested tuples of the host's targets (the
+ * writer's 128-bit ids map through them). Returns `{ outcome: 'converted', leases, channels }`,
+ * or `{ outcome: 'alreadyAdopted' | 'nothingToAdopt' }` (nothing changed); throws
+ * ADOPTION_REFUSED (with `table`, `rowid`, `column`, `problem` or `reason`), FOREIGN_SCHEMA
+ * (not WAL), BUSY or IN_TRANSACTION, having changed nothing. `clock`: `() => ms` (tests).
+ */
+function adoptJsWriterTables(db, tuples, { clock } = {}) {
+  if (db.inTransaction) {
+    throw coded('IN_TRANSACTION', 'the connection is inside a transaction; the adoption opens its own');
+  }
+  requireWal(db);
+  const run = db.transaction(() => adoptOn(db, addon, unwrap, tuples, clock ? clock() : undefined));
+  try {
+    return run.immediate();
+  } catch (e) {
+    throw sqliteError(e);
+  }
+}
+
 /** The target id (64 hex) of an attested tuple (an object with its seven camelCase fields). */
 function targetId(tuple) {
   return unwrap(addon.targetId(JSON.stringify(tuple))).targetId;
@@ -237,4 +267,12 @@ function readProjection(runtimeRoot, targetId) {
   return unwrap(addon.readProjection(runtimeRoot, targetId)).document;
 }
 
-module.exports = { initialize, ProjectionStore, targetId, readProjection, executeSqlEffect, SQL };
+module.exports = {
+  initialize,
+  adoptJsWriterTables,
+  ProjectionStore,
+  targetId,
+  readProjection,
+  executeSqlEffect,
+  SQL,
+};

@@ -1,5 +1,6 @@
 //! The fenced projection writer (seed 000), its I/O half.
 //!
+//! - [`adoption`]: taking over the tables of the Memory Core's own JavaScript writer.
 //! - [`store`]: the SQLite store — initializing (in the host's database), opening, the
 //!   serialized transaction.
 //! - [`schema`]: the two tables, their schema marker, and the checks that refuse another shape.
@@ -14,6 +15,7 @@
 //! - [`watch`]: waiting for a newer publication (inotify, not polling).
 //! - `write_gate`: the in-process queue in front of the store's write lock.
 
+pub mod adoption;
 mod executor;
 pub mod lease;
 pub mod publication;

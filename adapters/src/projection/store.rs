@@ -120,7 +120,7 @@ pub enum Initialized {
     AlreadyPresent,
 }
 
-fn open_existing(path: &Path, timing: &TimingConfig) -> Result<Connection> {
+pub(crate) fn open_existing(path: &Path, timing: &TimingConfig) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).map_err(|e| unreadable(path, e))?;
     configure(&conn, timing).map_err(|e| unreadable(path, e))?;
@@ -134,20 +134,29 @@ fn unreadable(path: &Path, e: impl std::fmt::Display) -> Error {
     }
 }
 
+/// `BEGIN IMMEDIATE` on `conn` (the database at `path`), waiting at most the busy timeout
+/// ([`Error::Busy`]).
+pub(crate) fn begin_immediate<'c>(
+    conn: &'c Connection,
+    path: &Path,
+    timing: &TimingConfig,
+) -> Result<Transaction<'c>> {
+    Transaction::new_unchecked(conn, TransactionBehavior::Immediate).map_err(|e| {
+        match e.sqlite_error_code() {
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Error::Busy {
+                timeout_ms: timing.busy_timeout.as_millis(),
+            },
+            _ => unreadable(path, e),
+        }
+    })
+}
+
 /// Adds the two tables to the existing database at `path` in one `BEGIN IMMEDIATE`
 /// transaction, after checking, under the same write lock, that neither exists in another
 /// shape and that the database is in WAL mode.
 fn add_tables(path: &Path, timing: &TimingConfig) -> Result<Initialized> {
     let conn = open_existing(path, timing)?;
-    let tx =
-        Transaction::new_unchecked(&conn, TransactionBehavior::Immediate).map_err(|e| {
-            match e.sqlite_error_code() {
-                Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Error::Busy {
-                    timeout_ms: timing.busy_timeout.as_millis(),
-                },
-                _ => unreadable(path, e),
-            }
-        })?;
+    let tx = begin_immediate(&conn, path, timing)?;
     schema::verify_wal(&tx, path)?;
     match schema::layout(&tx, path)? {
         schema::Layout::Absent => {

@@ -37,6 +37,8 @@ use solewriter_files::steps::{DurableDirs, FileSteps};
 use std::sync::LazyLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+pub mod adoption;
+
 /// Directories whose creation this process has seen fsynced in their parent.
 static DURABLE: LazyLock<DurableDirs> = LazyLock::new(DurableDirs::default);
 
@@ -175,14 +177,17 @@ impl Config {
     }
 
     fn now(&self) -> Millis {
-        self.clock.unwrap_or_else(|| {
-            let ms = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_millis())
-                .unwrap_or(0);
-            Millis(u64::try_from(ms).unwrap_or(u64::MAX))
-        })
+        self.clock.unwrap_or_else(system_now)
     }
+}
+
+/// The system clock, in ms since the Unix epoch (0 before 1970).
+fn system_now() -> Millis {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    Millis(u64::try_from(ms).unwrap_or(u64::MAX))
 }
 
 /// A SQL effect for the host's executor. `kind` names it; the other fields are those the

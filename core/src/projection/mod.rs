@@ -2,6 +2,7 @@
 //!
 //! - [`target`]: the attested target tuple and its derived [`target::TargetId`].
 //! - [`lease`]: the lease type-state (`Lease<Unheld|Held|Expired|Released>`) and its plans.
+//! - [`adoption`]: taking over the tables of the Memory Core's own JavaScript writer.
 //! - [`channel`]: producers, channels, the channel registry and channel rows.
 //! - [`watermark`]: producer-submission admission.
 //! - the document (this module's own items: [`ProjectionDocument`], [`compose`]): composition
@@ -12,6 +13,7 @@
 //! - [`machine`]: acquisition, publication and release as sans-IO step machines — the one
 //!   sequence both the SQLite adapter and the model checkers execute.
 
+pub mod adoption;
 pub mod channel;
 pub mod columns;
 mod document;

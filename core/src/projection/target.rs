@@ -130,7 +130,7 @@ impl TargetTuple {
         Self::new(values)
     }
 
-    fn values(&self) -> [&str; 7] {
+    pub(crate) fn values(&self) -> [&str; 7] {
         [
             &self.schema_version,
             &self.capability,

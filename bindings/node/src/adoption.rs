@@ -1,0 +1,111 @@
+//! The adoption of the Memory Core's JavaScript writer's tables, for the JS executor
+//! (`lib/adopt.js`): the addon hands out the reading statements, surveys and plans
+//! (`solewriter_core::projection::adoption`, the same decisions the SQLite adapter's
+//! `adopt_js_writer_tables` executes); the host's connection runs every statement inside one
+//! `BEGIN IMMEDIATE` transaction. Rows come in as arrays of text or null, exactly as the
+//! reading statements return them; statements go out with their parameters as `null`,
+//! `{"int": "<decimal>"}` (bound as a BigInt), `{"text": …}` or `{"blobHex": …}`.
+
+use super::{answer, from_js, Failure};
+use napi_derive::napi;
+use serde_json::{json, Value};
+use solewriter_core::projection::adoption::{self, js_writer, AdoptionRefused, Param, Survey};
+use solewriter_core::projection::target::TargetTuple;
+use solewriter_core::time::Millis;
+
+type Rows = Vec<Vec<Option<String>>>;
+
+fn refused(e: AdoptionRefused) -> Failure {
+    let detail = match &e {
+        AdoptionRefused::Value {
+            table,
+            rowid,
+            column,
+            problem,
+        } => {
+            json!({"table": table, "rowid": rowid, "column": column, "problem": problem.to_string()})
+        }
+        AdoptionRefused::Shape { table, reason } => json!({"table": table, "reason": reason}),
+        _ => Value::Null,
+    };
+    Failure {
+        code: "ADOPTION_REFUSED".to_owned(),
+        message: format!("adoption refused: {e}"),
+        detail,
+    }
+}
+
+/// The reading statements: `{"catalog", "columns" (one parameter: the table), "tables",
+/// "rows": [leases, channels]}`.
+#[napi]
+pub fn adoption_statements() -> String {
+    json!({
+        "catalog": js_writer::READ_CATALOG,
+        "columns": js_writer::READ_COLUMNS,
+        "tables": solewriter_core::projection::schema::TABLE_NAMES,
+        "rows": adoption::read_statements(),
+    })
+    .to_string()
+}
+
+/// What the database holds: `{"survey": "nothingToAdopt" | "alreadyAdopted" |
+/// "jsWriterTables"}`, or `ADOPTION_REFUSED`.
+#[napi]
+pub fn adoption_survey(catalog: Rows, lease_columns: Rows, channel_columns: Rows) -> String {
+    answer(
+        adoption::survey(&catalog, [&lease_columns, &channel_columns])
+            .map(|survey| {
+                json!({"survey": match survey {
+                    Survey::NothingToAdopt => "nothingToAdopt",
+                    Survey::AlreadyAdopted => "alreadyAdopted",
+                    Survey::JsWriterTables => "jsWriterTables",
+                }})
+            })
+            .map_err(refused),
+    )
+}
+
+fn param(p: Param) -> Value {
+    match p {
+        Param::Null => Value::Null,
+        Param::Integer(i) => json!({"int": i.to_string()}),
+        Param::Text(t) => json!({"text": t}),
+        Param::Blob(b) => json!({"blobHex": solewriter_core::hex::encode(&b)}),
+    }
+}
+
+/// The conversion of the rows read, at `clock_ms` (the system clock when absent), with the
+/// attested tuples of the host's targets (a JSON array of tuple objects):
+/// `{"statements": [{sql, params}], "leases": n, "channels": m}`, or `ADOPTION_REFUSED`.
+#[napi]
+pub fn adoption_plan(
+    clock_ms: Option<f64>,
+    tuples_json: String,
+    leases: Rows,
+    channels: Rows,
+) -> String {
+    answer((|| {
+        let now = match clock_ms {
+            Some(ms) => Millis(from_js(ms, "clockMs")?),
+            None => super::system_now(),
+        };
+        let tuples: Vec<Value> = serde_json::from_str(&tuples_json)
+            .map_err(|e| super::invalid(format!("tuples: {e}")))?;
+        let tuples = tuples
+            .iter()
+            .map(|t| TargetTuple::from_json(&t.to_string()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| super::invalid(format!("tuples: {e}")))?;
+        let plan = adoption::plan(now, &tuples, &leases, &channels).map_err(refused)?;
+        let statements: Vec<Value> = plan
+            .statements()
+            .into_iter()
+            .map(|s| {
+                json!({"sql": s.sql, "params": s.params.into_iter().map(param).collect::<Vec<_>>()})
+            })
+            .collect();
+        Ok(
+            json!({"statements": statements, "leases": plan.leases.len(), "channels": plan.channels.len()}),
+        )
+    })())
+}
