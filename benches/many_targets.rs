@@ -3,9 +3,10 @@
 //! byte of a file and `sync_all` it, as the publisher syncs its temp file).
 //!
 //! Each publisher walks its own rotation of the targets: a one-shot publication
-//! (`publish_now`), moving on if held. Every publication runs inside the store's one
-//! serialized write transaction, so publications of different targets do not overlap on a
-//! shared store; threads of this process queue at the store's in-process gate instead of in
+//! (`publish_now`), moving on if held. A publication writes and fsyncs its document under the
+//! target's lock alone and fsyncs the directory after its commit, so only its revalidation,
+//! rename, release and commit hold the store's one write lock: the file fsyncs of different
+//! targets overlap. Threads of this process queue at the store's in-process gate instead of in
 //! SQLite's back-off.
 
 mod support;
