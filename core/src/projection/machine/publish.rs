@@ -273,7 +273,7 @@ impl<E> Body<E> for Steps<'_, E> {
         match self.stage {
             Stage::DraftClock => Some(Effect::ReadClock),
             Stage::DraftChannels => Some(Effect::ReadChannels),
-            Stage::Ready => None,
+            // `Ready` names no file step: the transaction begins.
             _ => self.poll_files(),
         }
     }
