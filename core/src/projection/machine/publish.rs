@@ -407,7 +407,7 @@ impl<E> Body<E> for Steps<'_, E> {
         match self.stage {
             Stage::SyncDir => Some(Effect::SyncDir),
             Stage::RemoveTemp if self.temp => Some(Effect::RemoveTemp),
-            Stage::RemoveTemp | Stage::Unlock => None,
+            // No temp to remove, or `Unlock`: no file step either — the target lock is let go.
             _ => self.poll_files(),
         }
     }

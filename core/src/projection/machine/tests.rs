@@ -612,6 +612,22 @@ fn a_one_shot_granted_another_epoch_than_it_drafted_for_composes_again() {
 }
 
 #[test]
+fn one_shot_that_cannot_begin_removes_its_draft() {
+    let registry = registry();
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("begin");
+    let mut m = PublishNow::new(applicant(2), &registry);
+    s.run(&mut m);
+    assert!(matches!(
+        m.into_end(),
+        PublishNowEnd::NotGranted(Acquired::Failed(AcquireFailure::Effect("begin")))
+    ));
+    assert_eq!(
+        &s.log[s.log.len() - 3..],
+        ["begin", "remove-temp", "unlock-target"]
+    );
+}
+
+#[test]
 fn one_shot_refused_inside_its_locks_removes_its_draft() {
     let registry = registry();
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
