@@ -6,9 +6,10 @@
 //! every target — is held for the revalidation, the rename and the commit alone. Inside the
 //! transaction the holder's [`Authority`] confirms the draft ([`Draft::confirmed`]): same
 //! target, same epoch, and exactly the channel rows it was composed from, read again under the
-//! write lock. A draft that is not confirmed is composed again from the rows read inside the
-//! transaction. Either way the document renamed into place is the one the authorized holder
-//! composes from the rows committed at the rename.
+//! write lock, none of them expired since the draft's clock. A draft that is not confirmed is
+//! composed again from the rows read inside the transaction. Either way the document renamed
+//! into place lists the rows committed at the rename, each with its freshness at the
+//! revalidation.
 
 use crate::projection::channel::{ChannelRecord, ChannelRegistry};
 use crate::projection::document::compose;
@@ -57,12 +58,17 @@ impl Draft {
         self.composed_at
     }
 
-    /// Whether the holder of `authority`, having read `rows` inside its transaction, may
-    /// publish this draft: the same target and epoch, composed from exactly these rows.
-    pub fn confirmed(&self, authority: &Authority, rows: &[ChannelRecord]) -> bool {
+    /// Whether the holder of `authority`, having read `rows` inside its transaction at broker
+    /// time `now`, may publish this draft: the same target and epoch, composed from exactly
+    /// these rows, and no row expired between the draft's clock and `now` (so every channel's
+    /// freshness in the draft is its freshness at `now`).
+    pub fn confirmed(&self, authority: &Authority, rows: &[ChannelRecord], now: Millis) -> bool {
         self.target_id == *authority.target_id()
             && self.epoch == authority.epoch()
             && self.rows == rows
+            && rows
+                .iter()
+                .all(|r| (r.expires_at <= self.composed_at) == (r.expires_at <= now))
     }
 }
 
@@ -126,21 +132,24 @@ mod tests {
     }
 
     #[test]
-    fn only_the_same_target_epoch_and_rows_confirm_a_draft() {
+    fn only_the_same_target_epoch_and_unexpired_rows_confirm_a_draft() {
         let a = tid('a');
         let rows = vec![row(&a, 1)];
         let draft = Draft::compose(&a, 1, &registry(), rows.clone(), Millis(5)).unwrap();
         assert_eq!(draft.composed_at(), Millis(5));
         assert!(draft.bytes().ends_with(b"\n"));
-        assert!(draft.confirmed(&authority(a.clone()), &rows));
+        assert!(draft.confirmed(&authority(a.clone()), &rows, Millis(6)));
+        // A row that expired between the draft's clock and the transaction's.
+        assert!(draft.confirmed(&authority(a.clone()), &rows, Millis(9_999)));
+        assert!(!draft.confirmed(&authority(a.clone()), &rows, Millis(10_000)));
         // Another epoch (the one-shot's prediction missed), another target, moved rows.
         let other_epoch = Draft::compose(&a, 2, &registry(), rows.clone(), Millis(5)).unwrap();
-        assert!(!other_epoch.confirmed(&authority(a.clone()), &rows));
+        assert!(!other_epoch.confirmed(&authority(a.clone()), &rows, Millis(6)));
         let b = tid('b');
         let other_target = Draft::compose(&b, 1, &registry(), vec![row(&b, 1)], Millis(5)).unwrap();
-        assert!(!other_target.confirmed(&authority(a.clone()), &[row(&b, 1)]));
-        assert!(!draft.confirmed(&authority(a.clone()), &[row(&a, 2)]));
-        assert!(!draft.confirmed(&authority(a.clone()), &[]));
-        assert!(!draft.confirmed(&authority(a.clone()), &[row(&a, 1), row(&a, 1)]));
+        assert!(!other_target.confirmed(&authority(a.clone()), &[row(&b, 1)], Millis(6)));
+        assert!(!draft.confirmed(&authority(a.clone()), &[row(&a, 2)], Millis(6)));
+        assert!(!draft.confirmed(&authority(a.clone()), &[], Millis(6)));
+        assert!(!draft.confirmed(&authority(a.clone()), &[row(&a, 1), row(&a, 1)], Millis(6)));
     }
 }

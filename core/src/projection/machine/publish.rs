@@ -12,8 +12,8 @@
 //! 4. read the lease row and the clock; `authorize_publish` revalidates {target, epoch, token
 //!    hash, held, not expired} — else `Fenced`, nothing is renamed;
 //! 5. read the channel rows again; the authority confirms the draft ([`Draft::confirmed`]:
-//!    same target, epoch and rows) — or the document is composed again from these rows and
-//!    written to a fresh temp sibling, as in 1–3;
+//!    same target, epoch and rows, none expired since the draft's clock) — or the document is
+//!    composed again from these rows and written to a fresh temp sibling, as in 1–3;
 //! 6. read the clock again: at or past `expires_at` the publication aborts (no renewal);
 //! 7. rename over `current.json`;
 //! 8. the conditional release ([`ReleaseSteps`], token hash AND epoch); commit.
@@ -71,8 +71,9 @@ pub enum PublishFailure<E> {
 /// How a publication ended.
 #[derive(Debug)]
 pub enum PublishEnd<E> {
-    /// The target lock or the transaction could not be had: nothing happened, the grant is
-    /// untouched.
+    /// The target lock or the transaction could not be had: nothing was renamed or released,
+    /// the grant is untouched (a draft written before the transaction was removed; an earlier
+    /// failure of the draft is not reported).
     NotStarted(E),
     /// The publication ran, and so did its conditional release.
     Ran {
@@ -328,10 +329,12 @@ impl<E> Body<E> for Steps<'_, E> {
                 }
             }
             (Stage::ReadChannels, Input::Channels(rows)) => match &self.draft {
-                Some(draft) if draft.confirmed(self.authority(), &rows) => Stage::DeadlineClock,
-                // The rows moved since the draft (or a one-shot was granted another epoch
-                // than it expected, or drafted nothing): compose again, at the revalidation's
-                // clock.
+                Some(draft) if draft.confirmed(self.authority(), &rows, self.now) => {
+                    Stage::DeadlineClock
+                }
+                // The rows moved or a row expired since the draft (or a one-shot was granted
+                // another epoch than it expected, or drafted nothing): compose again, at the
+                // revalidation's clock.
                 _ => self.compose(rows),
             },
             (Stage::PrepareDir, Input::Dir { verified: true }) => Stage::RemoveOrphans,
