@@ -142,6 +142,9 @@ mod tests {
         // A row that expired between the draft's clock and the transaction's.
         assert!(draft.confirmed(&authority(a.clone()), &rows, Millis(9_999)));
         assert!(!draft.confirmed(&authority(a.clone()), &rows, Millis(10_000)));
+        // A row that had expired exactly at the draft's clock was composed as expired already.
+        let expired = Draft::compose(&a, 1, &registry(), rows.clone(), Millis(10_000)).unwrap();
+        assert!(expired.confirmed(&authority(a.clone()), &rows, Millis(10_001)));
         // Another epoch (the one-shot's prediction missed), another target, moved rows.
         let other_epoch = Draft::compose(&a, 2, &registry(), rows.clone(), Millis(5)).unwrap();
         assert!(!other_epoch.confirmed(&authority(a.clone()), &rows, Millis(6)));
