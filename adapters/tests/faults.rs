@@ -5,13 +5,13 @@
 //! projection directory replaced by a symlink. Each gives its typed error, leaves `current.json` in the
 //! documented state, releases the lease, leaves no temp file, and loses no committed row.
 
+mod scripted_fs;
 mod support;
 
-use solewriter_adapters::atomic_file::{FileSystem, RealFs};
+use scripted_fs::{Call, Script, ScriptedFs};
 use solewriter_adapters::Error;
 use solewriter_core::projection::lease::LeaseState;
 use solewriter_core::projection::target::TargetId;
-use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -73,49 +73,22 @@ impl FaultyFs {
     }
 }
 
-impl FileSystem for FaultyFs {
-    fn create_dir(&self, path: &Path) -> io::Result<()> {
-        RealFs.create_dir(path)
-    }
-    fn create_new(&self, path: &Path) -> io::Result<File> {
-        self.fault(Op::CreateNew)?;
-        RealFs.create_new(path)
-    }
-    fn write_all(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
-        // A short write before the failure, as a full disk gives.
-        RealFs.write_all(file, &bytes[..bytes.len() / 2])?;
-        self.fault(Op::Write)?;
-        RealFs.write_all(file, &bytes[bytes.len() / 2..])
-    }
-    fn sync_file(&self, file: &File) -> io::Result<()> {
-        self.fault(Op::SyncFile)?;
-        RealFs.sync_file(file)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.fault(Op::Rename)?;
-        RealFs.rename(from, to)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        // A target directory is named by its 64-hex target id; its fsync follows the rename
-        // (the file is in place, its directory entry not durable). Any other directory is a
-        // parent, fsynced before the temp file is written.
-        let is_target = dir.file_name().is_some_and(|n| n.len() == 64);
-        self.fault(if is_target {
-            Op::SyncDir
-        } else {
-            Op::SyncParent
-        })?;
-        RealFs.sync_dir(dir)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        RealFs.remove_file(path)
-    }
-    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
-        RealFs.hard_link(from, to)
-    }
-    fn fill_random(&self, bytes: &mut [u8]) -> io::Result<()> {
-        self.fault(Op::Random)?;
-        RealFs.fill_random(bytes)
+impl Script for FaultyFs {
+    fn before(&self, call: Call<'_>) -> io::Result<()> {
+        let op = match call {
+            Call::CreateNew(_) => Op::CreateNew,
+            Call::Write => Op::Write,
+            Call::SyncFile => Op::SyncFile,
+            Call::Rename { .. } => Op::Rename,
+            // A target directory is named by its 64-hex target id; its fsync follows the
+            // rename (the file is in place, its directory entry not durable). Any other
+            // directory is a parent, fsynced before the temp file is written.
+            Call::SyncDir(dir) if dir.file_name().is_some_and(|n| n.len() == 64) => Op::SyncDir,
+            Call::SyncDir(_) => Op::SyncParent,
+            Call::FillRandom => Op::Random,
+            _ => return Ok(()),
+        };
+        self.fault(op)
     }
 }
 
@@ -176,7 +149,7 @@ fn each_injected_fault_is_typed_leaves_current_in_its_documented_state_and_loses
     ];
     for (op, errno, expected_step) in cases {
         let (f, target, before) = published_once();
-        let fs = Arc::new(FaultyFs::new(op, errno));
+        let fs = Arc::new(ScriptedFs(FaultyFs::new(op, errno)));
         let store = f.open().with_file_system(fs.clone());
         let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
         match lease.publish() {
@@ -186,7 +159,7 @@ fn each_injected_fault_is_typed_leaves_current_in_its_documented_state_and_loses
             }
             other => panic!("{op:?} errno {errno}: {other:?}"),
         }
-        assert_eq!(fs.injected.load(Ordering::SeqCst), 1, "{op:?}");
+        assert_eq!(fs.0.injected.load(Ordering::SeqCst), 1, "{op:?}");
         assert_eq!(
             f.current_bytes(&target).unwrap(),
             before,
@@ -201,7 +174,7 @@ fn each_injected_fault_is_typed_leaves_current_in_its_documented_state_and_loses
 fn a_directory_fsync_failing_after_the_rename_is_not_durable_and_releases() {
     for errno in [EIO, ENOSPC] {
         let (f, target, _) = published_once();
-        let fs = Arc::new(FaultyFs::new(Op::SyncDir, errno));
+        let fs = Arc::new(ScriptedFs(FaultyFs::new(Op::SyncDir, errno)));
         let store = f.open().with_file_system(fs.clone());
         let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
         match lease.publish() {
@@ -224,7 +197,7 @@ fn a_directory_fsync_failing_after_the_rename_is_not_durable_and_releases() {
 #[test]
 fn a_failed_fsync_of_a_new_target_directory_is_typed_and_creates_no_file() {
     let f = Fixture::new();
-    let fs = Arc::new(FaultyFs::new(Op::SyncParent, EIO));
+    let fs = Arc::new(ScriptedFs(FaultyFs::new(Op::SyncParent, EIO)));
     let store = f.open().with_file_system(fs);
     let target = store.admit_target(&tuple("a")).unwrap();
     store.submit(&router(), &route(&target, 2, "two")).unwrap();
@@ -248,7 +221,7 @@ fn a_failed_fsync_of_a_new_target_directory_is_typed_and_creates_no_file() {
 #[test]
 fn a_retry_after_a_failed_parent_fsync_fsyncs_the_parent_before_reporting_success() {
     let f = Fixture::new();
-    let fs = Arc::new(FaultyFs::new(Op::SyncParent, EIO).times(1));
+    let fs = Arc::new(ScriptedFs(FaultyFs::new(Op::SyncParent, EIO).times(1)));
     let store = f.open().with_file_system(fs.clone());
     let target = store.admit_target(&tuple("a")).unwrap();
     store.submit(&router(), &route(&target, 2, "two")).unwrap();
@@ -260,11 +233,11 @@ fn a_retry_after_a_failed_parent_fsync_fsyncs_the_parent_before_reporting_succes
             ..
         })
     ));
-    let after_failure = fs.calls.load(Ordering::SeqCst);
+    let after_failure = fs.0.calls.load(Ordering::SeqCst);
     assert_eq!(after_failure, 1, "the failed fsync was the first");
     let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
     lease.publish().expect("the retry publishes");
-    let retried = fs.calls.load(Ordering::SeqCst) - after_failure;
+    let retried = fs.0.calls.load(Ordering::SeqCst) - after_failure;
     // Both directories of the chain (hook-projections/ and the target's) are still unverified.
     assert_eq!(
         retried, 2,
@@ -273,7 +246,7 @@ fn a_retry_after_a_failed_parent_fsync_fsyncs_the_parent_before_reporting_succes
     // Once seen durable, a directory is not fsynced in its parent again by this store.
     let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
     lease.publish().expect("a third publication");
-    assert_eq!(fs.calls.load(Ordering::SeqCst), after_failure + 2);
+    assert_eq!(fs.0.calls.load(Ordering::SeqCst), after_failure + 2);
 }
 
 /// A deterministic byte stream (xorshift), so a failure replays.
@@ -426,7 +399,7 @@ fn a_target_directory_replaced_by_a_symlink_is_refused_and_nothing_is_written_th
 fn a_failing_random_source_is_typed_and_writes_nothing() {
     let (f, target, before) = published_once();
     let db = std::fs::read(&f.options.db_path).unwrap();
-    let fs = Arc::new(FaultyFs::new(Op::Random, EIO));
+    let fs = Arc::new(ScriptedFs(FaultyFs::new(Op::Random, EIO)));
     let store = f.open().with_file_system(fs.clone());
     let acquire = store.acquire(&target, &holder("a")).unwrap_err();
     assert!(
@@ -438,7 +411,7 @@ fn a_failing_random_source_is_typed_and_writes_nothing() {
         matches!(&one_shot, Error::Random(why) if why.contains("Input/output error")),
         "{one_shot:?}"
     );
-    assert_eq!(fs.injected.load(Ordering::SeqCst), 2);
+    assert_eq!(fs.0.injected.load(Ordering::SeqCst), 2);
     drop(store);
     untouched(&f, &target, &before, &db);
 }

@@ -20,9 +20,10 @@
 //! lock still refuses the successor.
 
 mod children;
+mod scripted_fs;
 mod support;
 
-use solewriter_adapters::atomic_file::{FileSystem, RealFs};
+use scripted_fs::{Call, Script, ScriptedFs};
 use solewriter_adapters::projection::lease::{Acquisition, ReleaseOutcome};
 use solewriter_adapters::projection::publication::{PublishProbe, PublishStep};
 use solewriter_adapters::projection::store::StoreOptions;
@@ -122,45 +123,21 @@ impl PublishProbe for Parker {
     }
 }
 
-/// The real file system, reporting each call to the parker first.
+/// The real file system, reporting each call that touches a file (not the kernel lock or
+/// the random source) to the parker first.
 struct ParkingFs(Arc<Parker>);
 
-impl FileSystem for ParkingFs {
-    fn create_dir(&self, path: &Path) -> io::Result<()> {
-        self.0.fs_call("create_dir");
-        RealFs.create_dir(path)
+impl Script for ParkingFs {
+    fn before(&self, call: Call<'_>) -> io::Result<()> {
+        if !matches!(call, Call::TryLock | Call::FillRandom) {
+            self.0.fs_call(call.name());
+        }
+        Ok(())
     }
-    fn create_new(&self, path: &Path) -> io::Result<File> {
-        self.0.fs_call("create_new");
-        RealFs.create_new(path)
-    }
-    fn write_all(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
-        self.0.fs_call("write_all");
-        RealFs.write_all(file, bytes)
-    }
-    fn sync_file(&self, file: &File) -> io::Result<()> {
-        self.0.fs_call("sync_file");
-        RealFs.sync_file(file)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.0.fs_call("rename");
-        let result = RealFs.rename(from, to);
-        if result.is_ok() {
+    fn after(&self, call: Call<'_>, succeeded: bool) {
+        if matches!(call, Call::Rename { .. }) && succeeded {
             self.0.renamed_at.store(tick(), SeqCst);
         }
-        result
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        self.0.fs_call("sync_dir");
-        RealFs.sync_dir(dir)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.0.fs_call("remove_file");
-        RealFs.remove_file(path)
-    }
-    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.0.fs_call("hard_link");
-        RealFs.hard_link(from, to)
     }
 }
 
@@ -204,7 +181,7 @@ fn holder_publishes(
 ) -> Result<u64, String> {
     let store = solewriter_adapters::projection::store::ProjectionStore::open(options)
         .unwrap()
-        .with_file_system(Arc::new(ParkingFs(parker.clone())));
+        .with_file_system(Arc::new(ScriptedFs(ParkingFs(parker.clone()))));
     let lease = expect_acquired(store.acquire(&target_of(), &holder("a")).unwrap());
     let _ = granted.send(lease.epoch());
     match lease.publish_observed(&*parker) {

@@ -5,9 +5,10 @@
 //! nested demand, and the interpretation identity (shallow clones, grafts, attributes).
 
 mod children;
+mod scripted_fs;
 
 use children::{commands, role, say, ChildProc};
-use solewriter_adapters::atomic_file::{FileSystem, RealFs};
+use scripted_fs::{Call, Script, ScriptedFs};
 use solewriter_adapters::ledger::git_source::{commit_fact, hunk_fact, GitSource};
 use solewriter_adapters::ledger::{
     Derive, Ledger, LedgerError, Outcome, Persisted, SnapshotState, Source,
@@ -859,37 +860,21 @@ struct FailingSnapshotSync {
     renamed: AtomicBool,
 }
 
-impl FileSystem for FailingSnapshotSync {
-    fn create_dir(&self, path: &Path) -> std::io::Result<()> {
-        RealFs.create_dir(path)
-    }
-    fn create_new(&self, path: &Path) -> std::io::Result<std::fs::File> {
-        RealFs.create_new(path)
-    }
-    fn write_all(&self, file: &mut std::fs::File, bytes: &[u8]) -> std::io::Result<()> {
-        RealFs.write_all(file, bytes)
-    }
-    fn sync_file(&self, file: &std::fs::File) -> std::io::Result<()> {
-        RealFs.sync_file(file)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-        RealFs.rename(from, to)?;
-        if to == self.snapshot {
-            self.renamed.store(true, Ordering::SeqCst);
+impl Script for FailingSnapshotSync {
+    fn before(&self, call: Call<'_>) -> std::io::Result<()> {
+        match call {
+            Call::SyncDir(_) if self.renamed.swap(false, Ordering::SeqCst) => {
+                Err(std::io::Error::from_raw_os_error(5))
+            }
+            _ => Ok(()),
         }
-        Ok(())
     }
-    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
-        if self.renamed.swap(false, Ordering::SeqCst) {
-            return Err(std::io::Error::from_raw_os_error(5));
+    fn after(&self, call: Call<'_>, succeeded: bool) {
+        if let Call::Rename { to, .. } = call {
+            if succeeded && to == self.snapshot {
+                self.renamed.store(true, Ordering::SeqCst);
+            }
         }
-        RealFs.sync_dir(dir)
-    }
-    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
-        RealFs.remove_file(path)
-    }
-    fn hard_link(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-        RealFs.hard_link(from, to)
     }
 }
 
@@ -898,10 +883,10 @@ fn a_failing_directory_fsync_after_the_snapshot_rename_is_not_durable() {
     let dir = tempfile::tempdir().unwrap();
     repo(dir.path());
     let plain = ledger_in(dir.path(), Arc::new(SystemProbe));
-    let fs = Arc::new(FailingSnapshotSync {
+    let fs = Arc::new(ScriptedFs(FailingSnapshotSync {
         snapshot: plain.snapshot_path(),
         renamed: AtomicBool::new(false),
-    });
+    }));
     let lock = ProjectLock::new(dir.path().join("project"), Arc::new(SystemProbe))
         .with_file_system(fs.clone());
     let ledger = Ledger::with_lock(lock, source(&dir.path().join("repo")));

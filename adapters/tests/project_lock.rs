@@ -6,9 +6,10 @@
 //! never removes a successor's lock, and an operator's clear of an unknown owner's record.
 
 mod children;
+mod scripted_fs;
 
 use children::dead_owner;
-use solewriter_adapters::atomic_file::{FileSystem, RealFs};
+use scripted_fs::{Call, Script, ScriptedFs};
 use solewriter_adapters::project_lock::process::{ProcessProbe, SystemProbe};
 use solewriter_adapters::project_lock::{
     ClearRefused, Cleared, LockError, LockProbe, LockStep, ProjectLock, Released, Wait,
@@ -524,50 +525,18 @@ impl FailingOnLock {
     }
 }
 
-impl FileSystem for FailingOnLock {
-    fn create_dir(&self, path: &Path) -> std::io::Result<()> {
-        RealFs.create_dir(path)
-    }
-    fn create_new(&self, path: &Path) -> std::io::Result<std::fs::File> {
-        RealFs.create_new(path)
-    }
-    fn write_all(&self, file: &mut std::fs::File, bytes: &[u8]) -> std::io::Result<()> {
-        RealFs.write_all(file, bytes)
-    }
-    fn sync_file(&self, file: &std::fs::File) -> std::io::Result<()> {
-        RealFs.sync_file(file)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-        RealFs.rename(from, to)
-    }
-    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
-        RealFs.sync_dir(dir)
-    }
-    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
-        match self.unlink_errno {
-            Some(errno) if path == self.lock => Err(std::io::Error::from_raw_os_error(errno)),
-            _ => RealFs.remove_file(path),
-        }
-    }
-    fn hard_link(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-        match self.link_errno {
-            Some(errno) if to == self.lock => Err(std::io::Error::from_raw_os_error(errno)),
-            _ => RealFs.hard_link(from, to),
-        }
-    }
-    fn try_lock(&self, file: &std::fs::File) -> Result<(), std::fs::TryLockError> {
-        match self.flock_errno {
-            Some(errno) => Err(std::fs::TryLockError::Error(
-                std::io::Error::from_raw_os_error(errno),
-            )),
-            None => RealFs.try_lock(file),
-        }
-    }
-    fn fill_random(&self, bytes: &mut [u8]) -> std::io::Result<()> {
-        match self.random_errno {
-            Some(errno) => Err(std::io::Error::from_raw_os_error(errno)),
-            None => RealFs.fill_random(bytes),
-        }
+impl Script for FailingOnLock {
+    fn before(&self, call: Call<'_>) -> std::io::Result<()> {
+        let errno = match call {
+            Call::RemoveFile(path) if path == self.lock => self.unlink_errno,
+            Call::HardLink { to, .. } if to == self.lock => self.link_errno,
+            Call::TryLock => self.flock_errno,
+            Call::FillRandom => self.random_errno,
+            _ => None,
+        };
+        errno.map_or(Ok(()), |errno| {
+            Err(std::io::Error::from_raw_os_error(errno))
+        })
     }
 }
 
@@ -578,7 +547,7 @@ fn failing_lock(dir: &Path, link_errno: Option<i32>, unlink_errno: Option<i32>) 
         unlink_errno,
         ..FailingOnLock::real(lock.path())
     };
-    lock.with_file_system(Arc::new(fs))
+    lock.with_file_system(Arc::new(ScriptedFs(fs)))
 }
 
 /// A random source that fails gives no nonce: no record, no lock, a typed error.
@@ -590,7 +559,7 @@ fn a_failing_random_source_creates_no_lock() {
         random_errno: Some(5),
         ..FailingOnLock::real(lock.path())
     };
-    let lock = lock.with_file_system(Arc::new(fs));
+    let lock = lock.with_file_system(Arc::new(ScriptedFs(fs)));
     let err = lock.acquire(Wait::NoWait).unwrap_err();
     assert!(
         matches!(&err, LockError::Random(why) if why.contains("Input/output error")),
@@ -607,10 +576,10 @@ fn a_file_system_refusing_kernel_locks_is_refused_unless_record_only() {
     for errno in [libc::EOPNOTSUPP, libc::ENOLCK] {
         let dir = tempfile::tempdir().unwrap();
         let lock = lock_in(dir.path());
-        let fs = Arc::new(FailingOnLock {
+        let fs = Arc::new(ScriptedFs(FailingOnLock {
             flock_errno: Some(errno),
             ..FailingOnLock::real(lock.path())
-        });
+        }));
         let lock = lock.with_file_system(fs.clone());
         let err = lock.acquire(Wait::NoWait).unwrap_err();
         assert!(
@@ -634,7 +603,7 @@ fn a_file_system_refusing_kernel_locks_is_refused_unless_record_only() {
         ..FailingOnLock::real(lock.path())
     };
     let err = lock
-        .with_file_system(Arc::new(fs))
+        .with_file_system(Arc::new(ScriptedFs(fs)))
         .acquire(Wait::NoWait)
         .unwrap_err();
     assert!(
@@ -752,41 +721,17 @@ fn an_unreadable_own_identity_or_an_unsafe_directory_creates_nothing() {
     assert_eq!(std::fs::read(&file).unwrap(), b"not a directory");
 }
 
-/// The real file system, counting every call made through it.
+/// The real file system, counting every call that touches a file (not the kernel lock, not the
+/// random source) made through it.
 #[derive(Default)]
 struct Counting(AtomicUsize);
 
-impl Counting {
-    fn count<T>(&self, result: T) -> T {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        result
-    }
-}
-
-impl FileSystem for Counting {
-    fn create_dir(&self, path: &Path) -> std::io::Result<()> {
-        self.count(RealFs.create_dir(path))
-    }
-    fn create_new(&self, path: &Path) -> std::io::Result<std::fs::File> {
-        self.count(RealFs.create_new(path))
-    }
-    fn write_all(&self, file: &mut std::fs::File, bytes: &[u8]) -> std::io::Result<()> {
-        self.count(RealFs.write_all(file, bytes))
-    }
-    fn sync_file(&self, file: &std::fs::File) -> std::io::Result<()> {
-        self.count(RealFs.sync_file(file))
-    }
-    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-        self.count(RealFs.rename(from, to))
-    }
-    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
-        self.count(RealFs.sync_dir(dir))
-    }
-    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
-        self.count(RealFs.remove_file(path))
-    }
-    fn hard_link(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-        self.count(RealFs.hard_link(from, to))
+impl Script for Counting {
+    fn before(&self, call: Call<'_>) -> std::io::Result<()> {
+        if !matches!(call, Call::TryLock | Call::FillRandom) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
     }
 }
 
@@ -799,7 +744,7 @@ fn a_busy_no_wait_try_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let lock = lock_in(dir.path());
     let held = lock.acquire(Wait::NoWait).unwrap();
-    let counting = Arc::new(Counting::default());
+    let counting = Arc::new(ScriptedFs(Counting::default()));
     let trying = lock_in(dir.path()).with_file_system(counting.clone());
     let before = (
         names(lock.dir()),
@@ -812,7 +757,11 @@ fn a_busy_no_wait_try_writes_nothing() {
             "{err}"
         );
     }
-    assert_eq!(counting.0.load(Ordering::SeqCst), 0, "no file-system call");
+    assert_eq!(
+        counting.0 .0.load(Ordering::SeqCst),
+        0,
+        "no file-system call"
+    );
     let after = (
         names(lock.dir()),
         lock.dir().metadata().unwrap().modified().unwrap(),
@@ -825,7 +774,11 @@ fn a_busy_no_wait_try_writes_nothing() {
     let planted = lock_bytes(lock.dir());
     let err = trying.acquire(Wait::NoWait).unwrap_err();
     assert!(matches!(err, LockError::Busy { .. }), "{err}");
-    assert_eq!(counting.0.load(Ordering::SeqCst), 0, "no file-system call");
+    assert_eq!(
+        counting.0 .0.load(Ordering::SeqCst),
+        0,
+        "no file-system call"
+    );
     assert_eq!(lock_bytes(lock.dir()), planted, "the record is left alone");
     drop(held);
 }
