@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Load test (not part of CI): runs the whole `cargo test --features model-check` beside an
 # fsync-heavy writer and CPU hogs, twice — once with the default test threads, once with
-# `-- --test-threads=1` — and reports each run's result and wall time.
+# `-- --test-threads=1` — and reports each run's result and wall time. PHASES chooses:
+# `both` (the default), `default` (the default test threads only) or `single`
+# (`--test-threads=1` only).
 #
 # The load, started after the build so that it weighs on the tests and not on the compiler:
 #   WRITERS processes (default 2), each a loop of
@@ -13,12 +15,21 @@
 # Every background process runs in its own process group and is killed, with its group, on
 # every exit of this script (success, failure, Ctrl-C, TERM); the scratch directory is removed.
 #
-# usage: scripts/load-test.sh [WRITERS] [HOGS]
-# Exits 0 if both runs passed, 1 otherwise; prints one `load-test:` line per run.
+# usage: scripts/load-test.sh [WRITERS] [HOGS] [PHASES]
+# Exits 0 if every run passed, 1 otherwise (2 for a bad PHASES); prints one `load-test:` line
+# per run.
 set -euo pipefail
 
 writers=${1:-2}
 hogs=${2:-$(nproc)}
+phases=${3:-both}
+case $phases in
+both | default | single) ;;
+*)
+    echo "load-test: PHASES must be both, default or single (got '$phases')" >&2
+    exit 2
+    ;;
+esac
 cd "$(dirname "$0")/.."
 scratch=$(mktemp -d "${LOAD_DIR:-${TMPDIR:-/tmp}}/solewriter-load.XXXXXX")
 loaders=()
@@ -99,6 +110,10 @@ run() {
     fi
 }
 
-run "default test threads"
-run "--test-threads=1" -- --test-threads=1
+if [[ $phases != single ]]; then
+    run "default test threads"
+fi
+if [[ $phases != default ]]; then
+    run "--test-threads=1" -- --test-threads=1
+fi
 exit "$failed"
