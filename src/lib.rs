@@ -90,7 +90,8 @@ pub mod projection {
     pub use solewriter_core::projection::target::{TargetError, TargetId, TargetTuple};
     pub use solewriter_core::projection::watermark::SubmissionRejected;
     pub use solewriter_core::projection::{
-        DocumentError, Freshness, ProjectionDocument, PublishedChannel, MAX_DOCUMENT_BYTES,
+        channel_status, ChannelStatus, Coverage, DocumentError, ProjectionDocument,
+        PublishedChannel, StatusReason, MAX_DOCUMENT_BYTES,
     };
     pub use solewriter_core::time::Millis;
     pub use solewriter_core::token::HolderToken;

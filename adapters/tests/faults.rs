@@ -9,9 +9,13 @@ mod scripted_fs;
 mod support;
 
 use scripted_fs::{Call, Script, ScriptedFs};
+use solewriter_adapters::projection::runtime::read_projection;
+use solewriter_adapters::projection::store::ProjectionStore;
 use solewriter_adapters::Error;
+use solewriter_core::projection::channel::{ChannelName, ProducerId, Submission};
 use solewriter_core::projection::lease::LeaseState;
 use solewriter_core::projection::target::TargetId;
+use solewriter_core::projection::{ChannelStatus, StatusReason};
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -443,6 +447,91 @@ fn untouched(f: &Fixture, target: &TargetId, before: &[u8], db: &[u8]) {
     );
 }
 
+/// A stored envelope that is not a JSON object (planted by one SQL statement) degrades its
+/// own channel only: the publication goes through, that channel is published `degraded` with
+/// reason `corrupt-envelope` and its envelope withheld, the other channel is published as
+/// usual, and the producer's next submission heals it.
+#[test]
+fn a_planted_corrupt_envelope_degrades_its_own_channel_only() {
+    let (f, target, _, _) = planted(
+        "UPDATE HookProjectionChannels SET envelope_json = '{not json' WHERE target_id = ?1",
+    );
+    let store = f.open();
+    let frontier = Submission {
+        channel: ChannelName::parse("lifecycle-frontier").unwrap(),
+        envelope_json: envelope("lifecycle-frontier.v1", "f"),
+        ..route(&target, 1, "")
+    };
+    store
+        .submit(&ProducerId::parse("frontier").unwrap(), &frontier)
+        .unwrap();
+    let publish = |store: &ProjectionStore| {
+        expect_acquired(store.acquire(&target, &holder("b")).unwrap())
+            .publish()
+            .unwrap();
+        read_projection(&f.options.runtime_root, &target).unwrap()
+    };
+    let doc = publish(&store);
+    let statuses: Vec<_> = doc
+        .channels
+        .iter()
+        .map(|c| (c.channel.as_str(), c.status, c.reason, c.envelope.is_some()))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            (
+                "computed-route",
+                ChannelStatus::Degraded,
+                Some(StatusReason::CorruptEnvelope),
+                false
+            ),
+            ("lifecycle-frontier", ChannelStatus::Fresh, None, true),
+        ]
+    );
+    assert_eq!((doc.coverage.degraded, doc.coverage.fresh), (1, 1));
+    store
+        .submit(&router(), &route(&target, 3, "healed"))
+        .unwrap();
+    let healed = publish(&store);
+    assert_eq!(healed.coverage.fresh, 2, "{:?}", healed.channels);
+    assert_eq!(
+        healed.channels[0].envelope.as_ref().map(|e| e.get()),
+        Some(envelope("computed-route.v1", "healed").as_str())
+    );
+}
+
+/// A channel row whose columns solewriter could not have written is not attributed to a
+/// channel: the publication fails with `CorruptRow`, and nothing is written.
+#[test]
+fn a_planted_channel_row_of_impossible_columns_stops_the_publication() {
+    let (f, target, before, db) =
+        planted("UPDATE HookProjectionChannels SET captured_at = -1 WHERE target_id = ?1");
+    let store = f.open();
+    let lease = expect_acquired(store.acquire(&target, &holder("b")).unwrap());
+    let err = lease.publish().unwrap_err();
+    assert!(
+        matches!(&err, Error::CorruptRow(why) if why.contains("captured_at")),
+        "{err:?}"
+    );
+    drop(store);
+    assert_eq!(
+        f.current_bytes(&target).unwrap(),
+        before,
+        "nothing published"
+    );
+    assert!(
+        f.leftovers(&target).is_empty(),
+        "{:?}",
+        f.leftovers(&target)
+    );
+    assert_ne!(
+        std::fs::read(&f.options.db_path).unwrap(),
+        db,
+        "the grant was recorded"
+    );
+}
+
 #[test]
 fn a_planted_partial_grant_is_a_corrupt_row() {
     let (f, target, before, db) =
@@ -505,7 +594,6 @@ fn a_planted_epoch_at_the_storage_maximum_is_exhausted() {
 
 #[test]
 fn a_torn_or_foreign_document_is_refused_by_the_reader_as_malformed() {
-    use solewriter_adapters::projection::runtime::read_projection;
     use solewriter_core::projection::DocumentError;
     let (f, target, before) = published_once();
     let path = f.current_path(&target);
@@ -516,7 +604,7 @@ fn a_torn_or_foreign_document_is_refused_by_the_reader_as_malformed() {
         "{torn:?}"
     );
     let text = String::from_utf8(before).unwrap();
-    let foreign = text.replacen("solewriter.hook-projection.v1", "other.v1", 1);
+    let foreign = text.replacen(solewriter_core::projection::FORMAT, "other.v1", 1);
     assert_ne!(foreign, text);
     std::fs::write(&path, foreign).unwrap();
     let err = read_projection(&f.options.runtime_root, &target).unwrap_err();

@@ -201,7 +201,11 @@ fn readers_never_see_a_torn_document_and_epochs_never_decrease() {
                                     epochs_seen += 1;
                                 }
                                 last_epoch = doc.fencing_epoch;
-                                let envelope = doc.channels[0].envelope.get();
+                                let envelope = doc.channels[0]
+                                    .envelope
+                                    .as_ref()
+                                    .expect("an envelope")
+                                    .get();
                                 if envelope.len() > BIG {
                                     big_seen += 1;
                                 }

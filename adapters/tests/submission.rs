@@ -10,6 +10,7 @@ use solewriter_core::projection::channel::{
 };
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::watermark::SubmissionRejected;
+use solewriter_core::projection::StatusReason;
 use support::*;
 
 fn rows(
@@ -79,10 +80,7 @@ fn admission_outcomes() {
     let doc =
         solewriter_adapters::projection::runtime::read_projection(&f.options.runtime_root, &target)
             .unwrap();
-    assert_eq!(
-        doc.channels[0].degraded,
-        Some(DegradedReason::SourceConflict)
-    );
+    assert_eq!(doc.channels[0].reason, Some(StatusReason::SourceConflict));
 }
 
 fn assert_rejected_without_write(

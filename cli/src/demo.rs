@@ -24,8 +24,8 @@ use crate::error::{Class, CliError, CliResult};
 use crate::inspect::{print_document, print_target};
 use crate::process::Child;
 use crate::say;
-use solewriter::core::projection::channel::DegradedReason;
 use solewriter::core::projection::lease::LeaseState;
+use solewriter::core::projection::StatusReason;
 use solewriter::{
     read_projection, ChannelName, Clock, Error, ProducerId, ProjectionStore, StoreOptions,
     Submission, SubmitOutcome, SystemClock, TargetId, TargetTuple,
@@ -470,7 +470,7 @@ fn finish_reader(mut reader: Child, t: &mut Tally) -> CliResult<u64> {
 }
 
 /// Step 9: the final state, as an operator would see it.
-fn final_state(options: &StoreOptions, target: &TargetId, t: &mut Tally) -> CliResult<usize> {
+fn final_state(options: &StoreOptions, target: &TargetId, t: &mut Tally) -> CliResult<u64> {
     say!("\n9. Final state (what `solewriter inspect` and `solewriter read` show)");
     let store = ProjectionStore::open(options)?;
     let now = SystemClock.now();
@@ -480,7 +480,7 @@ fn final_state(options: &StoreOptions, target: &TargetId, t: &mut Tally) -> CliR
     print_target(&record, &store.channel_rows(target)?, now, "   ");
     let doc = read_projection(&options.runtime_root, target)?;
     print_document(&doc, now, "   ");
-    let degraded = doc.channels.iter().filter(|c| c.degraded.is_some()).count();
+    let degraded = doc.coverage.degraded;
     let last_grant = t.grants.last().copied();
     t.check(
         matches!(record.state, LeaseState::Released(_)) && Some(record.fencing_epoch) == last_grant,
@@ -495,7 +495,7 @@ fn final_state(options: &StoreOptions, target: &TargetId, t: &mut Tally) -> CliR
         .iter()
         .find(|c| c.channel.as_str() == "lifecycle-frontier");
     t.check(
-        frontier.and_then(|c| c.degraded) == Some(DegradedReason::SourceConflict),
+        frontier.and_then(|c| c.reason) == Some(StatusReason::SourceConflict),
         "the source conflict is published as a degraded channel",
     );
     let dir = options.runtime_root.target_dir(target);

@@ -6,7 +6,6 @@
 //! contention (retry), lost authority, partial success; the environment is split into the
 //! store, a missing or corrupt published document, and the other file-system failures.
 
-use solewriter::core::projection::DocumentError;
 use solewriter::{Error as LibError, ErrorKind};
 use std::fmt;
 
@@ -187,7 +186,6 @@ pub fn classify(error: &LibError) -> Class {
         _ => match error {
             LibError::ReleaseFailed { cause, .. } => classify(cause),
             LibError::NotPublished { .. } => Class::NotPublished,
-            LibError::Document(DocumentError::CorruptEnvelope(_)) => Class::Store,
             LibError::Document(_) => Class::CorruptDocument,
             LibError::Io { .. }
             | LibError::UnsafeRuntimeDir { .. }

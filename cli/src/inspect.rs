@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use solewriter::adapters::projection::watch::wait_for_projection;
 use solewriter::core::projection::channel::ChannelRecord;
 use solewriter::core::projection::lease::{LeaseRecord, LeaseState};
-use solewriter::core::projection::Freshness;
+use solewriter::core::projection::{channel_status, ChannelStatus, StatusReason};
 use solewriter::{
     read_projection, ChannelRegistry, Error as LibError, Millis, ProjectionDocument,
     ProjectionStore, RuntimeRoot, TargetId,
@@ -24,22 +24,32 @@ fn lease_state(record: &LeaseRecord, now: Millis) -> &'static str {
     }
 }
 
-fn freshness(expires_at: Millis, now: Millis) -> Freshness {
+/// The v1 `freshness` of a row at `now` (kept in `inspect --json` for compatibility; `status`
+/// says more).
+fn freshness(expires_at: Millis, now: Millis) -> &'static str {
     if expires_at <= now {
-        Freshness::Expired
+        "expired"
     } else {
-        Freshness::Fresh
+        "fresh"
     }
 }
 
-fn freshness_name(f: Freshness) -> &'static str {
-    match f {
-        Freshness::Fresh => "fresh",
-        Freshness::Expired => "expired",
+/// A status and its reason as one phrase: `fresh`, `stale (expired)`, `DEGRADED (…)`.
+fn status_phrase(status: ChannelStatus, reason: Option<StatusReason>) -> String {
+    let reason = match reason {
+        None => return "fresh".into(),
+        Some(StatusReason::Expired) => "expired",
+        Some(StatusReason::SourceConflict) => "source-conflict",
+        Some(StatusReason::CorruptEnvelope) => "corrupt-envelope",
+    };
+    match status {
+        ChannelStatus::Degraded => format!("DEGRADED ({reason})"),
+        _ => format!("stale ({reason})"),
     }
 }
 
 fn channel_json(row: &ChannelRecord, registry: &ChannelRegistry, now: Millis) -> Value {
+    let (status, reason) = channel_status(row, now);
     json!({
         "channel": row.channel,
         "producer": registry.get(&row.channel).map(|s| s.owner.clone()),
@@ -52,6 +62,8 @@ fn channel_json(row: &ChannelRecord, registry: &ChannelRegistry, now: Millis) ->
         "updatedAtRfc3339": rfc3339(row.updated_at),
         "freshness": freshness(row.expires_at, now),
         "degraded": row.degraded_reason,
+        "status": status,
+        "reason": reason,
     })
 }
 
@@ -105,15 +117,12 @@ pub fn print_target(record: &LeaseRecord, rows: &[ChannelRecord], now: Millis, i
     };
     say!("{indent}  lease    {lease}");
     for row in rows {
-        let degraded = row
-            .degraded_reason
-            .map(|r| format!(", DEGRADED ({})", r.as_str()))
-            .unwrap_or_default();
+        let (status, reason) = channel_status(row, now);
         say!(
-            "{indent}  channel  {:<24} watermark {:<6} {}, expires {}{degraded}",
+            "{indent}  channel  {:<24} watermark {:<6} {}, expires {}",
             row.channel.as_str(),
             row.source_watermark,
-            freshness_name(freshness(row.expires_at, now)),
+            status_phrase(status, reason),
             relative(row.expires_at, now),
         );
     }
@@ -173,21 +182,30 @@ pub fn print_document(doc: &ProjectionDocument, now: Millis, indent: &str) {
             .producer
             .as_ref()
             .map_or("(unregistered)", |p| p.as_str());
-        let degraded = ch
-            .degraded
-            .map(|r| format!(", DEGRADED ({})", r.as_str()))
-            .unwrap_or_default();
         say!(
-            "{indent}channel   {} from {producer}, watermark {}, {} at publication{degraded}",
+            "{indent}channel   {} from {producer}, watermark {}, {} at publication",
             ch.channel,
             ch.source_watermark,
-            freshness_name(ch.freshness)
+            status_phrase(ch.status, ch.reason)
         );
-        say!("{indent}  {}", ch.envelope.get());
+        match &ch.envelope {
+            Some(envelope) => say!("{indent}  {}", envelope.get()),
+            None => say!("{indent}  (envelope withheld: the stored envelope is corrupt)"),
+        }
     }
     for name in &doc.missing {
         say!("{indent}missing   {name}");
     }
+    let c = doc.coverage;
+    say!(
+        "{indent}coverage  {} registered: {} fresh, {} stale, {} degraded, {} missing; {} unregistered",
+        c.registered,
+        c.fresh,
+        c.stale,
+        c.degraded,
+        c.missing,
+        c.unregistered
+    );
 }
 
 /// `read`: validates and prints one target's `current.json`.

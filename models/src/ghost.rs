@@ -20,10 +20,10 @@
 //!   it presented.
 
 use crate::state::StoreState;
-use solewriter_core::projection::channel::ChannelRecord;
+use solewriter_core::projection::channel::{ChannelRecord, DegradedReason};
 use solewriter_core::projection::lease::{LeaseRecord, LeaseState};
 use solewriter_core::projection::target::TargetId;
-use solewriter_core::projection::ProjectionDocument;
+use solewriter_core::projection::{ProjectionDocument, StatusReason};
 use solewriter_core::time::Millis;
 use solewriter_core::token::TokenHash;
 use std::collections::BTreeMap;
@@ -152,8 +152,9 @@ impl Ghost {
             && renamed.channels.iter().zip(&expected).all(|(c, r)| {
                 c.channel == r.channel
                     && c.source_watermark == r.source_watermark
-                    && c.envelope.get() == r.envelope_json
-                    && c.degraded == r.degraded_reason
+                    && c.envelope.as_ref().map(|e| e.get()) == Some(r.envelope_json.as_str())
+                    && (c.reason == Some(StatusReason::SourceConflict))
+                        == (r.degraded_reason == Some(DegradedReason::SourceConflict))
             });
         if !composed_from_rows {
             let seen = |w: Vec<(String, u64)>| format!("{w:?}");

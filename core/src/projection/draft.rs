@@ -38,7 +38,7 @@ impl Draft {
         rows: Vec<ChannelRecord>,
         now: Millis,
     ) -> Result<Self, DocumentError> {
-        let bytes = compose(target_id, epoch, registry, &rows, now)?.to_bounded_bytes()?;
+        let bytes = compose(target_id, epoch, registry, &rows, now).to_bounded_bytes()?;
         Ok(Draft {
             target_id: target_id.clone(),
             epoch,

@@ -26,6 +26,8 @@ pub mod target;
 pub mod watermark;
 
 pub use document::{
-    DocumentError, Freshness, ProjectionDocument, PublishedChannel, FORMAT, MAX_DOCUMENT_BYTES,
+    channel_status, producer_watermarks, ChannelStatus, Coverage, DocumentError,
+    ProducerWatermarks, ProjectionDocument, PublishedChannel, StatusReason, FORMAT,
+    MAX_DOCUMENT_BYTES,
 };
 pub use draft::Draft;
