@@ -81,7 +81,7 @@ REASONS = {
     "stale": ("expired",),
     "degraded": ("source-conflict", "corrupt-envelope"),
 }
-CORRUPT_ENVELOPE = "corrupt-envelope"
+_CORRUPT_ENVELOPE = "corrupt-envelope"
 _REASONS = REASONS["stale"] + REASONS["degraded"]
 _READ_CHUNK = 1 << 20
 
@@ -277,10 +277,10 @@ def _check_channel(channel, index, published_at):
         _invalid(f"{what}.reason is not null, `expired`, `source-conflict` or `corrupt-envelope`")
     if reason not in REASONS[status]:
         _invalid(f"{what} has status `{status}` with reason `{_shown(reason)}`")
-    if channel["envelope"] is None and reason != CORRUPT_ENVELOPE:
-        _invalid(f"{what}.envelope is null, but the reason is not `{CORRUPT_ENVELOPE}`")
-    if channel["envelope"] is not None and reason == CORRUPT_ENVELOPE:
-        _invalid(f"{what}.envelope is not null, but the reason is `{CORRUPT_ENVELOPE}`")
+    if channel["envelope"] is None and reason != _CORRUPT_ENVELOPE:
+        _invalid(f"{what}.envelope is null, but the reason is not `{_CORRUPT_ENVELOPE}`")
+    if channel["envelope"] is not None and reason == _CORRUPT_ENVELOPE:
+        _invalid(f"{what}.envelope is not null, but the reason is `{_CORRUPT_ENVELOPE}`")
     if status == "fresh" and channel["expiresAt"] <= published_at:
         _invalid(f"{what} is `fresh`, but expiresAt <= publishedAt")
     if status == "stale" and published_at < channel["expiresAt"]:
