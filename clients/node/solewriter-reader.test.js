@@ -179,6 +179,8 @@ test('a channel named constructor has its own status', () => {
   const c = CASES.cases.find((x) => x.name.startsWith('a producer and a channel named constructor'));
   const doc = r.parseDocument(caseBytes(c), VECTOR_ID);
   assert.deepEqual(r.statusAt(doc, doc.publishedAt).constructor, FRESH);
+  // Without such a channel, `constructor` is no channel at all (not Object's constructor).
+  assert.equal(r.statusAt(JSON.parse(BASE), 0).constructor, undefined);
 });
 
 test('absent, invalid, foreign, too large', (t) => {
