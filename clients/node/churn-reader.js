@@ -7,7 +7,10 @@
  * Prints `ready` once it has read a first document, then checks every document it reads
  * until STOP_FILE exists and it has seen the epoch written there; then prints one JSON line of
  * counts: `reads`, `epochs` (distinct epochs seen), `regressions` (an epoch lower than the one
- * before), `errors` (by error code: torn, invalid, absent, …), `lastEpoch`.
+ * before), `errors` (by error code: torn, invalid, absent, …), `lastEpoch`. The test publishes
+ * before it starts the readers, so the first read must succeed: if it fails, the reader prints
+ * `error CODE: MESSAGE` instead of `ready` and exits 1 (rather than retrying forever, as it
+ * would against a publisher of another format).
  */
 
 const fs = require('node:fs');
@@ -28,6 +31,10 @@ function main(root, tupleJson, stopFile) {
       epoch = r.readCurrent(root, attested).document.fencingEpoch;
     } catch (e) {
       if (!(e instanceof r.ReaderError)) throw e;
+      if (reads === 0) {
+        fs.writeSync(1, `error ${e.code}: ${e.message}\n`);
+        process.exit(1);
+      }
       errors[e.code] = (errors[e.code] || 0) + 1;
       continue;
     }

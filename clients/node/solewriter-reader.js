@@ -1,6 +1,6 @@
 'use strict';
 /**
- * Reference reader of solewriter's published hook projection (`current.json`, format v1).
+ * Reference reader of solewriter's published hook projection (`current.json`, format v2).
  *
  * No dependencies (Node's `fs` and `crypto` only). A hook binds the reader to its OWN attested
  * identity (the seven-field attested tuple); the reader derives the target id from it exactly
@@ -15,18 +15,23 @@
  *   each opened with O_NOFOLLOW, and the opened directories are checked (device and inode)
  *   against the path once the file is open (UnsafePathError);
  * - every field's shape is checked as solewriter's Rust parser checks it (see
- *   `schema/current.v1.schema.json`), plus the order the publisher guarantees
- *   (InvalidDocumentError);
+ *   `schema/current.v2.schema.json`): each channel's `status` and `reason` paired as the
+ *   publisher pairs them and agreeing with `publishedAt`, `envelope` null exactly for a
+ *   `corrupt-envelope` channel, `producerWatermarks` and `coverage` equal to what the channels
+ *   imply, no name both in `channels` and `missing`; plus the order the publisher guarantees
+ *   (InvalidDocumentError). A document of another format (v1 included) is refused as invalid,
+ *   naming the format expected;
  * - a document for another target is refused (ForeignDocumentError);
- * - freshness is re-checked at the reader's clock: a channel is `fresh` while
- *   `now < expiresAt`, `expired` from then on.
+ * - status is re-checked at the reader's clock (statusAt): a degraded or stale channel stays
+ *   so, a fresh one is `stale` (reason `expired`) once `expiresAt <= now`; coverageAt
+ *   recounts the coverage at that clock.
  */
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
 
-const FORMAT = 'solewriter.hook-projection.v1';
+const FORMAT = 'solewriter.hook-projection.v2';
 const MAX_DOCUMENT_BYTES = 64 * 1024 * 1024;
 const PROJECTIONS_DIR = 'hook-projections';
 const CURRENT_FILE = 'current.json';
@@ -44,17 +49,37 @@ const MAX_FIELD_BYTES = 256;
 
 const TARGET_ID = /^[0-9a-f]{64}$/;
 const NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
-const TOP_KEYS = ['format', 'targetId', 'fencingEpoch', 'publishedAt', 'channels', 'missing'];
-const CHANNEL_REQUIRED = [
+const SHOWN_FORMAT = /^[\x20-\x7e]{1,64}$/;
+const TOP_KEYS = [
+  'format',
+  'targetId',
+  'fencingEpoch',
+  'publishedAt',
+  'channels',
+  'missing',
+  'producerWatermarks',
+  'coverage',
+];
+const CHANNEL_KEYS = [
   'channel',
+  'producer',
   'sourceWatermark',
   'capturedAt',
   'expiresAt',
   'updatedAt',
-  'freshness',
+  'status',
+  'reason',
   'envelope',
 ];
-const CHANNEL_OPTIONAL = ['producer', 'degraded'];
+const COVERAGE_KEYS = Object.freeze(['registered', 'fresh', 'stale', 'degraded', 'missing', 'unregistered']);
+const STATUSES = Object.freeze(['fresh', 'stale', 'degraded']);
+/** The reasons each status is published with. */
+const REASONS = Object.freeze({
+  fresh: Object.freeze([null]),
+  stale: Object.freeze(['expired']),
+  degraded: Object.freeze(['source-conflict', 'corrupt-envelope']),
+});
+const CORRUPT_ENVELOPE = 'corrupt-envelope';
 const READ_CHUNK = 1024 * 1024;
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
 
@@ -76,7 +101,7 @@ class UnsafePathError extends ReaderError {}
 class ReadFailedError extends ReaderError {}
 /** The file holds more than MAX_DOCUMENT_BYTES bytes. */
 class TooLargeError extends ReaderError {}
-/** The bytes are not a complete, well-formed v1 projection document. */
+/** The bytes are not a complete, well-formed v2 projection document. */
 class InvalidDocumentError extends ReaderError {}
 /** A well-formed document naming another target than the reader's own. */
 class ForeignDocumentError extends ReaderError {}
@@ -154,15 +179,18 @@ function invalid(message) {
   throw new InvalidDocumentError(message);
 }
 
-function checkObject(value, what, required, optional = []) {
+function has(object, key) {
+  return Object.prototype.hasOwnProperty.call(object, key);
+}
+
+/** An object of exactly `keys` (JSON.parse keeps the last of a key written twice). */
+function checkObject(value, what, keys) {
   if (!isPlainObject(value)) invalid(`${what} is not an object`);
   for (const key of Object.keys(value)) {
-    if (!required.includes(key) && !optional.includes(key)) {
-      invalid(`${what} has the unknown key \`${key}\``);
-    }
+    if (!keys.includes(key)) invalid(`${what} has the unknown key \`${key}\``);
   }
-  for (const key of required) {
-    if (!Object.prototype.hasOwnProperty.call(value, key)) invalid(`${what} is missing \`${key}\``);
+  for (const key of keys) {
+    if (!has(value, key)) invalid(`${what} is missing \`${key}\``);
   }
 }
 
@@ -187,21 +215,107 @@ function checkAscending(names, what) {
   }
 }
 
-function checkChannel(channel, index) {
+function checkChannel(channel, index, publishedAt) {
   const what = `channels[${index}]`;
-  checkObject(channel, what, CHANNEL_REQUIRED, CHANNEL_OPTIONAL);
+  checkObject(channel, what, CHANNEL_KEYS);
   checkName(channel.channel, `${what}.channel`);
-  if (channel.producer !== undefined && channel.producer !== null) {
-    checkName(channel.producer, `${what}.producer`);
-  }
+  if (channel.producer !== null) checkName(channel.producer, `${what}.producer`);
   for (const key of ['sourceWatermark', 'capturedAt', 'expiresAt', 'updatedAt']) {
     checkU64(channel[key], `${what}.${key}`);
   }
-  if (channel.freshness !== 'fresh' && channel.freshness !== 'expired') {
-    invalid(`${what}.freshness is not \`fresh\` or \`expired\``);
+  const { status, reason } = channel;
+  if (!STATUSES.includes(status)) invalid(`${what}.status is not \`fresh\`, \`stale\` or \`degraded\``);
+  if (reason !== null && !REASONS.stale.includes(reason) && !REASONS.degraded.includes(reason)) {
+    invalid(`${what}.reason is not null, \`expired\`, \`source-conflict\` or \`corrupt-envelope\``);
   }
-  if (![undefined, null, 'source-conflict'].includes(channel.degraded)) {
-    invalid(`${what}.degraded is not null or \`source-conflict\``);
+  if (!REASONS[status].includes(reason)) {
+    invalid(`${what} has status \`${status}\` with reason \`${reason === null ? 'null' : reason}\``);
+  }
+  if (channel.envelope === null && reason !== CORRUPT_ENVELOPE) {
+    invalid(`${what}.envelope is null, but the reason is not \`${CORRUPT_ENVELOPE}\``);
+  }
+  if (channel.envelope !== null && reason === CORRUPT_ENVELOPE) {
+    invalid(`${what}.envelope is not null, but the reason is \`${CORRUPT_ENVELOPE}\``);
+  }
+  if (status === 'fresh' && channel.expiresAt <= publishedAt) {
+    invalid(`${what} is \`fresh\`, but expiresAt <= publishedAt`);
+  }
+  if (status === 'stale' && publishedAt < channel.expiresAt) {
+    invalid(`${what} is \`stale\`, but publishedAt < expiresAt`);
+  }
+}
+
+/**
+ * `producerWatermarks`: exactly producer -> channel -> watermark of the channels whose
+ * producer is not null. Maps, not plain objects, hold what the channels imply, and keys are
+ * looked up as own properties: a producer or channel may be named `constructor`.
+ */
+function checkProducerWatermarks(doc) {
+  const value = doc.producerWatermarks;
+  if (!isPlainObject(value)) invalid('producerWatermarks is not an object');
+  for (const [producer, channels] of Object.entries(value)) {
+    checkName(producer, `producerWatermarks key \`${producer}\``);
+    if (!isPlainObject(channels)) invalid(`producerWatermarks.${producer} is not an object`);
+    for (const [name, watermark] of Object.entries(channels)) {
+      checkName(name, `producerWatermarks.${producer} key \`${name}\``);
+      checkU64(watermark, `producerWatermarks.${producer}.${name}`);
+    }
+  }
+  const implied = new Map();
+  doc.channels.forEach((channel, index) => {
+    if (channel.producer === null) return;
+    if (!implied.has(channel.producer)) implied.set(channel.producer, new Map());
+    implied.get(channel.producer).set(channel.channel, index);
+  });
+  for (const [producer, channels] of Object.entries(value)) {
+    if (!implied.has(producer)) {
+      invalid(`producerWatermarks has the producer \`${producer}\`, which owns no channel of channels`);
+    }
+    for (const name of Object.keys(channels)) {
+      if (!implied.get(producer).has(name)) {
+        invalid(
+          `producerWatermarks.${producer} has the channel \`${name}\`, ` +
+            `which is not a channel of \`${producer}\` in channels`,
+        );
+      }
+    }
+  }
+  for (const [producer, channels] of implied) {
+    if (!has(value, producer)) invalid(`producerWatermarks lacks the producer \`${producer}\``);
+    for (const [name, index] of channels) {
+      if (!has(value[producer], name)) invalid(`producerWatermarks.${producer} lacks the channel \`${name}\``);
+      const listed = value[producer][name];
+      const stored = doc.channels[index].sourceWatermark;
+      if (listed !== stored) {
+        invalid(
+          `producerWatermarks.${producer}.${name} is ${listed}, but channels[${index}].sourceWatermark is ${stored}`,
+        );
+      }
+    }
+  }
+}
+
+/** The coverage of `document` for the channels' `statuses` (in channel order). */
+function coverageOf(document, statuses) {
+  const count = (status) => statuses.filter((s) => s === status).length;
+  const unregistered = document.channels.filter((c) => c.producer === null).length;
+  return {
+    registered: document.channels.length - unregistered + document.missing.length,
+    fresh: count('fresh'),
+    stale: count('stale'),
+    degraded: count('degraded'),
+    missing: document.missing.length,
+    unregistered,
+  };
+}
+
+function checkCoverage(doc) {
+  const value = doc.coverage;
+  checkObject(value, 'coverage', COVERAGE_KEYS);
+  for (const key of COVERAGE_KEYS) checkU64(value[key], `coverage.${key}`);
+  const expected = coverageOf(doc, doc.channels.map((c) => c.status));
+  for (const key of COVERAGE_KEYS) {
+    if (value[key] !== expected[key]) invalid(`coverage.${key} is ${value[key]}, expected ${expected[key]}`);
   }
 }
 
@@ -220,30 +334,61 @@ function parseDocument(bytes, expectedTargetId) {
   } catch (e) {
     throw new InvalidDocumentError(`not JSON: ${e.message}`);
   }
+  if (isPlainObject(doc) && has(doc, 'format') && doc.format !== FORMAT) {
+    if (typeof doc.format === 'string' && SHOWN_FORMAT.test(doc.format)) {
+      invalid(`format is \`${doc.format}\`, expected \`${FORMAT}\``);
+    }
+    invalid(`format is not \`${FORMAT}\``);
+  }
   checkObject(doc, 'document', TOP_KEYS);
-  if (doc.format !== FORMAT) invalid(`format is not \`${FORMAT}\``);
   if (typeof doc.targetId !== 'string' || !TARGET_ID.test(doc.targetId)) {
     invalid('targetId is not 64 lowercase hex characters');
   }
   checkU64(doc.fencingEpoch, 'fencingEpoch');
   checkU64(doc.publishedAt, 'publishedAt');
   if (!Array.isArray(doc.channels)) invalid('channels is not an array');
-  doc.channels.forEach(checkChannel);
-  checkAscending(doc.channels.map((c) => c.channel), 'channels');
+  doc.channels.forEach((channel, index) => checkChannel(channel, index, doc.publishedAt));
+  const names = doc.channels.map((c) => c.channel);
+  checkAscending(names, 'channels');
   if (!Array.isArray(doc.missing)) invalid('missing is not an array');
   doc.missing.forEach((name, index) => checkName(name, `missing[${index}]`));
   checkAscending(doc.missing, 'missing channels');
+  const stored = new Set(names);
+  for (const name of doc.missing) {
+    if (stored.has(name)) invalid(`\`${name}\` is both in channels and in missing`);
+  }
+  checkProducerWatermarks(doc);
+  checkCoverage(doc);
   if (doc.targetId !== expectedTargetId) {
     throw new ForeignDocumentError(`document names target ${doc.targetId}, expected ${expectedTargetId}`);
   }
   return doc;
 }
 
-/** `{channel: 'fresh' | 'expired'}` at `nowMs`: fresh iff `nowMs < expiresAt`. */
-function freshnessAt(document, nowMs) {
-  const out = {};
-  for (const c of document.channels) out[c.channel] = nowMs < c.expiresAt ? 'fresh' : 'expired';
+function channelStatusAt(channel, nowMs) {
+  if (channel.status === 'fresh' && channel.expiresAt <= nowMs) return { status: 'stale', reason: 'expired' };
+  return { status: channel.status, reason: channel.reason };
+}
+
+/**
+ * `{channel: {status, reason}}` at `nowMs` for a validated document. A channel published
+ * `degraded` keeps its status and reason, one published `stale` stays stale (it expired at
+ * publication), one published `fresh` is `stale` with reason `expired` once
+ * `expiresAt <= nowMs`, else `fresh` with reason null. The object has no prototype, so a
+ * channel may be named `constructor`.
+ */
+function statusAt(document, nowMs) {
+  const out = Object.create(null);
+  for (const c of document.channels) out[c.channel] = channelStatusAt(c, nowMs);
   return out;
+}
+
+/**
+ * The document's `coverage` recounted at `nowMs` (same keys): `fresh`, `stale` and `degraded`
+ * by statusAt; `registered`, `missing` and `unregistered` as published.
+ */
+function coverageAt(document, nowMs) {
+  return coverageOf(document, document.channels.map((c) => channelStatusAt(c, nowMs).status));
 }
 
 function openChecked(target, flags, filePath) {
@@ -304,7 +449,8 @@ function readBytes(runtimeRoot, target) {
 /**
  * Reads the document published for the reader's own attested identity. `options.nowMs`
  * (Unix milliseconds) defaults to the reader's clock. Returns
- * `{ targetId, path, document, readAtMs, freshness }`; throws a ReaderError subclass.
+ * `{ targetId, path, document, readAtMs, status, coverage }` (status and coverage at
+ * `readAtMs`: statusAt, coverageAt); throws a ReaderError subclass.
  */
 function readCurrent(runtimeRoot, attestedTuple, options = {}) {
   const target = targetId(attestedTuple);
@@ -318,13 +464,23 @@ function readCurrent(runtimeRoot, attestedTuple, options = {}) {
     throw new e.constructor(e.message, filePath);
   }
   const readAtMs = options.nowMs === undefined ? Date.now() : options.nowMs;
-  return { targetId: target, path: filePath, document, readAtMs, freshness: freshnessAt(document, readAtMs) };
+  return {
+    targetId: target,
+    path: filePath,
+    document,
+    readAtMs,
+    status: statusAt(document, readAtMs),
+    coverage: coverageAt(document, readAtMs),
+  };
 }
 
 module.exports = {
   FORMAT,
   MAX_DOCUMENT_BYTES,
   TUPLE_FIELDS,
+  COVERAGE_KEYS,
+  STATUSES,
+  REASONS,
   ReaderError,
   InvalidTupleError,
   NotPublishedError,
@@ -337,7 +493,8 @@ module.exports = {
   targetId,
   currentPath,
   parseDocument,
-  freshnessAt,
+  statusAt,
+  coverageAt,
   readBytes,
   readCurrent,
 };

@@ -1,9 +1,10 @@
 'use strict';
 /**
  * Tests of the Node reference reader: the shared hand-made documents of
- * `clients/testdata/documents.json` (every error type), the README's target_id vector,
- * symlinks, the size bound, and a document published by the real `solewriter` binary
- * (`$SOLEWRITER_BIN`, or `target/debug/solewriter`: `cargo build -p solewriter-cli`).
+ * `clients/testdata/documents.json` (every error type, each refused for its reason), the
+ * status and coverage at the reader's clock, the README's target_id vector, symlinks, the size
+ * bound, and a document published by the real `solewriter` binary (`$SOLEWRITER_BIN`, or
+ * `target/debug/solewriter`: `cargo build -p solewriter-cli`).
  */
 
 const test = require('node:test');
@@ -32,15 +33,25 @@ function caseBytes(c) {
 }
 const BASE = caseBytes(CASES.cases[0]);
 
-function verdict(bytes, target) {
+/** `['ok', undefined]` or `[error code, error message]` of parsing `bytes` for `target`. */
+function outcome(bytes, target) {
   try {
     r.parseDocument(bytes, target);
-    return 'ok';
+    return ['ok', undefined];
   } catch (e) {
     if (!(e instanceof r.ReaderError)) throw e;
-    return e.code;
+    return [e.code, e.message];
   }
 }
+
+function verdict(bytes, target) {
+  return outcome(bytes, target)[0];
+}
+
+const FRESH = { status: 'fresh', reason: null };
+const STALE = { status: 'stale', reason: 'expired' };
+const CONFLICT = { status: 'degraded', reason: 'source-conflict' };
+const CORRUPT = { status: 'degraded', reason: 'corrupt-envelope' };
 
 function tempRoot(t) {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'solewriter-reader-'));
@@ -104,7 +115,10 @@ test('refused attested tuples', () => {
 test('shared hand-made documents', async (t) => {
   for (const c of CASES.cases) {
     await t.test(c.name, () => {
-      assert.equal(verdict(caseBytes(c), CASES.targetId), c.node ?? c.expect);
+      const [code, message] = outcome(caseBytes(c), CASES.targetId);
+      assert.equal(code, c.node ?? c.expect, message);
+      // `error` is the reason the case was written for; it applies where Node agrees.
+      if (code !== 'ok' && code === c.expect) assert.ok(message.includes(c.error), message);
     });
   }
 });
@@ -115,21 +129,58 @@ test('size bound: at the bound reads, one byte past is too large', () => {
   assert.equal(verdict(Buffer.concat([atBound, Buffer.from(' ')]), VECTOR_ID), 'too-large');
 });
 
-test('freshness at the reader clock', (t) => {
+test('status and coverage at the reader clock', (t) => {
   const root = tempRoot(t);
   plant(root, VECTOR_ID, BASE);
   const doc = JSON.parse(BASE);
   const expires = doc.channels[0].expiresAt;
+  assert.ok(expires > doc.publishedAt);
+  const published = {
+    'computed-route': FRESH,
+    'lifecycle-frontier': STALE,
+    'old-notes': CONFLICT,
+    'route-plan': CORRUPT,
+  };
+  const coverage = { registered: 5, fresh: 1, stale: 1, degraded: 2, missing: 2, unregistered: 1 };
+  assert.deepEqual(doc.coverage, coverage);
   const before = r.readCurrent(root, VECTOR_TUPLE, { nowMs: expires - 1 });
-  assert.deepEqual(before.freshness, { 'computed-route': 'fresh', 'lifecycle-frontier': 'expired' });
+  assert.deepEqual({ ...before.status }, published);
+  assert.deepEqual(before.coverage, coverage);
   assert.equal(before.readAtMs, expires - 1);
   assert.equal(before.targetId, VECTOR_ID);
   assert.equal(before.path, r.currentPath(root, VECTOR_ID));
   assert.deepEqual(before.document, doc);
-  assert.equal(r.readCurrent(root, VECTOR_TUPLE, { nowMs: expires }).freshness['computed-route'], 'expired');
-  assert.equal(r.readCurrent(root, VECTOR_TUPLE, { nowMs: 0 }).freshness['lifecycle-frontier'], 'fresh');
+  // expiresAt == now is stale: the boundary.
+  const at = r.readCurrent(root, VECTOR_TUPLE, { nowMs: expires });
+  assert.deepEqual({ ...at.status }, { ...published, 'computed-route': STALE });
+  assert.deepEqual(at.coverage, { ...coverage, fresh: 0, stale: 2 });
+  // Published stale stays stale, degraded stays degraded, at any clock (even behind
+  // publishedAt, where the stale channel's expiresAt is still ahead).
+  assert.deepEqual({ ...r.statusAt(doc, 0) }, published);
+  assert.deepEqual(r.coverageAt(doc, 0), coverage);
+  assert.deepEqual({ ...r.statusAt(doc, Number.MAX_SAFE_INTEGER) }, { ...published, 'computed-route': STALE });
+  assert.deepEqual(r.statusAt(doc, doc.channels[3].expiresAt - 1)['route-plan'], CORRUPT);
+  assert.deepEqual(Object.keys(r.coverageAt(doc, 0)), r.COVERAGE_KEYS);
+  assert.deepEqual(doc.coverage, coverage, 'coverageAt leaves the document as published');
   const now = Date.now();
   assert.ok(r.readCurrent(root, VECTOR_TUPLE).readAtMs >= now);
+});
+
+test('a v1 document is refused, naming the format expected', () => {
+  const v1 = CASES.cases.find((c) => c.name === 'a v1 document');
+  assert.equal(r.FORMAT, 'solewriter.hook-projection.v2');
+  assert.throws(
+    () => r.parseDocument(caseBytes(v1), VECTOR_ID),
+    (e) => e instanceof r.InvalidDocumentError && e.message.includes(r.FORMAT),
+  );
+});
+
+test('a channel named constructor has its own status', () => {
+  const c = CASES.cases.find((x) => x.name.startsWith('a producer and a channel named constructor'));
+  const doc = r.parseDocument(caseBytes(c), VECTOR_ID);
+  assert.deepEqual(r.statusAt(doc, doc.publishedAt).constructor, FRESH);
+  // Without such a channel, `constructor` is no channel at all (not Object's constructor).
+  assert.equal(r.statusAt(JSON.parse(BASE), 0).constructor, undefined);
 });
 
 test('absent, invalid, foreign, too large', (t) => {
@@ -208,7 +259,13 @@ test('a document published by the solewriter CLI', (t) => {
   assert.equal(reading.document.fencingEpoch, answer.fencingEpoch);
   assert.deepEqual(reading.document.channels[0].envelope, envelope);
   assert.deepEqual(reading.document.missing, ['computed-route']);
-  assert.deepEqual(reading.freshness, { 'lifecycle-frontier': 'fresh' });
-  assert.deepEqual(r.readCurrent(root, VECTOR_TUPLE, { nowMs: now + 60000 }).freshness, { 'lifecycle-frontier': 'expired' });
+  assert.deepEqual(reading.document.producerWatermarks, { lifecycle: { 'lifecycle-frontier': 3 } });
+  assert.deepEqual({ ...reading.status }, { 'lifecycle-frontier': FRESH });
+  const coverage = { registered: 2, fresh: 1, stale: 0, degraded: 0, missing: 1, unregistered: 0 };
+  assert.deepEqual(reading.document.coverage, coverage);
+  assert.deepEqual(reading.coverage, coverage);
+  const later = r.readCurrent(root, VECTOR_TUPLE, { nowMs: now + 60000 });
+  assert.deepEqual({ ...later.status }, { 'lifecycle-frontier': STALE });
+  assert.deepEqual(later.coverage, { ...coverage, fresh: 0, stale: 1 });
   assert.throws(() => r.readCurrent(root, { ...VECTOR_TUPLE, agentId: 'agent-8' }), r.NotPublishedError);
 });

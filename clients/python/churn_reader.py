@@ -5,7 +5,10 @@
 Prints `ready` once it has read a first document, then checks every document it reads until
 STOP_FILE exists and it has seen the epoch written there; then prints one JSON line of counts:
 `reads`, `epochs` (distinct epochs seen), `regressions` (an epoch lower than the one before),
-`errors` (by error code: torn, invalid, absent, …), `lastEpoch`.
+`errors` (by error code: torn, invalid, absent, …), `lastEpoch`. The test publishes before it
+starts the readers, so the first read must succeed: if it fails, the reader prints
+`error CODE: MESSAGE` instead of `ready` and exits 1 (rather than retrying forever, as it
+would against a publisher of another format).
 """
 
 import json
@@ -26,6 +29,9 @@ def main(root, tuple_json, stop_file):
         try:
             epoch = r.read_current(root, attested).document["fencingEpoch"]
         except r.ReaderError as e:
+            if reads == 0:
+                print(f"error {e.code}: {e}", flush=True)
+                sys.exit(1)
             errors[e.code] = errors.get(e.code, 0) + 1
             continue
         if reads == 0:

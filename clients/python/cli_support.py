@@ -2,11 +2,15 @@
 
 The binary is `$SOLEWRITER_BIN`, or `target/debug/solewriter` at the repository root (build it
 with `cargo build -p solewriter-cli`). A missing binary fails the tests that need it, loudly.
+Two states the CLI cannot make are made behind its back, as an operator's mistake would: a
+stored envelope that is not JSON (written into the store with `sqlite3`) and a channel that
+is no longer registered (dropped from the scratch's `sw.toml`).
 """
 
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import tempfile
 
@@ -81,3 +85,28 @@ class Scratch:
     def current_json(self, target):
         """Path of the target's current.json."""
         return os.path.join(self.runtime_root, "hook-projections", target, "current.json")
+
+    def corrupt_envelope(self, target, channel, text="{\"schema\":"):
+        """Overwrites the stored envelope of `channel` with `text` (not JSON) in the store."""
+        connection = sqlite3.connect(os.path.join(self.dir, "store.sqlite"), timeout=5)
+        try:
+            with connection:
+                changed = connection.execute(
+                    "UPDATE HookProjectionChannels SET envelope_json = ? WHERE target_id = ? AND channel = ?",
+                    (text, target, channel),
+                ).rowcount
+        finally:
+            connection.close()
+        if changed != 1:
+            raise RuntimeError(f"no stored row of {channel} to corrupt")
+
+    def unregister(self, channel):
+        """Drops `channel` from the scratch's `sw.toml`: its stored row stays, its producer is gone."""
+        path = os.path.join(self.dir, "sw.toml")
+        with open(path, encoding="utf-8") as f:
+            head, *blocks = f.read().split("\n[[channels]]\n")
+        kept = [b for b in blocks if not b.startswith(f'name = "{channel}"\n')]
+        if len(kept) != len(blocks) - 1:
+            raise RuntimeError(f"{channel} is not registered in {path}")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n[[channels]]\n".join([head, *kept]))

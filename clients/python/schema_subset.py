@@ -1,11 +1,12 @@
 """A checker of the small subset of JSON Schema 2020-12 that the schemas of `current.json`
-and the attested tuple (`schema/current.v1.schema.json`, `schema/attested-tuple.schema.json`)
+and the attested tuple (`schema/current.v2.schema.json`, `schema/attested-tuple.schema.json`)
 use; the CLI's schemas are checked by the Rust tests with a full validator.
 
 Standard library only, so the tests need no validator package. Keywords: `type`, `const`,
-`enum`, `properties`, `required`, `additionalProperties: false`, `items`, `anyOf`, `pattern`,
-`minLength`, `maxLength`, `minimum`, `maximum`, local `$ref` (`#/$defs/NAME`), and the
-annotations `$schema`, `$id`, `title`, `description`, `$defs`. Any other keyword is an error,
+`enum`, `properties`, `required`, `additionalProperties` (`false` or a schema),
+`propertyNames`, `minProperties`, `items`, `anyOf`, `oneOf`, `not`, `pattern`, `minLength`,
+`maxLength`, `minimum`, `maximum`, local `$ref` (`#/$defs/NAME`), and the annotations
+`$schema`, `$id`, `title`, `description`, `$defs`. Any other keyword is an error,
 so a schema can never rely on a rule this checker silently skips. One deliberate difference
 from the specification: `integer` means a JSON number written without fraction or exponent
 (as parsed by Python's `json`, an `int`), which is what solewriter's parser accepts.
@@ -59,11 +60,25 @@ def _required(rule, _schema, v, _root, where):
     return [f"{where}: `{k}` required" for k in rule if isinstance(v, dict) and k not in v]
 
 
-def _additional(rule, schema, v, _root, where):
-    if rule is not False:
-        raise ValueError("only `additionalProperties: false` is supported")
-    known = schema.get("properties", {})
-    return [f"{where}: unknown key `{k}`" for k in v if k not in known] if isinstance(v, dict) else []
+def _additional(rule, schema, v, root, where):
+    if rule is not False and not isinstance(rule, dict):
+        raise ValueError("only `additionalProperties: false` or a schema is supported")
+    if not isinstance(v, dict):
+        return []
+    extra = [k for k in v if k not in schema.get("properties", {})]
+    if rule is False:
+        return [f"{where}: unknown key `{k}`" for k in extra]
+    return [e for k in extra for e in errors(rule, v[k], root, f"{where}.{k}")]
+
+
+def _property_names(rule, _schema, v, root, where):
+    if not isinstance(v, dict):
+        return []
+    return [e for k in v for e in errors(rule, k, root, f"{where} key `{k}`")]
+
+
+def _min_properties(rule, _schema, v, _root, where):
+    return [f"{where}: fewer than {rule} keys"] if isinstance(v, dict) and len(v) < rule else []
 
 
 def _items(rule, _schema, v, root, where):
@@ -74,6 +89,15 @@ def _items(rule, _schema, v, root, where):
 
 def _any_of(rule, _schema, v, root, where):
     return [] if any(not errors(sub, v, root, where) for sub in rule) else [f"{where}: matches no anyOf branch"]
+
+
+def _one_of(rule, _schema, v, root, where):
+    matched = sum(1 for sub in rule if not errors(sub, v, root, where))
+    return [] if matched == 1 else [f"{where}: matches {matched} oneOf branches, not exactly one"]
+
+
+def _not(rule, _schema, v, root, where):
+    return [f"{where}: matches a `not` schema"] if not errors(rule, v, root, where) else []
 
 
 def _pattern(rule, _schema, v, _root, where):
@@ -105,8 +129,12 @@ _KEYWORDS = {
     "properties": _properties,
     "required": _required,
     "additionalProperties": _additional,
+    "propertyNames": _property_names,
+    "minProperties": _min_properties,
     "items": _items,
     "anyOf": _any_of,
+    "oneOf": _one_of,
+    "not": _not,
     "pattern": _pattern,
     "minLength": _bound(lambda a, b: a >= b, "length"),
     "maxLength": _bound(lambda a, b: a <= b, "length"),

@@ -1,4 +1,4 @@
-"""Reference reader of solewriter's published hook projection (``current.json``, format v1).
+"""Reference reader of solewriter's published hook projection (``current.json``, format v2).
 
 Standard library only. A hook binds the reader to its OWN attested identity (the seven-field
 attested tuple); the reader derives the target id from it exactly as solewriter does
@@ -11,11 +11,16 @@ a document), and returns the whole validated document or raises one typed error:
 * no symlink is followed: ``hook-projections/``, the target directory and ``current.json`` are
   opened relative to their parent's file descriptor with ``O_NOFOLLOW`` (:class:`UnsafePath`);
 * every field's shape is checked as solewriter's Rust parser checks it (see
-  ``schema/current.v1.schema.json``), plus the order the publisher guarantees
-  (:class:`InvalidDocument`);
+  ``schema/current.v2.schema.json``): each channel's ``status`` and ``reason`` paired as the
+  publisher pairs them and agreeing with ``publishedAt``, ``envelope`` null exactly for a
+  ``corrupt-envelope`` channel, ``producerWatermarks`` and ``coverage`` equal to what the
+  channels imply, no name both in ``channels`` and ``missing``; plus the order the publisher
+  guarantees (:class:`InvalidDocument`). A document of another format (v1 included) is
+  refused as invalid, naming the format expected;
 * a document for another target is refused (:class:`ForeignDocument`);
-* freshness is re-checked at the reader's clock: a channel is ``fresh`` while
-  ``now < expiresAt``, ``expired`` from then on.
+* status is re-checked at the reader's clock (:func:`status_at`): a degraded or stale
+  channel stays so, a fresh one is ``stale`` (reason ``expired``) once ``expiresAt <= now``;
+  :func:`coverage_at` recounts the coverage at that clock.
 """
 
 import errno
@@ -27,7 +32,7 @@ import stat
 import time
 from dataclasses import dataclass
 
-FORMAT = "solewriter.hook-projection.v1"
+FORMAT = "solewriter.hook-projection.v2"
 MAX_DOCUMENT_BYTES = 64 << 20
 PROJECTIONS_DIR = "hook-projections"
 CURRENT_FILE = "current.json"
@@ -46,17 +51,38 @@ U64_MAX = (1 << 64) - 1
 
 _TARGET_ID = re.compile(r"[0-9a-f]{64}")
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
-_TOP_KEYS = ("format", "targetId", "fencingEpoch", "publishedAt", "channels", "missing")
-_CHANNEL_REQUIRED = (
+_SHOWN_FORMAT = re.compile(r"[\x20-\x7e]{1,64}")
+_TOP_KEYS = (
+    "format",
+    "targetId",
+    "fencingEpoch",
+    "publishedAt",
+    "channels",
+    "missing",
+    "producerWatermarks",
+    "coverage",
+)
+_CHANNEL_KEYS = (
     "channel",
+    "producer",
     "sourceWatermark",
     "capturedAt",
     "expiresAt",
     "updatedAt",
-    "freshness",
+    "status",
+    "reason",
     "envelope",
 )
-_CHANNEL_OPTIONAL = ("producer", "degraded")
+COVERAGE_KEYS = ("registered", "fresh", "stale", "degraded", "missing", "unregistered")
+STATUSES = ("fresh", "stale", "degraded")
+#: The reasons each status is published with (``None`` is JSON null).
+REASONS = {
+    "fresh": (None,),
+    "stale": ("expired",),
+    "degraded": ("source-conflict", "corrupt-envelope"),
+}
+_CORRUPT_ENVELOPE = "corrupt-envelope"
+_REASONS = REASONS["stale"] + REASONS["degraded"]
 _READ_CHUNK = 1 << 20
 
 
@@ -105,7 +131,7 @@ class TooLarge(ReaderError):
 
 
 class InvalidDocument(ReaderError):
-    """The bytes are not a complete, well-formed v1 projection document."""
+    """The bytes are not a complete, well-formed v2 projection document."""
 
     code = "invalid"
 
@@ -118,13 +144,16 @@ class ForeignDocument(ReaderError):
 
 @dataclass(frozen=True)
 class Reading:
-    """One successful read: the document as published, and freshness at the reader's clock."""
+    """One successful read: the document as published, and at the reader's clock
+    ``read_at_ms`` each channel's status (:func:`status_at`) and the coverage
+    (:func:`coverage_at`)."""
 
     target_id: str
     path: str
     document: dict
     read_at_ms: int
-    freshness: dict
+    status: dict
+    coverage: dict
 
 
 def canonical_bytes(attested_tuple):
@@ -194,15 +223,21 @@ def _constant(name):
     _invalid(f"`{name}` is not JSON")
 
 
-def _check_object(value, what, required, optional=()):
+def _check_map(value, what):
+    """An object of any keys, none written twice."""
     if not isinstance(value, dict):
         _invalid(f"{what} is not an object")
     if value.duplicate is not None:
         _invalid(f"{what} has the key `{value.duplicate}` twice")
+
+
+def _check_object(value, what, keys):
+    """An object of exactly ``keys``, none written twice."""
+    _check_map(value, what)
     for key in value:
-        if key not in required and key not in optional:
+        if key not in keys:
             _invalid(f"{what} has the unknown key `{key}`")
-    for key in required:
+    for key in keys:
         if key not in value:
             _invalid(f"{what} is missing `{key}`")
 
@@ -223,18 +258,96 @@ def _check_ascending(names, what):
             _invalid(f"{what} are not in strictly ascending name order (`{after}`)")
 
 
-def _check_channel(channel, index):
+def _shown(reason):
+    return "null" if reason is None else reason
+
+
+def _check_channel(channel, index, published_at):
     what = f"channels[{index}]"
-    _check_object(channel, what, _CHANNEL_REQUIRED, _CHANNEL_OPTIONAL)
+    _check_object(channel, what, _CHANNEL_KEYS)
     _check_name(channel["channel"], f"{what}.channel")
-    if channel.get("producer") is not None:
+    if channel["producer"] is not None:
         _check_name(channel["producer"], f"{what}.producer")
     for key in ("sourceWatermark", "capturedAt", "expiresAt", "updatedAt"):
         _check_u64(channel[key], f"{what}.{key}")
-    if channel["freshness"] not in ("fresh", "expired"):
-        _invalid(f"{what}.freshness is not `fresh` or `expired`")
-    if channel.get("degraded") not in (None, "source-conflict"):
-        _invalid(f"{what}.degraded is not null or `source-conflict`")
+    status, reason = channel["status"], channel["reason"]
+    if not isinstance(status, str) or status not in STATUSES:
+        _invalid(f"{what}.status is not `fresh`, `stale` or `degraded`")
+    if reason is not None and (not isinstance(reason, str) or reason not in _REASONS):
+        _invalid(f"{what}.reason is not null, `expired`, `source-conflict` or `corrupt-envelope`")
+    if reason not in REASONS[status]:
+        _invalid(f"{what} has status `{status}` with reason `{_shown(reason)}`")
+    if channel["envelope"] is None and reason != _CORRUPT_ENVELOPE:
+        _invalid(f"{what}.envelope is null, but the reason is not `{_CORRUPT_ENVELOPE}`")
+    if channel["envelope"] is not None and reason == _CORRUPT_ENVELOPE:
+        _invalid(f"{what}.envelope is not null, but the reason is `{_CORRUPT_ENVELOPE}`")
+    if status == "fresh" and channel["expiresAt"] <= published_at:
+        _invalid(f"{what} is `fresh`, but expiresAt <= publishedAt")
+    if status == "stale" and published_at < channel["expiresAt"]:
+        _invalid(f"{what} is `stale`, but publishedAt < expiresAt")
+
+
+def _check_producer_watermarks(doc):
+    """``producerWatermarks``: exactly producer -> channel -> watermark of the channels whose
+    producer is not null."""
+    value = doc["producerWatermarks"]
+    _check_map(value, "producerWatermarks")
+    for producer, channels in value.items():
+        _check_name(producer, f"producerWatermarks key `{producer}`")
+        _check_map(channels, f"producerWatermarks.{producer}")
+        for name, watermark in channels.items():
+            _check_name(name, f"producerWatermarks.{producer} key `{name}`")
+            _check_u64(watermark, f"producerWatermarks.{producer}.{name}")
+    implied = {}
+    for index, channel in enumerate(doc["channels"]):
+        if channel["producer"] is not None:
+            implied.setdefault(channel["producer"], {})[channel["channel"]] = index
+    for producer, channels in value.items():
+        if producer not in implied:
+            _invalid(f"producerWatermarks has the producer `{producer}`, which owns no channel of channels")
+        for name in channels:
+            if name not in implied[producer]:
+                _invalid(
+                    f"producerWatermarks.{producer} has the channel `{name}`, "
+                    f"which is not a channel of `{producer}` in channels"
+                )
+    for producer, channels in implied.items():
+        if producer not in value:
+            _invalid(f"producerWatermarks lacks the producer `{producer}`")
+        for name, index in channels.items():
+            if name not in value[producer]:
+                _invalid(f"producerWatermarks.{producer} lacks the channel `{name}`")
+            listed, stored = value[producer][name], doc["channels"][index]["sourceWatermark"]
+            if listed != stored:
+                _invalid(
+                    f"producerWatermarks.{producer}.{name} is {listed}, "
+                    f"but channels[{index}].sourceWatermark is {stored}"
+                )
+
+
+def _coverage(document, statuses):
+    """The coverage of ``document`` for the channels' ``statuses`` (in channel order)."""
+    stored = len(document["channels"])
+    unregistered = sum(1 for c in document["channels"] if c["producer"] is None)
+    return {
+        "registered": stored - unregistered + len(document["missing"]),
+        "fresh": statuses.count("fresh"),
+        "stale": statuses.count("stale"),
+        "degraded": statuses.count("degraded"),
+        "missing": len(document["missing"]),
+        "unregistered": unregistered,
+    }
+
+
+def _check_coverage(doc):
+    value = doc["coverage"]
+    _check_object(value, "coverage", COVERAGE_KEYS)
+    for key in COVERAGE_KEYS:
+        _check_u64(value[key], f"coverage.{key}")
+    expected = _coverage(doc, [c["status"] for c in doc["channels"]])
+    for key in COVERAGE_KEYS:
+        if value[key] != expected[key]:
+            _invalid(f"coverage.{key} is {value[key]}, expected {expected[key]}")
 
 
 def parse_document(data, expected_target_id):
@@ -250,9 +363,12 @@ def parse_document(data, expected_target_id):
         )
     except (ValueError, RecursionError) as e:
         raise InvalidDocument(f"not JSON: {e}") from e
-    _check_object(doc, "document", _TOP_KEYS)
-    if doc["format"] != FORMAT:
+    if isinstance(doc, dict) and "format" in doc and doc["format"] != FORMAT:
+        found = doc["format"]
+        if isinstance(found, str) and _SHOWN_FORMAT.fullmatch(found):
+            _invalid(f"format is `{found}`, expected `{FORMAT}`")
         _invalid(f"format is not `{FORMAT}`")
+    _check_object(doc, "document", _TOP_KEYS)
     if not isinstance(doc["targetId"], str) or not _TARGET_ID.fullmatch(doc["targetId"]):
         _invalid("targetId is not 64 lowercase hex characters")
     _check_u64(doc["fencingEpoch"], "fencingEpoch")
@@ -260,24 +376,50 @@ def parse_document(data, expected_target_id):
     if not isinstance(doc["channels"], list):
         _invalid("channels is not an array")
     for index, channel in enumerate(doc["channels"]):
-        _check_channel(channel, index)
-    _check_ascending([c["channel"] for c in doc["channels"]], "channels")
+        _check_channel(channel, index, doc["publishedAt"])
+    names = [c["channel"] for c in doc["channels"]]
+    _check_ascending(names, "channels")
     if not isinstance(doc["missing"], list):
         _invalid("missing is not an array")
     for index, name in enumerate(doc["missing"]):
         _check_name(name, f"missing[{index}]")
     _check_ascending(doc["missing"], "missing channels")
+    stored = set(names)
+    for name in doc["missing"]:
+        if name in stored:
+            _invalid(f"`{name}` is both in channels and in missing")
+    _check_producer_watermarks(doc)
+    _check_coverage(doc)
     if doc["targetId"] != expected_target_id:
         raise ForeignDocument(f"document names target {doc['targetId']}, expected {expected_target_id}")
     return doc
 
 
-def freshness_at(document, now_ms):
-    """``{channel: "fresh" | "expired"}`` at ``now_ms``: fresh iff ``now_ms < expiresAt``."""
-    return {
-        c["channel"]: "fresh" if now_ms < c["expiresAt"] else "expired"
-        for c in document["channels"]
-    }
+def _status_at(channel, now_ms):
+    if channel["status"] == "fresh" and channel["expiresAt"] <= now_ms:
+        return "stale", "expired"
+    return channel["status"], channel["reason"]
+
+
+def status_at(document, now_ms):
+    """``{channel: {"status": ..., "reason": ...}}`` at ``now_ms`` for a validated document.
+
+    A channel published ``degraded`` keeps its status and reason, one published ``stale``
+    stays stale (it expired at publication), one published ``fresh`` is ``stale`` with reason
+    ``expired`` once ``expiresAt <= now_ms``, else ``fresh`` with reason ``None``.
+    """
+    out = {}
+    for c in document["channels"]:
+        status, reason = _status_at(c, now_ms)
+        out[c["channel"]] = {"status": status, "reason": reason}
+    return out
+
+
+def coverage_at(document, now_ms):
+    """The document's ``coverage`` recounted at ``now_ms`` (same keys): ``fresh``, ``stale``
+    and ``degraded`` by :func:`status_at`; ``registered``, ``missing`` and ``unregistered`` as
+    published."""
+    return _coverage(document, [_status_at(c, now_ms)[0] for c in document["channels"]])
 
 
 _NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
@@ -337,4 +479,6 @@ def read_current(runtime_root, attested_tuple, now_ms=None):
         e.path = path
         raise
     read_at = int(time.time() * 1000) if now_ms is None else now_ms
-    return Reading(target, path, document, read_at, freshness_at(document, read_at))
+    return Reading(
+        target, path, document, read_at, status_at(document, read_at), coverage_at(document, read_at)
+    )

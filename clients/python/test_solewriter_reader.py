@@ -1,6 +1,7 @@
 """Tests of the Python reference reader: hand-made documents (every error type, the shared
 cases of `clients/testdata/documents.json`, checked against solewriter's own parser too), the
-README's target_id vector, symlinks, the size bound, and documents published by the real CLI.
+status and coverage at the reader's clock, the README's target_id vector, symlinks, the size
+bound, and documents published by the real CLI.
 """
 
 import base64
@@ -26,11 +27,27 @@ def case_bytes(case):
 
 def verdict(data, target):
     """`ok` or the error code of parsing `data` for `target`."""
+    return outcome(data, target)[0]
+
+
+def outcome(data, target):
+    """(`ok`, None) or (the error code, the error message) of parsing `data` for `target`."""
     try:
         r.parse_document(data, target)
-        return "ok"
+        return "ok", None
     except r.ReaderError as e:
-        return e.code
+        return e.code, str(e)
+
+
+def status(name, reason):
+    """One channel's entry of `status_at`."""
+    return {"status": name, "reason": reason}
+
+
+FRESH = status("fresh", None)
+STALE = status("stale", "expired")
+CONFLICT = status("degraded", "source-conflict")
+CORRUPT = status("degraded", "corrupt-envelope")
 
 
 def plant(root, target, data):
@@ -89,7 +106,15 @@ class DocumentTest(unittest.TestCase):
     def test_shared_cases(self):
         for case in CASES["cases"]:
             with self.subTest(case["name"]):
-                self.assertEqual(verdict(case_bytes(case), CASES["targetId"]), case["expect"])
+                code, message = outcome(case_bytes(case), CASES["targetId"])
+                self.assertEqual(code, case["expect"], message)
+                if code != "ok":
+                    self.assertIn(case["error"], message)
+
+    def test_every_refused_case_says_why(self):
+        for case in CASES["cases"]:
+            with self.subTest(case["name"]):
+                self.assertEqual("error" in case, case["expect"] != "ok")
 
     def test_size_bound(self):
         doc = case_bytes(CASES["cases"][0])
@@ -97,14 +122,43 @@ class DocumentTest(unittest.TestCase):
         self.assertEqual(verdict(at_bound, VECTOR_ID), "ok")
         self.assertEqual(verdict(at_bound + b" ", VECTOR_ID), "too-large")
 
-    def test_freshness_is_the_readers(self):
+    def test_status_is_the_readers(self):
         doc = r.parse_document(case_bytes(CASES["cases"][0]), VECTOR_ID)
         expires = doc["channels"][0]["expiresAt"]
-        self.assertEqual(doc["channels"][0]["freshness"], "fresh")
-        self.assertEqual(r.freshness_at(doc, expires - 1)["computed-route"], "fresh")
-        self.assertEqual(r.freshness_at(doc, expires)["computed-route"], "expired")
-        self.assertEqual(doc["channels"][1]["freshness"], "expired")
-        self.assertEqual(r.freshness_at(doc, 0)["lifecycle-frontier"], "fresh")
+        self.assertGreater(expires, doc["publishedAt"])
+        published = {
+            "computed-route": FRESH, "lifecycle-frontier": STALE, "old-notes": CONFLICT, "route-plan": CORRUPT,
+        }
+        self.assertEqual({c["channel"]: status(c["status"], c["reason"]) for c in doc["channels"]}, published)
+        self.assertEqual(r.status_at(doc, doc["publishedAt"]), published)
+        self.assertEqual(r.status_at(doc, expires - 1), published)
+        # expiresAt == now is stale: the boundary.
+        self.assertEqual(r.status_at(doc, expires), dict(published, **{"computed-route": STALE}))
+        # Published stale stays stale, degraded stays degraded, at any clock (even behind
+        # publishedAt, where the stale channel's expiresAt is still ahead).
+        self.assertEqual(r.status_at(doc, 0), published)
+        later = r.status_at(doc, r.U64_MAX)
+        self.assertEqual(later, dict(published, **{"computed-route": STALE}))
+        route_plan = doc["channels"][3]
+        self.assertEqual(r.status_at(doc, route_plan["expiresAt"] - 1)["route-plan"], CORRUPT)
+
+    def test_coverage_is_the_readers(self):
+        doc = r.parse_document(case_bytes(CASES["cases"][0]), VECTOR_ID)
+        expires = doc["channels"][0]["expiresAt"]
+        published = {"registered": 5, "fresh": 1, "stale": 1, "degraded": 2, "missing": 2, "unregistered": 1}
+        self.assertEqual(doc["coverage"], published)
+        self.assertEqual(r.coverage_at(doc, expires - 1), published)
+        self.assertEqual(r.coverage_at(doc, 0), published)
+        self.assertEqual(r.coverage_at(doc, expires), dict(published, fresh=0, stale=2))
+        self.assertEqual(list(r.coverage_at(doc, 0)), list(r.COVERAGE_KEYS))
+        self.assertEqual(doc["coverage"], published, "coverage_at leaves the document as published")
+
+    def test_a_v1_document_is_refused_naming_the_format_expected(self):
+        v1 = next(c for c in CASES["cases"] if c["name"] == "a v1 document")
+        with self.assertRaises(r.InvalidDocument) as caught:
+            r.parse_document(case_bytes(v1), VECTOR_ID)
+        self.assertIn(r.FORMAT, str(caught.exception))
+        self.assertEqual(r.FORMAT, "solewriter.hook-projection.v2")
 
 
 class FileTest(unittest.TestCase):
@@ -131,7 +185,16 @@ class FileTest(unittest.TestCase):
         self.assertEqual(reading.target_id, VECTOR_ID)
         self.assertEqual(reading.path, r.current_path(self.root, VECTOR_ID))
         self.assertEqual(reading.read_at_ms, 1796016002883)
-        self.assertEqual(reading.freshness, {"computed-route": "expired", "lifecycle-frontier": "expired"})
+        self.assertEqual(
+            reading.status,
+            {"computed-route": STALE, "lifecycle-frontier": STALE, "old-notes": CONFLICT, "route-plan": CORRUPT},
+        )
+        self.assertEqual(
+            reading.coverage,
+            {"registered": 5, "fresh": 0, "stale": 2, "degraded": 2, "missing": 2, "unregistered": 1},
+        )
+        just_before = r.read_current(self.root, VECTOR_TUPLE, now_ms=1796016002882)
+        self.assertEqual(just_before.status["computed-route"], FRESH)
         self.assertEqual(reading.document, json.loads(self.doc))
         before = int(time.time() * 1000)
         self.assertGreaterEqual(r.read_current(self.root, VECTOR_TUPLE).read_at_ms, before)
@@ -213,17 +276,43 @@ class PublishedByTheCliTest(unittest.TestCase):
         self.assertEqual(doc["fencingEpoch"], answer["fencingEpoch"])
         self.assertEqual(doc["missing"], ["lifecycle-frontier"])
         self.assertEqual(doc["channels"][0]["envelope"]["steps"], ["plan"])
-        self.assertEqual(reading.freshness, {"computed-route": "fresh"})
-        self.assertEqual(
-            r.read_current(self.env.runtime_root, VECTOR_TUPLE, now_ms=now + 3_600_000).freshness,
-            {"computed-route": "expired"},
-        )
+        self.assertEqual(doc["producerWatermarks"], {"router": {"computed-route": 1}})
+        self.assertEqual(reading.status, {"computed-route": FRESH})
+        coverage = {"registered": 2, "fresh": 1, "stale": 0, "degraded": 0, "missing": 1, "unregistered": 0}
+        self.assertEqual(doc["coverage"], coverage)
+        self.assertEqual(reading.coverage, coverage)
+        later = r.read_current(self.env.runtime_root, VECTOR_TUPLE, now_ms=now + 3_600_000)
+        self.assertEqual(later.status, {"computed-route": STALE})
+        self.assertEqual(later.coverage, dict(coverage, fresh=0, stale=1))
         other = dict(VECTOR_TUPLE, agentId="agent-8")
         other_dir = os.path.dirname(r.current_path(self.env.runtime_root, r.target_id(other)))
         os.makedirs(other_dir)
         os.link(self.env.current_json(self.target), os.path.join(other_dir, "current.json"))
         with self.assertRaises(r.ForeignDocument):
             r.read_current(self.env.runtime_root, other)
+
+    def test_a_corrupt_envelope_degrades_its_channel_alone(self):
+        now = int(time.time() * 1000)
+        route = {"schema": "computed-route.v1", "notAuthority": True, "steps": ["plan"]}
+        self.env.submit(self.target, "computed-route", "router", 1, route, now, 3_600_000)
+        self.env.submit(self.target, "lifecycle-frontier", "lifecycle", 2,
+                        {"schema": "lifecycle-frontier.v1", "notAuthority": True}, now, 3_600_000)
+        self.env.corrupt_envelope(self.target, "lifecycle-frontier")
+        self.env.publish(self.target)
+        reading = r.read_current(self.env.runtime_root, VECTOR_TUPLE, now_ms=now)
+        route_channel, frontier = reading.document["channels"]
+        self.assertEqual((route_channel["status"], route_channel["envelope"]), ("fresh", route))
+        self.assertEqual((frontier["status"], frontier["reason"], frontier["envelope"]),
+                         ("degraded", "corrupt-envelope", None))
+        self.assertEqual(reading.status, {"computed-route": FRESH, "lifecycle-frontier": CORRUPT})
+        self.assertEqual(
+            reading.document["producerWatermarks"],
+            {"lifecycle": {"lifecycle-frontier": 2}, "router": {"computed-route": 1}},
+        )
+        self.assertEqual(
+            reading.coverage,
+            {"registered": 2, "fresh": 1, "stale": 0, "degraded": 1, "missing": 0, "unregistered": 0},
+        )
 
     def test_shared_cases_agree_with_solewriters_own_parser(self):
         """`solewriter read` (the Rust reader) gives the verdict the cases' `rust` field says."""
