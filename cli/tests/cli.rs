@@ -412,6 +412,8 @@ fn scripting_by_hand_submit_publish_inspect_read() {
     assert_eq!(target["fencingEpoch"], 1);
     assert_eq!(target["channels"][0]["degraded"], "source-conflict");
     assert_eq!(target["channels"][0]["freshness"], "fresh");
+    assert_eq!(target["channels"][0]["status"], "degraded");
+    assert_eq!(target["channels"][0]["reason"], "source-conflict");
     assert_eq!(target["missing"][0], "lifecycle-frontier");
     let doc: Value = serde_json::from_str(&env.ok(&["read", TARGET, "--json"])).unwrap();
     assert_eq!(doc["fencingEpoch"], 1);

@@ -1,7 +1,7 @@
 //! The published JSON Schemas (`schema/` at the repository root) against what the binary
 //! really prints and publishes: every `--json` output in each of its shapes validates against
 //! its definition in `cli.v1.schema.json`, published `current.json` files against
-//! `current.v1.schema.json`, and the envelopes `submit` took against `envelope.schema.json`.
+//! `current.v2.schema.json`, and the envelopes `submit` took against `envelope.schema.json`.
 //! Outputs broken on purpose (a key added, dropped or retyped) must fail, so the schemas are
 //! not vacuous.
 
@@ -144,7 +144,7 @@ fn every_store_command_output_and_every_published_document_match_their_schemas()
     );
     let on_disk = published(&env);
     assert_eq!(read, on_disk);
-    schemas.check("current.v1.schema.json", &on_disk).unwrap();
+    schemas.check("current.v2.schema.json", &on_disk).unwrap();
     let released = json_ok(&env, &["inspect"]);
     assert_eq!(released["targets"][0]["state"], "released");
     schemas.output("inspect", &released);
@@ -175,9 +175,10 @@ fn every_store_command_output_and_every_published_document_match_their_schemas()
         4
     );
     let doc = published(&env);
-    assert_eq!(doc["channels"][0]["degraded"], "source-conflict");
+    assert_eq!(doc["channels"][0]["status"], "degraded");
+    assert_eq!(doc["channels"][0]["reason"], "source-conflict");
     assert_eq!(doc["missing"][0], "lifecycle-frontier");
-    schemas.check("current.v1.schema.json", &doc).unwrap();
+    schemas.check("current.v2.schema.json", &doc).unwrap();
 
     // Broken on purpose: each must be refused.
     let mut extra = publish.clone();
@@ -197,7 +198,7 @@ fn every_store_command_output_and_every_published_document_match_their_schemas()
     schemas.refuses("leaseEnd", &contradicts);
     let mut negative = doc.clone();
     negative["fencingEpoch"] = (-1).into();
-    assert!(schemas.check("current.v1.schema.json", &negative).is_err());
+    assert!(schemas.check("current.v2.schema.json", &negative).is_err());
     let forged: Value =
         serde_json::from_str(r#"{"schema":"computed-route.v1","notAuthority":false}"#).unwrap();
     assert!(schemas.check("envelope.schema.json", &forged).is_err());

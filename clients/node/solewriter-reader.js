@@ -237,6 +237,9 @@ function checkChannel(channel, index, publishedAt) {
   if (channel.envelope !== null && reason === CORRUPT_ENVELOPE) {
     invalid(`${what}.envelope is not null, but the reason is \`${CORRUPT_ENVELOPE}\``);
   }
+  if (channel.envelope !== null && (typeof channel.envelope !== 'object' || Array.isArray(channel.envelope))) {
+    invalid(`${what}.envelope is not a JSON object`);
+  }
   if (status === 'fresh' && channel.expiresAt <= publishedAt) {
     invalid(`${what} is \`fresh\`, but expiresAt <= publishedAt`);
   }

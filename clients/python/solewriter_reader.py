@@ -281,6 +281,8 @@ def _check_channel(channel, index, published_at):
         _invalid(f"{what}.envelope is null, but the reason is not `{_CORRUPT_ENVELOPE}`")
     if channel["envelope"] is not None and reason == _CORRUPT_ENVELOPE:
         _invalid(f"{what}.envelope is not null, but the reason is `{_CORRUPT_ENVELOPE}`")
+    if channel["envelope"] is not None and not isinstance(channel["envelope"], dict):
+        _invalid(f"{what}.envelope is not a JSON object")
     if status == "fresh" and channel["expiresAt"] <= published_at:
         _invalid(f"{what} is `fresh`, but expiresAt <= publishedAt")
     if status == "stale" and published_at < channel["expiresAt"]:

@@ -167,6 +167,7 @@ pub struct ProjectionDocument {
     /// Broker time of composition.
     pub published_at: Millis,
     /// The stored channels, by name.
+    #[serde(deserialize_with = "objects")]
     pub channels: Vec<PublishedChannel>,
     /// Registered channels with no stored row, by name.
     pub missing: Vec<ChannelName>,
@@ -174,6 +175,7 @@ pub struct ProjectionDocument {
     #[serde(deserialize_with = "unique_keys")]
     pub producer_watermarks: ProducerWatermarks,
     /// The counts by status ([`Coverage::of`] `channels` and `missing`).
+    #[serde(deserialize_with = "object")]
     pub coverage: Coverage,
 }
 
@@ -261,7 +263,7 @@ impl ProjectionDocument {
     /// [`MAX_DOCUMENT_BYTES`]) is an error.
     pub fn parse(bytes: &[u8]) -> Result<Self, DocumentError> {
         check_size(bytes.len())?;
-        let doc: ProjectionDocument =
+        let Object(doc): Object<ProjectionDocument> =
             serde_json::from_slice(bytes).map_err(|e| DocumentError::Malformed(e.to_string()))?;
         if doc.format != FORMAT {
             return Err(DocumentError::Malformed(format!(
@@ -391,6 +393,46 @@ where
         }
         deserializer.deserialize_map(Visit(std::marker::PhantomData))
     }
+}
+
+/// A struct read only from a JSON object. (A derived `Deserialize` also takes a JSON array of
+/// the fields in order, which no publisher writes and the readers refuse.)
+struct Object<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = Object<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Object)
+            }
+        }
+        deserializer.deserialize_map(Visit(std::marker::PhantomData))
+    }
+}
+
+fn object<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Object::deserialize(deserializer).map(|Object(value)| value)
+}
+
+fn objects<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    let all = Vec::<Object<T>>::deserialize(deserializer)?;
+    Ok(all.into_iter().map(|Object(value)| value).collect())
 }
 
 /// A key that must be present, whose value may be `null`.
@@ -665,6 +707,31 @@ mod tests {
                 "{what} parsed: {changed}"
             );
         }
+        for (from, to, what) in [
+            (coverage, "\"coverage\":[3,1,0,1,1,0]", "coverage an array"),
+            ("\"channels\":[{\"channel\":\"a\",\"producer\":\"a-producer\",\"sourceWatermark\":7,\"capturedAt\":1,\"expiresAt\":9,\"updatedAt\":2,\"status\":\"fresh\",\"reason\":null,\"envelope\":{}}",
+             "\"channels\":[[\"a\",\"a-producer\",7,1,9,2,\"fresh\",null,{}]", "a channel an array"),
+        ] {
+            let changed = text.replacen(from, to, 1);
+            assert_ne!(changed, text, "{what}");
+            assert!(
+                matches!(ProjectionDocument::parse(changed.as_bytes()), Err(DocumentError::Malformed(why)) if why.contains("expected a JSON object")),
+                "{what} parsed: {changed}"
+            );
+        }
+        let whole = serde_json::to_string(
+            &serde_json::to_value(&doc)
+                .unwrap()
+                .as_object()
+                .unwrap()
+                .values()
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        assert!(
+            ProjectionDocument::parse(whole.as_bytes()).is_err(),
+            "the document an array"
+        );
         let swapped = ProjectionDocument {
             channels: doc.channels.iter().rev().cloned().collect(),
             ..doc.clone()
