@@ -116,6 +116,11 @@ export interface Published {
   path: string;
 }
 
+/** What `endLease` did (the Rust `EndOutcome`). */
+export type LeaseEnd =
+  | { ended: { epoch: number; holder: string; acquiredAt: number; expiresAt: number } }
+  | { nothingHeld: { epoch: number; why: 'unheld' | 'released' | 'expired' } };
+
 /** Adds the two tables to a WAL database (idempotent); refuses another shape. */
 export function initialize(db: Database): 'created' | 'present';
 
@@ -147,6 +152,14 @@ export class ProjectionStore {
   release(
     grant: Pick<Grant, 'targetId' | 'epoch' | 'tokenHash'>,
   ): { released: true } | { notHolder: { reason: string; currentEpoch?: number } };
+  /**
+   * An operator's end of the target's current grant, whoever holds it (the core's
+   * `Release::end()`, as `solewriter lease end` runs it). `ended`: that grant was released at
+   * its epoch — its holder's next publish is FENCED (`released`) and writes nothing, the next
+   * grant gets a higher epoch. `nothingHeld`: no live grant (`why`), nothing was written.
+   * Throws NOT_ADMITTED, BUSY, IN_TRANSACTION.
+   */
+  endLease(targetId: string): LeaseEnd;
   readProjection(targetId: string): any;
   inspect(): {
     leases: Array<{

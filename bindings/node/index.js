@@ -217,6 +217,19 @@ class ProjectionStore {
   }
 
   /**
+   * An operator's end of the target's current grant, whoever holds it (the core's
+   * `Release::end()` machine, the one `solewriter lease end` runs): `{ ended: { epoch, holder,
+   * acquiredAt, expiresAt } }` — that grant is released at its epoch, so its holder's next
+   * publish or release is fenced (`released`) and writes nothing; the next grant gets a higher
+   * epoch — or `{ nothingHeld: { epoch, why } }` (`why`: 'unheld' | 'released' | 'expired';
+   * nothing was written). Throws NOT_ADMITTED, BUSY, IN_TRANSACTION like the others.
+   */
+  endLease(targetId) {
+    this.outsideTransaction();
+    return unwrap(addon.endLease(this.options(), targetId, this.execute));
+  }
+
+  /**
    * Every lease row (its state observed at the broker clock: unheld, held, expired or
    * released) and every channel row, read-only and decoded strictly (a row solewriter could
    * not have written throws CORRUPT_ROW or INCONSISTENT_LEASE).

@@ -25,17 +25,20 @@ use solewriter_core::projection::machine::publish::{
     Publish, PublishEnd, PublishFailure, Published,
 };
 use solewriter_core::projection::machine::publish_now::{PublishNow, PublishNowEnd};
-use solewriter_core::projection::machine::release::{Release, ReleaseFailure, ReleaseOutcome};
+use solewriter_core::projection::machine::release::{
+    EndOutcome, Release, ReleaseFailure, ReleaseOutcome,
+};
 use solewriter_core::projection::machine::{drive, Effect, Input, Machine};
 use solewriter_core::projection::target::{TargetId, TargetTuple};
 use solewriter_core::projection::watermark::{self, SubmissionPlan};
 use solewriter_core::time::Millis;
 use solewriter_core::token::{HolderToken, TokenHash};
 use solewriter_files::atomic_file::RealFs;
+use solewriter_files::clock::{Clock, SystemClock};
 use solewriter_files::runtime::RuntimeRoot;
 use solewriter_files::steps::{DurableDirs, FileSteps};
 use std::sync::LazyLock;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 pub mod adoption;
 
@@ -177,17 +180,8 @@ impl Config {
     }
 
     fn now(&self) -> Millis {
-        self.clock.unwrap_or_else(system_now)
+        self.clock.unwrap_or_else(|| SystemClock.now())
     }
-}
-
-/// The system clock, in ms since the Unix epoch (0 before 1970).
-fn system_now() -> Millis {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
-    Millis(u64::try_from(ms).unwrap_or(u64::MAX))
 }
 
 /// A SQL effect for the host's executor. `kind` names it; the other fields are those the
@@ -319,28 +313,50 @@ pub struct SqlAnswer {
 /// The host's executor of SQL effects.
 type Execute<'f> = Function<'f, SqlEffect, Option<SqlAnswer>>;
 
-/// One run of a machine: the host's SQL executor, the file steps, the clock.
-struct Run<'a, 'f> {
+/// The host's side of a machine run: its SQL executor, the target and the configuration
+/// (the clock). It executes every effect that is not a file effect.
+struct Host<'a, 'f> {
     execute: &'a Execute<'f>,
     target: &'a TargetId,
     config: &'a Config,
+}
+
+/// One run of a machine: the host's side and the file steps.
+struct Run<'a, 'f> {
+    host: Host<'a, 'f>,
     files: FileSteps<'a>,
 }
 
 impl<'a, 'f> Run<'a, 'f> {
     fn new(execute: &'a Execute<'f>, target: &'a TargetId, config: &'a Config) -> Self {
         Run {
-            execute,
-            target,
-            config,
-            files: FileSteps::new(&config.root, target, &RealFs, &DURABLE, config.busy_timeout),
+            host: Host {
+                execute,
+                target,
+                config,
+            },
+            files: file_steps(config, target),
         }
     }
 
     fn drive<M: Machine<Failure>>(&mut self, machine: &mut M) {
-        drive(machine, |effect| Some(self.step(effect)));
+        drive(machine, |effect| {
+            Some(
+                self.files
+                    .execute(&effect)
+                    .unwrap_or_else(|| self.host.step(effect)),
+            )
+        });
     }
+}
 
+/// The file steps of a run on `target`: the system's file system, this process's durable
+/// directories, the configured busy timeout.
+fn file_steps<'a>(config: &'a Config, target: &'a TargetId) -> FileSteps<'a> {
+    FileSteps::new(&config.root, target, &RealFs, &DURABLE, config.busy_timeout)
+}
+
+impl Host<'_, '_> {
     /// Hands `effect` to the host; its answer, or the failure it reported.
     fn sql(&self, effect: SqlEffect) -> Result<SqlAnswer, Failure> {
         let kind = effect.kind.clone();
@@ -401,10 +417,8 @@ impl<'a, 'f> Run<'a, 'f> {
         }
     }
 
-    fn step(&mut self, effect: Effect<'_>) -> Input<Failure> {
-        if let Some(input) = self.files.execute(&effect) {
-            return input;
-        }
+    /// Executes `effect`, which is not a file effect.
+    fn step(&self, effect: Effect<'_>) -> Input<Failure> {
         match effect {
             Effect::ReadCommittedLease => self.lease("readCommittedLease"),
             Effect::Begin => self.done("begin"),
@@ -764,6 +778,32 @@ pub fn release(options: Options, grant: GrantIn, execute: Execute<'_>) -> String
         match machine.into_result() {
             Ok(ReleaseOutcome::Released) => Ok(json!({"released": true})),
             Ok(ReleaseOutcome::NotHolder(fenced)) => Ok(json!({"notHolder": fenced_json(fenced)})),
+            Err(failure) => Err(release_failure(&target, failure)),
+        }
+    })())
+}
+
+/// An operator's end of the current grant of `target`, whoever holds it (the core's
+/// `Release::end()` machine, as `ProjectionStore::end_lease` runs it): `{"ended": {epoch,
+/// holder, acquiredAt, expiresAt}}` (that grant is released: its holder is fenced) or
+/// `{"nothingHeld": {epoch, why}}` (`why`: `unheld`, `released` or `expired`; nothing written).
+#[napi]
+pub fn end_lease(options: Options, target: String, execute: Execute<'_>) -> String {
+    answer((|| {
+        let config = Config::parse(&options)?;
+        let target = parse_target(&target)?;
+        let mut machine = Release::end();
+        Run::new(&execute, &target, &config).drive(&mut machine);
+        match machine.into_result() {
+            Ok(EndOutcome::Ended(plan)) => Ok(json!({"ended": {
+                "epoch": plan.release.epoch,
+                "holder": plan.grant.holder_instance_digest.as_str(),
+                "acquiredAt": plan.grant.acquired_at.0,
+                "expiresAt": plan.grant.expires_at.0,
+            }})),
+            Ok(EndOutcome::NothingHeld { epoch, why }) => {
+                Ok(json!({"nothingHeld": {"epoch": epoch, "why": why.name()}}))
+            }
             Err(failure) => Err(release_failure(&target, failure)),
         }
     })())

@@ -15,7 +15,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const readline = require('node:readline');
 const { spawn, execFileSync } = require('node:child_process');
-const { readProjection } = require('..');
+const { readProjection, ProjectionStore } = require('..');
 const { setup, tuple, submission, CHANNELS } = require('./helpers');
 
 const ROOT = path.join(__dirname, '..', '..', '..');
@@ -100,7 +100,7 @@ function environment({ busyTimeoutMs = 5000 } = {}) {
         JSON.stringify({ dbPath, runtimeRoot, target, instance, leaseTtlMs: TTL_MS, channels: CHANNELS, clockFile, ...extra }),
       ]),
     );
-  return { dir, dbPath, db, runtimeRoot, target, setClock, rust, node, current: () => readProjection(runtimeRoot, target) };
+  return { dir, dbPath, db, runtimeRoot, target, clockFile, setClock, rust, node, current: () => readProjection(runtimeRoot, target) };
 }
 
 test('a frozen holder of either language is fenced after a takeover by the other', { timeout: 120000 }, async () => {
@@ -164,6 +164,26 @@ test('a frozen holder of either language is fenced after a takeover by the other
   assert.equal(db.prepare("SELECT sql FROM sqlite_master WHERE name = 'SummarizationJobs'").get().sql, jobsSchema);
   const row = db.prepare('SELECT fencing_epoch, state FROM HookProjectionLeases WHERE target_id = ?').get(target);
   assert.equal(row.fencing_epoch, 5);
+  db.close();
+});
+
+test("a Rust holder's grant ended from Node is fenced and writes nothing", { timeout: 120000 }, async () => {
+  const { db, runtimeRoot, target, clockFile, rust, node, current } = environment();
+  const rustA = rust('rust-a');
+  assert.match(await rustA.ask('acquire'), /^acquired 1 /);
+  const operator = new ProjectionStore(db, {
+    runtimeRoot,
+    channels: CHANNELS,
+    leaseTtlMs: TTL_MS,
+    clock: () => Number(fs.readFileSync(clockFile, 'utf8')),
+  });
+  assert.equal(operator.endLease(target).ended.epoch, 1);
+  assert.equal(await rustA.ask('publish'), 'fenced released');
+  assert.throws(current, { code: 'NOT_PUBLISHED' });
+  // A Node holder gets the next epoch.
+  const nodeB = node('node-b');
+  assert.match(await nodeB.ask('acquire'), /^acquired 2 /);
+  for (const h of [rustA, nodeB]) await h.stop();
   db.close();
 });
 
