@@ -16,6 +16,8 @@
 const path = require('node:path');
 const { SQL, statement, executeSqlEffect } = require('./lib/sql');
 const { adoptOn } = require('./lib/adopt');
+const { coded, unwrap } = require('./lib/answer');
+const { projectLockClasses } = require('./lib/project_lock');
 
 /** Loads the addon: `SOLEWRITER_NODE_ADDON`, else `solewriter.node` beside this file. */
 function loadAddon() {
@@ -33,20 +35,7 @@ function loadAddon() {
 }
 
 const addon = loadAddon();
-
-function coded(code, message, fields) {
-  return Object.assign(new Error(message), { code }, fields);
-}
-
-/** The addon's JSON answer, or its error thrown. */
-function unwrap(text) {
-  const value = JSON.parse(text);
-  if (value.error) {
-    const { code, message, ...fields } = value.error;
-    throw coded(code, message, fields);
-  }
-  return value;
-}
+const { ProjectLock, ProjectLockGuard } = projectLockClasses(addon);
 
 /** A better-sqlite3 error as solewriter's (SQLITE_BUSY is BUSY). */
 function sqliteError(e) {
@@ -282,6 +271,8 @@ function readProjection(runtimeRoot, targetId) {
 
 module.exports = {
   initialize,
+  ProjectLock,
+  ProjectLockGuard,
   adoptJsWriterTables,
   ProjectionStore,
   targetId,

@@ -41,6 +41,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 pub mod adoption;
+pub mod project_lock;
 
 /// Directories whose creation this process has seen fsynced in their parent.
 static DURABLE: LazyLock<DurableDirs> = LazyLock::new(DurableDirs::default);

@@ -14,19 +14,11 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const readline = require('node:readline');
-const { spawn, execFileSync } = require('node:child_process');
+const { spawn } = require('node:child_process');
 const { readProjection, ProjectionStore } = require('..');
-const { setup, tuple, submission, CHANNELS } = require('./helpers');
+const { setup, tuple, submission, cli, CHANNELS } = require('./helpers');
 
-const ROOT = path.join(__dirname, '..', '..', '..');
 const TTL_MS = 1500;
-
-/** The CLI binary, built if needed. */
-function cli() {
-  execFileSync('cargo', ['build', '-q', '-p', 'solewriter-cli'], { cwd: ROOT, stdio: 'inherit' });
-  const target = process.env.CARGO_TARGET_DIR || path.join(ROOT, 'target');
-  return path.join(target, 'debug', 'solewriter');
-}
 
 /** Every child this test started, killed when the test ends (also on a failed assertion). */
 const children = [];
