@@ -113,10 +113,47 @@ class ProjectionStore {
     this.db = db;
     this.config = config;
     this.channelsJson = JSON.stringify(config.channels || []);
-    const probe = config.probe;
-    // `reached` is no SQL: a named step of the publication, for the host's probe.
-    this.execute = (effect) =>
-      effect.kind === 'reached' ? (probe && probe(effect.step, effect.targetId), {}) : executeSqlEffect(db, effect);
+    this.execute = this.executor();
+  }
+
+  /**
+   * The SQL executor of a machine run on this store's connection. `reached` is no SQL: a named
+   * step of the publication, for the host's probe. In an asynchronous publication
+   * (`onPause` given) a probe that returns a promise pauses the publication there until it
+   * settles: the answer `{ pause: true }` ends the turn, outside the transaction only.
+   */
+  executor(onPause) {
+    const { db } = this;
+    const { probe } = this.config;
+    return (effect) => {
+      if (effect.kind !== 'reached') return executeSqlEffect(db, effect);
+      const returned = probe && probe(effect.step, effect.targetId);
+      if (onPause && returned && typeof returned.then === 'function') {
+        onPause(returned);
+        return { pause: true };
+      }
+      return {};
+    };
+  }
+
+  /**
+   * Drives an asynchronous publication (`addon.NativePublication`) to its answer: its
+   * JS-thread turns (every SQL effect, and the whole transaction in one turn) alternate with
+   * its file effects outside the transaction on the libuv thread pool, and with the pauses the
+   * probe asks for.
+   */
+  async turns(run) {
+    let paused;
+    const execute = this.executor((promise) => {
+      paused = promise;
+    });
+    for (;;) {
+      const { clock } = this.config;
+      const next = unwrap(run.turn(execute, clock ? clock() : undefined));
+      if (next.pool) await run.pool();
+      else if (next.paused) await paused;
+      else return next;
+    }
   }
 
   options() {
@@ -197,6 +234,26 @@ class ProjectionStore {
   publishNow(targetId, holder, { tokenHex } = {}) {
     this.outsideTransaction();
     return unwrap(addon.publishNow(this.options(), targetId, holder, this.execute, tokenHex));
+  }
+
+  /**
+   * `publish` without blocking the event loop on its file effects: the draft (temp file and
+   * fsync, the directory chain and parent fsyncs, the orphan sweep) and, after the commit, the
+   * directory fsync run on the libuv thread pool; every SQL statement, and the whole
+   * transaction (revalidation, rename, release, commit), runs on the JS thread within one
+   * event-loop turn. Resolves to what `publish` returns; rejects with its errors, and with
+   * IN_TRANSACTION when the host holds a transaction open on the connection when this one
+   * would begin (nothing renamed, the draft removed).
+   */
+  async publishAsync(grant) {
+    this.outsideTransaction();
+    return (await this.turns(addon.NativePublication.publish(this.options(), grant))).published;
+  }
+
+  /** `publishNow` without blocking the event loop on its file effects (see `publishAsync`). */
+  async publishNowAsync(targetId, holder, { tokenHex } = {}) {
+    this.outsideTransaction();
+    return this.turns(addon.NativePublication.publishNow(this.options(), targetId, holder, tokenHex));
   }
 
   /** The conditional release: `{ released: true }` or `{ notHolder: { reason, currentEpoch? } }`. */

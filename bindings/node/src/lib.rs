@@ -29,6 +29,7 @@ use solewriter_core::projection::machine::release::{
     EndOutcome, Release, ReleaseFailure, ReleaseOutcome,
 };
 use solewriter_core::projection::machine::{drive, Effect, Input, Machine};
+use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::{TargetId, TargetTuple};
 use solewriter_core::projection::watermark::{self, SubmissionPlan};
 use solewriter_core::time::Millis;
@@ -42,6 +43,7 @@ use std::time::Duration;
 
 pub mod adoption;
 pub mod project_lock;
+pub mod turns;
 
 /// Directories whose creation this process has seen fsynced in their parent.
 static DURABLE: LazyLock<DurableDirs> = LazyLock::new(DurableDirs::default);
@@ -181,8 +183,13 @@ impl Config {
     }
 
     fn now(&self) -> Millis {
-        self.clock.unwrap_or_else(|| SystemClock.now())
+        now(self.clock)
     }
+}
+
+/// The fixed `clock` reading, or the system clock.
+fn now(clock: Option<Millis>) -> Millis {
+    clock.unwrap_or_else(|| SystemClock.now())
 }
 
 /// A SQL effect for the host's executor. `kind` names it; the other fields are those the
@@ -309,6 +316,9 @@ pub struct SqlAnswer {
     pub channels: Option<Vec<ChannelRow>>,
     pub written: Option<bool>,
     pub error: Option<SqlError>,
+    /// To `reached`, outside the transaction of an asynchronous publication: pause it there
+    /// (the host awaits what its probe returned before the next turn).
+    pub pause: Option<bool>,
 }
 
 /// The host's executor of SQL effects.
@@ -319,7 +329,8 @@ type Execute<'f> = Function<'f, SqlEffect, Option<SqlAnswer>>;
 struct Host<'a, 'f> {
     execute: &'a Execute<'f>,
     target: &'a TargetId,
-    config: &'a Config,
+    /// The broker clock's fixed reading (tests); the system clock when `None`.
+    clock: Option<Millis>,
 }
 
 /// One run of a machine: the host's side and the file steps.
@@ -334,7 +345,7 @@ impl<'a, 'f> Run<'a, 'f> {
             host: Host {
                 execute,
                 target,
-                config,
+                clock: config.clock,
             },
             files: file_steps(config, target),
         }
@@ -378,6 +389,10 @@ impl Host<'_, '_> {
                     format!("store is busy ({message}); nothing was written"),
                 ))
             }
+            Some(SqlError { code, message }) if code == "IN_TRANSACTION" => Err(Failure::new(
+                "IN_TRANSACTION",
+                format!("{message}; solewriter opens its own, so nothing was written"),
+            )),
             Some(SqlError { code, message }) => Err(Failure::new(
                 "SQLITE",
                 format!(
@@ -418,13 +433,23 @@ impl Host<'_, '_> {
         }
     }
 
+    /// Tells the host's probe that the publication reached `step`: whether the host asks to
+    /// pause there (its answer changes nothing else: the machine goes on).
+    fn reached(&self, step: PublishStep) -> bool {
+        self.sql(SqlEffect {
+            step: Some(step.name().to_owned()),
+            ..SqlEffect::bare("reached", self.target)
+        })
+        .is_ok_and(|answer| answer.pause == Some(true))
+    }
+
     /// Executes `effect`, which is not a file effect.
     fn step(&self, effect: Effect<'_>) -> Input<Failure> {
         match effect {
             Effect::ReadCommittedLease => self.lease("readCommittedLease"),
             Effect::Begin => self.done("begin"),
             Effect::ReadLease => self.lease("readLease"),
-            Effect::ReadClock => Input::Clock(self.config.now()),
+            Effect::ReadClock => Input::Clock(now(self.clock)),
             Effect::ReadChannels => {
                 let read = self
                     .sql(SqlEffect::bare("readChannels", self.target))
@@ -469,10 +494,7 @@ impl Host<'_, '_> {
             // A named point of the publication, for the host's probe (tests: stall, crash). Its
             // answer changes nothing: the machine goes on.
             Effect::Reached(step) => {
-                let _ = self.sql(SqlEffect {
-                    step: Some(step.name().to_owned()),
-                    ..SqlEffect::bare("reached", self.target)
-                });
+                self.reached(step);
                 Input::Done
             }
             Effect::Commit => self.done("commit"),
@@ -607,14 +629,65 @@ fn published(
     })
 }
 
+/// The answer of a publication machine that ended.
+fn publish_answer(config: &Config, target: &TargetId, end: PublishEnd<Failure>) -> Outcome {
+    match end {
+        PublishEnd::NotStarted(e) => Err(e),
+        PublishEnd::Ran { result, release } => published(config, target, result, release),
+    }
+}
+
+/// The answer of a one-shot publication machine that ended — or, when its grant took over an
+/// expired one and committed on its own, the credential to publish with in a second envelope
+/// (see `solewriter_core::projection::machine::publish_now`).
+fn publish_now_answer(
+    config: &Config,
+    target: &TargetId,
+    end: PublishNowEnd<Failure>,
+    token_hash: TokenHash,
+) -> Result<Outcome, Credential> {
+    match end {
+        PublishNowEnd::NotGranted(Acquired::Held(held)) => Ok(Ok(held_json(&held))),
+        PublishNowEnd::NotGranted(Acquired::Failed(failure)) => {
+            Ok(Err(acquire_failure(target, failure)))
+        }
+        PublishNowEnd::NotGranted(Acquired::Granted(_)) => {
+            unreachable!("a one-shot publication that was granted ran")
+        }
+        PublishNowEnd::TakenOver(plan) => Err(Credential {
+            target_id: plan.target_id,
+            epoch: plan.epoch,
+            token_hash,
+        }),
+        PublishNowEnd::Ran {
+            result, release, ..
+        } => Ok(published(config, target, result, release)),
+    }
+}
+
 fn publish_with(config: &Config, execute: &Execute<'_>, credential: Credential) -> Outcome {
     let target = credential.target_id.clone();
     let mut machine = Publish::new(credential, &config.registry);
     Run::new(execute, &target, config).drive(&mut machine);
-    match machine.into_end() {
-        PublishEnd::NotStarted(e) => Err(e),
-        PublishEnd::Ran { result, release } => published(config, &target, result, release),
-    }
+    publish_answer(config, &target, machine.into_end())
+}
+
+/// The applicant of a one-shot publication: `holder`, with the token `token_hex` (a fresh
+/// random one when absent); and that token's hash.
+fn applicant(
+    config: &Config,
+    holder: &str,
+    token_hex: Option<String>,
+) -> Result<(Applicant, TokenHash), Failure> {
+    let token_hash = token(token_hex)?.hash();
+    Ok((
+        Applicant {
+            token_hash: token_hash.clone(),
+            holder_instance_digest: parse_holder(holder)?,
+            ttl: config.ttl,
+        },
+        token_hash,
+    ))
 }
 
 fn parse_target(text: &str) -> Result<TargetId, Failure> {
@@ -730,39 +803,12 @@ pub fn publish_now(
     answer((|| {
         let config = Config::parse(&options)?;
         let target = parse_target(&target)?;
-        let holder = parse_holder(&holder)?;
-        let token = token(token_hex)?;
-        let mut machine = PublishNow::new(
-            Applicant {
-                token_hash: token.hash(),
-                holder_instance_digest: holder,
-                ttl: config.ttl,
-            },
-            &config.registry,
-        );
+        let (applicant, token_hash) = applicant(&config, &holder, token_hex)?;
+        let mut machine = PublishNow::new(applicant, &config.registry);
         Run::new(&execute, &target, &config).drive(&mut machine);
-        match machine.into_end() {
-            PublishNowEnd::NotGranted(Acquired::Held(held)) => Ok(held_json(&held)),
-            PublishNowEnd::NotGranted(Acquired::Failed(failure)) => {
-                Err(acquire_failure(&target, failure))
-            }
-            PublishNowEnd::NotGranted(Acquired::Granted(_)) => {
-                unreachable!("a one-shot publication that was granted ran")
-            }
-            // A takeover of an expired grant committed on its own: publish with it in a second
-            // envelope (see `solewriter_core::projection::machine::publish_now`).
-            PublishNowEnd::TakenOver(plan) => publish_with(
-                &config,
-                &execute,
-                Credential {
-                    target_id: plan.target_id,
-                    epoch: plan.epoch,
-                    token_hash: token.hash(),
-                },
-            ),
-            PublishNowEnd::Ran {
-                result, release, ..
-            } => published(&config, &target, result, release),
+        match publish_now_answer(&config, &target, machine.into_end(), token_hash) {
+            Ok(outcome) => outcome,
+            Err(credential) => publish_with(&config, &execute, credential),
         }
     })())
 }
