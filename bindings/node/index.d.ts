@@ -97,11 +97,15 @@ export interface StoreConfig {
   /** A broker clock for tests (ms); the system clock otherwise. */
   clock?: () => number;
   /**
-   * Called at each named step of a publication (transaction-open, revalidated, composed,
-   * temp-written, deadline-checked, renamed, directory-synced, released), inside its
-   * transaction and holding its locks: for tests (stall, crash).
+   * Called at each named step of a publication (composed, temp-written, transaction-open,
+   * revalidated, deadline-checked, renamed, released, directory-synced), holding its locks
+   * (from transaction-open to released inside its transaction): for tests (stall, crash). In
+   * `publishAsync` / `publishNowAsync` a promise returned at a step outside the transaction
+   * (composed, temp-written, directory-synced) pauses the publication there, between two
+   * event-loop turns and still holding the target lock, until it settles; elsewhere the
+   * returned value is ignored.
    */
-  probe?: (step: string, targetId: string) => void;
+  probe?: (step: string, targetId: string) => void | Promise<unknown>;
 }
 
 /** The seven attested values naming a target. */
@@ -182,6 +186,22 @@ export class ProjectionStore {
   acquire(targetId: string, holder: string, options?: { tokenHex?: string }): { granted: Grant } | { held: HeldBy };
   publish(grant: Pick<Grant, 'targetId' | 'epoch' | 'tokenHash'>): Published;
   publishNow(targetId: string, holder: string, options?: { tokenHex?: string }): { published: Published } | { held: HeldBy };
+  /**
+   * `publish` that blocks the event loop only for its transaction: the target lock's wait and
+   * the file effects outside the transaction (the draft's temp file and fsync, the directory
+   * chain and its parent fsyncs, the orphan sweep; after the commit the directory fsync) run
+   * on the libuv thread pool; every SQL statement and the whole transaction run on the JS
+   * thread in one turn. Rejects like `publish`, and with IN_TRANSACTION when the host holds a
+   * transaction open on the connection when this one would begin (nothing renamed, the draft
+   * removed, the grant untouched).
+   */
+  publishAsync(grant: Pick<Grant, 'targetId' | 'epoch' | 'tokenHash'>): Promise<Published>;
+  /** `publishNow` that blocks the event loop only for its transaction (see `publishAsync`). */
+  publishNowAsync(
+    targetId: string,
+    holder: string,
+    options?: { tokenHex?: string },
+  ): Promise<{ published: Published } | { held: HeldBy }>;
   release(
     grant: Pick<Grant, 'targetId' | 'epoch' | 'tokenHash'>,
   ): { released: true } | { notHolder: { reason: string; currentEpoch?: number } };

@@ -99,7 +99,7 @@ test('a one-shot over an expired grant takes it over and publishes in a second e
   assert.deepEqual(rows(w.db), before);
 });
 
-test('an event-loop turn passes between the draft and the transaction, none inside it', async () => {
+test('an event-loop turn passes between the draft and the transaction and after it, none inside it', async () => {
   let turns = 0;
   let ticking = true;
   (function tick() {
@@ -116,6 +116,32 @@ test('an event-loop turn passes between the draft and the transaction, none insi
   assert.ok(seen['transaction-open'] > seen.composed, JSON.stringify(seen));
   assert.equal(seen.released, seen['transaction-open'], `the transaction spans no turn: ${JSON.stringify(seen)}`);
   assert.equal(seen.renamed, seen['transaction-open']);
+  assert.ok(seen['directory-synced'] > seen.released, `the directory fsync runs on the pool: ${JSON.stringify(seen)}`);
+});
+
+test('a submission between its turns is published: the draft is written again inside the transaction, in its one turn', async () => {
+  let turns = 0;
+  let ticking = true;
+  (function tick() {
+    turns += 1;
+    if (ticking) setImmediate(tick);
+  })();
+  const seen = {};
+  const pause = pauseAt('temp-written');
+  const w = world((step, target) => {
+    seen[step] = turns;
+    return pause.probe(step, target);
+  });
+  const grant = w.store.acquire(w.target, 'holder-1').granted;
+  const publishing = w.store.publishAsync(grant);
+  await pause.reached;
+  assert.equal(w.store.submit('router', submission(w.target, 0, 2, 'moved')), 'advanced');
+  pause.resume();
+  await publishing;
+  ticking = false;
+  assert.match(fs.readFileSync(path.join(targetDir(w.runtimeRoot, w.target), 'current.json'), 'utf8'), /moved/);
+  assert.equal(seen.released, seen['transaction-open'], `the transaction spans no turn: ${JSON.stringify(seen)}`);
+  assert.deepEqual(files(w.runtimeRoot, w.target), ['current.json']);
 });
 
 test('paused between its draft and its transaction, a publication keeps the target lock; expired meanwhile, it is fenced and renames nothing', async () => {
