@@ -6,8 +6,10 @@
  * ONE SQLite per process: every statement runs on the better-sqlite3 connection the host
  * passes in. The native addon (`solewriter.node`, built from `bindings/node` with cargo) runs
  * the core's lease machines, the file effects (temp file + fsync, rename, directory fsync, the
- * per-target flock), the clock and the tokens; it links no SQLite. Each call is synchronous:
- * it blocks the event loop for its statements and fsyncs (see the README).
+ * per-target flock), the clock and the tokens; it links no SQLite. Each call is synchronous —
+ * it blocks the event loop for its statements and fsyncs — except `publishAsync` and
+ * `publishNowAsync`, whose file effects outside the transaction run on the libuv thread pool
+ * (see the README). `ProjectLock` is the project lock (`lib/project_lock.js`).
  *
  * Errors are `Error`s with a `code` naming the Rust error class: BUSY, FENCED, LEASE_EXPIRED,
  * NOT_ADMITTED, REJECTED, FOREIGN_SCHEMA, IN_TRANSACTION, CORRUPT_ROW, IO, ...

@@ -5,7 +5,9 @@
 //! (better-sqlite3). So a Node process keeps ONE SQLite: this crate links none (no rusqlite,
 //! no libsqlite3-sys in its dependency tree).
 //!
-//! Each machine runs to its end inside one synchronous call: the JS `execute(effect)` callback
+//! Each machine runs to its end inside one synchronous call (the asynchronous publication runs
+//! the same machines in turns: [`turns`]; the project lock is [`project_lock`]): the JS
+//! `execute(effect)` callback
 //! is called for each SQL effect (`readCommittedLease`, `begin`, `readLease`, `readChannels`,
 //! `writeGrant`, `writeRelease`, `commit`, `rollback`; and `reached`, a publication step for
 //! the host's probe) and answers with a [`SqlAnswer`]. The
@@ -682,7 +684,7 @@ fn applicant(
     let token_hash = token(token_hex)?.hash();
     Ok((
         Applicant {
-            token_hash: token_hash.clone(),
+            token_hash,
             holder_instance_digest: parse_holder(holder)?,
             ttl: config.ttl,
         },

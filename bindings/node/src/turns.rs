@@ -45,9 +45,9 @@ struct Owned {
 
 /// The machine of a run.
 enum Job<'a> {
-    Publish(Publish<'a, Failure>),
+    Publish(Box<Publish<'a, Failure>>),
     /// A one-shot, and its applicant's token hash (for a takeover's second envelope).
-    PublishNow(PublishNow<'a, Failure>, TokenHash),
+    PublishNow(Box<PublishNow<'a, Failure>>, TokenHash),
     /// The machine's end was taken.
     Ended,
 }
@@ -184,7 +184,7 @@ fn finish<'a>(owned: &'a Owned, run: &mut Running<'a>) -> Option<String> {
             match publish_now_answer(config, target, machine.into_end(), token_hash) {
                 Ok(outcome) => outcome,
                 Err(credential) => {
-                    run.job = Job::Publish(Publish::new(credential, &config.registry));
+                    run.job = Job::Publish(Box::new(Publish::new(credential, &config.registry)));
                     run.files = file_steps(config, target);
                     run.in_tx = false;
                     return None;
@@ -245,10 +245,10 @@ impl NativePublication {
                 State::Running(Run::new(Owned { config, target }, |owned| Running {
                     job: match start {
                         Start::Publish(credential) => {
-                            Job::Publish(Publish::new(credential, &owned.config.registry))
+                            Job::Publish(Box::new(Publish::new(credential, &owned.config.registry)))
                         }
                         Start::PublishNow(applicant, token_hash) => Job::PublishNow(
-                            PublishNow::new(applicant, &owned.config.registry),
+                            Box::new(PublishNow::new(applicant, &owned.config.registry)),
                             token_hash,
                         ),
                     },
