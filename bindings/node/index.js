@@ -153,7 +153,8 @@ class ProjectionStore {
       const { clock } = this.config;
       const next = unwrap(run.turn(execute, clock ? clock() : undefined));
       if (next.pool) await run.pool();
-      else if (next.paused) await paused;
+      // A pause ends when its promise settles, either way: the publication then goes on.
+      else if (next.paused) await paused.then(undefined, () => undefined);
       else return next;
     }
   }
