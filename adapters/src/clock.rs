@@ -4,27 +4,8 @@
 use solewriter_core::time::Millis;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-/// A source of broker time.
-pub trait Clock: Send + Sync {
-    /// The current broker time.
-    fn now(&self) -> Millis;
-}
-
-/// Wall-clock milliseconds since the Unix epoch. A clock before 1970 reads as 0.
-#[derive(Clone, Copy, Debug)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Millis {
-        let ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0);
-        Millis(u64::try_from(ms).unwrap_or(u64::MAX))
-    }
-}
+pub use solewriter_files::clock::{Clock, SystemClock};
 
 /// A clock moved by hand, shared between clones (tests, models, the demo).
 #[derive(Clone, Debug)]

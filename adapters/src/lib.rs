@@ -12,17 +12,18 @@
 //!   the per-target kernel lock, the runtime root and the hook reader.
 //! - [`subtree`]: the per-heap subtree write-lock authority (ADR 0021).
 //! - [`project_lock`]: the project lock, whose authority is one process generation, and the
-//!   process identities it is judged by.
+//!   process identities it is judged by (from `solewriter-files`, which holds it without
+//!   SQLite so that the Node binding shares it).
 //! - [`ledger`]: the event ledger's sole-writer build transaction and the demand read, and
 //!   the reference Git source.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub use solewriter_files::atomic_file;
+pub use solewriter_files::project_lock;
 pub mod clock;
 pub mod error;
 pub mod ledger;
-pub mod project_lock;
 pub mod projection;
 pub mod subtree;
 

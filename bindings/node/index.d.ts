@@ -37,14 +37,47 @@ export type ErrorCode =
   | 'RANDOM'
   | 'INVALID_INPUT'
   | 'HOST'
-  | 'ADDON_MISSING';
+  | 'ADDON_MISSING'
+  // The project lock (one per Rust `LockError` variant; BUSY, IO and RANDOM are shared).
+  | 'KERNEL_LOCK_UNAVAILABLE'
+  | 'CLEAR_REFUSED'
+  | 'NO_DIRECTORY'
+  | 'UNKNOWN_OWNER'
+  | 'MALFORMED_LOCK'
+  | 'RECOVERY_ABANDONED'
+  | 'OWN_IDENTITY'
+  | 'UNSAFE_LOCK_DIR'
+  | 'LOCK_LOST'
+  | 'LOCK';
 
 export interface SolewriterError extends Error {
   code: ErrorCode;
-  /** For FENCED: superseded | token-mismatch | expired | released | never-granted. */
+  /**
+   * For FENCED: superseded | token-mismatch | expired | released | never-granted. For
+   * UNKNOWN_OWNER: an `UnknownReason`. For MALFORMED_LOCK, UNSAFE_LOCK_DIR, LOCK_LOST: what is wrong.
+   */
   reason?: string;
   /** For FENCED superseded: the epoch of the successor. */
   currentEpoch?: number;
+  /** For the project lock's errors: the lock (or recovery claim) file. */
+  lock?: string;
+  /** For BUSY (project lock): the recorded owner, or null (no record yet, or no longer). For UNKNOWN_OWNER: the owner. */
+  owner?: LockOwner | null;
+  /** For CLEAR_REFUSED: why. */
+  refused?: 'held' | 'known' | 'nonce-mismatch';
+  /** For CLEAR_REFUSED: the record found (null when held without a record). */
+  record?: LockRecord | null;
+  /** For CLEAR_REFUSED known: the owner's judgement. */
+  ownership?: LockOwnership | null;
+  /** For UNKNOWN_OWNER: the reason in words. */
+  detail?: string;
+  /** For NO_DIRECTORY, UNSAFE_LOCK_DIR: the directory. */
+  dir?: string;
+  /** For RECOVERY_ABANDONED: how many claim levels deep. */
+  depth?: number;
+  /** For IO (project lock): the step and the path. */
+  step?: string;
+  path?: string;
 }
 
 export interface ChannelSpec {
@@ -64,11 +97,15 @@ export interface StoreConfig {
   /** A broker clock for tests (ms); the system clock otherwise. */
   clock?: () => number;
   /**
-   * Called at each named step of a publication (transaction-open, revalidated, composed,
-   * temp-written, deadline-checked, renamed, directory-synced, released), inside its
-   * transaction and holding its locks: for tests (stall, crash).
+   * Called at each named step of a publication (composed, temp-written, transaction-open,
+   * revalidated, deadline-checked, renamed, released, directory-synced), holding its locks
+   * (from transaction-open to released inside its transaction): for tests (stall, crash). In
+   * `publishAsync` / `publishNowAsync` a promise returned at a step outside the transaction
+   * (composed, temp-written, directory-synced) pauses the publication there, between two
+   * event-loop turns and still holding the target lock, until it settles; elsewhere the
+   * returned value is ignored.
    */
-  probe?: (step: string, targetId: string) => void;
+  probe?: (step: string, targetId: string) => void | Promise<unknown>;
 }
 
 /** The seven attested values naming a target. */
@@ -116,6 +153,11 @@ export interface Published {
   path: string;
 }
 
+/** What `endLease` did (the Rust `EndOutcome`). */
+export type LeaseEnd =
+  | { ended: { epoch: number; holder: string; acquiredAt: number; expiresAt: number } }
+  | { nothingHeld: { epoch: number; why: 'unheld' | 'released' | 'expired' } };
+
 /** Adds the two tables to a WAL database (idempotent); refuses another shape. */
 export function initialize(db: Database): 'created' | 'present';
 
@@ -144,9 +186,33 @@ export class ProjectionStore {
   acquire(targetId: string, holder: string, options?: { tokenHex?: string }): { granted: Grant } | { held: HeldBy };
   publish(grant: Pick<Grant, 'targetId' | 'epoch' | 'tokenHash'>): Published;
   publishNow(targetId: string, holder: string, options?: { tokenHex?: string }): { published: Published } | { held: HeldBy };
+  /**
+   * `publish` that blocks the event loop only for its transaction: the target lock's wait and
+   * the file effects outside the transaction (the draft's temp file and fsync, the directory
+   * chain and its parent fsyncs, the orphan sweep; after the commit the directory fsync) run
+   * on the libuv thread pool; every SQL statement and the whole transaction run on the JS
+   * thread in one turn. Rejects like `publish`, and with IN_TRANSACTION when the host holds a
+   * transaction open on the connection when this one would begin (nothing renamed, the draft
+   * removed, the grant untouched).
+   */
+  publishAsync(grant: Pick<Grant, 'targetId' | 'epoch' | 'tokenHash'>): Promise<Published>;
+  /** `publishNow` that blocks the event loop only for its transaction (see `publishAsync`). */
+  publishNowAsync(
+    targetId: string,
+    holder: string,
+    options?: { tokenHex?: string },
+  ): Promise<{ published: Published } | { held: HeldBy }>;
   release(
     grant: Pick<Grant, 'targetId' | 'epoch' | 'tokenHash'>,
   ): { released: true } | { notHolder: { reason: string; currentEpoch?: number } };
+  /**
+   * An operator's end of the target's current grant, whoever holds it (the core's
+   * `Release::end()`, as `solewriter lease end` runs it). `ended`: that grant was released at
+   * its epoch — its holder's next publish is FENCED (`released`) and writes nothing, the next
+   * grant gets a higher epoch. `nothingHeld`: no live grant (`why`), nothing was written.
+   * Throws NOT_ADMITTED, BUSY, IN_TRANSACTION.
+   */
+  endLease(targetId: string): LeaseEnd;
   readProjection(targetId: string): any;
   inspect(): {
     leases: Array<{
@@ -165,6 +231,88 @@ export class ProjectionStore {
       degradedReason: string | null;
     }>;
   };
+}
+
+/** One exact process generation, as a lock record names its owner. */
+export interface LockOwner {
+  pid: number;
+  /** Linux: `starttime` of `/proc/<pid>/stat` (distinguishes a reused pid). */
+  startToken: number;
+  bootId: string;
+  /** The inode of the owner's PID namespace. */
+  pidNamespace: number;
+}
+
+/** A project lock record. */
+export interface LockRecord {
+  owner: LockOwner;
+  /** What excluded other writers when it was written. */
+  guard: 'kernel' | 'record-only';
+  /** This acquisition's nonce, 64 hex (what `clear` takes). */
+  nonce: string;
+  /** Wall clock ms (diagnostic only). */
+  acquiredAt: number;
+}
+
+/** A record's owner judged from here (the Rust `Ownership`). */
+export type LockOwnership =
+  | { state: 'alive' }
+  | { state: 'dead'; reason: 'kernel-lock-free' | 'no-such-process' | 'pid-reused' | 'exited' }
+  | {
+      state: 'unknown';
+      reason:
+        | 'other-pid-namespace'
+        | 'namespace-unreadable'
+        | 'other-boot'
+        | 'hidden'
+        | 'permission-denied'
+        | 'process-unreadable'
+        | 'boot-unreadable'
+        | 'unsupported';
+      detail: string;
+    };
+
+/** What `ProjectLock.status()` found (the Rust `LockStatus`). */
+export interface LockStatus {
+  /** The lock file's path. */
+  lock: string;
+  /** The kernel lock: held by another, free, never created, or not used (record-only). */
+  kernel: 'held' | 'free' | 'no-file' | 'not-used';
+  record: LockRecord | null;
+  /** Null without a record. With the kernel lock free, a kernel-guarded record is dead. */
+  ownership: LockOwnership | null;
+}
+
+/** How long `acquire` may wait for a live owner; there is no default. */
+export type LockWait = 'noWait' | { timeoutMs: number };
+
+/** A held project lock. */
+export class ProjectLockGuard {
+  private constructor();
+  /** This acquisition's record. */
+  readonly record: LockRecord;
+  /** Returns while this guard still holds the lock; throws LOCK_LOST otherwise. */
+  verify(): void;
+  /** Removes the record if it still carries this nonce, then lets the kernel lock go. */
+  release(): { removed: true } | { notHolder: { found: LockRecord | null } };
+}
+
+/**
+ * The project lock of a directory (the Rust `ProjectLock` with the system process probe):
+ * a kernel `flock` plus a lock record; dead owners are recovered. Synchronous: `acquire` with
+ * `{ timeoutMs }` blocks the event loop at most that long.
+ */
+export class ProjectLock {
+  constructor(dir: string, options?: { recordOnly?: boolean });
+  /** Throws BUSY (with `owner`), UNKNOWN_OWNER, MALFORMED_LOCK, UNSAFE_LOCK_DIR, ...; INVALID_INPUT without `wait`. */
+  acquire(options: { wait: LockWait }): ProjectLockGuard;
+  /** Read without writing; throws NO_DIRECTORY for a missing directory. */
+  status(): LockStatus;
+  /**
+   * Removes the record carrying `nonce` if its owner is unknown from here; throws
+   * CLEAR_REFUSED (`refused`, `record`) having removed nothing.
+   */
+  clear(nonce: string): { removed: LockRecord } | { noLock: true };
 }
 
 /** The target id (64 hex) of an attested tuple. */

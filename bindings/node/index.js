@@ -6,8 +6,10 @@
  * ONE SQLite per process: every statement runs on the better-sqlite3 connection the host
  * passes in. The native addon (`solewriter.node`, built from `bindings/node` with cargo) runs
  * the core's lease machines, the file effects (temp file + fsync, rename, directory fsync, the
- * per-target flock), the clock and the tokens; it links no SQLite. Each call is synchronous:
- * it blocks the event loop for its statements and fsyncs (see the README).
+ * per-target flock), the clock and the tokens; it links no SQLite. Each call is synchronous —
+ * it blocks the event loop for its statements and fsyncs — except `publishAsync` and
+ * `publishNowAsync`, whose file effects outside the transaction run on the libuv thread pool
+ * (see the README). `ProjectLock` is the project lock (`lib/project_lock.js`).
  *
  * Errors are `Error`s with a `code` naming the Rust error class: BUSY, FENCED, LEASE_EXPIRED,
  * NOT_ADMITTED, REJECTED, FOREIGN_SCHEMA, IN_TRANSACTION, CORRUPT_ROW, IO, ...
@@ -16,6 +18,8 @@
 const path = require('node:path');
 const { SQL, statement, executeSqlEffect } = require('./lib/sql');
 const { adoptOn } = require('./lib/adopt');
+const { coded, unwrap } = require('./lib/answer');
+const { projectLockClasses } = require('./lib/project_lock');
 
 /** Loads the addon: `SOLEWRITER_NODE_ADDON`, else `solewriter.node` beside this file. */
 function loadAddon() {
@@ -33,20 +37,7 @@ function loadAddon() {
 }
 
 const addon = loadAddon();
-
-function coded(code, message, fields) {
-  return Object.assign(new Error(message), { code }, fields);
-}
-
-/** The addon's JSON answer, or its error thrown. */
-function unwrap(text) {
-  const value = JSON.parse(text);
-  if (value.error) {
-    const { code, message, ...fields } = value.error;
-    throw coded(code, message, fields);
-  }
-  return value;
-}
+const { ProjectLock, ProjectLockGuard } = projectLockClasses(addon);
 
 /** A better-sqlite3 error as solewriter's (SQLITE_BUSY is BUSY). */
 function sqliteError(e) {
@@ -124,10 +115,48 @@ class ProjectionStore {
     this.db = db;
     this.config = config;
     this.channelsJson = JSON.stringify(config.channels || []);
-    const probe = config.probe;
-    // `reached` is no SQL: a named step of the publication, for the host's probe.
-    this.execute = (effect) =>
-      effect.kind === 'reached' ? (probe && probe(effect.step, effect.targetId), {}) : executeSqlEffect(db, effect);
+    this.execute = this.executor();
+  }
+
+  /**
+   * The SQL executor of a machine run on this store's connection. `reached` is no SQL: a named
+   * step of the publication, for the host's probe. In an asynchronous publication
+   * (`onPause` given) a probe that returns a promise pauses the publication there until it
+   * settles: the answer `{ pause: true }` ends the turn, outside the transaction only.
+   */
+  executor(onPause) {
+    const { db } = this;
+    const { probe } = this.config;
+    return (effect) => {
+      if (effect.kind !== 'reached') return executeSqlEffect(db, effect);
+      const returned = probe && probe(effect.step, effect.targetId);
+      if (onPause && returned && typeof returned.then === 'function') {
+        onPause(returned);
+        return { pause: true };
+      }
+      return {};
+    };
+  }
+
+  /**
+   * Drives an asynchronous publication (`addon.NativePublication`) to its answer: its
+   * JS-thread turns (every SQL effect, and the whole transaction in one turn) alternate with
+   * its file effects outside the transaction on the libuv thread pool, and with the pauses the
+   * probe asks for.
+   */
+  async turns(run) {
+    let paused;
+    const execute = this.executor((promise) => {
+      paused = promise;
+    });
+    for (;;) {
+      const { clock } = this.config;
+      const next = unwrap(run.turn(execute, clock ? clock() : undefined));
+      if (next.pool) await run.pool();
+      // A pause ends when its promise settles, either way: the publication then goes on.
+      else if (next.paused) await paused.then(undefined, () => undefined);
+      else return next;
+    }
   }
 
   options() {
@@ -210,10 +239,43 @@ class ProjectionStore {
     return unwrap(addon.publishNow(this.options(), targetId, holder, this.execute, tokenHex));
   }
 
+  /**
+   * `publish` without blocking the event loop on its file effects: the draft (temp file and
+   * fsync, the directory chain and parent fsyncs, the orphan sweep) and, after the commit, the
+   * directory fsync run on the libuv thread pool; every SQL statement, and the whole
+   * transaction (revalidation, rename, release, commit), runs on the JS thread within one
+   * event-loop turn. Resolves to what `publish` returns; rejects with its errors, and with
+   * IN_TRANSACTION when the host holds a transaction open on the connection when this one
+   * would begin (nothing renamed, the draft removed).
+   */
+  async publishAsync(grant) {
+    this.outsideTransaction();
+    return (await this.turns(addon.NativePublication.publish(this.options(), grant))).published;
+  }
+
+  /** `publishNow` without blocking the event loop on its file effects (see `publishAsync`). */
+  async publishNowAsync(targetId, holder, { tokenHex } = {}) {
+    this.outsideTransaction();
+    return this.turns(addon.NativePublication.publishNow(this.options(), targetId, holder, tokenHex));
+  }
+
   /** The conditional release: `{ released: true }` or `{ notHolder: { reason, currentEpoch? } }`. */
   release(grant) {
     this.outsideTransaction();
     return unwrap(addon.release(this.options(), grant, this.execute));
+  }
+
+  /**
+   * An operator's end of the target's current grant, whoever holds it (the core's
+   * `Release::end()` machine, the one `solewriter lease end` runs): `{ ended: { epoch, holder,
+   * acquiredAt, expiresAt } }` — that grant is released at its epoch, so its holder's next
+   * publish or release is fenced (`released`) and writes nothing; the next grant gets a higher
+   * epoch — or `{ nothingHeld: { epoch, why } }` (`why`: 'unheld' | 'released' | 'expired';
+   * nothing was written). Throws NOT_ADMITTED, BUSY, IN_TRANSACTION like the others.
+   */
+  endLease(targetId) {
+    this.outsideTransaction();
+    return unwrap(addon.endLease(this.options(), targetId, this.execute));
   }
 
   /**
@@ -269,6 +331,8 @@ function readProjection(runtimeRoot, targetId) {
 
 module.exports = {
   initialize,
+  ProjectLock,
+  ProjectLockGuard,
   adoptJsWriterTables,
   ProjectionStore,
   targetId,

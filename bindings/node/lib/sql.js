@@ -59,6 +59,11 @@ function executeSqlEffect(db, effect) {
       case 'readChannels':
         return { channels: statement(db, 'readChannels').all(effect.targetId) };
       case 'begin':
+        // The host's own transaction is open (an asynchronous publication's turns let the host
+        // run between them): never nest into it, never touch it.
+        if (db.inTransaction) {
+          return { error: { code: 'IN_TRANSACTION', message: 'the connection is inside a transaction of the host' } };
+        }
         db.exec('BEGIN IMMEDIATE');
         return {};
       case 'writeGrant': {

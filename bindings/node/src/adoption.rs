@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use solewriter_core::projection::adoption::{self, js_writer, AdoptionRefused, Param, Survey};
 use solewriter_core::projection::target::TargetTuple;
 use solewriter_core::time::Millis;
+use solewriter_files::clock::{Clock, SystemClock};
 
 type Rows = Vec<Vec<Option<String>>>;
 
@@ -87,7 +88,7 @@ pub fn adoption_plan(
     answer((|| {
         let now = match clock_ms {
             Some(ms) => Millis(from_js(ms, "clockMs")?),
-            None => super::system_now(),
+            None => SystemClock.now(),
         };
         let tuples: Vec<Value> = serde_json::from_str(&tuples_json)
             .map_err(|e| super::invalid(format!("tuples: {e}")))?;

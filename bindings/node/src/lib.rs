@@ -5,7 +5,9 @@
 //! (better-sqlite3). So a Node process keeps ONE SQLite: this crate links none (no rusqlite,
 //! no libsqlite3-sys in its dependency tree).
 //!
-//! Each machine runs to its end inside one synchronous call: the JS `execute(effect)` callback
+//! Each machine runs to its end inside one synchronous call (the asynchronous publication runs
+//! the same machines in turns: [`turns`]; the project lock is [`project_lock`]): the JS
+//! `execute(effect)` callback
 //! is called for each SQL effect (`readCommittedLease`, `begin`, `readLease`, `readChannels`,
 //! `writeGrant`, `writeRelease`, `commit`, `rollback`; and `reached`, a publication step for
 //! the host's probe) and answers with a [`SqlAnswer`]. The
@@ -25,19 +27,25 @@ use solewriter_core::projection::machine::publish::{
     Publish, PublishEnd, PublishFailure, Published,
 };
 use solewriter_core::projection::machine::publish_now::{PublishNow, PublishNowEnd};
-use solewriter_core::projection::machine::release::{Release, ReleaseFailure, ReleaseOutcome};
+use solewriter_core::projection::machine::release::{
+    EndOutcome, Release, ReleaseFailure, ReleaseOutcome,
+};
 use solewriter_core::projection::machine::{drive, Effect, Input, Machine};
+use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::{TargetId, TargetTuple};
 use solewriter_core::projection::watermark::{self, SubmissionPlan};
 use solewriter_core::time::Millis;
 use solewriter_core::token::{HolderToken, TokenHash};
 use solewriter_files::atomic_file::RealFs;
+use solewriter_files::clock::{Clock, SystemClock};
 use solewriter_files::runtime::RuntimeRoot;
 use solewriter_files::steps::{DurableDirs, FileSteps};
 use std::sync::LazyLock;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 pub mod adoption;
+pub mod project_lock;
+pub mod turns;
 
 /// Directories whose creation this process has seen fsynced in their parent.
 static DURABLE: LazyLock<DurableDirs> = LazyLock::new(DurableDirs::default);
@@ -177,17 +185,13 @@ impl Config {
     }
 
     fn now(&self) -> Millis {
-        self.clock.unwrap_or_else(system_now)
+        now(self.clock)
     }
 }
 
-/// The system clock, in ms since the Unix epoch (0 before 1970).
-fn system_now() -> Millis {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
-    Millis(u64::try_from(ms).unwrap_or(u64::MAX))
+/// The fixed `clock` reading, or the system clock.
+fn now(clock: Option<Millis>) -> Millis {
+    clock.unwrap_or_else(|| SystemClock.now())
 }
 
 /// A SQL effect for the host's executor. `kind` names it; the other fields are those the
@@ -314,33 +318,59 @@ pub struct SqlAnswer {
     pub channels: Option<Vec<ChannelRow>>,
     pub written: Option<bool>,
     pub error: Option<SqlError>,
+    /// To `reached`, outside the transaction of an asynchronous publication: pause it there
+    /// (the host awaits what its probe returned before the next turn).
+    pub pause: Option<bool>,
 }
 
 /// The host's executor of SQL effects.
 type Execute<'f> = Function<'f, SqlEffect, Option<SqlAnswer>>;
 
-/// One run of a machine: the host's SQL executor, the file steps, the clock.
-struct Run<'a, 'f> {
+/// The host's side of a machine run: its SQL executor, the target and the configuration
+/// (the clock). It executes every effect that is not a file effect.
+struct Host<'a, 'f> {
     execute: &'a Execute<'f>,
     target: &'a TargetId,
-    config: &'a Config,
+    /// The broker clock's fixed reading (tests); the system clock when `None`.
+    clock: Option<Millis>,
+}
+
+/// One run of a machine: the host's side and the file steps.
+struct Run<'a, 'f> {
+    host: Host<'a, 'f>,
     files: FileSteps<'a>,
 }
 
 impl<'a, 'f> Run<'a, 'f> {
     fn new(execute: &'a Execute<'f>, target: &'a TargetId, config: &'a Config) -> Self {
         Run {
-            execute,
-            target,
-            config,
-            files: FileSteps::new(&config.root, target, &RealFs, &DURABLE, config.busy_timeout),
+            host: Host {
+                execute,
+                target,
+                clock: config.clock,
+            },
+            files: file_steps(config, target),
         }
     }
 
     fn drive<M: Machine<Failure>>(&mut self, machine: &mut M) {
-        drive(machine, |effect| Some(self.step(effect)));
+        drive(machine, |effect| {
+            Some(
+                self.files
+                    .execute(&effect)
+                    .unwrap_or_else(|| self.host.step(effect)),
+            )
+        });
     }
+}
 
+/// The file steps of a run on `target`: the system's file system, this process's durable
+/// directories, the configured busy timeout.
+fn file_steps<'a>(config: &'a Config, target: &'a TargetId) -> FileSteps<'a> {
+    FileSteps::new(&config.root, target, &RealFs, &DURABLE, config.busy_timeout)
+}
+
+impl Host<'_, '_> {
     /// Hands `effect` to the host; its answer, or the failure it reported.
     fn sql(&self, effect: SqlEffect) -> Result<SqlAnswer, Failure> {
         let kind = effect.kind.clone();
@@ -361,6 +391,10 @@ impl<'a, 'f> Run<'a, 'f> {
                     format!("store is busy ({message}); nothing was written"),
                 ))
             }
+            Some(SqlError { code, message }) if code == "IN_TRANSACTION" => Err(Failure::new(
+                "IN_TRANSACTION",
+                format!("{message}; solewriter opens its own, so nothing was written"),
+            )),
             Some(SqlError { code, message }) => Err(Failure::new(
                 "SQLITE",
                 format!(
@@ -401,15 +435,23 @@ impl<'a, 'f> Run<'a, 'f> {
         }
     }
 
-    fn step(&mut self, effect: Effect<'_>) -> Input<Failure> {
-        if let Some(input) = self.files.execute(&effect) {
-            return input;
-        }
+    /// Tells the host's probe that the publication reached `step`: whether the host asks to
+    /// pause there (its answer changes nothing else: the machine goes on).
+    fn reached(&self, step: PublishStep) -> bool {
+        self.sql(SqlEffect {
+            step: Some(step.name().to_owned()),
+            ..SqlEffect::bare("reached", self.target)
+        })
+        .is_ok_and(|answer| answer.pause == Some(true))
+    }
+
+    /// Executes `effect`, which is not a file effect.
+    fn step(&self, effect: Effect<'_>) -> Input<Failure> {
         match effect {
             Effect::ReadCommittedLease => self.lease("readCommittedLease"),
             Effect::Begin => self.done("begin"),
             Effect::ReadLease => self.lease("readLease"),
-            Effect::ReadClock => Input::Clock(self.config.now()),
+            Effect::ReadClock => Input::Clock(now(self.clock)),
             Effect::ReadChannels => {
                 let read = self
                     .sql(SqlEffect::bare("readChannels", self.target))
@@ -454,10 +496,7 @@ impl<'a, 'f> Run<'a, 'f> {
             // A named point of the publication, for the host's probe (tests: stall, crash). Its
             // answer changes nothing: the machine goes on.
             Effect::Reached(step) => {
-                let _ = self.sql(SqlEffect {
-                    step: Some(step.name().to_owned()),
-                    ..SqlEffect::bare("reached", self.target)
-                });
+                self.reached(step);
                 Input::Done
             }
             Effect::Commit => self.done("commit"),
@@ -592,14 +631,65 @@ fn published(
     })
 }
 
+/// The answer of a publication machine that ended.
+fn publish_answer(config: &Config, target: &TargetId, end: PublishEnd<Failure>) -> Outcome {
+    match end {
+        PublishEnd::NotStarted(e) => Err(e),
+        PublishEnd::Ran { result, release } => published(config, target, result, release),
+    }
+}
+
+/// The answer of a one-shot publication machine that ended — or, when its grant took over an
+/// expired one and committed on its own, the credential to publish with in a second envelope
+/// (see `solewriter_core::projection::machine::publish_now`).
+fn publish_now_answer(
+    config: &Config,
+    target: &TargetId,
+    end: PublishNowEnd<Failure>,
+    token_hash: TokenHash,
+) -> Result<Outcome, Credential> {
+    match end {
+        PublishNowEnd::NotGranted(Acquired::Held(held)) => Ok(Ok(held_json(&held))),
+        PublishNowEnd::NotGranted(Acquired::Failed(failure)) => {
+            Ok(Err(acquire_failure(target, failure)))
+        }
+        PublishNowEnd::NotGranted(Acquired::Granted(_)) => {
+            unreachable!("a one-shot publication that was granted ran")
+        }
+        PublishNowEnd::TakenOver(plan) => Err(Credential {
+            target_id: plan.target_id,
+            epoch: plan.epoch,
+            token_hash,
+        }),
+        PublishNowEnd::Ran {
+            result, release, ..
+        } => Ok(published(config, target, result, release)),
+    }
+}
+
 fn publish_with(config: &Config, execute: &Execute<'_>, credential: Credential) -> Outcome {
     let target = credential.target_id.clone();
     let mut machine = Publish::new(credential, &config.registry);
     Run::new(execute, &target, config).drive(&mut machine);
-    match machine.into_end() {
-        PublishEnd::NotStarted(e) => Err(e),
-        PublishEnd::Ran { result, release } => published(config, &target, result, release),
-    }
+    publish_answer(config, &target, machine.into_end())
+}
+
+/// The applicant of a one-shot publication: `holder`, with the token `token_hex` (a fresh
+/// random one when absent); and that token's hash.
+fn applicant(
+    config: &Config,
+    holder: &str,
+    token_hex: Option<String>,
+) -> Result<(Applicant, TokenHash), Failure> {
+    let token_hash = token(token_hex)?.hash();
+    Ok((
+        Applicant {
+            token_hash,
+            holder_instance_digest: parse_holder(holder)?,
+            ttl: config.ttl,
+        },
+        token_hash,
+    ))
 }
 
 fn parse_target(text: &str) -> Result<TargetId, Failure> {
@@ -715,39 +805,12 @@ pub fn publish_now(
     answer((|| {
         let config = Config::parse(&options)?;
         let target = parse_target(&target)?;
-        let holder = parse_holder(&holder)?;
-        let token = token(token_hex)?;
-        let mut machine = PublishNow::new(
-            Applicant {
-                token_hash: token.hash(),
-                holder_instance_digest: holder,
-                ttl: config.ttl,
-            },
-            &config.registry,
-        );
+        let (applicant, token_hash) = applicant(&config, &holder, token_hex)?;
+        let mut machine = PublishNow::new(applicant, &config.registry);
         Run::new(&execute, &target, &config).drive(&mut machine);
-        match machine.into_end() {
-            PublishNowEnd::NotGranted(Acquired::Held(held)) => Ok(held_json(&held)),
-            PublishNowEnd::NotGranted(Acquired::Failed(failure)) => {
-                Err(acquire_failure(&target, failure))
-            }
-            PublishNowEnd::NotGranted(Acquired::Granted(_)) => {
-                unreachable!("a one-shot publication that was granted ran")
-            }
-            // A takeover of an expired grant committed on its own: publish with it in a second
-            // envelope (see `solewriter_core::projection::machine::publish_now`).
-            PublishNowEnd::TakenOver(plan) => publish_with(
-                &config,
-                &execute,
-                Credential {
-                    target_id: plan.target_id,
-                    epoch: plan.epoch,
-                    token_hash: token.hash(),
-                },
-            ),
-            PublishNowEnd::Ran {
-                result, release, ..
-            } => published(&config, &target, result, release),
+        match publish_now_answer(&config, &target, machine.into_end(), token_hash) {
+            Ok(outcome) => outcome,
+            Err(credential) => publish_with(&config, &execute, credential),
         }
     })())
 }
@@ -764,6 +827,32 @@ pub fn release(options: Options, grant: GrantIn, execute: Execute<'_>) -> String
         match machine.into_result() {
             Ok(ReleaseOutcome::Released) => Ok(json!({"released": true})),
             Ok(ReleaseOutcome::NotHolder(fenced)) => Ok(json!({"notHolder": fenced_json(fenced)})),
+            Err(failure) => Err(release_failure(&target, failure)),
+        }
+    })())
+}
+
+/// An operator's end of the current grant of `target`, whoever holds it (the core's
+/// `Release::end()` machine, as `ProjectionStore::end_lease` runs it): `{"ended": {epoch,
+/// holder, acquiredAt, expiresAt}}` (that grant is released: its holder is fenced) or
+/// `{"nothingHeld": {epoch, why}}` (`why`: `unheld`, `released` or `expired`; nothing written).
+#[napi]
+pub fn end_lease(options: Options, target: String, execute: Execute<'_>) -> String {
+    answer((|| {
+        let config = Config::parse(&options)?;
+        let target = parse_target(&target)?;
+        let mut machine = Release::end();
+        Run::new(&execute, &target, &config).drive(&mut machine);
+        match machine.into_result() {
+            Ok(EndOutcome::Ended(plan)) => Ok(json!({"ended": {
+                "epoch": plan.release.epoch,
+                "holder": plan.grant.holder_instance_digest.as_str(),
+                "acquiredAt": plan.grant.acquired_at.0,
+                "expiresAt": plan.grant.expires_at.0,
+            }})),
+            Ok(EndOutcome::NothingHeld { epoch, why }) => {
+                Ok(json!({"nothingHeld": {"epoch": epoch, "why": why.name()}}))
+            }
             Err(failure) => Err(release_failure(&target, failure)),
         }
     })())

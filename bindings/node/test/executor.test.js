@@ -52,9 +52,12 @@ test('a release changes the row only with its epoch, its token and a held row', 
 test('a failed statement is reported, not thrown, and rollback leaves no transaction', () => {
   const { db } = setup();
   assert.deepEqual(executeSqlEffect(db, { kind: 'begin' }), {});
-  assert.equal(executeSqlEffect(db, { kind: 'begin' }).error.code, 'SQLITE_ERROR');
+  // Never nested into a transaction already open (the host's, between an asynchronous
+  // publication's turns): refused before any statement.
+  assert.equal(executeSqlEffect(db, { kind: 'begin' }).error.code, 'IN_TRANSACTION');
   assert.deepEqual(executeSqlEffect(db, { kind: 'rollback' }), {});
   assert.equal(db.inTransaction, false);
+  assert.equal(executeSqlEffect(db, { kind: 'commit' }).error.code, 'SQLITE_ERROR');
 });
 
 test('initialize is idempotent and refuses another shape or a journal that is not WAL', () => {

@@ -5,6 +5,7 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const { execFileSync } = require('node:child_process');
 const Database = require('better-sqlite3');
 const { initialize, ProjectionStore } = require('..');
 
@@ -74,4 +75,12 @@ function setup({ ttlMs = TTL_MS, dir = scratch(), timeout = 5000 } = {}) {
   return { dir, dbPath, db, runtimeRoot, clock, store };
 }
 
-module.exports = { TTL_MS, START, CHANNELS, tuple, submission, scratch, setup };
+/** The CLI binary (`target/debug/solewriter`), built if needed. */
+function cli() {
+  const root = path.join(__dirname, '..', '..', '..');
+  execFileSync('cargo', ['build', '-q', '-p', 'solewriter-cli'], { cwd: root, stdio: 'inherit' });
+  const target = process.env.CARGO_TARGET_DIR || path.join(root, 'target');
+  return path.join(target, 'debug', 'solewriter');
+}
+
+module.exports = { TTL_MS, START, CHANNELS, tuple, submission, scratch, setup, cli };

@@ -14,19 +14,11 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const readline = require('node:readline');
-const { spawn, execFileSync } = require('node:child_process');
-const { readProjection } = require('..');
-const { setup, tuple, submission, CHANNELS } = require('./helpers');
+const { spawn } = require('node:child_process');
+const { readProjection, ProjectionStore } = require('..');
+const { setup, tuple, submission, cli, CHANNELS } = require('./helpers');
 
-const ROOT = path.join(__dirname, '..', '..', '..');
 const TTL_MS = 1500;
-
-/** The CLI binary, built if needed. */
-function cli() {
-  execFileSync('cargo', ['build', '-q', '-p', 'solewriter-cli'], { cwd: ROOT, stdio: 'inherit' });
-  const target = process.env.CARGO_TARGET_DIR || path.join(ROOT, 'target');
-  return path.join(target, 'debug', 'solewriter');
-}
 
 /** Every child this test started, killed when the test ends (also on a failed assertion). */
 const children = [];
@@ -100,7 +92,7 @@ function environment({ busyTimeoutMs = 5000 } = {}) {
         JSON.stringify({ dbPath, runtimeRoot, target, instance, leaseTtlMs: TTL_MS, channels: CHANNELS, clockFile, ...extra }),
       ]),
     );
-  return { dir, dbPath, db, runtimeRoot, target, setClock, rust, node, current: () => readProjection(runtimeRoot, target) };
+  return { dir, dbPath, db, runtimeRoot, target, clockFile, setClock, rust, node, current: () => readProjection(runtimeRoot, target) };
 }
 
 test('a frozen holder of either language is fenced after a takeover by the other', { timeout: 120000 }, async () => {
@@ -164,6 +156,26 @@ test('a frozen holder of either language is fenced after a takeover by the other
   assert.equal(db.prepare("SELECT sql FROM sqlite_master WHERE name = 'SummarizationJobs'").get().sql, jobsSchema);
   const row = db.prepare('SELECT fencing_epoch, state FROM HookProjectionLeases WHERE target_id = ?').get(target);
   assert.equal(row.fencing_epoch, 5);
+  db.close();
+});
+
+test("a Rust holder's grant ended from Node is fenced and writes nothing", { timeout: 120000 }, async () => {
+  const { db, runtimeRoot, target, clockFile, rust, node, current } = environment();
+  const rustA = rust('rust-a');
+  assert.match(await rustA.ask('acquire'), /^acquired 1 /);
+  const operator = new ProjectionStore(db, {
+    runtimeRoot,
+    channels: CHANNELS,
+    leaseTtlMs: TTL_MS,
+    clock: () => Number(fs.readFileSync(clockFile, 'utf8')),
+  });
+  assert.equal(operator.endLease(target).ended.epoch, 1);
+  assert.equal(await rustA.ask('publish'), 'fenced released');
+  assert.throws(current, { code: 'NOT_PUBLISHED' });
+  // A Node holder gets the next epoch.
+  const nodeB = node('node-b');
+  assert.match(await nodeB.ask('acquire'), /^acquired 2 /);
+  for (const h of [rustA, nodeB]) await h.stop();
   db.close();
 });
 

@@ -102,7 +102,6 @@ use crate::atomic_file::{
 };
 use crate::clock::{Clock, SystemClock};
 use crate::project_lock::process::{effective_uid, ProcessProbe};
-use crate::projection::publication::NoProbe;
 use solewriter_core::project_lock::machine::{
     Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, Release, Slot,
 };
@@ -166,7 +165,11 @@ pub trait LockProbe: Send + Sync {
     fn reached(&self, step: LockStep, path: &Path);
 }
 
-impl LockProbe for NoProbe {
+/// The probe that observes nothing (the default).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoSteps;
+
+impl LockProbe for NoSteps {
     fn reached(&self, _: LockStep, _: &Path) {}
 }
 
@@ -398,7 +401,7 @@ impl ProjectLock {
         ProjectLock {
             dir: dir.into(),
             probe,
-            steps: Arc::new(NoProbe),
+            steps: Arc::new(NoSteps),
             fs: Arc::new(RealFs),
             record_only: false,
         }
@@ -432,7 +435,8 @@ impl ProjectLock {
     }
 
     /// The file system this lock (and the ledger guarded by it) writes through.
-    pub(crate) fn file_system(&self) -> &dyn FileSystem {
+    #[doc(hidden)]
+    pub fn file_system(&self) -> &dyn FileSystem {
         &*self.fs
     }
 

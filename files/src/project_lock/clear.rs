@@ -1,4 +1,4 @@
-//! An operator's clear of a project lock whose owner is unknown from here: the adapter's side
+//! An operator's clear of a project lock whose owner is unknown from here: the executing side
 //! of the core's [`Clear`] machine (`solewriter_core::project_lock::clear`, where every
 //! decision is made), whose effects — the kernel lock, reads, `/proc` observations, the claim
 //! and the unlinks — are executed exactly as an acquisition's are.

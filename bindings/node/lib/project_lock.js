@@ -1,0 +1,75 @@
+'use strict';
+/**
+ * The project lock for Node hosts: one sole writer per project directory. It is the Rust
+ * `ProjectLock` (`files/src/project_lock/`: a kernel `flock` on `project.lock.kernel` plus the
+ * lock record `project.lock`, dead owners recovered race-free), run by the addon with the
+ * system process probe, so a Node process and a Rust process (`solewriter lock …`, the Rust
+ * API) exclude each other on the same directory.
+ *
+ * Every call is synchronous; `acquire` with `{ wait: { timeoutMs } }` blocks the event loop
+ * for at most that long while a live owner holds the lock (there is no default wait).
+ */
+
+const { unwrap } = require('./answer');
+
+/** The classes over the loaded `addon`. */
+function projectLockClasses(addon) {
+  /** A held project lock: `record` (owner, guard, nonce, acquiredAt), `verify()`, `release()`. */
+  class ProjectLockGuard {
+    constructor(native) {
+      this.native = native;
+      this.record = unwrap(native.record());
+    }
+
+    /** Returns while this guard still holds the lock; throws LOCK_LOST otherwise. */
+    verify() {
+      unwrap(this.native.verify());
+    }
+
+    /**
+     * Removes the record if it still carries this acquisition's nonce, then lets the kernel
+     * lock go: `{ removed: true }` or `{ notHolder: { found } }` (the record found, or null).
+     */
+    release() {
+      return unwrap(this.native.release());
+    }
+  }
+
+  /** The project lock of directory `dir` (`recordOnly`: no kernel lock). */
+  class ProjectLock {
+    constructor(dir, { recordOnly = false } = {}) {
+      this.dir = dir;
+      this.native = new addon.NativeProjectLock(dir, recordOnly);
+    }
+
+    /**
+     * Takes the lock: `{ wait: 'noWait' }` (a live owner is BUSY at once) or `{ wait: {
+     * timeoutMs } }` (waits for a live owner at most that long, blocking; a dead owner is
+     * recovered at once). A guard, or throws BUSY (with `owner`), UNKNOWN_OWNER,
+     * MALFORMED_LOCK, ... — and INVALID_INPUT without a `wait`.
+     */
+    acquire(options) {
+      const got = this.native.acquire(JSON.stringify(options ?? {}));
+      if (typeof got === 'string') unwrap(got);
+      return new ProjectLockGuard(got);
+    }
+
+    /** `{ lock, kernel, record, ownership }`, read without writing (the Rust `LockStatus`). */
+    status() {
+      return unwrap(this.native.status());
+    }
+
+    /**
+     * Removes the record carrying `nonce` if its owner is unknown from here (`clear_unknown`):
+     * `{ removed: record }` or `{ noLock: true }`; throws CLEAR_REFUSED (`refused`: 'held' |
+     * 'known' | 'nonce-mismatch', with the `record`) having removed nothing.
+     */
+    clear(nonce) {
+      return unwrap(this.native.clear(nonce));
+    }
+  }
+
+  return { ProjectLock, ProjectLockGuard };
+}
+
+module.exports = { projectLockClasses };

@@ -1,0 +1,354 @@
+//! The non-blocking publication (`publishAsync`, `publishNowAsync`): the same machines as the
+//! synchronous calls (`Publish`, `PublishNow`), driven in turns so that the file effects
+//! outside the transaction leave the event loop.
+//!
+//! The effect stream is cut at the transaction's edges. Outside the transaction, the target
+//! lock's wait and the slow file effects — the directory chain and its parent fsyncs, the
+//! orphan sweep, the draft's temp file and its fsync; after the commit the directory fsync, or
+//! the removal of the temp file — run on the libuv thread pool ([`PoolTurn`]). Every other
+//! effect runs on the JS thread ([`NativePublication::turn`]): the SQL effects, the clock, the
+//! probe, the target lock's release, and EVERYTHING from `Begin` until the transaction has
+//! ended (revalidation, re-read, a rewrite of the temp file, the deadline check, the rename,
+//! the conditional release, the commit or rollback) — in one call, so one event-loop turn: the
+//! transaction never spans turns. The target lock is a file lock held by the run's
+//! `FileSteps` (not by a thread), from before the draft until after the directory fsync,
+//! across the turns.
+//!
+//! The JS driver alternates: `turn(execute)` answers `{"pool": true}` (await `pool()`),
+//! `{"paused": true}` (the host's probe returned a promise outside the transaction: await it),
+//! or the outcome, as the synchronous call would answer it.
+
+use super::{
+    answer, applicant, credential, file_steps, from_js, invalid, parse_target, publish_answer,
+    publish_now_answer, Config, Execute, Failure, GrantIn, Host, Options,
+};
+use napi::bindgen_prelude::AsyncTask;
+use napi::{Env, Task};
+use napi_derive::napi;
+use serde_json::json;
+use solewriter_core::projection::lease::Credential;
+use solewriter_core::projection::machine::acquire::Applicant;
+use solewriter_core::projection::machine::publish::Publish;
+use solewriter_core::projection::machine::publish_now::PublishNow;
+use solewriter_core::projection::machine::{Effect, Input, Machine};
+use solewriter_core::projection::target::TargetId;
+use solewriter_core::time::Millis;
+use solewriter_core::token::TokenHash;
+use solewriter_files::steps::FileSteps;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// What a run borrows from: its configuration and its target.
+struct Owned {
+    config: Config,
+    target: TargetId,
+}
+
+/// The machine of a run.
+enum Job<'a> {
+    Publish(Box<Publish<'a, Failure>>),
+    /// A one-shot, and its applicant's token hash (for a takeover's second envelope).
+    PublishNow(Box<PublishNow<'a, Failure>>, TokenHash),
+    /// The machine's end was taken.
+    Ended,
+}
+
+impl Job<'_> {
+    fn poll(&self) -> Effect<'_> {
+        match self {
+            Job::Publish(m) => m.poll(),
+            Job::PublishNow(m, _) => m.poll(),
+            Job::Ended => Effect::Finished,
+        }
+    }
+
+    fn handle(&mut self, input: Input<Failure>) {
+        match self {
+            Job::Publish(m) => m.handle(input),
+            Job::PublishNow(m, _) => m.handle(input),
+            Job::Ended => unreachable!("an ended machine names no effect"),
+        }
+    }
+}
+
+/// A machine in progress and its file state.
+struct Running<'a> {
+    job: Job<'a>,
+    files: FileSteps<'a>,
+    /// Between a `Begin` that succeeded and the end of that transaction.
+    in_tx: bool,
+}
+
+self_cell::self_cell!(
+    struct Run {
+        owner: Owned,
+        #[covariant]
+        dependent: Running,
+    }
+);
+
+/// Whether `effect` runs on the thread pool: a file effect outside the transaction, except the
+/// target lock's release (instant, and it ends the run).
+fn on_pool(effect: &Effect<'_>, in_tx: bool) -> bool {
+    !in_tx
+        && matches!(
+            effect,
+            Effect::LockTarget
+                | Effect::PrepareDir
+                | Effect::SyncParents
+                | Effect::RemoveOrphans
+                | Effect::WriteTemp(_)
+                | Effect::RemoveTemp
+                | Effect::SyncDir
+        )
+}
+
+/// An edge of the transaction.
+#[derive(Clone, Copy)]
+enum Edge {
+    Begin,
+    Commit,
+    Rollback,
+}
+
+/// Where a JS-thread turn stopped.
+enum Stop {
+    /// The next effect runs on the pool.
+    Pool,
+    /// The host's probe asked to pause, outside the transaction.
+    Paused,
+    /// The machine ended with this answer.
+    Answer(String),
+}
+
+/// One JS-thread turn of `run`: its effects until the next pool effect, a pause, or the end.
+fn js_turn<'a>(
+    owned: &'a Owned,
+    run: &mut Running<'a>,
+    execute: &Execute<'_>,
+    clock: Option<Millis>,
+) -> Stop {
+    let host = Host {
+        execute,
+        target: &owned.target,
+        clock,
+    };
+    loop {
+        let effect = run.job.poll();
+        if matches!(effect, Effect::Finished) {
+            match finish(owned, run) {
+                Some(answer) => return Stop::Answer(answer),
+                // A takeover committed on its own: its publication starts (with the pool).
+                None => continue,
+            }
+        }
+        if on_pool(&effect, run.in_tx) {
+            return Stop::Pool;
+        }
+        let edge = match effect {
+            Effect::Begin => Some(Edge::Begin),
+            Effect::Commit => Some(Edge::Commit),
+            Effect::Rollback => Some(Edge::Rollback),
+            _ => None,
+        };
+        let mut pause = false;
+        let input = match effect {
+            Effect::Reached(step) => {
+                pause = host.reached(step) && !run.in_tx;
+                Input::Done
+            }
+            effect => run
+                .files
+                .execute(&effect)
+                .unwrap_or_else(|| host.step(effect)),
+        };
+        run.in_tx = match (edge, &input) {
+            (Some(Edge::Begin), Input::Done) => true,
+            // A failed commit is followed by a rollback: the transaction ends there.
+            (Some(Edge::Commit), Input::Done) | (Some(Edge::Rollback), _) => false,
+            _ => run.in_tx,
+        };
+        run.job.handle(input);
+        if pause {
+            return Stop::Paused;
+        }
+    }
+}
+
+/// The answer of the ended machine of `run` — or `None` when a one-shot's grant took over an
+/// expired one: then `run` goes on with the publication of that grant, in a new envelope.
+fn finish<'a>(owned: &'a Owned, run: &mut Running<'a>) -> Option<String> {
+    let (config, target) = (&owned.config, &owned.target);
+    let outcome = match std::mem::replace(&mut run.job, Job::Ended) {
+        Job::Publish(machine) => publish_answer(config, target, machine.into_end()),
+        Job::PublishNow(machine, token_hash) => {
+            match publish_now_answer(config, target, machine.into_end(), token_hash) {
+                Ok(outcome) => outcome,
+                Err(credential) => {
+                    run.job = Job::Publish(Box::new(Publish::new(credential, &config.registry)));
+                    run.files = file_steps(config, target);
+                    run.in_tx = false;
+                    return None;
+                }
+            }
+        }
+        Job::Ended => unreachable!("a run's end is taken once"),
+    };
+    Some(answer(outcome))
+}
+
+/// The pool's part of `run`: its effects until the next JS-thread effect.
+fn pool_turn(run: &mut Running<'_>) {
+    loop {
+        let effect = run.job.poll();
+        if !on_pool(&effect, run.in_tx) {
+            return;
+        }
+        let input = match run.files.execute::<Failure>(&effect) {
+            Some(input) => input,
+            None => unreachable!("a pool effect is a file effect"),
+        };
+        run.job.handle(input);
+    }
+}
+
+/// What starts a run.
+enum Start {
+    Publish(Credential),
+    PublishNow(Applicant, TokenHash),
+}
+
+/// A publication driven in turns: running, refused before it started (answered at the first
+/// turn), or answered.
+enum State {
+    Running(Run),
+    Refused(Failure),
+    Answered,
+}
+
+/// A publication in progress, driven in turns by the JS layer.
+#[napi]
+pub struct NativePublication {
+    state: Arc<Mutex<State>>,
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl NativePublication {
+    fn start(setup: Result<(Config, TargetId, Start), Failure>) -> Self {
+        let state = match setup {
+            Err(failure) => State::Refused(failure),
+            Ok((config, target, start)) => {
+                State::Running(Run::new(Owned { config, target }, |owned| Running {
+                    job: match start {
+                        Start::Publish(credential) => {
+                            Job::Publish(Box::new(Publish::new(credential, &owned.config.registry)))
+                        }
+                        Start::PublishNow(applicant, token_hash) => Job::PublishNow(
+                            Box::new(PublishNow::new(applicant, &owned.config.registry)),
+                            token_hash,
+                        ),
+                    },
+                    files: file_steps(&owned.config, &owned.target),
+                    in_tx: false,
+                }))
+            }
+        };
+        NativePublication {
+            state: Arc::new(Mutex::new(state)),
+        }
+    }
+}
+
+#[napi]
+impl NativePublication {
+    /// The publication of a grant (as `publish`).
+    #[napi(factory)]
+    pub fn publish(options: Options, grant: GrantIn) -> Self {
+        Self::start((|| {
+            let config = Config::parse(&options)?;
+            let credential = credential(&grant)?;
+            Ok((
+                config,
+                credential.target_id.clone(),
+                Start::Publish(credential),
+            ))
+        })())
+    }
+
+    /// A one-shot publication (as `publishNow`).
+    #[napi(factory)]
+    pub fn publish_now(
+        options: Options,
+        target: String,
+        holder: String,
+        token_hex: Option<String>,
+    ) -> Self {
+        Self::start((|| {
+            let config = Config::parse(&options)?;
+            let target = parse_target(&target)?;
+            let (applicant, token_hash) = applicant(&config, &holder, token_hex)?;
+            Ok((config, target, Start::PublishNow(applicant, token_hash)))
+        })())
+    }
+
+    /// Runs the JS-thread effects up to the next pool effect (`{"pool": true}`), a pause
+    /// (`{"paused": true}`) or the end (the answer). `clockMs`: the broker clock for this
+    /// turn (tests); the system clock when absent.
+    #[napi]
+    pub fn turn(&self, execute: Execute<'_>, clock_ms: Option<f64>) -> String {
+        let clock = match clock_ms.map(|ms| from_js(ms, "clockMs")).transpose() {
+            Ok(clock) => clock.map(Millis),
+            Err(failure) => return answer(Err(failure)),
+        };
+        let mut state = lock(&self.state);
+        let stop = match &mut *state {
+            State::Running(run) => {
+                run.with_dependent_mut(|owned, running| js_turn(owned, running, &execute, clock))
+            }
+            State::Refused(_) => match std::mem::replace(&mut *state, State::Answered) {
+                State::Refused(failure) => Stop::Answer(answer(Err(failure))),
+                _ => unreachable!("matched above"),
+            },
+            State::Answered => {
+                return answer(Err(invalid("this publication has already answered")))
+            }
+        };
+        match stop {
+            Stop::Pool => json!({"pool": true}).to_string(),
+            Stop::Paused => json!({"paused": true}).to_string(),
+            Stop::Answer(answer) => {
+                *state = State::Answered;
+                answer
+            }
+        }
+    }
+
+    /// Runs the pool effects up to the next JS-thread effect, on the libuv thread pool.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn pool(&self) -> AsyncTask<PoolTurn> {
+        AsyncTask::new(PoolTurn(Arc::clone(&self.state)))
+    }
+}
+
+/// The pool's part of a publication, between two JS-thread turns.
+pub struct PoolTurn(Arc<Mutex<State>>);
+
+impl Task for PoolTurn {
+    type Output = ();
+    type JsValue = ();
+
+    fn compute(&mut self) -> napi::Result<()> {
+        if let State::Running(run) = &mut *lock(&self.0) {
+            run.with_dependent_mut(|_, running| pool_turn(running));
+        }
+        Ok(())
+    }
+
+    fn resolve(&mut self, _: Env, _: ()) -> napi::Result<()> {
+        Ok(())
+    }
+}
