@@ -98,7 +98,7 @@ test('adoption continues epochs, ends grants, carries channels and conflicts; pu
   assert.equal(store.publish(granted).epoch, 4);
   const doc = readProjection(path.join(dir, 'runtime'), a);
   assert.equal(doc.fencingEpoch, 4);
-  assert.deepEqual(doc.channels.map((ch) => [ch.channel, ch.sourceWatermark, ch.degraded ?? null]), [
+  assert.deepEqual(doc.channels.map((ch) => [ch.channel, ch.sourceWatermark, ch.reason]), [
     ['computed-route', 7, null],
     ['lifecycle-frontier', 3, 'source-conflict'],
   ]);
