@@ -587,7 +587,17 @@ mod tests {
             (b.status, b.envelope.as_ref().map(|e| e.get())),
             (ChannelStatus::Fresh, Some("{\"ok\":1}"))
         );
-        assert_eq!(doc.coverage.degraded, 2);
+        assert_eq!(
+            doc.coverage,
+            Coverage {
+                registered: 3,
+                fresh: 1,
+                stale: 0,
+                degraded: 2,
+                missing: 0,
+                unregistered: 0
+            }
+        );
         assert!(ProjectionDocument::parse(&doc.to_bytes()).is_ok());
     }
 
@@ -663,6 +673,11 @@ mod tests {
                 "an envelope withheld without corruption",
             ),
             (
+                conflict,
+                "\"status\":\"degraded\",\"reason\":\"corrupt-envelope\"",
+                "an envelope with reason corrupt-envelope",
+            ),
+            (
                 "\"envelope\":{}",
                 "\"envelope\":[]",
                 "an envelope that is not an object",
@@ -719,6 +734,16 @@ mod tests {
                 "{what} parsed: {changed}"
             );
         }
+        let listed = text.replacen(
+            "\"producerWatermarks\":{\"a-producer\":{\"a\":7},\"b-producer\":{\"b\":7}}",
+            "\"producerWatermarks\":[]",
+            1,
+        );
+        assert_ne!(listed, text);
+        assert!(
+            matches!(ProjectionDocument::parse(listed.as_bytes()), Err(DocumentError::Malformed(why)) if why.contains("expected an object without a duplicate key")),
+            "producerWatermarks an array"
+        );
         let whole = serde_json::to_string(
             &serde_json::to_value(&doc)
                 .unwrap()
