@@ -35,3 +35,11 @@ pub mod token;
 /// Largest integer the SQLite store can hold (`INTEGER` is a signed 64-bit value). Epochs,
 /// watermarks and timestamps above it are rejected before they reach a plan.
 pub const STORAGE_INTEGER_MAX: u64 = i64::MAX as u64;
+
+/// Largest integer every executor and every reader holds exactly: 2^53 − 1, JavaScript's
+/// `Number.MAX_SAFE_INTEGER` (better-sqlite3 hands the Node executor integers as numbers, and
+/// the Node hook reader parses `current.json` with `JSON.parse`). A submission's watermark,
+/// capture and expiry times above it are rejected, and a stored channel row holding one is a
+/// corrupt row, so no executor can publish a rounded value and no reader can refuse a
+/// document for one.
+pub const EXACT_INTEGER_MAX: u64 = (1 << 53) - 1;

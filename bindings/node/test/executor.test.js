@@ -10,7 +10,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const Database = require('better-sqlite3');
 const { executeSqlEffect, initialize } = require('..');
-const { setup, tuple } = require('./helpers');
+const { setup, submission, tuple } = require('./helpers');
 
 const hash = (n) => Buffer.alloc(32, n);
 
@@ -83,6 +83,18 @@ test('a row solewriter could not have written fails closed', () => {
   );
   assert.throws(() => store.inspect(), { code: 'CORRUPT_ROW' });
   assert.throws(() => store.acquire(t, 'holder-1'), { code: 'CORRUPT_ROW' });
+  assert.throws(() => store.publishNow(t, 'holder-1'), { code: 'CORRUPT_ROW' });
+  assert.equal(db.inTransaction, false);
+});
+
+test('a watermark above 2^53-1 is refused at submission, and a stored one is a corrupt row, never published rounded', () => {
+  const { db, store } = setup();
+  const t = store.admitTarget(tuple(0));
+  // Node refuses a number it cannot hold exactly before it reaches the core (which refuses it too).
+  assert.throws(() => store.submit('router', submission(t, 0, 2 ** 53, 'a')), { code: 'INVALID_INPUT' });
+  assert.equal(store.submit('router', submission(t, 0, 2 ** 53 - 1, 'a')), 'inserted');
+  // Planted past the bound (better-sqlite3 would hand it over as a rounded number).
+  db.prepare('UPDATE HookProjectionChannels SET source_watermark = 9007199254740993 WHERE target_id = ?').run(t);
   assert.throws(() => store.publishNow(t, 'holder-1'), { code: 'CORRUPT_ROW' });
   assert.equal(db.inTransaction, false);
 });

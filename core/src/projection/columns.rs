@@ -24,6 +24,16 @@ fn uint(value: i64, column: &str) -> Result<u64, CorruptRow> {
     u64::try_from(value).map_err(|_| corrupt(format!("negative {column}")))
 }
 
+/// [`uint`], and at most [`crate::EXACT_INTEGER_MAX`]: a channel row's watermark and times
+/// (admission refuses anything larger, so a larger value was not written by solewriter).
+fn exact(value: i64, column: &str) -> Result<u64, CorruptRow> {
+    let value = uint(value, column)?;
+    if value > crate::EXACT_INTEGER_MAX {
+        return Err(corrupt(format!("{column} above 2^53-1")));
+    }
+    Ok(value)
+}
+
 /// The columns of a `HookProjectionLeases` row, as stored.
 #[derive(Debug, Clone)]
 pub struct LeaseColumns {
@@ -105,11 +115,11 @@ impl ChannelColumns {
             target_id: TargetId::parse(&self.target_id)
                 .map_err(|_| corrupt("channel target_id"))?,
             channel: ChannelName::parse(&self.channel).map_err(corrupt)?,
-            source_watermark: uint(self.source_watermark, "source_watermark")?,
+            source_watermark: exact(self.source_watermark, "source_watermark")?,
             envelope_json: self.envelope_json,
-            captured_at: Millis(uint(self.captured_at, "captured_at")?),
-            expires_at: Millis(uint(self.expires_at, "expires_at")?),
-            updated_at: Millis(uint(self.updated_at, "updated_at")?),
+            captured_at: Millis(exact(self.captured_at, "captured_at")?),
+            expires_at: Millis(exact(self.expires_at, "expires_at")?),
+            updated_at: Millis(exact(self.updated_at, "updated_at")?),
             degraded_reason: match self.degraded_reason {
                 None => None,
                 Some(text) => {
@@ -117,5 +127,45 @@ impl ChannelColumns {
                 }
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(watermark: i64, captured: i64, expires: i64, updated: i64) -> ChannelColumns {
+        ChannelColumns {
+            target_id: "1".repeat(64),
+            channel: "computed-route".into(),
+            source_watermark: watermark,
+            envelope_json: "{}".into(),
+            captured_at: captured,
+            expires_at: expires,
+            updated_at: updated,
+            degraded_reason: None,
+        }
+    }
+
+    /// A channel row's watermark and times are at most 2^53-1, each checked alone.
+    #[test]
+    fn channel_integers_above_2_pow_53_minus_1_are_corrupt() {
+        let max = crate::EXACT_INTEGER_MAX as i64;
+        assert!(row(max, max - 1, max, max).decode().is_ok());
+        for (bad, column) in [
+            (row(max + 1, 1, 2, 3), "source_watermark"),
+            (row(1, max + 1, 2, 3), "captured_at"),
+            (row(1, 1, max + 1, 3), "expires_at"),
+            (row(1, 1, 2, max + 1), "updated_at"),
+        ] {
+            assert_eq!(
+                bad.decode().unwrap_err(),
+                CorruptRow(format!("{column} above 2^53-1"))
+            );
+        }
+        assert_eq!(
+            row(-1, 1, 2, 3).decode().unwrap_err(),
+            CorruptRow("negative source_watermark".into())
+        );
     }
 }

@@ -1,11 +1,14 @@
-//! Composition of committed channel rows into the published `current.json` document.
+//! Composition of committed channel rows into the published `current.json` document
+//! (format v2), and its strict parsing.
 //!
 //! Composition concatenates; it never ranks, filters or edits. Every stored row appears, in
-//! channel-name order, with its envelope embedded byte for byte, its provenance (producer,
-//! watermark, capture/expiry/update times), its freshness (an expired channel is flagged, not
-//! dropped) and its degradation. Every registered channel without a row is listed under
-//! `missing`. The fencing epoch is carried as a diagnostic only: nothing in solewriter reads
-//! it back to decide whether a write is allowed.
+//! channel-name order, with its envelope embedded verbatim (without surrounding whitespace),
+//! its provenance (producer, watermark, capture/expiry/update times) and its status with its
+//! reason ([`channel_status`]: a stale or degraded channel is flagged, not dropped; a corrupt
+//! envelope is withheld and degrades only its own channel). Every registered channel without a
+//! row is listed under `missing`; `producerWatermarks` and `coverage` summarize the channels.
+//! The fencing epoch is carried as a diagnostic only: nothing in solewriter reads it back to
+//! decide whether a write is allowed.
 
 use crate::projection::channel::{
     ChannelName, ChannelRecord, ChannelRegistry, DegradedReason, ProducerId,

@@ -50,7 +50,7 @@ pub enum SubmissionRejected {
     /// The envelope fails the schema check.
     #[error("envelope fails the schema check: {0}")]
     SchemaInvalid(String),
-    /// `expires_at` is not after `captured_at`, or a value is out of the storable range.
+    /// `expires_at` is not after `captured_at`, or a value is above [`crate::EXACT_INTEGER_MAX`] (2^53 − 1).
     #[error("submission times or watermark are invalid: {0}")]
     InvalidRange(&'static str),
     /// The watermark is lower than the stored one.
@@ -143,10 +143,10 @@ pub fn decide_submission(
             "expires_at must be after captured_at",
         ));
     }
-    let max = crate::STORAGE_INTEGER_MAX;
+    let max = crate::EXACT_INTEGER_MAX;
     if submission.source_watermark > max || submission.expires_at.0 > max || now.0 > max {
         return Err(SubmissionRejected::InvalidRange(
-            "value exceeds the storable range",
+            "value exceeds 2^53-1, the largest integer every reader holds exactly",
         ));
     }
     let Some(stored) = existing else {
@@ -272,7 +272,7 @@ mod tests {
         let other = ProducerId::parse("frontier").unwrap();
         let stored = ChannelRecord::from_submission(&sub(5, "a"), Millis(0));
         // Breaks rules `from..` (0 unknown channel, 1 foreign producer, 2 target not admitted,
-        // 3 oversized, 4 schema, 5 expiry before capture, 6 out of the storable range, 7 a
+        // 3 oversized, 4 schema, 5 expiry before capture, 6 above 2^53-1, 7 a
         // regressed watermark) and keeps the rules before `from`.
         let decide_breaking = |from: usize| {
             let mut s = sub(1, "a"); // below the stored 5: always regressed
@@ -307,7 +307,7 @@ mod tests {
             |r| matches!(r, SubmissionRejected::Oversized { limit: 200, .. }),
             |r| matches!(r, SubmissionRejected::SchemaInvalid(m) if m.contains("other.v1")),
             |r| matches!(r, SubmissionRejected::InvalidRange(m) if m.contains("after captured_at")),
-            |r| matches!(r, SubmissionRejected::InvalidRange(m) if m.contains("storable")),
+            |r| matches!(r, SubmissionRejected::InvalidRange(m) if m.contains("2^53-1")),
             |r| {
                 matches!(
                     r,
@@ -324,11 +324,11 @@ mod tests {
                 "rule {rule} (and every later one) broken: {answer:?}"
             );
         }
-        // A watermark beyond the storable range is refused like the clock.
+        // A watermark beyond 2^53-1 is refused like the clock.
         let huge = sub(u64::MAX, "a");
         assert!(matches!(
             decide_submission(&reg, &router, true, None, &huge, Millis(0)),
-            Err(SubmissionRejected::InvalidRange(m)) if m.contains("storable")
+            Err(SubmissionRejected::InvalidRange(m)) if m.contains("2^53-1")
         ));
     }
 
@@ -357,7 +357,7 @@ mod tests {
     fn bounds_are_inclusive_and_each_is_checked_alone() {
         let reg = registry();
         let router = ProducerId::parse("router").unwrap();
-        let max = crate::STORAGE_INTEGER_MAX;
+        let max = crate::EXACT_INTEGER_MAX;
         let d =
             |s: &Submission, now: u64| decide_submission(&reg, &router, true, None, s, Millis(now));
         let mut at_limit = sub(1, "");
@@ -370,10 +370,11 @@ mod tests {
         );
         let mut top = sub(max, "a");
         top.expires_at = Millis(max);
-        assert!(
-            d(&top, max).is_ok(),
-            "the storable maximum itself is accepted"
-        );
+        assert!(d(&top, max).is_ok(), "2^53-1 itself is accepted");
+        assert!(matches!(
+            d(&sub(max + 1, "a"), 0),
+            Err(SubmissionRejected::InvalidRange(why)) if why.contains("2^53-1")
+        ));
         let mut late = sub(1, "a");
         late.expires_at = Millis(max + 1);
         assert!(matches!(

@@ -142,15 +142,15 @@ pub(super) fn lease(
 }
 
 /// A watermark the writer stored as text, as the integer it spells: decimal digits without
-/// sign or leading zero, within the store's range.
+/// sign or leading zero, at most [`crate::EXACT_INTEGER_MAX`] (as admission requires).
 fn watermark(text: &str) -> Option<u64> {
     let canonical = !text.is_empty()
         && text.bytes().all(|b| b.is_ascii_digit())
         && (text == "0" || !text.starts_with('0'));
     canonical
-        .then(|| text.parse::<i64>().ok())
+        .then(|| text.parse::<u64>().ok())
         .flatten()
-        .map(i64::unsigned_abs)
+        .filter(|w| *w <= crate::EXACT_INTEGER_MAX)
 }
 
 /// The solewriter row of one stored `HookProjectionChannels` row.

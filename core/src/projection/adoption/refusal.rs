@@ -60,7 +60,8 @@ pub enum ValueProblem {
     /// token hash).
     #[error("`{0}` is not lowercase hex of the expected length")]
     BadHex(String),
-    /// A watermark that is not a decimal integer without sign or leading zeros, in range.
+    /// A watermark that is not a decimal integer without sign or leading zeros, or is above
+    /// [`crate::EXACT_INTEGER_MAX`].
     #[error("watermark `{0}` is not a decimal integer solewriter can order")]
     UnorderableWatermark(String),
     /// A negative number, or one beyond what the store holds.
