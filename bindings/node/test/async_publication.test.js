@@ -99,20 +99,25 @@ test('a one-shot over an expired grant takes it over and publishes in a second e
   assert.deepEqual(rows(w.db), before);
 });
 
-test('an event-loop turn passes between the draft and the transaction and after it, none inside it', async () => {
-  let turns = 0;
-  let ticking = true;
+/** Counts event-loop turns (one `setImmediate` per turn) until stopped. */
+function turnCounter() {
+  const clock = { turns: 0, ticking: true, stop: () => (clock.ticking = false) };
   (function tick() {
-    turns += 1;
-    if (ticking) setImmediate(tick);
+    clock.turns += 1;
+    if (clock.ticking) setImmediate(tick);
   })();
+  return clock;
+}
+
+test('an event-loop turn passes between the draft and the transaction and after it, none inside it', async () => {
+  const clock = turnCounter();
   const seen = {};
   const w = world((step) => {
-    seen[step] = turns;
+    seen[step] = clock.turns;
   });
   const grant = w.store.acquire(w.target, 'holder-1').granted;
   await w.store.publishAsync(grant);
-  ticking = false;
+  clock.stop();
   assert.ok(seen['transaction-open'] > seen.composed, JSON.stringify(seen));
   assert.equal(seen.released, seen['transaction-open'], `the transaction spans no turn: ${JSON.stringify(seen)}`);
   assert.equal(seen.renamed, seen['transaction-open']);
@@ -120,16 +125,11 @@ test('an event-loop turn passes between the draft and the transaction and after 
 });
 
 test('a submission between its turns is published: the draft is written again inside the transaction, in its one turn', async () => {
-  let turns = 0;
-  let ticking = true;
-  (function tick() {
-    turns += 1;
-    if (ticking) setImmediate(tick);
-  })();
+  const clock = turnCounter();
   const seen = {};
   const pause = pauseAt('temp-written');
   const w = world((step, target) => {
-    seen[step] = turns;
+    seen[step] = clock.turns;
     return pause.probe(step, target);
   });
   const grant = w.store.acquire(w.target, 'holder-1').granted;
@@ -138,7 +138,7 @@ test('a submission between its turns is published: the draft is written again in
   assert.equal(w.store.submit('router', submission(w.target, 0, 2, 'moved')), 'advanced');
   pause.resume();
   await publishing;
-  ticking = false;
+  clock.stop();
   assert.match(fs.readFileSync(path.join(targetDir(w.runtimeRoot, w.target), 'current.json'), 'utf8'), /moved/);
   assert.equal(seen.released, seen['transaction-open'], `the transaction spans no turn: ${JSON.stringify(seen)}`);
   assert.deepEqual(files(w.runtimeRoot, w.target), ['current.json']);
