@@ -11,14 +11,29 @@
  * `publishNowAsync`, whose file effects outside the transaction run on the libuv thread pool
  * (see the README). `ProjectLock` is the project lock (`lib/project_lock.js`).
  *
+ * Every transaction it runs on the host's connection commits at `synchronous = FULL`, the
+ * host's level restored after it (`lib/durable.js`). A grant keeps its raw token private
+ * (`lib/grant.js`); the store keeps only its hash, which is never a credential.
+ *
  * Errors are `Error`s with a `code` naming the Rust error class: BUSY, FENCED, LEASE_EXPIRED,
- * NOT_ADMITTED, REJECTED, FOREIGN_SCHEMA, IN_TRANSACTION, CORRUPT_ROW, IO, ...
+ * NOT_ADMITTED, REJECTED, FOREIGN_SCHEMA, IN_TRANSACTION, CORRUPT_ROW, IO, INVALID_CONFIG,
+ * INVALID_INPUT, INTERNAL, ... (the README lists them all).
  */
 
+const fs = require('node:fs');
 const path = require('node:path');
 const { SQL, statement, executeSqlEffect } = require('./lib/sql');
 const { adoptOn } = require('./lib/adopt');
-const { coded, unwrap } = require('./lib/answer');
+const { ERROR_CODES, coded, unwrap, native } = require('./lib/answer');
+const { durably, restore } = require('./lib/durable');
+const { Grant, presented } = require('./lib/grant');
+
+/**
+ * The key of the test-only option of `acquire` and `publishNow` that chooses the raw holder
+ * token (64 hex) instead of drawing one: the conformance tests give the reference model the
+ * same token. It is a raw token, never a hash, and not part of the typed API.
+ */
+const TEST_TOKEN = Symbol.for('solewriter.test.token');
 const { projectLockClasses } = require('./lib/project_lock');
 
 /** Loads the addon: `SOLEWRITER_NODE_ADDON`, else `solewriter.node` beside this file. */
@@ -39,10 +54,18 @@ function loadAddon() {
 const addon = loadAddon();
 const { ProjectLock, ProjectLockGuard } = projectLockClasses(addon);
 
-/** A better-sqlite3 error as solewriter's (SQLITE_BUSY is BUSY). */
+/**
+ * An error of a transaction solewriter ran with better-sqlite3 as one of solewriter's: its own
+ * errors as they are, SQLITE_BUSY as BUSY, any other SQLite error as SQLITE (with
+ * `sqliteCode`). The transaction was rolled back: nothing was written.
+ */
 function sqliteError(e) {
-  if (typeof e.code === 'string' && e.code.startsWith('SQLITE_BUSY')) {
+  const code = e && typeof e.code === 'string' ? e.code : '';
+  if (code.startsWith('SQLITE_BUSY')) {
     return coded('BUSY', `store is busy (${e.message}); nothing was written`);
+  }
+  if (code.startsWith('SQLITE')) {
+    return coded('SQLITE', `store operation failed (${code}: ${e.message}); nothing was written`, { sqliteCode: code });
   }
   return e;
 }
@@ -95,27 +118,71 @@ function initialize(db) {
     return 'present';
   });
   try {
-    return run.immediate();
+    return durably(db, () => run.immediate());
   } catch (e) {
     throw sqliteError(e);
   }
 }
 
+/** The configuration fields of a store: those without `optional` are required. */
+const CONFIG_FIELDS = {
+  runtimeRoot: 'string',
+  channels: 'array',
+  leaseTtlMs: 'number',
+  busyTimeoutMs: 'number',
+  clock: 'optional function',
+  probe: 'optional function',
+};
+
+/** Refuses (INVALID_CONFIG) a configuration with a field missing, unknown or of another type. */
+function checkConfig(db, config) {
+  const bad = (message) => coded('INVALID_CONFIG', `configuration: ${message}; nothing was done`);
+  if (db === null || typeof db !== 'object' || typeof db.prepare !== 'function' || typeof db.pragma !== 'function') {
+    throw bad('the first argument must be the host\'s better-sqlite3 Database');
+  }
+  if (config === null || typeof config !== 'object') throw bad('a configuration object is required');
+  for (const field of Object.keys(config)) {
+    if (!(field in CONFIG_FIELDS)) throw bad(`unknown field \`${field}\` (known: ${Object.keys(CONFIG_FIELDS).join(', ')})`);
+  }
+  for (const [field, kind] of Object.entries(CONFIG_FIELDS)) {
+    const value = config[field];
+    if (value === undefined) {
+      if (kind.startsWith('optional')) continue;
+      throw bad(`\`${field}\` is missing (there is no default)`);
+    }
+    const type = kind.replace('optional ', '');
+    const ok = type === 'array' ? Array.isArray(value) : typeof value === type;
+    if (!ok) throw bad(`\`${field}\` must be a ${type}`);
+  }
+  let stat;
+  try {
+    stat = fs.statSync(config.runtimeRoot);
+  } catch (e) {
+    throw bad(`\`runtimeRoot\` ${config.runtimeRoot} cannot be read (${e.code || e.message})`);
+  }
+  if (!stat.isDirectory()) throw bad(`\`runtimeRoot\` ${config.runtimeRoot} is not a directory`);
+}
+
 /**
  * A projection store on the host's connection `db`.
  *
- * config: { runtimeRoot, channels: [{ name, owner, envelopeSchema, maxEnvelopeBytes }],
- *   leaseTtlMs, busyTimeoutMs (the target lock's wait; the connection's own `timeout` governs
- *   SQLite's lock), clock?: () => ms (tests; the system clock otherwise), probe?: (step,
- *   targetId) => void (called at each named step of a publication, inside its transaction:
- *   tests) }.
+ * config: { runtimeRoot (an existing directory), channels: [{ name, owner, envelopeSchema,
+ *   maxEnvelopeBytes }], leaseTtlMs, busyTimeoutMs (the target lock's wait; the connection's
+ *   own `timeout` governs SQLite's lock), clock?: () => ms (tests; the system clock
+ *   otherwise), probe?: (step, targetId) => void (called at each named step of a
+ *   publication, inside its transaction: tests) }. Every field but `clock` and `probe` is
+ *   required — there is no default for any timing — and the whole configuration is checked
+ *   here, once: INVALID_CONFIG names the first field that is missing, unknown or wrong.
  */
 class ProjectionStore {
   constructor(db, config) {
+    checkConfig(db, config);
     this.db = db;
-    this.config = config;
-    this.channelsJson = JSON.stringify(config.channels || []);
+    this.config = Object.freeze({ ...config, channels: structuredClone(config.channels) });
+    this.channelsJson = JSON.stringify(this.config.channels);
     this.execute = this.executor();
+    const { clock, ...checked } = this.options();
+    unwrap(native(() => addon.checkOptions(checked)));
   }
 
   /**
@@ -150,8 +217,7 @@ class ProjectionStore {
       paused = promise;
     });
     for (;;) {
-      const { clock } = this.config;
-      const next = unwrap(run.turn(execute, clock ? clock() : undefined));
+      const next = this.machine(() => run.turn(execute, this.clockMs()));
       if (next.pool) await run.pool();
       // A pause ends when its promise settles, either way: the publication then goes on.
       else if (next.paused) await paused.then(undefined, () => undefined);
@@ -159,15 +225,34 @@ class ProjectionStore {
     }
   }
 
+  /** The configuration as every native call takes it (the clock read now). */
   options() {
-    const { runtimeRoot, leaseTtlMs, busyTimeoutMs, clock } = this.config;
-    return {
-      channelsJson: this.channelsJson,
-      leaseTtlMs,
-      busyTimeoutMs: busyTimeoutMs ?? 5000,
-      runtimeRoot,
-      clockMs: clock ? clock() : undefined,
-    };
+    const { runtimeRoot, leaseTtlMs, busyTimeoutMs } = this.config;
+    return { channelsJson: this.channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot, clockMs: this.clockMs() };
+  }
+
+  /** The test clock's reading, or undefined (the addon reads the system clock). */
+  clockMs() {
+    const { clock } = this.config;
+    return clock ? clock() : undefined;
+  }
+
+  /**
+   * Runs one native call that executes a machine on this store's connection, and its answer.
+   * Whatever happened inside it — even a failure that abandoned the machine mid-transaction —
+   * the connection is left as the host had it: no transaction of solewriter's open (rolled
+   * back: nothing it had not committed is committed), the host's `synchronous` level back.
+   */
+  machine(call) {
+    // An asynchronous publication's turn may find the host's own transaction open (the host
+    // runs between turns): that one is never touched.
+    const hostTransaction = this.db.inTransaction;
+    try {
+      return unwrap(native(call));
+    } finally {
+      if (!hostTransaction && this.db.inTransaction) this.db.exec('ROLLBACK');
+      restore(this.db);
+    }
   }
 
   /** A machine's transaction is its own: never inside one of the host's. */
@@ -179,9 +264,10 @@ class ProjectionStore {
 
   /** Admits the target of an attested tuple (an object with its seven camelCase fields); its id. */
   admitTarget(tuple) {
+    this.outsideTransaction();
     const id = targetId(tuple);
     try {
-      statement(this.db, 'insertAdmitted').run(id);
+      durably(this.db, () => statement(this.db, 'insertAdmitted').run(id));
     } catch (e) {
       throw sqliteError(e);
     }
@@ -198,7 +284,7 @@ class ProjectionStore {
     const run = this.db.transaction(() => {
       const admitted = statement(this.db, 'readLease').get(submission.targetId) !== undefined;
       const existing = statement(this.db, 'readChannel').get(submission.targetId, submission.channel) ?? null;
-      const decision = unwrap(addon.decideSubmission(this.options(), producer, admitted, existing, submission));
+      const decision = unwrap(native(() => addon.decideSubmission(this.options(), producer, admitted, existing, submission)));
       const row = decision.row;
       if (row) {
         statement(this.db, 'upsertChannel').run(
@@ -215,28 +301,39 @@ class ProjectionStore {
       return { insert: 'inserted', advance: 'advanced', replay: 'replayed', degrade: 'degraded' }[decision.plan];
     });
     try {
-      return run.immediate();
+      return durably(this.db, () => run.immediate());
     } catch (e) {
       throw sqliteError(e);
     }
   }
 
-  /** Acquires the lease: `{ granted: grant }` or `{ held: { epoch, holder, expiresAt, retryAfterMs } }`. */
-  acquire(targetId, holder, { tokenHex } = {}) {
+  /**
+   * Acquires the lease: `{ granted: Grant }` (the raw token drawn from the OS, kept in the
+   * grant's private field; the store keeps only its hash) or `{ held: { epoch, holder,
+   * expiresAt, retryAfterMs } }`.
+   */
+  acquire(targetId, holder, options) {
     this.outsideTransaction();
-    return unwrap(addon.acquire(this.options(), targetId, holder, this.execute, tokenHex));
+    const token = testToken(options);
+    const r = this.machine(() => addon.acquire(this.options(), targetId, holder, this.execute, token));
+    return r.granted ? { granted: new Grant(r.granted) } : r;
   }
 
-  /** Publishes with a grant from `acquire`, then releases it: `{ epoch, bytes, publishedAt, path }`. */
+  /**
+   * Publishes with a grant from `acquire`, then releases it: `{ epoch, bytes, publishedAt,
+   * path }`. A publication that cannot start (BUSY) releases the grant before it throws.
+   */
   publish(grant) {
     this.outsideTransaction();
-    return unwrap(addon.publish(this.options(), grant, this.execute)).published;
+    const presenting = presented(grant);
+    return this.machine(() => addon.publish(this.options(), presenting, this.execute)).published;
   }
 
   /** Grant, publish and release in one envelope: `{ published }` or `{ held }`. */
-  publishNow(targetId, holder, { tokenHex } = {}) {
+  publishNow(targetId, holder, options) {
     this.outsideTransaction();
-    return unwrap(addon.publishNow(this.options(), targetId, holder, this.execute, tokenHex));
+    const token = testToken(options);
+    return this.machine(() => addon.publishNow(this.options(), targetId, holder, this.execute, token));
   }
 
   /**
@@ -250,19 +347,23 @@ class ProjectionStore {
    */
   async publishAsync(grant) {
     this.outsideTransaction();
-    return (await this.turns(addon.NativePublication.publish(this.options(), grant))).published;
+    const presenting = presented(grant);
+    const run = native(() => addon.NativePublication.publish(this.options(), presenting));
+    return (await this.turns(run)).published;
   }
 
   /** `publishNow` without blocking the event loop on its file effects (see `publishAsync`). */
-  async publishNowAsync(targetId, holder, { tokenHex } = {}) {
+  async publishNowAsync(targetId, holder, options) {
     this.outsideTransaction();
-    return this.turns(addon.NativePublication.publishNow(this.options(), targetId, holder, tokenHex));
+    const token = testToken(options);
+    return this.turns(native(() => addon.NativePublication.publishNow(this.options(), targetId, holder, token)));
   }
 
   /** The conditional release: `{ released: true }` or `{ notHolder: { reason, currentEpoch? } }`. */
   release(grant) {
     this.outsideTransaction();
-    return unwrap(addon.release(this.options(), grant, this.execute));
+    const presenting = presented(grant);
+    return this.machine(() => addon.release(this.options(), presenting, this.execute));
   }
 
   /**
@@ -275,7 +376,7 @@ class ProjectionStore {
    */
   endLease(targetId) {
     this.outsideTransaction();
-    return unwrap(addon.endLease(this.options(), targetId, this.execute));
+    return this.machine(() => addon.endLease(this.options(), targetId, this.execute));
   }
 
   /**
@@ -286,7 +387,7 @@ class ProjectionStore {
   inspect() {
     const leases = statement(this.db, 'readLeases').all();
     const channels = statement(this.db, 'readAllChannels').all();
-    return unwrap(addon.inspect(this.options(), leases, channels));
+    return unwrap(native(() => addon.inspect(this.options(), leases, channels)));
   }
 
   /** The published document of a target (validated), or throws NOT_PUBLISHED. */
@@ -311,9 +412,9 @@ function adoptJsWriterTables(db, tuples, { clock } = {}) {
     throw coded('IN_TRANSACTION', 'the connection is inside a transaction; the adoption opens its own');
   }
   requireWal(db);
-  const run = db.transaction(() => adoptOn(db, addon, unwrap, tuples, clock ? clock() : undefined));
+  const run = db.transaction(() => adoptOn(db, addon, (call) => unwrap(native(call)), tuples, clock ? clock() : undefined));
   try {
-    return run.immediate();
+    return durably(db, () => run.immediate());
   } catch (e) {
     throw sqliteError(e);
   }
@@ -321,16 +422,31 @@ function adoptJsWriterTables(db, tuples, { clock } = {}) {
 
 /** The target id (64 hex) of an attested tuple (an object with its seven camelCase fields). */
 function targetId(tuple) {
-  return unwrap(addon.targetId(JSON.stringify(tuple))).targetId;
+  return unwrap(native(() => addon.targetId(JSON.stringify(tuple)))).targetId;
 }
 
 /** Reads and validates `<runtimeRoot>/hook-projections/<targetId>/current.json`. */
 function readProjection(runtimeRoot, targetId) {
-  return unwrap(addon.readProjection(runtimeRoot, targetId)).document;
+  return unwrap(native(() => addon.readProjection(runtimeRoot, targetId))).document;
+}
+
+/**
+ * The token a test chose (`{ [Symbol.for('solewriter.test.token')]: hex }`), or undefined: a
+ * fresh one is drawn. Any other option is refused: `acquire` and `publishNow` take none (the
+ * first release's `tokenHex` included).
+ */
+function testToken(options) {
+  if (options === undefined) return undefined;
+  if (options === null || typeof options !== 'object' || Object.keys(options).length > 0) {
+    throw coded('INVALID_INPUT', 'acquire and publishNow take no options');
+  }
+  return options[TEST_TOKEN];
 }
 
 module.exports = {
+  ERROR_CODES,
   initialize,
+  Grant,
   ProjectLock,
   ProjectLockGuard,
   adoptJsWriterTables,

@@ -19,17 +19,18 @@ function bindParam(p) {
 /**
  * Runs the adoption on `db` (inside the caller's `run.immediate()`): `{ outcome:
  * 'nothingToAdopt' | 'alreadyAdopted' }` or `{ outcome: 'converted', leases, channels }`.
- * `addon` and `unwrap` are the package's; `nowMs` the broker time (undefined: system clock).
+ * `addon` is the package's, `answer(call)` runs a call into it and unwraps its answer; `nowMs`
+ * the broker time (undefined: system clock).
  */
-function adoptOn(db, addon, unwrap, tuples, nowMs) {
+function adoptOn(db, addon, answer, tuples, nowMs) {
   const s = JSON.parse(addon.adoptionStatements());
   const read = (sql, ...params) => db.prepare(sql).raw(true).all(...params);
   const [leases, channels] = s.tables;
-  const { survey } = unwrap(
+  const { survey } = answer(() =>
     addon.adoptionSurvey(read(s.catalog), read(s.columns, leases), read(s.columns, channels)),
   );
   if (survey !== 'jsWriterTables') return { outcome: survey };
-  const plan = unwrap(
+  const plan = answer(() =>
     addon.adoptionPlan(nowMs, JSON.stringify(tuples), read(s.rows[0]), read(s.rows[1])),
   );
   for (const { sql, params } of plan.statements) db.prepare(sql).run(...params.map(bindParam));

@@ -2,8 +2,61 @@
 /**
  * The addon's answers as JS values: every native call answers JSON text, the outcome or
  * `{ error: { code, message, ...fields } }`, which becomes a thrown `Error` with that `code`
- * and those fields.
+ * and those fields. The codes are solewriter's (UPPER_SNAKE, listed in the README); an error
+ * the binding layer itself throws (napi-rs, with a PascalCase status such as `InvalidArg`,
+ * when a value of the wrong type reaches the addon) becomes INVALID_INPUT, so a caller only
+ * ever sees documented codes.
  */
+
+/**
+ * Every `code` an error of this package carries (the README says what each means): a call
+ * throws an `Error` with one of these codes, never another.
+ */
+const ERROR_CODES = Object.freeze([
+  // The caller's input.
+  'INVALID_CONFIG',
+  'INVALID_INPUT',
+  'NOT_ADMITTED',
+  'REJECTED',
+  'DOCUMENT',
+  // Contention worth retrying.
+  'BUSY',
+  'IN_TRANSACTION',
+  // Lost authority.
+  'FENCED',
+  'LEASE_EXPIRED',
+  'EPOCH_EXHAUSTED',
+  'LOCK_LOST',
+  // The store, the files or the environment.
+  'FOREIGN_SCHEMA',
+  'ADOPTION_REFUSED',
+  'CORRUPT_ROW',
+  'INCONSISTENT_LEASE',
+  'SQLITE',
+  'HOST',
+  'IO',
+  'UNSAFE_RUNTIME_DIR',
+  'NOT_PUBLISHED',
+  'READ',
+  'RANDOM',
+  'ADDON_MISSING',
+  // Partial success.
+  'NOT_DURABLE',
+  'PUBLISHED_NOT_RELEASED',
+  'RELEASE_FAILED',
+  // The project lock.
+  'KERNEL_LOCK_UNAVAILABLE',
+  'CLEAR_REFUSED',
+  'NO_DIRECTORY',
+  'UNKNOWN_OWNER',
+  'MALFORMED_LOCK',
+  'RECOVERY_ABANDONED',
+  'OWN_IDENTITY',
+  'UNSAFE_LOCK_DIR',
+  'LOCK', // a project lock error of a kind this build has no name for
+  // A bug of solewriter's, caught at the native boundary instead of aborting the host.
+  'INTERNAL',
+]);
 
 /** An `Error` with a `code` and more fields. */
 function coded(code, message, fields) {
@@ -20,4 +73,19 @@ function unwrap(text) {
   return value;
 }
 
-module.exports = { coded, unwrap };
+/** Whether `e` carries one of solewriter's codes. */
+function documented(e) {
+  return e instanceof Error && typeof e.code === 'string' && /^[A-Z][A-Z0-9_]*$/.test(e.code);
+}
+
+/** Runs a call into the addon: its value, its error, or a binding-layer error as INVALID_INPUT. */
+function native(call) {
+  try {
+    return call();
+  } catch (e) {
+    if (documented(e)) throw e;
+    throw coded('INVALID_INPUT', `invalid argument: ${e && e.message}`);
+  }
+}
+
+module.exports = { ERROR_CODES, coded, unwrap, native };

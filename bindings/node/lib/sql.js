@@ -5,10 +5,16 @@
  * statements are those of the Rust adapter (`adapters/src/rows.rs`, with positional `?`); the
  * decisions are all the addon's (the core machine), so this file decides nothing.
  *
+ * Every transaction begins at `synchronous = FULL` and ends with the host's level restored
+ * (`durable.js`): its commit is fsynced before the machine goes on, the host's own
+ * transactions keep their durability.
+ *
  * Every answer is an object: `{ lease }` for the lease reads (undefined: no row),
  * `{ channels }`, `{ written }` for the conditional writes (whether one row changed), `{}`
  * for begin/commit/rollback, and `{ error: { code, message } }` when a statement threw.
  */
+
+const { raise, restore } = require('./durable');
 
 const LEASE_COLUMNS =
   'target_id, fencing_epoch, holder_token_hash, holder_instance_digest, acquired_at, expires_at, state';
@@ -64,7 +70,13 @@ function executeSqlEffect(db, effect) {
         if (db.inTransaction) {
           return { error: { code: 'IN_TRANSACTION', message: 'the connection is inside a transaction of the host' } };
         }
-        db.exec('BEGIN IMMEDIATE');
+        raise(db);
+        try {
+          db.exec('BEGIN IMMEDIATE');
+        } catch (e) {
+          restore(db);
+          throw e;
+        }
         return {};
       case 'writeGrant': {
         const info = statement(db, 'writeGrant').run(
@@ -83,11 +95,14 @@ function executeSqlEffect(db, effect) {
         return { written: info.changes === 1 };
       }
       case 'commit':
+        // A failed commit leaves the level raised: the rollback that follows restores it.
         db.exec('COMMIT');
+        restore(db);
         return {};
       case 'rollback':
         // Also after a failed commit: never leave the connection inside the transaction.
         if (db.inTransaction) db.exec('ROLLBACK');
+        restore(db);
         return {};
       default:
         return { error: { code: 'UNKNOWN_EFFECT', message: `unknown SQL effect ${effect.kind}` } };

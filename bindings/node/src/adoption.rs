@@ -6,7 +6,8 @@
 //! reading statements return them; statements go out with their parameters as `null`,
 //! `{"int": "<decimal>"}` (bound as a BigInt), `{"text": …}` or `{"blobHex": …}`.
 
-use super::{answer, from_js, Failure};
+use super::boundary::answer;
+use super::{from_js, Failure};
 use napi_derive::napi;
 use serde_json::{json, Value};
 use solewriter_core::projection::adoption::{self, js_writer, AdoptionRefused, Param, Survey};
@@ -53,7 +54,7 @@ pub fn adoption_statements() -> String {
 /// "jsWriterTables"}`, or `ADOPTION_REFUSED`.
 #[napi]
 pub fn adoption_survey(catalog: Rows, lease_columns: Rows, channel_columns: Rows) -> String {
-    answer(
+    answer(|| {
         adoption::survey(&catalog, [&lease_columns, &channel_columns])
             .map(|survey| {
                 json!({"survey": match survey {
@@ -62,8 +63,8 @@ pub fn adoption_survey(catalog: Rows, lease_columns: Rows, channel_columns: Rows
                     Survey::JsWriterTables => "jsWriterTables",
                 }})
             })
-            .map_err(refused),
-    )
+            .map_err(refused)
+    })
 }
 
 fn param(p: Param) -> Value {
@@ -85,7 +86,7 @@ pub fn adoption_plan(
     leases: Rows,
     channels: Rows,
 ) -> String {
-    answer((|| {
+    answer(|| {
         let now = match clock_ms {
             Some(ms) => Millis(from_js(ms, "clockMs")?),
             None => SystemClock.now(),
@@ -108,5 +109,5 @@ pub fn adoption_plan(
         Ok(
             json!({"statements": statements, "leases": plan.leases.len(), "channels": plan.channels.len()}),
         )
-    })())
+    })
 }

@@ -44,8 +44,11 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 pub mod adoption;
+mod boundary;
 pub mod project_lock;
 pub mod turns;
+
+use boundary::answer;
 
 /// Directories whose creation this process has seen fsynced in their parent.
 static DURABLE: LazyLock<DurableDirs> = LazyLock::new(DurableDirs::default);
@@ -105,13 +108,6 @@ impl From<CorruptRow> for Failure {
 
 type Outcome = Result<Value, Failure>;
 
-/// The answer as JSON text: the outcome, or `{"error": {code, message, ...}}`.
-fn answer(outcome: Outcome) -> String {
-    match outcome {
-        Ok(value) => value.to_string(),
-        Err(failure) => failure.json().to_string(),
-    }
-}
 
 fn invalid(what: impl std::fmt::Display) -> Failure {
     Failure::new("INVALID_INPUT", what)
@@ -138,17 +134,19 @@ fn from_js(value: f64, what: &str) -> Result<u64, Failure> {
     Ok(value as u64)
 }
 
-/// The configuration every machine call takes.
+/// The configuration every machine call takes. Every field is optional here only so that a
+/// missing one is refused by [`Config::parse`] with `INVALID_CONFIG` naming it (there is no
+/// default for any of them), never by the binding layer with a code of its own.
 #[napi(object)]
 pub struct Options {
     /// The channel registry: a JSON array of `{name, owner, envelopeSchema, maxEnvelopeBytes}`.
-    pub channels_json: String,
-    /// The lease TTL in ms.
-    pub lease_ttl_ms: f64,
-    /// How long the target lock is waited for, in ms.
-    pub busy_timeout_ms: f64,
-    /// The host's runtime root (it must exist).
-    pub runtime_root: String,
+    pub channels_json: Option<String>,
+    /// The lease TTL in ms (required, at least 1).
+    pub lease_ttl_ms: Option<f64>,
+    /// How long the target lock is waited for, in ms (required, at least 1).
+    pub busy_timeout_ms: Option<f64>,
+    /// The host's runtime root (required; it must exist when a publication runs).
+    pub runtime_root: Option<String>,
     /// A fixed broker clock for this call (tests); the system clock when absent.
     pub clock_ms: Option<f64>,
 }
@@ -161,25 +159,50 @@ struct Config {
     clock: Option<Millis>,
 }
 
+/// A configuration that is wrong: `INVALID_CONFIG`, naming the field.
+fn bad_config(field: &str, what: impl std::fmt::Display) -> Failure {
+    Failure::new(
+        "INVALID_CONFIG",
+        format!("configuration `{field}`: {what}; nothing was done"),
+    )
+}
+
+/// A required millisecond count of the configuration: present, a safe integer, at least 1.
+fn config_ms(value: Option<f64>, field: &str) -> Result<u64, Failure> {
+    let value = value.ok_or_else(|| bad_config(field, "missing (there is no default)"))?;
+    let ms = from_js(value, field).map_err(|e| bad_config(field, e.message))?;
+    if ms == 0 {
+        return Err(bad_config(field, "must be at least 1 ms"));
+    }
+    Ok(ms)
+}
+
 impl Config {
     fn parse(options: &Options) -> Result<Self, Failure> {
-        let specs: Vec<ChannelSpec> = serde_json::from_str(&options.channels_json)
-            .map_err(|e| invalid(format!("channels: {e}")))?;
-        let registry =
-            ChannelRegistry::new(specs).map_err(|e| invalid(format!("channels: {e}")))?;
-        let ttl = LeaseTtl::from_millis(Some(from_js(options.lease_ttl_ms, "leaseTtlMs")?))
-            .map_err(|e| invalid(format!("leaseTtlMs: {e}")))?;
+        let channels = options
+            .channels_json
+            .as_deref()
+            .ok_or_else(|| bad_config("channels", "missing (an array, maybe empty)"))?;
+        let specs: Vec<ChannelSpec> =
+            serde_json::from_str(channels).map_err(|e| bad_config("channels", e))?;
+        let registry = ChannelRegistry::new(specs).map_err(|e| bad_config("channels", e))?;
+        let ttl = LeaseTtl::from_millis(Some(config_ms(options.lease_ttl_ms, "leaseTtlMs")?))
+            .map_err(|e| bad_config("leaseTtlMs", e))?;
         let busy_timeout =
-            Duration::from_millis(from_js(options.busy_timeout_ms, "busyTimeoutMs")?);
+            Duration::from_millis(config_ms(options.busy_timeout_ms, "busyTimeoutMs")?);
+        let runtime_root = match options.runtime_root.as_deref() {
+            None | Some("") => return Err(bad_config("runtimeRoot", "missing")),
+            Some(root) => root,
+        };
         let clock = match options.clock_ms {
-            Some(ms) => Some(Millis(from_js(ms, "clockMs")?)),
+            Some(ms) => Some(Millis(from_js(ms, "clock")?)),
             None => None,
         };
         Ok(Config {
             registry,
             ttl,
             busy_timeout,
-            root: RuntimeRoot::new(&options.runtime_root),
+            root: RuntimeRoot::new(runtime_root),
             clock,
         })
     }
@@ -631,11 +654,53 @@ fn published(
     })
 }
 
-/// The answer of a publication machine that ended.
-fn publish_answer(config: &Config, target: &TargetId, end: PublishEnd<Failure>) -> Outcome {
+/// The answer of a publication machine that ended — or, when it could not start (the target
+/// lock or the transaction was busy: nothing renamed, the grant unused), that failure: its
+/// executor then releases the unused grant and answers [`not_started`].
+fn publish_answer(
+    config: &Config,
+    target: &TargetId,
+    end: PublishEnd<Failure>,
+) -> Result<Outcome, Failure> {
     match end {
         PublishEnd::NotStarted(e) => Err(e),
-        PublishEnd::Ran { result, release } => published(config, target, result, release),
+        PublishEnd::Ran { result, release } => Ok(published(config, target, result, release)),
+    }
+}
+
+/// The answer of a publication that could not start (`failure`), once the conditional release
+/// of its unused grant ran (`release`): the rule of the Rust adapter, whose unused lease is
+/// released when it is dropped. The failure's code stays; its message says what became of the
+/// grant.
+fn not_started(
+    failure: Failure,
+    release: Result<ReleaseOutcome, ReleaseFailure<Failure>>,
+) -> Outcome {
+    let grant = match release {
+        Ok(ReleaseOutcome::Released) => {
+            "the unused grant was released (its holder is now fenced `released`)".to_owned()
+        }
+        Ok(ReleaseOutcome::NotHolder(fenced)) => {
+            format!("the grant was no longer held ({fenced}), so nothing was released")
+        }
+        Err(e) => format!(
+            "the release of the unused grant did not commit either ({}), so the grant ends at its expiry",
+            release_failure_message(e)
+        ),
+    };
+    Err(Failure {
+        message: format!("{}; {grant}", failure.message),
+        ..failure
+    })
+}
+
+/// What a failed release says, whatever its kind.
+fn release_failure_message(failure: ReleaseFailure<Failure>) -> String {
+    match failure {
+        ReleaseFailure::Effect(e) => e.message,
+        ReleaseFailure::NotAdmitted => "the target is not admitted".to_owned(),
+        ReleaseFailure::Inconsistent(e) => e.to_string(),
+        ReleaseFailure::RowChanged => "the lease row changed under the write lock".to_owned(),
     }
 }
 
@@ -669,9 +734,13 @@ fn publish_now_answer(
 
 fn publish_with(config: &Config, execute: &Execute<'_>, credential: Credential) -> Outcome {
     let target = credential.target_id.clone();
-    let mut machine = Publish::new(credential, &config.registry);
+    let mut machine = Publish::new(credential.clone(), &config.registry);
     Run::new(execute, &target, config).drive(&mut machine);
-    publish_answer(config, &target, machine.into_end())
+    publish_answer(config, &target, machine.into_end()).unwrap_or_else(|failure| {
+        let mut release = Release::new(credential);
+        Run::new(execute, &target, config).drive(&mut release);
+        not_started(failure, release.into_result())
+    })
 }
 
 /// The applicant of a one-shot publication: `holder`, with the token `token_hex` (a fresh
@@ -718,35 +787,44 @@ fn token(hex: Option<String>) -> Result<HolderToken, Failure> {
     }
 }
 
-/// A grant, as a JS caller keeps it between `acquire` and `publish` or `release`.
+/// A grant as the JS `Grant` presents it to `publish` or `release`: its target, its epoch and
+/// its holder's raw token (the secret `acquire` drew). Never the stored hash: the addon hashes
+/// the token here, and the core compares that hash with the row's in constant time.
 #[napi(object)]
 pub struct GrantIn {
     pub target_id: String,
     pub epoch: f64,
-    /// The token hash, 64 hex characters.
-    pub token_hash: String,
+    /// The raw holder token, 64 hex characters.
+    pub token: String,
 }
 
 fn credential(grant: &GrantIn) -> Result<Credential, Failure> {
     Ok(Credential {
         target_id: parse_target(&grant.target_id)?,
         epoch: from_js(grant.epoch, "epoch")?,
-        token_hash: TokenHash::from_bytes(
-            solewriter_core::hex::decode32(&grant.token_hash)
-                .ok_or_else(|| invalid("tokenHash must be 64 hex characters"))?,
-        ),
+        token_hash: HolderToken::from_hex(&grant.token)
+            .ok_or_else(|| invalid("token must be 64 hex characters"))?
+            .hash(),
     })
+}
+
+/// Checks a store's configuration, as the JS `ProjectionStore` does once at construction:
+/// `{}`, or `INVALID_CONFIG` naming the first field that is wrong (the same parse every call
+/// runs, so a configuration accepted here is never refused later).
+#[napi]
+pub fn check_options(options: Options) -> String {
+    answer(|| Config::parse(&options).map(|_| json!({})))
 }
 
 /// The target id (64 hex) of an attested tuple given as JSON (an object with exactly its
 /// seven camelCase fields).
 #[napi]
 pub fn target_id(tuple_json: String) -> String {
-    answer(
+    answer(|| {
         TargetTuple::from_json(&tuple_json)
             .map(|t| json!({"targetId": t.target_id().as_str()}))
-            .map_err(|e| invalid(format!("tuple: {e}"))),
-    )
+            .map_err(|e| invalid(format!("tuple: {e}")))
+    })
 }
 
 /// Acquires the lease of `target` for `holder`: `{"granted": {...}}` or `{"held": {...}}`.
@@ -758,7 +836,7 @@ pub fn acquire(
     execute: Execute<'_>,
     token_hex: Option<String>,
 ) -> String {
-    answer((|| {
+    answer(|| {
         let config = Config::parse(&options)?;
         let target = parse_target(&target)?;
         let holder = parse_holder(&holder)?;
@@ -773,7 +851,7 @@ pub fn acquire(
             Acquired::Granted(plan) => Ok(json!({"granted": {
                 "targetId": plan.target_id.as_str(),
                 "epoch": plan.epoch,
-                "tokenHash": solewriter_core::hex::encode(token.hash().as_bytes()),
+                "token": token.to_hex(),
                 "holder": holder.as_str(),
                 "acquiredAt": plan.grant.acquired_at.0,
                 "expiresAt": plan.grant.expires_at.0,
@@ -781,16 +859,16 @@ pub fn acquire(
             Acquired::Held(held) => Ok(held_json(&held)),
             Acquired::Failed(failure) => Err(acquire_failure(&target, failure)),
         }
-    })())
+    })
 }
 
 /// Publishes `current.json` with a grant and releases it: `{"published": {...}}`.
 #[napi]
 pub fn publish(options: Options, grant: GrantIn, execute: Execute<'_>) -> String {
-    answer(
+    answer(|| {
         Config::parse(&options)
-            .and_then(|config| publish_with(&config, &execute, credential(&grant)?)),
-    )
+            .and_then(|config| publish_with(&config, &execute, credential(&grant)?))
+    })
 }
 
 /// Grant, publish and release in one envelope: `{"published": {...}}` or `{"held": {...}}`.
@@ -802,7 +880,7 @@ pub fn publish_now(
     execute: Execute<'_>,
     token_hex: Option<String>,
 ) -> String {
-    answer((|| {
+    answer(|| {
         let config = Config::parse(&options)?;
         let target = parse_target(&target)?;
         let (applicant, token_hash) = applicant(&config, &holder, token_hex)?;
@@ -812,13 +890,13 @@ pub fn publish_now(
             Ok(outcome) => outcome,
             Err(credential) => publish_with(&config, &execute, credential),
         }
-    })())
+    })
 }
 
 /// The conditional release of a grant: `{"released": true}` or `{"notHolder": {reason}}`.
 #[napi]
 pub fn release(options: Options, grant: GrantIn, execute: Execute<'_>) -> String {
-    answer((|| {
+    answer(|| {
         let config = Config::parse(&options)?;
         let credential = credential(&grant)?;
         let target = credential.target_id.clone();
@@ -829,7 +907,7 @@ pub fn release(options: Options, grant: GrantIn, execute: Execute<'_>) -> String
             Ok(ReleaseOutcome::NotHolder(fenced)) => Ok(json!({"notHolder": fenced_json(fenced)})),
             Err(failure) => Err(release_failure(&target, failure)),
         }
-    })())
+    })
 }
 
 /// An operator's end of the current grant of `target`, whoever holds it (the core's
@@ -838,7 +916,7 @@ pub fn release(options: Options, grant: GrantIn, execute: Execute<'_>) -> String
 /// `{"nothingHeld": {epoch, why}}` (`why`: `unheld`, `released` or `expired`; nothing written).
 #[napi]
 pub fn end_lease(options: Options, target: String, execute: Execute<'_>) -> String {
-    answer((|| {
+    answer(|| {
         let config = Config::parse(&options)?;
         let target = parse_target(&target)?;
         let mut machine = Release::end();
@@ -855,7 +933,7 @@ pub fn end_lease(options: Options, target: String, execute: Execute<'_>) -> Stri
             }
             Err(failure) => Err(release_failure(&target, failure)),
         }
-    })())
+    })
 }
 
 /// A producer's submission, as the JS caller gives it.
@@ -880,7 +958,7 @@ pub fn decide_submission(
     existing: Option<ChannelRow>,
     submission: SubmissionIn,
 ) -> String {
-    answer((|| {
+    answer(|| {
         let config = Config::parse(&options)?;
         let producer =
             ProducerId::parse(&producer).map_err(|e| invalid(format!("producer: {e}")))?;
@@ -928,18 +1006,18 @@ pub fn decide_submission(
             }),
         };
         Ok(json!({"plan": name, "row": row}))
-    })())
+    })
 }
 
 /// Reads and validates the published document of `target`: `{"document": {...}}`.
 #[napi]
 pub fn read_projection(runtime_root: String, target: String) -> String {
-    answer((|| {
+    answer(|| {
         let target = parse_target(&target)?;
         let doc =
             solewriter_files::runtime::read_projection(&RuntimeRoot::new(runtime_root), &target)?;
         Ok(json!({"document": doc}))
-    })())
+    })
 }
 
 /// The `CREATE TABLE` statements of the two tables, in creation order, exactly as the SQLite
@@ -959,7 +1037,7 @@ pub fn schema_statements() -> String {
 /// is an error (`CORRUPT_ROW`, `INCONSISTENT_LEASE`), never a guess.
 #[napi]
 pub fn inspect(options: Options, leases: Vec<LeaseRow>, channels: Vec<ChannelRow>) -> String {
-    answer((|| {
+    answer(|| {
         let config = Config::parse(&options)?;
         let now = config.now();
         let leases = leases
@@ -999,5 +1077,5 @@ pub fn inspect(options: Options, leases: Vec<LeaseRow>, channels: Vec<ChannelRow
             })
             .collect::<Result<Vec<_>, Failure>>()?;
         Ok(json!({"leases": leases, "channels": channels}))
-    })())
+    })
 }

@@ -8,7 +8,8 @@
 //! the kernel lock is `held`, `free`, `no-file` or `not-used`; an ownership is `{state:
 //! "alive"}`, `{state: "dead", reason}` or `{state: "unknown", reason, detail}`.
 
-use super::{answer, from_js, invalid, Failure, Outcome};
+use super::boundary::{answer, caught};
+use super::{from_js, invalid, Failure};
 use napi::bindgen_prelude::Either;
 use napi_derive::napi;
 use serde_json::{json, Value};
@@ -202,9 +203,10 @@ impl NativeProjectLock {
     /// the guard, or the error as JSON text.
     #[napi]
     pub fn acquire(&self, options_json: String) -> Either<NativeLockGuard, String> {
-        match parse_wait(&options_json)
-            .and_then(|wait| self.lock.acquire(wait).map_err(lock_failure))
-        {
+        match caught(|| {
+            parse_wait(&options_json)
+                .and_then(|wait| self.lock.acquire(wait).map_err(lock_failure))
+        }) {
             Ok(guard) => Either::A(NativeLockGuard { guard: Some(guard) }),
             Err(failure) => Either::B(failure.json().to_string()),
         }
@@ -213,21 +215,23 @@ impl NativeProjectLock {
     /// `{lock, kernel, record, ownership}`: the Rust `LockStatus`, read without writing.
     #[napi]
     pub fn status(&self) -> String {
-        answer(self.lock.status().map_err(lock_failure).map(|status| {
-            json!({
-                "lock": path_json(&self.lock.path()),
-                "kernel": kernel_name(status.kernel),
-                "record": status.record.as_ref().map(record_json),
-                "ownership": status.ownership.as_ref().map(ownership_json),
+        answer(|| {
+            self.lock.status().map_err(lock_failure).map(|status| {
+                json!({
+                    "lock": path_json(&self.lock.path()),
+                    "kernel": kernel_name(status.kernel),
+                    "record": status.record.as_ref().map(record_json),
+                    "ownership": status.ownership.as_ref().map(ownership_json),
+                })
             })
-        }))
+        })
     }
 
     /// Clears the record carrying `nonce` if its owner is unknown from here (`clear_unknown`):
     /// `{"removed": record}` or `{"noLock": true}`.
     #[napi]
     pub fn clear(&self, nonce: String) -> String {
-        answer((|| {
+        answer(|| {
             let nonce = LockNonce::parse_hex(&nonce)
                 .ok_or_else(|| invalid("nonce must be 64 lowercase hex characters"))?;
             Ok(
@@ -236,7 +240,7 @@ impl NativeProjectLock {
                     Cleared::NoLock => json!({"noLock": true}),
                 },
             )
-        })())
+        })
     }
 }
 
@@ -260,23 +264,25 @@ impl NativeLockGuard {
     /// This acquisition's record.
     #[napi]
     pub fn record(&self) -> String {
-        answer(self.held().map(|g| record_json(g.record())))
+        answer(|| self.held().map(|g| record_json(g.record())))
     }
 
     /// `{}` while this guard still holds the lock; `LOCK_LOST` otherwise.
     #[napi]
     pub fn verify(&self) -> String {
-        answer(self.held().and_then(|g| {
-            g.verify().map_err(lock_failure)?;
-            Ok(json!({}))
-        }))
+        answer(|| {
+            self.held().and_then(|g| {
+                g.verify().map_err(lock_failure)?;
+                Ok(json!({}))
+            })
+        })
     }
 
     /// Releases the lock if it still carries this acquisition's nonce: `{"removed": true}` or
     /// `{"notHolder": {"found": record | null}}`.
     #[napi]
     pub fn release(&mut self) -> String {
-        let outcome: Outcome = match self.guard.take() {
+        answer(|| match self.guard.take() {
             None => Err(invalid("this guard was released")),
             Some(guard) => guard.release().map_err(lock_failure).map(|r| match r {
                 Released::Removed => json!({"removed": true}),
@@ -284,7 +290,6 @@ impl NativeLockGuard {
                     json!({"notHolder": {"found": found.as_ref().map(record_json)}})
                 }
             }),
-        };
-        answer(outcome)
+        })
     }
 }

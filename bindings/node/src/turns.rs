@@ -18,9 +18,10 @@
 //! `{"paused": true}` (the host's probe returned a promise outside the transaction: await it),
 //! or the outcome, as the synchronous call would answer it.
 
+use super::boundary::{answer, caught};
 use super::{
-    answer, applicant, credential, file_steps, from_js, invalid, parse_target, publish_answer,
-    publish_now_answer, Config, Execute, Failure, GrantIn, Host, Options,
+    applicant, credential, file_steps, from_js, invalid, not_started, parse_target,
+    publish_answer, publish_now_answer, Config, Execute, Failure, GrantIn, Host, Options,
 };
 use napi::bindgen_prelude::AsyncTask;
 use napi::{Env, Task};
@@ -30,6 +31,7 @@ use solewriter_core::projection::lease::Credential;
 use solewriter_core::projection::machine::acquire::Applicant;
 use solewriter_core::projection::machine::publish::Publish;
 use solewriter_core::projection::machine::publish_now::PublishNow;
+use solewriter_core::projection::machine::release::Release;
 use solewriter_core::projection::machine::{Effect, Input, Machine};
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
@@ -45,9 +47,12 @@ struct Owned {
 
 /// The machine of a run.
 enum Job<'a> {
-    Publish(Box<Publish<'a, Failure>>),
+    /// A publication, and its grant's credential (to release it if it cannot start).
+    Publish(Box<Publish<'a, Failure>>, Credential),
     /// A one-shot, and its applicant's token hash (for a takeover's second envelope).
     PublishNow(Box<PublishNow<'a, Failure>>, TokenHash),
+    /// The release of the grant of a publication that could not start, and that failure.
+    ReleaseUnused(Box<Release<Failure>>, Failure),
     /// The machine's end was taken.
     Ended,
 }
@@ -55,18 +60,29 @@ enum Job<'a> {
 impl Job<'_> {
     fn poll(&self) -> Effect<'_> {
         match self {
-            Job::Publish(m) => m.poll(),
+            Job::Publish(m, _) => m.poll(),
             Job::PublishNow(m, _) => m.poll(),
+            Job::ReleaseUnused(m, _) => m.poll(),
             Job::Ended => Effect::Finished,
         }
     }
 
     fn handle(&mut self, input: Input<Failure>) {
         match self {
-            Job::Publish(m) => m.handle(input),
+            Job::Publish(m, _) => m.handle(input),
             Job::PublishNow(m, _) => m.handle(input),
-            Job::Ended => unreachable!("an ended machine names no effect"),
+            Job::ReleaseUnused(m, _) => m.handle(input),
+            // An ended machine names no effect ([`Effect::Finished`]), so it is handed none.
+            Job::Ended => {}
         }
+    }
+
+    /// The publication of `credential`'s grant.
+    fn publish(credential: Credential, config: &Config) -> Job<'_> {
+        Job::Publish(
+            Box::new(Publish::new(credential.clone(), &config.registry)),
+            credential,
+        )
     }
 }
 
@@ -174,26 +190,33 @@ fn js_turn<'a>(
     }
 }
 
-/// The answer of the ended machine of `run` — or `None` when a one-shot's grant took over an
-/// expired one: then `run` goes on with the publication of that grant, in a new envelope.
+/// The answer of the ended machine of `run` — or `None` when `run` goes on with another
+/// machine, in a new envelope: the publication of a one-shot's grant that took over an
+/// expired one, or the release of the grant of a publication that could not start.
 fn finish<'a>(owned: &'a Owned, run: &mut Running<'a>) -> Option<String> {
     let (config, target) = (&owned.config, &owned.target);
-    let outcome = match std::mem::replace(&mut run.job, Job::Ended) {
-        Job::Publish(machine) => publish_answer(config, target, machine.into_end()),
-        Job::PublishNow(machine, token_hash) => {
-            match publish_now_answer(config, target, machine.into_end(), token_hash) {
-                Ok(outcome) => outcome,
-                Err(credential) => {
-                    run.job = Job::Publish(Box::new(Publish::new(credential, &config.registry)));
-                    run.files = file_steps(config, target);
-                    run.in_tx = false;
-                    return None;
-                }
+    let next = match std::mem::replace(&mut run.job, Job::Ended) {
+        Job::Publish(machine, credential) => {
+            match publish_answer(config, target, machine.into_end()) {
+                Ok(outcome) => return Some(answer(|| outcome)),
+                Err(failure) => Job::ReleaseUnused(Box::new(Release::new(credential)), failure),
             }
         }
-        Job::Ended => unreachable!("a run's end is taken once"),
+        Job::PublishNow(machine, token_hash) => {
+            match publish_now_answer(config, target, machine.into_end(), token_hash) {
+                Ok(outcome) => return Some(answer(|| outcome)),
+                Err(credential) => Job::publish(credential, config),
+            }
+        }
+        Job::ReleaseUnused(machine, failure) => {
+            return Some(answer(|| not_started(failure, machine.into_result())))
+        }
+        Job::Ended => return Some(answer(|| Err(invalid("this publication has already answered")))),
     };
-    Some(answer(outcome))
+    run.job = next;
+    run.files = file_steps(config, target);
+    run.in_tx = false;
+    None
 }
 
 /// The pool's part of `run`: its effects until the next JS-thread effect.
@@ -203,10 +226,14 @@ fn pool_turn(run: &mut Running<'_>) {
         if !on_pool(&effect, run.in_tx) {
             return;
         }
-        let input = match run.files.execute::<Failure>(&effect) {
-            Some(input) => input,
-            None => unreachable!("a pool effect is a file effect"),
-        };
+        // Every pool effect is a file effect (`on_pool`), so `FileSteps` executes it; were it
+        // not, the machine fails instead of being asked again for ever.
+        let input = run.files.execute::<Failure>(&effect).unwrap_or_else(|| {
+            Input::Failed(Failure::new(
+                "INTERNAL",
+                format!("no file step executes `{}`", effect.name()),
+            ))
+        });
         run.job.handle(input);
     }
 }
@@ -244,9 +271,7 @@ impl NativePublication {
             Ok((config, target, start)) => {
                 State::Running(Run::new(Owned { config, target }, |owned| Running {
                     job: match start {
-                        Start::Publish(credential) => {
-                            Job::Publish(Box::new(Publish::new(credential, &owned.config.registry)))
-                        }
+                        Start::Publish(credential) => Job::publish(credential, &owned.config),
                         Start::PublishNow(applicant, token_hash) => Job::PublishNow(
                             Box::new(PublishNow::new(applicant, &owned.config.registry)),
                             token_hash,
@@ -268,7 +293,7 @@ impl NativePublication {
     /// The publication of a grant (as `publish`).
     #[napi(factory)]
     pub fn publish(options: Options, grant: GrantIn) -> Self {
-        Self::start((|| {
+        Self::start(caught(|| {
             let config = Config::parse(&options)?;
             let credential = credential(&grant)?;
             Ok((
@@ -276,7 +301,7 @@ impl NativePublication {
                 credential.target_id.clone(),
                 Start::Publish(credential),
             ))
-        })())
+        }))
     }
 
     /// A one-shot publication (as `publishNow`).
@@ -287,12 +312,12 @@ impl NativePublication {
         holder: String,
         token_hex: Option<String>,
     ) -> Self {
-        Self::start((|| {
+        Self::start(caught(|| {
             let config = Config::parse(&options)?;
             let target = parse_target(&target)?;
             let (applicant, token_hash) = applicant(&config, &holder, token_hex)?;
             Ok((config, target, Start::PublishNow(applicant, token_hash)))
-        })())
+        }))
     }
 
     /// Runs the JS-thread effects up to the next pool effect (`{"pool": true}`), a pause
@@ -300,23 +325,29 @@ impl NativePublication {
     /// turn (tests); the system clock when absent.
     #[napi]
     pub fn turn(&self, execute: Execute<'_>, clock_ms: Option<f64>) -> String {
-        let clock = match clock_ms.map(|ms| from_js(ms, "clockMs")).transpose() {
+        let clock = match clock_ms.map(|ms| from_js(ms, "clock")).transpose() {
             Ok(clock) => clock.map(Millis),
-            Err(failure) => return answer(Err(failure)),
+            Err(failure) => return answer(|| Err(failure)),
         };
         let mut state = lock(&self.state);
-        let stop = match &mut *state {
-            State::Running(run) => {
-                run.with_dependent_mut(|owned, running| js_turn(owned, running, &execute, clock))
-            }
-            State::Refused(_) => match std::mem::replace(&mut *state, State::Answered) {
-                State::Refused(failure) => Stop::Answer(answer(Err(failure))),
-                _ => unreachable!("matched above"),
-            },
-            State::Answered => {
-                return answer(Err(invalid("this publication has already answered")))
-            }
-        };
+        let turned = caught(|| {
+            Ok(match std::mem::replace(&mut *state, State::Answered) {
+                State::Running(mut run) => {
+                    let stop = run.with_dependent_mut(|owned, running| {
+                        js_turn(owned, running, &execute, clock)
+                    });
+                    *state = State::Running(run);
+                    stop
+                }
+                State::Refused(failure) => Stop::Answer(answer(|| Err(failure))),
+                State::Answered => Stop::Answer(answer(|| {
+                    Err(invalid("this publication has already answered"))
+                })),
+            })
+        });
+        // A turn that panicked was abandoned (its run dropped: the target lock let go; the JS
+        // layer rolls back a transaction left open): it answers INTERNAL.
+        let stop = turned.unwrap_or_else(|failure| Stop::Answer(answer(|| Err(failure))));
         match stop {
             Stop::Pool => json!({"pool": true}).to_string(),
             Stop::Paused => json!({"paused": true}).to_string(),
@@ -342,8 +373,17 @@ impl Task for PoolTurn {
     type JsValue = ();
 
     fn compute(&mut self) -> napi::Result<()> {
-        if let State::Running(run) = &mut *lock(&self.0) {
-            run.with_dependent_mut(|_, running| pool_turn(running));
+        let mut state = lock(&self.0);
+        if let State::Running(run) = &mut *state {
+            let ran = caught(|| {
+                run.with_dependent_mut(|_, running| pool_turn(running));
+                Ok(())
+            });
+            // A panic on the pool never unwinds into libuv: the run is abandoned (dropped: the
+            // target lock let go) and the next turn answers INTERNAL.
+            if let Err(failure) = ran {
+                *state = State::Refused(failure);
+            }
         }
         Ok(())
     }

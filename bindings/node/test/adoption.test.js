@@ -163,7 +163,7 @@ test('a failure midway through the conversion rolls all of it back', () => {
   db.exec(`CREATE TABLE HostRefs (target TEXT REFERENCES HookProjectionLeases (target_id));`);
   db.prepare('INSERT INTO HostRefs VALUES (?)').run(js.legacyTargetId(AGENTS[0]));
   const before = dump(db);
-  assert.throws(() => adoptJsWriterTables(db, AGENTS, { clock }), (e) => e.code === 'SQLITE_CONSTRAINT_FOREIGNKEY');
+  assert.throws(() => adoptJsWriterTables(db, AGENTS, { clock }), { code: 'SQLITE', sqliteCode: 'SQLITE_CONSTRAINT_FOREIGNKEY' });
   assert.deepEqual(dump(db), before);
   assert.equal(db.inTransaction, false);
 });

@@ -15,8 +15,9 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const Database = require('better-sqlite3');
-const { ProjectionStore } = require('..');
+const { Grant, ProjectionStore } = require('..');
 const { setup, tuple, submission } = require('./helpers');
+const { chosenToken } = require('./tokens');
 
 const TTL = 60000;
 const TOKEN = '11'.repeat(32);
@@ -67,8 +68,8 @@ function pauseAt(step) {
 test('an asynchronous publication publishes the same bytes and rows as a synchronous one', async () => {
   const sync = world();
   const asynchronous = world();
-  const syncGrant = sync.store.acquire(sync.target, 'holder-1', { tokenHex: TOKEN }).granted;
-  const asyncGrant = asynchronous.store.acquire(asynchronous.target, 'holder-1', { tokenHex: TOKEN }).granted;
+  const syncGrant = sync.store.acquire(sync.target, 'holder-1', chosenToken(TOKEN)).granted;
+  const asyncGrant = asynchronous.store.acquire(asynchronous.target, 'holder-1', chosenToken(TOKEN)).granted;
   const p = sync.store.publish(syncGrant);
   const q = await asynchronous.store.publishAsync(asyncGrant);
   assert.deepEqual({ ...q, path: undefined }, { ...p, path: undefined });
@@ -77,8 +78,8 @@ test('an asynchronous publication publishes the same bytes and rows as a synchro
   assert.deepEqual(rows(asynchronous.db), rows(sync.db));
   // The one-shot, the same way (a grant over a released row, published in its envelope).
   for (const w of [sync, asynchronous]) w.clock.now += 1;
-  const r = sync.store.publishNow(sync.target, 'holder-2', { tokenHex: TOKEN });
-  const s = await asynchronous.store.publishNowAsync(asynchronous.target, 'holder-2', { tokenHex: TOKEN });
+  const r = sync.store.publishNow(sync.target, 'holder-2', chosenToken(TOKEN));
+  const s = await asynchronous.store.publishNowAsync(asynchronous.target, 'holder-2', chosenToken(TOKEN));
   assert.deepEqual({ ...s.published, path: undefined }, { ...r.published, path: undefined });
   assert.deepEqual(bytes(asynchronous), bytes(sync));
   assert.deepEqual(rows(asynchronous.db), rows(sync.db));
@@ -215,8 +216,9 @@ test('a call inside a transaction is refused at once, and a bad grant is refused
   await assert.rejects(w.store.publishAsync(grant), { code: 'IN_TRANSACTION' });
   await assert.rejects(w.store.publishNowAsync(w.target, 'holder-2'), { code: 'IN_TRANSACTION' });
   w.db.exec('ROLLBACK');
-  await assert.rejects(w.store.publishAsync({ ...grant, tokenHash: 'zz' }), { code: 'INVALID_INPUT' });
-  await assert.rejects(w.store.publishAsync({ ...grant, tokenHash: '00'.repeat(32) }), {
+  await assert.rejects(w.store.publishAsync({ ...grant.exportSecret() }), { code: 'INVALID_INPUT' });
+  assert.throws(() => Grant.fromSecret({ ...grant.exportSecret(), token: 'zz' }), { code: 'INVALID_INPUT' });
+  await assert.rejects(w.store.publishAsync(Grant.fromSecret({ ...grant.exportSecret(), token: '00'.repeat(32) })), {
     code: 'FENCED',
     reason: 'token-mismatch',
   });

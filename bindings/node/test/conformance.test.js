@@ -18,6 +18,7 @@ const path = require('node:path');
 const { execFileSync } = require('node:child_process');
 const { targetId } = require('..');
 const { setup } = require('./helpers');
+const { chosenToken } = require('./tokens');
 
 function vectors() {
   if (process.env.SOLEWRITER_NODE_VECTORS) {
@@ -89,7 +90,7 @@ function replay(v, ops, steps) {
         if (slots[op.slot]) store.release(slots[op.slot]);
         slots[op.slot] = undefined;
         try {
-          const r = store.acquire(targets[op.target], `holder-${op.slot}`, { tokenHex: hex(op.token) });
+          const r = store.acquire(targets[op.target], `holder-${op.slot}`, chosenToken(hex(op.token)));
           if (r.granted) {
             slots[op.slot] = r.granted;
             outcome = `acquired ${r.granted.epoch} ${r.granted.expiresAt}`;
@@ -109,7 +110,7 @@ function replay(v, ops, steps) {
         break;
       }
       case 'publishNow':
-        outcome = publication(() => store.publishNow(targets[op.target], 'holder-9', { tokenHex: hex(op.token) }));
+        outcome = publication(() => store.publishNow(targets[op.target], 'holder-9', chosenToken(hex(op.token))));
         break;
       case 'release': {
         const grant = slots[op.slot];

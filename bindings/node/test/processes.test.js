@@ -167,6 +167,7 @@ test("a Rust holder's grant ended from Node is fenced and writes nothing", { tim
     runtimeRoot,
     channels: CHANNELS,
     leaseTtlMs: TTL_MS,
+    busyTimeoutMs: 5000,
     clock: () => Number(fs.readFileSync(clockFile, 'utf8')),
   });
   assert.equal(operator.endLease(target).ended.epoch, 1);

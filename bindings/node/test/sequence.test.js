@@ -10,6 +10,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const crypto = require('node:crypto');
 const { setup, tuple, submission, TTL_MS, START } = require('./helpers');
+const { chosenToken } = require('./tokens');
 
 const sha256 = (bytes) => crypto.createHash('sha256').update(bytes).digest('hex');
 const TOKEN = (n) => n.toString(16).padStart(2, '0').repeat(32);
@@ -24,10 +25,10 @@ test('admit, submit, publishNow, acquire/publish, stale holder fenced, supersede
   assert.equal(store.submit('router', submission(t, 0, 2, 'c')), 'degraded');
   assert.throws(() => store.submit('frontier', submission(t, 0, 3, 'd')), { code: 'REJECTED' });
 
-  const now = store.publishNow(t, 'holder-9', { tokenHex: TOKEN(0xa0) });
+  const now = store.publishNow(t, 'holder-9', chosenToken(TOKEN(0xa0)));
   assert.deepEqual({ epoch: now.published.epoch, publishedAt: now.published.publishedAt }, { epoch: 1, publishedAt: START });
 
-  const first = store.acquire(t, 'holder-1', { tokenHex: TOKEN(1) }).granted;
+  const first = store.acquire(t, 'holder-1', chosenToken(TOKEN(1))).granted;
   assert.deepEqual([first.epoch, first.acquiredAt, first.expiresAt], [2, START, START + TTL_MS]);
   assert.deepEqual(store.acquire(t, 'holder-2').held, {
     epoch: 2,
@@ -40,9 +41,9 @@ test('admit, submit, publishNow, acquire/publish, stale holder fenced, supersede
   assert.equal(doc.fencingEpoch, 2);
 
   // A stale holder: its grant expires, a successor takes over, the stale one is fenced.
-  const stale = store.acquire(t, 'holder-1', { tokenHex: TOKEN(2) }).granted;
+  const stale = store.acquire(t, 'holder-1', chosenToken(TOKEN(2))).granted;
   clock.now += TTL_MS;
-  const successor = store.acquire(t, 'holder-2', { tokenHex: TOKEN(3) }).granted;
+  const successor = store.acquire(t, 'holder-2', chosenToken(TOKEN(3))).granted;
   assert.equal(successor.epoch, 4);
   const before = fs.readFileSync(`${runtimeRoot}/hook-projections/${t}/current.json`);
   assert.throws(() => store.publish(stale), { code: 'FENCED', reason: 'superseded', currentEpoch: 4 });
@@ -53,7 +54,7 @@ test('admit, submit, publishNow, acquire/publish, stale holder fenced, supersede
   assert.deepEqual(store.release(successor), { notHolder: { reason: 'released' } });
 
   // An expired holder with no successor is fenced too (expired), and nothing is published.
-  const late = store.acquire(t, 'holder-1', { tokenHex: TOKEN(4) }).granted;
+  const late = store.acquire(t, 'holder-1', chosenToken(TOKEN(4))).granted;
   clock.now += TTL_MS;
   assert.throws(() => store.publish(late), { code: 'FENCED', reason: 'expired' });
 

@@ -1,0 +1,97 @@
+'use strict';
+/**
+ * A lease grant as the holder keeps it: its target, epoch, holder and times in public fields,
+ * and its raw holder token — the secret `acquire` drew from the OS (256 bits) — in a private
+ * field that only `publish` and `release` read. The store keeps only the token's SHA-256, so a
+ * process that can read `HookProjectionLeases` learns nothing it can present: the hash is never
+ * a credential (`publish` hashes the token it is given and compares in constant time).
+ *
+ * The secret never leaves the object by accident: `JSON.stringify`, `util.inspect` (so
+ * `console.log`) and spreading show only the public fields. A grant that must cross processes
+ * or be kept by the host is exported explicitly (`exportSecret()`) and rebuilt with
+ * `Grant.fromSecret()`; whoever holds that export holds the grant.
+ */
+
+const util = require('node:util');
+const { coded } = require('./answer');
+
+const TOKEN = /^[0-9a-f]{64}$/;
+const TARGET = /^[0-9a-f]{64}$/;
+
+/** Reads the token of a grant: defined in the class's static block, so only this module has it. */
+let tokenOf;
+
+class Grant {
+  #token;
+
+  /** Made by `acquire` or `Grant.fromSecret`; the fields of an exported grant. */
+  constructor({ targetId, epoch, holder, acquiredAt, expiresAt, token }) {
+    if (typeof targetId !== 'string' || !TARGET.test(targetId)) {
+      throw coded('INVALID_INPUT', 'grant: targetId must be 64 lowercase hex characters');
+    }
+    for (const [name, value] of Object.entries({ epoch, acquiredAt, expiresAt })) {
+      if (!Number.isSafeInteger(value) || value < 0) {
+        throw coded('INVALID_INPUT', `grant: ${name} must be a non-negative safe integer`);
+      }
+    }
+    if (typeof holder !== 'string') throw coded('INVALID_INPUT', 'grant: holder must be a string');
+    if (typeof token !== 'string' || !TOKEN.test(token)) {
+      throw coded('INVALID_INPUT', 'grant: token must be 64 lowercase hex characters (the raw token, never its hash)');
+    }
+    this.targetId = targetId;
+    this.epoch = epoch;
+    this.holder = holder;
+    this.acquiredAt = acquiredAt;
+    this.expiresAt = expiresAt;
+    this.#token = token;
+    Object.freeze(this);
+  }
+
+  static {
+    tokenOf = (grant) => grant.#token;
+  }
+
+  /** A grant exported by `exportSecret()` (in this or another process). */
+  static fromSecret(exported) {
+    if (exported === null || typeof exported !== 'object') {
+      throw coded('INVALID_INPUT', 'Grant.fromSecret takes what exportSecret() returned');
+    }
+    return new Grant(exported);
+  }
+
+  /**
+   * The grant with its secret, as a plain object `{ targetId, epoch, holder, acquiredAt,
+   * expiresAt, token }`, for a host that must hand it to another process or keep it: whoever
+   * holds it can publish and release in the holder's place until the grant ends.
+   */
+  exportSecret() {
+    return { ...this.toJSON(), token: this.#token };
+  }
+
+  /** The public fields only: what `JSON.stringify` writes. */
+  toJSON() {
+    const { targetId, epoch, holder, acquiredAt, expiresAt } = this;
+    return { targetId, epoch, holder, acquiredAt, expiresAt };
+  }
+
+  [util.inspect.custom](depth, options, inspect) {
+    return `Grant ${inspect({ ...this.toJSON(), token: '[redacted]' }, options)}`;
+  }
+}
+
+/**
+ * What the addon needs of a grant presented to `publish` or `release`: `{ targetId, epoch,
+ * token }`. Anything but a `Grant` is refused (INVALID_INPUT), a plain object carrying a token
+ * hash included.
+ */
+function presented(grant) {
+  if (!(grant instanceof Grant)) {
+    throw coded(
+      'INVALID_INPUT',
+      'a grant must be the Grant acquire returned (or Grant.fromSecret of its export); a plain object is not a credential',
+    );
+  }
+  return { targetId: grant.targetId, epoch: grant.epoch, token: tokenOf(grant) };
+}
+
+module.exports = { Grant, presented };
