@@ -2,7 +2,8 @@
 /**
  * The machine's transaction is a real write transaction on the host's connection: while
  * another connection holds SQLite's write lock, a publication cannot start — it answers BUSY
- * and touches nothing (no grant, no file), and the grant it was given still publishes later.
+ * and touches nothing (no grant, no file). Its grant is then released conditionally (the Rust
+ * adapter's rule); when that release is busy too, the grant stays and publishes later.
  */
 
 const test = require('node:test');
@@ -10,6 +11,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const Database = require('better-sqlite3');
+const { ProjectionStore } = require('..');
 const { setup, tuple } = require('./helpers');
 
 test('a publication while another connection holds the write lock is BUSY and touches nothing', () => {
@@ -29,6 +31,49 @@ test('a publication while another connection holds the write lock is BUSY and to
   assert.equal(db.inTransaction, false);
   other.exec('ROLLBACK');
   other.close();
-  assert.equal(store.publish(grant).epoch, 1, 'the grant was untouched and still publishes');
+  assert.equal(store.publish(grant).epoch, 1, 'its release was busy too: the grant was untouched and still publishes');
   assert.equal(store.readProjection(t).fencingEpoch, 1);
 });
+
+/**
+ * A store whose connection's write lock another connection (`blocker`) takes just before the
+ * publication's `begin` and lets go just before the next `begin` (the release's): the
+ * publication cannot start (BUSY), and the release that follows finds the store free — the
+ * shape of the Rust adapter's test of the same rule (`fencing.rs`).
+ */
+class BusyAtFirstBegin extends ProjectionStore {
+  constructor(db, config, blocker) {
+    super(db, config);
+    this.blocker = blocker;
+    this.begins = 0;
+  }
+
+  executor(onPause) {
+    const execute = super.executor(onPause);
+    return (effect) => {
+      if (effect.kind === 'begin') {
+        this.begins += 1;
+        if (this.begins === 1) this.blocker.exec('BEGIN IMMEDIATE');
+        if (this.begins === 2) this.blocker.exec('ROLLBACK');
+      }
+      return execute(effect);
+    };
+  }
+}
+
+for (const form of ['publish', 'publishAsync']) {
+  test(`a ${form} that could not start releases its grant, as the Rust adapter does`, async () => {
+    const { dbPath, db, store, runtimeRoot } = setup({ timeout: 50 });
+    const t = store.admitTarget(tuple(0));
+    const grant = store.acquire(t, 'holder-1').granted;
+    const blocker = new Database(dbPath);
+    const busy = new BusyAtFirstBegin(db, store.config, blocker);
+    await assert.rejects(async () => busy[form](grant), (e) => e.code === 'BUSY' && /unused grant was released/.test(e.message));
+    assert.equal(busy.begins, 2, 'the publication began once, its release once');
+    const row = db.prepare('SELECT fencing_epoch, state FROM HookProjectionLeases WHERE target_id = ?').get(t);
+    assert.deepEqual({ ...row }, { fencing_epoch: 1, state: 'released' });
+    assert.equal(fs.existsSync(path.join(runtimeRoot, 'hook-projections', t, 'current.json')), false, 'nothing published');
+    assert.throws(() => store.publish(grant), { code: 'FENCED', reason: 'released' });
+    blocker.close();
+  });
+}

@@ -15,7 +15,8 @@ const fs = require('node:fs');
 const path = require('node:path');
 const readline = require('node:readline');
 const { spawn } = require('node:child_process');
-const { readProjection, ProjectionStore } = require('..');
+const Database = require('better-sqlite3');
+const { Grant, readProjection, ProjectionStore } = require('..');
 const { setup, tuple, submission, cli, CHANNELS } = require('./helpers');
 
 const TTL_MS = 1500;
@@ -177,6 +178,30 @@ test("a Rust holder's grant ended from Node is fenced and writes nothing", { tim
   const nodeB = node('node-b');
   assert.match(await nodeB.ask('acquire'), /^acquired 2 /);
   for (const h of [rustA, nodeB]) await h.stop();
+  db.close();
+});
+
+test("a Rust holder's grant cannot be forged from its lease row through Node: refused, nothing written, the holder publishes", { timeout: 120000 }, async () => {
+  const { db, dbPath, runtimeRoot, target, rust, current } = environment();
+  const operator = new ProjectionStore(db, { runtimeRoot, channels: CHANNELS, leaseTtlMs: TTL_MS, busyTimeoutMs: 5000, clock: () => 1000 });
+  const rustA = rust('rust-a');
+  assert.match(await rustA.ask('acquire'), /^acquired 1 /);
+  // A reader of the table builds what it can: the row's fields with the stored hash as token.
+  const reader = new Database(dbPath, { readonly: true });
+  const row = reader.prepare('SELECT * FROM HookProjectionLeases WHERE target_id = ?').get(target);
+  reader.close();
+  const before = db.prepare('SELECT * FROM HookProjectionLeases').all();
+  const hash = Buffer.from(row.holder_token_hash).toString('hex');
+  const fields = { targetId: target, epoch: row.fencing_epoch, holder: row.holder_instance_digest, acquiredAt: row.acquired_at, expiresAt: row.expires_at };
+  assert.throws(() => operator.publish({ ...fields, tokenHash: hash }), { code: 'INVALID_INPUT' });
+  const forgedGrant = Grant.fromSecret({ ...fields, token: hash });
+  assert.throws(() => operator.publish(forgedGrant), { code: 'FENCED', reason: 'token-mismatch' });
+  assert.deepEqual(operator.release(forgedGrant), { notHolder: { reason: 'token-mismatch' } });
+  assert.deepEqual(db.prepare('SELECT * FROM HookProjectionLeases').all(), before, 'nothing written');
+  assert.throws(current, { code: 'NOT_PUBLISHED' });
+  assert.match(await rustA.ask('publish'), /^published 1 /);
+  assert.equal(current().fencingEpoch, 1);
+  await rustA.stop();
   db.close();
 });
 
