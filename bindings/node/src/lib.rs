@@ -46,6 +46,8 @@ use std::time::Duration;
 pub mod adoption;
 mod boundary;
 pub mod project_lock;
+#[cfg(feature = "test-seams")]
+mod seams;
 pub mod turns;
 
 use boundary::answer;
@@ -470,6 +472,10 @@ impl Host<'_, '_> {
 
     /// Executes `effect`, which is not a file effect.
     fn step(&self, effect: Effect<'_>) -> Input<Failure> {
+        #[cfg(feature = "test-seams")]
+        if matches!(effect, Effect::WriteRelease(_)) {
+            seams::panic_at("write-release");
+        }
         match effect {
             Effect::ReadCommittedLease => self.lease("readCommittedLease"),
             Effect::Begin => self.done("begin"),

@@ -221,6 +221,8 @@ fn finish<'a>(owned: &'a Owned, run: &mut Running<'a>) -> Option<String> {
 
 /// The pool's part of `run`: its effects until the next JS-thread effect.
 fn pool_turn(run: &mut Running<'_>) {
+    #[cfg(feature = "test-seams")]
+    super::seams::panic_at("pool");
     loop {
         let effect = run.job.poll();
         if !on_pool(&effect, run.in_tx) {
