@@ -163,6 +163,15 @@ function checkConfig(db, config) {
   if (!stat.isDirectory()) throw bad(`\`runtimeRoot\` ${config.runtimeRoot} is not a directory`);
 }
 
+/** A copy of the configured channel registry as JSON carries it (INVALID_CONFIG if it cannot). */
+function copied(channels) {
+  try {
+    return JSON.parse(JSON.stringify(channels));
+  } catch (e) {
+    throw coded('INVALID_CONFIG', `configuration: \`channels\` is not JSON (${e.message}); nothing was done`);
+  }
+}
+
 /**
  * A projection store on the host's connection `db`.
  *
@@ -178,11 +187,11 @@ class ProjectionStore {
   constructor(db, config) {
     checkConfig(db, config);
     this.db = db;
-    this.config = Object.freeze({ ...config, channels: structuredClone(config.channels) });
+    this.config = Object.freeze({ ...config, channels: copied(config.channels) });
     this.channelsJson = JSON.stringify(this.config.channels);
     this.execute = this.executor();
-    const { clock, ...checked } = this.options();
-    unwrap(native(() => addon.checkOptions(checked)));
+    const { runtimeRoot, leaseTtlMs, busyTimeoutMs } = this.config;
+    unwrap(native(() => addon.checkOptions({ channelsJson: this.channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot })));
   }
 
   /**
@@ -216,12 +225,18 @@ class ProjectionStore {
     const execute = this.executor((promise) => {
       paused = promise;
     });
-    for (;;) {
-      const next = this.machine(() => run.turn(execute, this.clockMs()));
-      if (next.pool) await run.pool();
-      // A pause ends when its promise settles, either way: the publication then goes on.
-      else if (next.paused) await paused.then(undefined, () => undefined);
-      else return next;
+    try {
+      for (;;) {
+        const next = this.machine(() => run.turn(execute, this.clockMs()));
+        if (next.pool) await run.pool();
+        // A pause ends when its promise settles, either way: the publication then goes on.
+        else if (next.paused) await Promise.resolve(paused).then(undefined, () => undefined);
+        else return next;
+      }
+    } catch (e) {
+      // Failed between turns (its error is the call's): let its target lock go now.
+      run.abandon();
+      throw e;
     }
   }
 

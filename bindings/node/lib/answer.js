@@ -3,9 +3,8 @@
  * The addon's answers as JS values: every native call answers JSON text, the outcome or
  * `{ error: { code, message, ...fields } }`, which becomes a thrown `Error` with that `code`
  * and those fields. The codes are solewriter's (UPPER_SNAKE, listed in the README); an error
- * the binding layer itself throws (napi-rs, with a PascalCase status such as `InvalidArg`,
- * when a value of the wrong type reaches the addon) becomes INVALID_INPUT, so a caller only
- * ever sees documented codes.
+ * the binding layer itself throws becomes one of them too (`native`), so a caller only ever
+ * sees documented codes.
  */
 
 /**
@@ -78,13 +77,21 @@ function documented(e) {
   return e instanceof Error && typeof e.code === 'string' && /^[A-Z][A-Z0-9_]*$/.test(e.code);
 }
 
-/** Runs a call into the addon: its value, its error, or a binding-layer error as INVALID_INPUT. */
+/**
+ * Runs a call into the addon: its value or its error. An error of the binding layer becomes
+ * one of ours: a napi-rs status (an argument of the wrong type reached the addon) is
+ * INVALID_INPUT; a JS exception without a code escaped from a callback of the host's (an
+ * answer of the SQL executor the binding layer could not read) is HOST.
+ */
 function native(call) {
   try {
     return call();
   } catch (e) {
     if (documented(e)) throw e;
-    throw coded('INVALID_INPUT', `invalid argument: ${e && e.message}`);
+    if (e instanceof Error && typeof e.code === 'string') {
+      throw coded('INVALID_INPUT', `invalid argument (${e.code}): ${e.message}`);
+    }
+    throw coded('HOST', `a callback of the host failed inside solewriter: ${e && e.message}`);
   }
 }
 

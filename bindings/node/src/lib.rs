@@ -110,7 +110,6 @@ impl From<CorruptRow> for Failure {
 
 type Outcome = Result<Value, Failure>;
 
-
 fn invalid(what: impl std::fmt::Display) -> Failure {
     Failure::new("INVALID_INPUT", what)
 }
@@ -395,6 +394,13 @@ fn file_steps<'a>(config: &'a Config, target: &'a TargetId) -> FileSteps<'a> {
     FileSteps::new(&config.root, target, &RealFs, &DURABLE, config.busy_timeout)
 }
 
+/// The file steps of the release of a publication's unused grant: the target lock is tried
+/// once, not waited for — the publication already waited its busy timeout, and a call must not
+/// block twice as long; if the lock is still taken, the grant ends at its expiry.
+fn release_steps<'a>(config: &'a Config, target: &'a TargetId) -> FileSteps<'a> {
+    FileSteps::new(&config.root, target, &RealFs, &DURABLE, Duration::ZERO)
+}
+
 impl Host<'_, '_> {
     /// Hands `effect` to the host; its answer, or the failure it reported.
     fn sql(&self, effect: SqlEffect) -> Result<SqlAnswer, Failure> {
@@ -486,7 +492,9 @@ impl Host<'_, '_> {
                     .sql(SqlEffect::bare("readChannels", self.target))
                     .and_then(|a| {
                         a.channels
-                            .unwrap_or_default()
+                            .ok_or_else(|| {
+                                Failure::new("HOST", "`readChannels` answered without `channels`")
+                            })?
                             .into_iter()
                             .map(|row| row.columns().decode().map_err(Failure::from))
                             .collect::<Result<Vec<_>, _>>()
@@ -744,7 +752,9 @@ fn publish_with(config: &Config, execute: &Execute<'_>, credential: Credential) 
     Run::new(execute, &target, config).drive(&mut machine);
     publish_answer(config, &target, machine.into_end()).unwrap_or_else(|failure| {
         let mut release = Release::new(credential);
-        Run::new(execute, &target, config).drive(&mut release);
+        let mut run = Run::new(execute, &target, config);
+        run.files = release_steps(config, &target);
+        run.drive(&mut release);
         not_started(failure, release.into_result())
     })
 }

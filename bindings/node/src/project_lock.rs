@@ -204,8 +204,7 @@ impl NativeProjectLock {
     #[napi]
     pub fn acquire(&self, options_json: String) -> Either<NativeLockGuard, String> {
         match caught(|| {
-            parse_wait(&options_json)
-                .and_then(|wait| self.lock.acquire(wait).map_err(lock_failure))
+            parse_wait(&options_json).and_then(|wait| self.lock.acquire(wait).map_err(lock_failure))
         }) {
             Ok(guard) => Either::A(NativeLockGuard { guard: Some(guard) }),
             Err(failure) => Either::B(failure.json().to_string()),

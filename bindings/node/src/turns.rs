@@ -20,8 +20,8 @@
 
 use super::boundary::{answer, caught};
 use super::{
-    applicant, credential, file_steps, from_js, invalid, not_started, parse_target,
-    publish_answer, publish_now_answer, Config, Execute, Failure, GrantIn, Host, Options,
+    applicant, credential, file_steps, from_js, invalid, not_started, parse_target, publish_answer,
+    publish_now_answer, release_steps, Config, Execute, Failure, GrantIn, Host, Options,
 };
 use napi::bindgen_prelude::AsyncTask;
 use napi::{Env, Task};
@@ -199,7 +199,12 @@ fn finish<'a>(owned: &'a Owned, run: &mut Running<'a>) -> Option<String> {
         Job::Publish(machine, credential) => {
             match publish_answer(config, target, machine.into_end()) {
                 Ok(outcome) => return Some(answer(|| outcome)),
-                Err(failure) => Job::ReleaseUnused(Box::new(Release::new(credential)), failure),
+                Err(failure) => {
+                    run.job = Job::ReleaseUnused(Box::new(Release::new(credential)), failure);
+                    run.files = release_steps(config, target);
+                    run.in_tx = false;
+                    return None;
+                }
             }
         }
         Job::PublishNow(machine, token_hash) => {
@@ -211,7 +216,11 @@ fn finish<'a>(owned: &'a Owned, run: &mut Running<'a>) -> Option<String> {
         Job::ReleaseUnused(machine, failure) => {
             return Some(answer(|| not_started(failure, machine.into_result())))
         }
-        Job::Ended => return Some(answer(|| Err(invalid("this publication has already answered")))),
+        Job::Ended => {
+            return Some(answer(|| {
+                Err(invalid("this publication has already answered"))
+            }))
+        }
     };
     run.job = next;
     run.files = file_steps(config, target);
@@ -358,6 +367,15 @@ impl NativePublication {
                 answer
             }
         }
+    }
+
+    /// Abandons the publication (the JS driver failed between turns): its run is dropped, so
+    /// its target lock is let go at once instead of when this object is garbage-collected; a
+    /// temp file it left is removed by the next publication's orphan sweep. Nothing of it is
+    /// in a transaction (a turn never ends inside one).
+    #[napi]
+    pub fn abandon(&self) {
+        *lock(&self.state) = State::Answered;
     }
 
     /// Runs the pool effects up to the next JS-thread effect, on the libuv thread pool.
