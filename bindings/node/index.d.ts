@@ -3,6 +3,8 @@
  * `current.json`, with the two tables in the host's own better-sqlite3 database (one SQLite
  * per process). Errors are `SolewriterError`s whose `code` names the Rust error class.
  */
+// @ts-nocheck
+
 
 /** The part of a better-sqlite3 `Database` solewriter uses. */
 export interface Database {
@@ -14,6 +16,8 @@ export interface Database {
 }
 
 export type ErrorCode =
+  | 'INVALID_CONFIG'
+  | 'INTERNAL'
   | 'BUSY'
   | 'FENCED'
   | 'LEASE_EXPIRED'
@@ -78,7 +82,12 @@ export interface SolewriterError extends Error {
   /** For IO (project lock): the step and the path. */
   step?: string;
   path?: string;
+  /** For SQLITE: better-sqlite3's code (e.g. `SQLITE_CONSTRAINT_FOREIGNKEY`). */
+  sqliteCode?: string;
 }
+
+/** Every code an error of this package carries (`SolewriterError.code`); no call throws another. */
+export const ERROR_CODES: readonly ErrorCode[];
 
 export interface ChannelSpec {
   name: string;
@@ -87,13 +96,20 @@ export interface ChannelSpec {
   maxEnvelopeBytes: number;
 }
 
+/**
+ * A store's configuration, checked once by the constructor (INVALID_CONFIG names the first field
+ * missing, unknown, mistyped or out of range). There is no default for any field but the test
+ * hooks `clock` and `probe`.
+ */
 export interface StoreConfig {
-  /** The host's runtime root (must exist); documents go to hook-projections/<target>/current.json. */
+  /** The host's runtime root, an existing directory; documents go to hook-projections/<target>/current.json. */
   runtimeRoot: string;
+  /** The channel registry (names unique; an empty array is allowed). */
   channels: ChannelSpec[];
+  /** The lease's time to live: an integer from 1 to 2^53 - 1 ms. */
   leaseTtlMs: number;
-  /** How long the per-target lock is waited for (default 5000). SQLite's own wait is the connection's `timeout`. */
-  busyTimeoutMs?: number;
+  /** How long the per-target lock is waited for: an integer from 1 to 2^53 - 1 ms. SQLite's own wait is the connection's `timeout`. */
+  busyTimeoutMs: number;
   /** A broker clock for tests (ms); the system clock otherwise. */
   clock?: () => number;
   /**
@@ -128,14 +144,35 @@ export interface Submission {
   expiresAt: number;
 }
 
-export interface Grant {
+/** What `Grant.exportSecret` returns: the grant's fields and its raw token (a secret). */
+export interface ExportedGrant {
   targetId: string;
   epoch: number;
-  /** SHA-256 of the holder token, hex: the credential publish and release present. */
-  tokenHash: string;
   holder: string;
   acquiredAt: number;
   expiresAt: number;
+  /** The raw holder token, 64 lowercase hex: whoever holds it holds the grant. */
+  token: string;
+}
+
+/**
+ * A lease grant as its holder keeps it. The raw token (256 bits from the OS) is in a private
+ * field; the store keeps only its SHA-256, which is never a credential. JSON, `util.inspect`
+ * and spreading show the public fields only.
+ */
+export class Grant {
+  readonly targetId: string;
+  readonly epoch: number;
+  readonly holder: string;
+  readonly acquiredAt: number;
+  readonly expiresAt: number;
+  private constructor();
+  /** A grant exported by `exportSecret` (INVALID_INPUT when malformed). */
+  static fromSecret(exported: ExportedGrant): Grant;
+  /** The grant with its raw token, to hand to another process or keep: treat it as a secret. */
+  exportSecret(): ExportedGrant;
+  /** The public fields only. */
+  toJSON(): Omit<ExportedGrant, 'token'>;
 }
 
 export interface HeldBy {
@@ -183,9 +220,10 @@ export class ProjectionStore {
   constructor(db: Database, config: StoreConfig);
   admitTarget(tuple: TargetTuple): string;
   submit(producer: string, submission: Submission): 'inserted' | 'advanced' | 'replayed' | 'degraded';
-  acquire(targetId: string, holder: string, options?: { tokenHex?: string }): { granted: Grant } | { held: HeldBy };
-  publish(grant: Pick<Grant, 'targetId' | 'epoch' | 'tokenHash'>): Published;
-  publishNow(targetId: string, holder: string, options?: { tokenHex?: string }): { published: Published } | { held: HeldBy };
+  acquire(targetId: string, holder: string): { granted: Grant } | { held: HeldBy };
+  /** Publishes with a grant, then releases it. BUSY: the grant was not used and was released if the store let it. */
+  publish(grant: Grant): Published;
+  publishNow(targetId: string, holder: string): { published: Published } | { held: HeldBy };
   /**
    * `publish` that blocks the event loop only for its transaction: the target lock's wait and
    * the file effects outside the transaction (the draft's temp file and fsync, the directory
@@ -195,16 +233,10 @@ export class ProjectionStore {
    * transaction open on the connection when this one would begin (nothing renamed, the draft
    * removed, the grant untouched).
    */
-  publishAsync(grant: Pick<Grant, 'targetId' | 'epoch' | 'tokenHash'>): Promise<Published>;
+  publishAsync(grant: Grant): Promise<Published>;
   /** `publishNow` that blocks the event loop only for its transaction (see `publishAsync`). */
-  publishNowAsync(
-    targetId: string,
-    holder: string,
-    options?: { tokenHex?: string },
-  ): Promise<{ published: Published } | { held: HeldBy }>;
-  release(
-    grant: Pick<Grant, 'targetId' | 'epoch' | 'tokenHash'>,
-  ): { released: true } | { notHolder: { reason: string; currentEpoch?: number } };
+  publishNowAsync(targetId: string, holder: string): Promise<{ published: Published } | { held: HeldBy }>;
+  release(grant: Grant): { released: true } | { notHolder: { reason: string; currentEpoch?: number } };
   /**
    * An operator's end of the target's current grant, whoever holds it (the core's
    * `Release::end()`, as `solewriter lease end` runs it). `ended`: that grant was released at
