@@ -42,7 +42,7 @@ export type ErrorCode =
   | 'INVALID_INPUT'
   | 'HOST'
   | 'ADDON_MISSING'
-  // The project lock (one per Rust `LockError` variant; BUSY, IO and RANDOM are shared).
+  // The project lock: one per Rust `LockError` variant (BUSY, IO and RANDOM are shared)
   | 'KERNEL_LOCK_UNAVAILABLE'
   | 'CLEAR_REFUSED'
   | 'NO_DIRECTORY'

@@ -67,11 +67,20 @@ function sqliteError(e) {
   if (code.startsWith('SQLITE')) {
     return coded('SQLITE', `store operation failed (${code}: ${e.message}); nothing was written`, { sqliteCode: code });
   }
-  return e;
+  if (ERROR_CODES.includes(code)) return e;
+  // better-sqlite3 refusing a value to bind (a TypeError or RangeError): the caller's input.
+  return coded('INVALID_INPUT', `invalid input: ${e && e.message}; nothing was written`);
 }
 
-const STATEMENTS = JSON.parse(addon.schemaStatements());
+const STATEMENTS = unwrap(native(() => addon.schemaStatements()));
 const TABLES = ['HookProjectionLeases', 'HookProjectionChannels'];
+
+/** Refuses (IN_TRANSACTION) a connection inside one of the host's transactions: `what` opens its own. */
+function refuseTransaction(db, what) {
+  if (db.inTransaction) {
+    throw coded('IN_TRANSACTION', `the connection is inside a transaction; ${what} opens its own, so nothing was done`);
+  }
+}
 
 /** Refuses (FOREIGN_SCHEMA) a database not in WAL mode: the host sets it, solewriter never does. */
 function requireWal(db) {
@@ -88,6 +97,7 @@ function requireWal(db) {
  * either. Returns 'created' or 'present'.
  */
 function initialize(db) {
+  refuseTransaction(db, 'initialize');
   requireWal(db);
   const run = db.transaction(() => {
     const found = TABLES.map((table) => {
@@ -272,9 +282,7 @@ class ProjectionStore {
 
   /** A machine's transaction is its own: never inside one of the host's. */
   outsideTransaction() {
-    if (this.db.inTransaction) {
-      throw coded('IN_TRANSACTION', 'the connection is inside a transaction; solewriter opens its own');
-    }
+    refuseTransaction(this.db, 'solewriter');
   }
 
   /** Admits the target of an attested tuple (an object with its seven camelCase fields); its id. */
@@ -400,8 +408,14 @@ class ProjectionStore {
    * not have written throws CORRUPT_ROW or INCONSISTENT_LEASE).
    */
   inspect() {
-    const leases = statement(this.db, 'readLeases').all();
-    const channels = statement(this.db, 'readAllChannels').all();
+    let leases;
+    let channels;
+    try {
+      leases = statement(this.db, 'readLeases').all();
+      channels = statement(this.db, 'readAllChannels').all();
+    } catch (e) {
+      throw sqliteError(e);
+    }
     return unwrap(native(() => addon.inspect(this.options(), leases, channels)));
   }
 
@@ -423,9 +437,7 @@ class ProjectionStore {
  * (not WAL), BUSY or IN_TRANSACTION, having changed nothing. `clock`: `() => ms` (tests).
  */
 function adoptJsWriterTables(db, tuples, { clock } = {}) {
-  if (db.inTransaction) {
-    throw coded('IN_TRANSACTION', 'the connection is inside a transaction; the adoption opens its own');
-  }
+  refuseTransaction(db, 'the adoption');
   requireWal(db);
   const run = db.transaction(() => adoptOn(db, addon, (call) => unwrap(native(call)), tuples, clock ? clock() : undefined));
   try {

@@ -23,7 +23,7 @@ function bindParam(p) {
  * the broker time (undefined: system clock).
  */
 function adoptOn(db, addon, answer, tuples, nowMs) {
-  const s = JSON.parse(addon.adoptionStatements());
+  const s = answer(() => addon.adoptionStatements());
   const read = (sql, ...params) => db.prepare(sql).raw(true).all(...params);
   const [leases, channels] = s.tables;
   const { survey } = answer(() =>

@@ -74,24 +74,27 @@ function unwrap(text) {
 
 /** Whether `e` carries one of solewriter's codes. */
 function documented(e) {
-  return e instanceof Error && typeof e.code === 'string' && /^[A-Z][A-Z0-9_]*$/.test(e.code);
+  return e instanceof Error && ERROR_CODES.includes(e.code);
 }
 
 /**
  * Runs a call into the addon: its value or its error. An error of the binding layer becomes
- * one of ours: a napi-rs status (an argument of the wrong type reached the addon) is
- * INVALID_INPUT; a JS exception without a code escaped from a callback of the host's (an
- * answer of the SQL executor the binding layer could not read) is HOST.
+ * one of ours: a failure a native constructor could only throw as text (the answer's JSON as
+ * its message) is that answer's error; a napi-rs status (an argument of the wrong type reached
+ * the addon) is INVALID_INPUT; a JS exception without a code escaped from a callback of the
+ * host's (an answer of the SQL executor the binding layer could not read) is HOST.
  */
 function native(call) {
   try {
     return call();
   } catch (e) {
     if (documented(e)) throw e;
+    const message = e instanceof Error ? e.message : String(e);
+    if (message.startsWith('{"error":')) unwrap(message);
     if (e instanceof Error && typeof e.code === 'string') {
-      throw coded('INVALID_INPUT', `invalid argument (${e.code}): ${e.message}`);
+      throw coded('INVALID_INPUT', `invalid argument (${e.code}): ${message}`);
     }
-    throw coded('HOST', `a callback of the host failed inside solewriter: ${e && e.message}`);
+    throw coded('HOST', `a callback of the host failed inside solewriter: ${message}`);
   }
 }
 

@@ -18,9 +18,13 @@ const FULL = 2;
 /** The host's level of each connection while one of solewriter's transactions runs on it. */
 const saved = new WeakMap();
 
-/** Raises `db` to FULL for the transaction solewriter is about to begin (idempotent). */
+/**
+ * Raises `db` to FULL for the transaction solewriter is about to begin (never called inside a
+ * transaction: every caller refuses one first). A level still saved from a call that could not
+ * restore it is restored first, so the level saved now is the host's.
+ */
 function raise(db) {
-  if (saved.has(db)) return;
+  restore(db);
   const level = db.pragma('synchronous', { simple: true });
   if (level < FULL) db.pragma(`synchronous = ${FULL}`);
   saved.set(db, level);

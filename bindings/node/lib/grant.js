@@ -48,7 +48,9 @@ class Grant {
   }
 
   static {
-    tokenOf = (grant) => grant.#token;
+    // A brand check, not `instanceof`: a Proxy, an `Object.create(Grant.prototype)` or a
+    // `Symbol.hasInstance` trick passes `instanceof` but has no token of its own.
+    tokenOf = (grant) => (grant !== null && typeof grant === 'object' && #token in grant ? grant.#token : undefined);
   }
 
   /** A grant exported by `exportSecret()` (in this or another process). */
@@ -85,13 +87,14 @@ class Grant {
  * hash included.
  */
 function presented(grant) {
-  if (!(grant instanceof Grant)) {
+  const token = tokenOf(grant);
+  if (token === undefined) {
     throw coded(
       'INVALID_INPUT',
       'a grant must be the Grant acquire returned (or Grant.fromSecret of its export); a plain object is not a credential',
     );
   }
-  return { targetId: grant.targetId, epoch: grant.epoch, token: tokenOf(grant) };
+  return { targetId: grant.targetId, epoch: grant.epoch, token };
 }
 
 module.exports = { Grant, presented };

@@ -10,20 +10,20 @@
  * for at most that long while a live owner holds the lock (there is no default wait).
  */
 
-const { unwrap } = require('./answer');
+const { coded, unwrap, native } = require('./answer');
 
 /** The classes over the loaded `addon`. */
 function projectLockClasses(addon) {
   /** A held project lock: `record` (owner, guard, nonce, acquiredAt), `verify()`, `release()`. */
   class ProjectLockGuard {
-    constructor(native) {
-      this.native = native;
-      this.record = unwrap(native.record());
+    constructor(guard) {
+      this.native = guard;
+      this.record = unwrap(native(() => guard.record()));
     }
 
     /** Returns while this guard still holds the lock; throws LOCK_LOST otherwise. */
     verify() {
-      unwrap(this.native.verify());
+      unwrap(native(() => this.native.verify()));
     }
 
     /**
@@ -31,7 +31,7 @@ function projectLockClasses(addon) {
      * lock go: `{ removed: true }` or `{ notHolder: { found } }` (the record found, or null).
      */
     release() {
-      return unwrap(this.native.release());
+      return unwrap(native(() => this.native.release()));
     }
   }
 
@@ -39,7 +39,7 @@ function projectLockClasses(addon) {
   class ProjectLock {
     constructor(dir, { recordOnly = false } = {}) {
       this.dir = dir;
-      this.native = new addon.NativeProjectLock(dir, recordOnly);
+      this.native = native(() => new addon.NativeProjectLock(dir, recordOnly));
     }
 
     /**
@@ -49,14 +49,20 @@ function projectLockClasses(addon) {
      * MALFORMED_LOCK, ... — and INVALID_INPUT without a `wait`.
      */
     acquire(options) {
-      const got = this.native.acquire(JSON.stringify(options ?? {}));
+      let text;
+      try {
+        text = JSON.stringify(options ?? {});
+      } catch (e) {
+        throw coded('INVALID_INPUT', `acquire: the options are not JSON (${e.message})`);
+      }
+      const got = native(() => this.native.acquire(text));
       if (typeof got === 'string') unwrap(got);
       return new ProjectLockGuard(got);
     }
 
     /** `{ lock, kernel, record, ownership }`, read without writing (the Rust `LockStatus`). */
     status() {
-      return unwrap(this.native.status());
+      return unwrap(native(() => this.native.status()));
     }
 
     /**
@@ -65,7 +71,7 @@ function projectLockClasses(addon) {
      * 'known' | 'nonce-mismatch', with the `record`) having removed nothing.
      */
     clear(nonce) {
-      return unwrap(this.native.clear(nonce));
+      return unwrap(native(() => this.native.clear(nonce)));
     }
   }
 

@@ -41,13 +41,14 @@ fn refused(e: AdoptionRefused) -> Failure {
 /// "rows": [leases, channels]}`.
 #[napi]
 pub fn adoption_statements() -> String {
-    json!({
-        "catalog": js_writer::READ_CATALOG,
-        "columns": js_writer::READ_COLUMNS,
-        "tables": solewriter_core::projection::schema::TABLE_NAMES,
-        "rows": adoption::read_statements(),
+    answer(|| {
+        Ok(json!({
+            "catalog": js_writer::READ_CATALOG,
+            "columns": js_writer::READ_COLUMNS,
+            "tables": solewriter_core::projection::schema::TABLE_NAMES,
+            "rows": adoption::read_statements(),
+        }))
     })
-    .to_string()
 }
 
 /// What the database holds: `{"survey": "nothingToAdopt" | "alreadyAdopted" |

@@ -58,6 +58,11 @@ static DURABLE: LazyLock<DurableDirs> = LazyLock::new(DurableDirs::default);
 /// The largest integer a JS number holds exactly (2^53 - 1).
 const MAX_SAFE: u64 = (1 << 53) - 1;
 
+/// The longest lease TTL a Node store accepts (2^52 ms, about 142,000 years): with any clock
+/// reading below 2^52 ms, a grant's `acquired_at + ttl` stays below 2^53, a number JS holds
+/// exactly (a larger TTL would be accepted and then make every grant unreadable from JS).
+const MAX_LEASE_TTL_MS: u64 = 1 << 52;
+
 /// Why an effect or a call failed: `code` is the Rust error class in upper snake case
 /// (`BUSY`, `FENCED`, `NOT_ADMITTED`, ...).
 #[derive(Debug)]
@@ -187,8 +192,14 @@ impl Config {
         let specs: Vec<ChannelSpec> =
             serde_json::from_str(channels).map_err(|e| bad_config("channels", e))?;
         let registry = ChannelRegistry::new(specs).map_err(|e| bad_config("channels", e))?;
-        let ttl = LeaseTtl::from_millis(Some(config_ms(options.lease_ttl_ms, "leaseTtlMs")?))
-            .map_err(|e| bad_config("leaseTtlMs", e))?;
+        let ttl_ms = config_ms(options.lease_ttl_ms, "leaseTtlMs")?;
+        if ttl_ms > MAX_LEASE_TTL_MS {
+            return Err(bad_config(
+                "leaseTtlMs",
+                format!("must be at most 2^52 ms ({MAX_LEASE_TTL_MS}), so that a grant's expiry stays a number JS holds exactly"),
+            ));
+        }
+        let ttl = LeaseTtl::from_millis(Some(ttl_ms)).map_err(|e| bad_config("leaseTtlMs", e))?;
         let busy_timeout =
             Duration::from_millis(config_ms(options.busy_timeout_ms, "busyTimeoutMs")?);
         let runtime_root = match options.runtime_root.as_deref() {
@@ -682,6 +693,15 @@ fn publish_answer(
     }
 }
 
+/// Whether a publication that could not start because of `failure` releases its unused grant:
+/// after `BUSY` (the target lock or SQLite's lock), as the Rust adapter does. Not after
+/// `IN_TRANSACTION` (the host's own transaction was open: the grant stays usable, and a release
+/// must not commit in a later turn behind the caller's back), nor after a failure of the host's
+/// executor.
+fn releases_unused(failure: &Failure) -> bool {
+    failure.code == "BUSY"
+}
+
 /// The answer of a publication that could not start (`failure`), once the conditional release
 /// of its unused grant ran (`release`): the rule of the Rust adapter, whose unused lease is
 /// released when it is dropped. The failure's code stays; its message says what became of the
@@ -751,6 +771,9 @@ fn publish_with(config: &Config, execute: &Execute<'_>, credential: Credential) 
     let mut machine = Publish::new(credential.clone(), &config.registry);
     Run::new(execute, &target, config).drive(&mut machine);
     publish_answer(config, &target, machine.into_end()).unwrap_or_else(|failure| {
+        if !releases_unused(&failure) {
+            return Err(failure);
+        }
         let mut release = Release::new(credential);
         let mut run = Run::new(execute, &target, config);
         run.files = release_steps(config, &target);
@@ -785,11 +808,19 @@ fn parse_holder(text: &str) -> Result<InstanceDigest, Failure> {
     InstanceDigest::parse(text).map_err(|e| invalid(format!("holder: {e}")))
 }
 
+/// A fresh holder token from the OS — or, in the test build only (feature `test-seams`), the
+/// raw token a test chose (the conformance tests give the reference model the same one). The
+/// shipped addon refuses a chosen token: a holder must never pick a guessable secret.
 fn token(hex: Option<String>) -> Result<HolderToken, Failure> {
     match hex {
+        #[cfg(feature = "test-seams")]
         Some(text) => {
             HolderToken::from_hex(&text).ok_or_else(|| invalid("token must be 64 hex characters"))
         }
+        #[cfg(not(feature = "test-seams"))]
+        Some(_) => Err(invalid(
+            "a chosen holder token is a test seam, refused by this build",
+        )),
         None => {
             let mut bytes = [0u8; 32];
             getrandom::fill(&mut bytes).map_err(|e| {
@@ -1040,10 +1071,12 @@ pub fn read_projection(runtime_root: String, target: String) -> String {
 /// adapter writes them (`solewriter_core::projection::schema`): a JSON array of two strings.
 #[napi]
 pub fn schema_statements() -> String {
-    let statements: Vec<String> = (0..solewriter_core::projection::schema::TABLE_NAMES.len())
-        .map(|i| solewriter_core::projection::schema::create_statement(i, true))
-        .collect();
-    json!(statements).to_string()
+    answer(|| {
+        let statements: Vec<String> = (0..solewriter_core::projection::schema::TABLE_NAMES.len())
+            .map(|i| solewriter_core::projection::schema::create_statement(i, true))
+            .collect();
+        Ok(json!(statements))
+    })
 }
 
 /// The lease rows and channel rows the caller read, decoded strictly and the leases observed

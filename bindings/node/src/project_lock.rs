@@ -187,16 +187,21 @@ pub struct NativeProjectLock {
 impl NativeProjectLock {
     /// The lock of project directory `dir` (record-only: no kernel lock, for a file system
     /// that refuses locks).
+    /// A constructor cannot answer JSON text, so its failure (a panic) is thrown with the
+    /// answer's JSON as its message, which the JS layer reads back (`lib/answer.js`).
     #[napi(constructor)]
-    pub fn new(dir: String, record_only: bool) -> Self {
-        let lock = ProjectLock::new(dir, Arc::new(SystemProbe));
-        NativeProjectLock {
-            lock: if record_only {
-                lock.record_only()
-            } else {
-                lock
-            },
-        }
+    pub fn new(dir: String, record_only: bool) -> napi::Result<Self> {
+        caught(|| {
+            let lock = ProjectLock::new(dir, Arc::new(SystemProbe));
+            Ok(NativeProjectLock {
+                lock: if record_only {
+                    lock.record_only()
+                } else {
+                    lock
+                },
+            })
+        })
+        .map_err(|failure| napi::Error::from_reason(failure.json().to_string()))
     }
 
     /// Takes the lock, waiting as the options' `wait` allows (blocking the calling thread):

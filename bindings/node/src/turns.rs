@@ -21,7 +21,8 @@
 use super::boundary::{answer, caught};
 use super::{
     applicant, credential, file_steps, from_js, invalid, not_started, parse_target, publish_answer,
-    publish_now_answer, release_steps, Config, Execute, Failure, GrantIn, Host, Options,
+    publish_now_answer, release_steps, releases_unused, Config, Execute, Failure, GrantIn, Host,
+    Options,
 };
 use napi::bindgen_prelude::AsyncTask;
 use napi::{Env, Task};
@@ -199,6 +200,7 @@ fn finish<'a>(owned: &'a Owned, run: &mut Running<'a>) -> Option<String> {
         Job::Publish(machine, credential) => {
             match publish_answer(config, target, machine.into_end()) {
                 Ok(outcome) => return Some(answer(|| outcome)),
+                Err(failure) if !releases_unused(&failure) => return Some(answer(|| Err(failure))),
                 Err(failure) => {
                     run.job = Job::ReleaseUnused(Box::new(Release::new(credential)), failure);
                     run.files = release_steps(config, target);
@@ -276,11 +278,14 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 impl NativePublication {
-    fn start(setup: Result<(Config, TargetId, Start), Failure>) -> Self {
-        let state = match setup {
-            Err(failure) => State::Refused(failure),
-            Ok((config, target, start)) => {
-                State::Running(Run::new(Owned { config, target }, |owned| Running {
+    /// A publication whose run `setup` describes — or, when it fails (or panics), one refused
+    /// with that failure at its first turn.
+    fn start(setup: impl FnOnce() -> Result<(Config, TargetId, Start), Failure>) -> Self {
+        let state = caught(|| {
+            let (config, target, start) = setup()?;
+            Ok(State::Running(Run::new(
+                Owned { config, target },
+                |owned| Running {
                     job: match start {
                         Start::Publish(credential) => Job::publish(credential, &owned.config),
                         Start::PublishNow(applicant, token_hash) => Job::PublishNow(
@@ -290,9 +295,10 @@ impl NativePublication {
                     },
                     files: file_steps(&owned.config, &owned.target),
                     in_tx: false,
-                }))
-            }
-        };
+                },
+            )))
+        })
+        .unwrap_or_else(State::Refused);
         NativePublication {
             state: Arc::new(Mutex::new(state)),
         }
@@ -304,7 +310,7 @@ impl NativePublication {
     /// The publication of a grant (as `publish`).
     #[napi(factory)]
     pub fn publish(options: Options, grant: GrantIn) -> Self {
-        Self::start(caught(|| {
+        Self::start(|| {
             let config = Config::parse(&options)?;
             let credential = credential(&grant)?;
             Ok((
@@ -312,7 +318,7 @@ impl NativePublication {
                 credential.target_id.clone(),
                 Start::Publish(credential),
             ))
-        }))
+        })
     }
 
     /// A one-shot publication (as `publishNow`).
@@ -323,12 +329,12 @@ impl NativePublication {
         holder: String,
         token_hex: Option<String>,
     ) -> Self {
-        Self::start(caught(|| {
+        Self::start(|| {
             let config = Config::parse(&options)?;
             let target = parse_target(&target)?;
             let (applicant, token_hash) = applicant(&config, &holder, token_hex)?;
             Ok((config, target, Start::PublishNow(applicant, token_hash)))
-        }))
+        })
     }
 
     /// Runs the JS-thread effects up to the next pool effect (`{"pool": true}`), a pause

@@ -1,4 +1,5 @@
 'use strict';
+require('./test_addon'); // chosen tokens: the test build of the addon
 /**
  * The non-blocking publication (`publishAsync`, `publishNowAsync`): the same machines as the
  * synchronous calls, with the file effects outside the transaction on the libuv thread pool.
@@ -207,6 +208,24 @@ test('a host transaction open when it would begin makes it fail closed', async (
   // Not started: the grant is untouched and publishes.
   const store = new ProjectionStore(w.db, { ...w.store.config, probe: undefined });
   assert.equal((await store.publishAsync(grant)).epoch, 1);
+});
+
+test('a publication refused IN_TRANSACTION never releases its grant in a later turn, after the host committed', async () => {
+  const pause = pauseAt('temp-written');
+  const w = world(pause.probe);
+  const grant = w.store.acquire(w.target, 'holder-1').granted;
+  const publishing = w.store.publishAsync(grant);
+  await pause.reached;
+  w.db.exec('BEGIN');
+  pause.resume();
+  // The host's transaction ends at the next turn of the event loop, while the refused
+  // publication still has pool work to do (its draft's removal, its target lock).
+  setImmediate(() => w.db.exec('COMMIT'));
+  await assert.rejects(publishing, { code: 'IN_TRANSACTION' });
+  const row = w.db.prepare('SELECT fencing_epoch, state FROM HookProjectionLeases WHERE target_id = ?').get(w.target);
+  assert.deepEqual({ ...row }, { fencing_epoch: 1, state: 'held' }, 'the grant was not released behind the caller');
+  const store = new ProjectionStore(w.db, { ...w.store.config, probe: undefined });
+  assert.equal((await store.publishAsync(grant)).epoch, 1, 'the grant is still usable');
 });
 
 test('a call inside a transaction is refused at once, and a bad grant is refused like the synchronous call', async () => {

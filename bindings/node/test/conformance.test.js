@@ -1,4 +1,5 @@
 'use strict';
+require('./test_addon'); // chosen tokens: the test build of the addon
 /**
  * Conformance of the JS executor with the model-checked reference model: seeded random
  * sequences (admit / submit / acquire / publish / publishNow / release / clock moves) are

@@ -17,8 +17,7 @@ const { execFileSync } = require('node:child_process');
 const { scratch } = require('./helpers');
 
 const TRACE = path.join(__dirname, '..', '..', '..', 'scripts', 'syscall_trace.py');
-const CALLS = ['initialize', 'admitTarget', 'submit', 'acquire', 'publish', 'release', 'endLease', 'publishNow', 'publishAsync', 'publishNowAsync'];
-const NORMAL = 1;
+const CALLS = ['adoptJsWriterTables', 'admitTarget', 'submit', 'acquire', 'publish', 'release', 'endLease', 'publishNow', 'publishAsync', 'publishNowAsync'];
 
 /** The events between the marks `name:begin` and `name:end`. */
 function between(events, name) {
@@ -33,16 +32,18 @@ function walSynced(events) {
   return events.some((e) => ['fsync', 'fdatasync'].includes(e.call) && /host\.sqlite-wal$/.test(e.path || '') && e.result === '0');
 }
 
-test("every solewriter commit on the host's connection fsyncs the WAL before the call returns; the host's own does not change", () => {
-  const dir = scratch();
-  const out = path.join(dir, 'events.json');
-  const printed = execFileSync('python3', [TRACE, '--out', out, '--', process.execPath, path.join(__dirname, 'durable_host.js'), dir], {
-    encoding: 'utf8',
+for (const [name, level] of [['NORMAL', 1], ['OFF', 0]]) {
+  test(`a host at ${name}: every solewriter commit on its connection fsyncs the WAL before the call returns; the host's own does not`, () => {
+    const dir = scratch();
+    const out = path.join(dir, 'events.json');
+    const printed = execFileSync('python3', [TRACE, '--out', out, '--', process.execPath, path.join(__dirname, 'durable_host.js'), dir, String(level)], {
+      encoding: 'utf8',
+    });
+    const { levels } = JSON.parse(printed);
+    const events = JSON.parse(fs.readFileSync(out, 'utf8'));
+    const unsynced = CALLS.filter((call) => !walSynced(between(events, call)));
+    assert.deepEqual(unsynced, [], 'calls that returned without an fsync of the WAL');
+    assert.equal(walSynced(between(events, 'host')), false, `the host's own transaction stays at ${name}: no WAL fsync`);
+    for (const call of [...CALLS, 'initialize', 'host']) assert.equal(levels[call], level, `${call}: the host's synchronous level restored`);
   });
-  const { levels } = JSON.parse(printed);
-  const events = JSON.parse(fs.readFileSync(out, 'utf8'));
-  const unsynced = CALLS.filter((name) => !walSynced(between(events, name)));
-  assert.deepEqual(unsynced, [], 'calls that returned without an fsync of the WAL');
-  assert.equal(walSynced(between(events, 'host')), false, "the host's own transaction stays at NORMAL: no WAL fsync");
-  for (const name of [...CALLS, 'host']) assert.equal(levels[name], NORMAL, `${name}: the host's synchronous level restored`);
-});
+}

@@ -6,20 +6,22 @@
  * host's own write transaction is marked `host:begin` / `host:end` likewise. It prints, as JSON,
  * the connection's `synchronous` level after each call.
  *
- * usage: node durable_host.js DIR
+ * usage: node durable_host.js DIR LEVEL (the host's `synchronous` level: 0 OFF, 1 NORMAL)
  */
 
 const fs = require('node:fs');
 const path = require('node:path');
 const Database = require('better-sqlite3');
-const { initialize, ProjectionStore } = require('..');
+const { initialize, adoptJsWriterTables, ProjectionStore } = require('..');
 const { CHANNELS, tuple, submission } = require('./helpers');
+const js = require('./js_writer');
 
 const dir = process.argv[2];
 const marks = fs.openSync('/dev/null', 'w');
 const levels = {};
 const db = new Database(path.join(dir, 'host.sqlite'), { timeout: 5000 });
 db.pragma('journal_mode = WAL');
+db.pragma(`synchronous = ${Number(process.argv[3])}`);
 db.exec('CREATE TABLE HostJobs (id INTEGER PRIMARY KEY, body TEXT NOT NULL)');
 
 /** Runs `call` between the marks of `name`; its value. */
@@ -34,6 +36,10 @@ async function step(name, call) {
 (async () => {
   const runtimeRoot = path.join(dir, 'runtime');
   fs.mkdirSync(runtimeRoot);
+  // The JavaScript writer's tables, with one grant of its own, adopted: a converting commit.
+  js.createTables(db);
+  js.acquire(db, js.legacyTargetId(tuple(1)), 'js-writer', Date.now(), 60000, 'ab'.repeat(32));
+  await step('adoptJsWriterTables', () => adoptJsWriterTables(db, [tuple(1)]));
   await step('initialize', () => initialize(db));
   const store = new ProjectionStore(db, { runtimeRoot, channels: CHANNELS, leaseTtlMs: 60000, busyTimeoutMs: 5000 });
   const target = await step('admitTarget', () => store.admitTarget(tuple(0)));

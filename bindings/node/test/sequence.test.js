@@ -1,4 +1,5 @@
 'use strict';
+require('./test_addon'); // chosen tokens: the test build of the addon
 /**
  * A deterministic sequence through the JS executor on better-sqlite3, with an injected clock:
  * admit, submit, publishNow, acquire → publish, a stale holder fenced after expiry, the
