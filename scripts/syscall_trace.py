@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """The syscall-trace helper of the tests: runs a command under strace and writes what it saw.
 
-    python3 scripts/syscall_trace.py --out EVENTS.json [--calls fsync,fdatasync,...] -- CMD ARGS...
+    python3 scripts/syscall_trace.py --out EVENTS.json [--calls fsync,fdatasync,...]
+        [--hold FROM TO]... -- CMD ARGS...
 
 Tests that must observe what the running code does at the lowest layer — that a commit's WAL
 fsync happens before a call returns, that a lock is held from one step to another — run the
 program under test through this one helper and assert on its events. It traces the given system
-calls (default: fsync, fdatasync, flock, fcntl) in every thread and child process (`strace -f`),
+calls (default: fsync, fdatasync, flock, fcntl, close) in every thread and child process (`strace -f`),
 with each file descriptor's path (`strace -y`), plus the program's *marks*: a program marks a
 point of its own by writing `@@mark TEXT` followed by a newline to any file descriptor (a
 descriptor of /dev/null is enough), and the mark appears among the events in order.
@@ -17,8 +18,19 @@ EVENTS.json is a JSON array, in the order the calls completed:
 `fd` and `path` are null when the first argument is not a descriptor; `args` is the rest of the
 argument list as strace printed it (e.g. `F_SETLK, {l_type=F_WRLCK, ...}`).
 
-Exit status: the traced command's, or 2 when strace is missing or could not trace (no ptrace
-permission): a test must fail then, never pass without having looked.
+`--hold FROM TO` checks lock spans on the events: at every mark FROM, the process holds both
+  - the target's kernel lock: a successful `flock(LOCK_EX)` on a `<runtime>/hook-projections/
+    <target>.lock` file, not yet undone by `flock(LOCK_UN)` or a `close` of that descriptor; and
+  - SQLite's write lock: a successful `fcntl` write lock on the `-shm` file covering its byte 120
+    (WAL_WRITE_LOCK, what `BEGIN IMMEDIATE` takes in WAL mode), not yet undone by an `F_UNLCK`
+    covering that byte or a `close` of any descriptor of the `-shm` file (POSIX locks belong to
+    the process: closing any descriptor drops them);
+and neither is let go before the next mark TO. The findings are written to EVENTS.json as well
+(`{"events": [...], "spans": [{"from", "to", "violations": [...]}]}` instead of the bare list).
+
+Exit status: the traced command's if it failed; else 3 when a `--hold` span was broken or never
+seen; 2 when strace is missing or could not trace (no ptrace permission): a test must fail then,
+never pass without having looked.
 """
 
 import argparse
@@ -31,7 +43,7 @@ import sys
 import tempfile
 
 MARK = "@@mark "
-DEFAULT_CALLS = "fsync,fdatasync,flock,fcntl"
+DEFAULT_CALLS = "fsync,fdatasync,flock,fcntl,close"
 
 # `1234  name(args) = result`, possibly split by -f into `<unfinished ...>` and `<... name resumed>`.
 LINE = re.compile(r"^(\d+)\s+(.*)$")
@@ -98,10 +110,91 @@ def parse(lines):
     return events
 
 
+TARGET_LOCK = re.compile(r"/hook-projections/[0-9a-f]+\.lock$")
+SHM = re.compile(r"-shm$")
+WAL_WRITE_BYTE = 120
+FLOCK = re.compile(r"(LOCK_EX|LOCK_UN)")
+RANGE = re.compile(r"l_type=(F_WRLCK|F_RDLCK|F_UNLCK).*?l_start=(\d+), l_len=(\d+)")
+
+
+def covers(start, length, byte):
+    """Whether an fcntl lock range (`l_len` 0: to the end of the file) covers `byte`."""
+    return start <= byte and (length == 0 or byte < start + length)
+
+
+class Locks:
+    """The two locks a publication must hold, followed through the events of one process."""
+
+    def __init__(self):
+        self.target = set()  # descriptors holding a target lock
+        self.write = set()  # -shm descriptors through which the write lock was taken
+
+    def held(self):
+        return bool(self.target) and bool(self.write)
+
+    def apply(self, e):
+        """Applies one event; a description of the lock it let go, if it let one go."""
+        if e.get("result", "").split(" ")[0] != "0":
+            return None
+        path, fd = e.get("path") or "", e.get("fd")
+        if e["call"] == "flock" and TARGET_LOCK.search(path):
+            op = FLOCK.search(e["args"])
+            if op and op.group(1) == "LOCK_EX":
+                self.target.add(fd)
+            elif op and fd in self.target:
+                self.target.discard(fd)
+                return f"flock LOCK_UN on {path}"
+        elif e["call"] == "close":
+            if TARGET_LOCK.search(path) and fd in self.target:
+                self.target.discard(fd)
+                return f"close of the target lock {path}"
+            if SHM.search(path) and self.write:
+                self.write.clear()
+                return f"close of a descriptor of {path}"
+        elif e["call"] == "fcntl" and SHM.search(path) and "F_SETLK" in e["args"]:
+            lock = RANGE.search(e["args"])
+            if lock and covers(int(lock.group(2)), int(lock.group(3)), WAL_WRITE_BYTE):
+                if lock.group(1) == "F_WRLCK":
+                    self.write.add(fd)
+                elif lock.group(1) == "F_UNLCK" and self.write:
+                    self.write.clear()
+                    return f"F_UNLCK of SQLite's write lock on {path}"
+        return None
+
+
+def spans(events, holds):
+    """For each (FROM, TO): every window from a mark FROM to the next mark TO, and what broke it."""
+    found = []
+    for start, end in holds:
+        locks, window, windows = Locks(), None, []
+        for e in events:
+            if "mark" in e:
+                if e["mark"] == start and window is None:
+                    window = {"from": start, "to": end, "held_at_start": locks.held(), "violations": []}
+                    if not window["held_at_start"]:
+                        window["violations"].append(f"at {start}: the target lock or SQLite's write lock is not held")
+                elif e["mark"] == end and window is not None:
+                    windows.append(window)
+                    window = None
+                continue
+            let_go = locks.apply(e)
+            if let_go and window is not None:
+                window["violations"].append(let_go)
+        if window is not None:
+            window["violations"].append(f"mark {end} never reached")
+            windows.append(window)
+        if not windows:
+            windows.append({"from": start, "to": end, "held_at_start": False, "violations": [f"mark {start} never reached"]})
+        found.extend(windows)
+    return found
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="where to write the events (JSON)")
     parser.add_argument("--calls", default=DEFAULT_CALLS, help="system calls to trace")
+    parser.add_argument("--hold", nargs=2, action="append", default=[], metavar=("FROM", "TO"),
+                        help="check that both locks are held from each mark FROM to the next mark TO")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     options = parser.parse_args()
     command = options.command[1:] if options.command[:1] == ["--"] else options.command
@@ -122,9 +215,19 @@ def main():
             return 2
         with open(log, encoding="latin-1") as f:
             events = parse(f)
+    if not options.hold:
+        with open(options.out, "w") as f:
+            json.dump(events, f, indent=0)
+        return status
+    checked = spans(events, options.hold)
     with open(options.out, "w") as f:
-        json.dump(events, f, indent=0)
-    return status
+        json.dump({"events": events, "spans": checked}, f, indent=0)
+    broken = [w for w in checked if w["violations"]]
+    for w in broken:
+        print(f"syscall_trace: {w['from']} -> {w['to']}: " + "; ".join(w["violations"]), file=sys.stderr)
+    if status != 0:
+        return status
+    return 3 if broken else 0
 
 
 if __name__ == "__main__":
