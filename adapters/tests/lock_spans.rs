@@ -37,11 +37,15 @@ fn marked_publications_publish() {
     let f = Fixture::new();
     let store = f.open();
     let target = store.admit_target(&tuple("a")).unwrap();
-    store.submit(&router(), &route(&target, 1, "first")).unwrap();
+    store
+        .submit(&router(), &route(&target, 1, "first"))
+        .unwrap();
     let marks = Marks(File::options().write(true).open("/dev/null").unwrap());
     let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
     assert_eq!(lease.publish_observed(&marks).unwrap().fencing_epoch, 1);
-    store.submit(&router(), &route(&target, 2, "second")).unwrap();
+    store
+        .submit(&router(), &route(&target, 2, "second"))
+        .unwrap();
     let published = store
         .publish_now_observed(&target, &holder("b"), &marks)
         .unwrap();
@@ -73,5 +77,8 @@ fn from_revalidation_to_rename_no_lock_is_let_go() {
         assert_eq!(span["held_at_start"], true, "{span}");
         assert_eq!(span["violations"], serde_json::json!([]), "{span}");
     }
-    assert!(status.success(), "the helper found a broken span or the publication failed: {status}");
+    assert!(
+        status.success(),
+        "the helper found a broken span or the publication failed: {status}"
+    );
 }

@@ -72,14 +72,10 @@ function unwrap(text) {
   return value;
 }
 
-/** Whether `e` carries one of solewriter's codes. */
-function documented(e) {
-  return e instanceof Error && ERROR_CODES.includes(e.code);
-}
-
 /**
- * Runs a call into the addon: its value or its error. An error of the binding layer becomes
- * one of ours: a failure a native constructor could only throw as text (the answer's JSON as
+ * Runs a call into the addon: its value (an answer's JSON text, or a native object), or its
+ * error. The addon answers its own failures as text, so whatever it throws is an error of the
+ * binding layer, which becomes one of ours: a failure a native constructor could only throw as text (the answer's JSON as
  * its message) is that answer's error; a napi-rs status (an argument of the wrong type reached
  * the addon) is INVALID_INPUT; a JS exception without a code escaped from a callback of the
  * host's (an answer of the SQL executor the binding layer could not read) is HOST.
@@ -88,7 +84,6 @@ function native(call) {
   try {
     return call();
   } catch (e) {
-    if (documented(e)) throw e;
     const message = e instanceof Error ? e.message : String(e);
     if (message.startsWith('{"error":')) unwrap(message);
     if (e instanceof Error && typeof e.code === 'string') {

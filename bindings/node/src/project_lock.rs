@@ -192,6 +192,8 @@ impl NativeProjectLock {
     #[napi(constructor)]
     pub fn new(dir: String, record_only: bool) -> napi::Result<Self> {
         caught(|| {
+            #[cfg(feature = "test-seams")]
+            super::seams::panic_at("project-lock-new");
             let lock = ProjectLock::new(dir, Arc::new(SystemProbe));
             Ok(NativeProjectLock {
                 lock: if record_only {

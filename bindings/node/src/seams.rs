@@ -2,7 +2,8 @@
 //! with it; the shipped addon has none of this code): a panic planted where a bug would panic,
 //! chosen by the environment variable `SOLEWRITER_TEST_PANIC` — `write-release` (a SQL effect
 //! inside a publication's transaction, after its rename, on the JS thread) or `pool` (a
-//! publication's file work on the libuv thread pool) — so the tests can show that the panic boundary (`boundary.rs`)
+//! publication's file work on the libuv thread pool) or `project-lock-new` (a native
+//! constructor, which can only throw) — so the tests can show that the panic boundary (`boundary.rs`)
 //! turns it into an `INTERNAL` error and the host lives on.
 
 /// Panics when `SOLEWRITER_TEST_PANIC` names `place`.

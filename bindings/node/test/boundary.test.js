@@ -1,11 +1,14 @@
 'use strict';
+require('./test_addon'); // the in-process tests below need the planted panics
 /**
  * No panic of solewriter's kills the host. A panic planted (test seams, `test/seams.node`) in
  * the middle of a machine's transaction on the JS thread, and in a publication's work on the
  * libuv thread pool, reaches the host as an `INTERNAL` error of that call: the process lives,
  * the connection is out of any transaction at the host's `synchronous` level, nothing of the
  * abandoned call committed, and the next publication succeeds. Without the boundary the
- * process aborts (checked). The shipped addon carries no seam.
+ * process aborts (checked). The shipped addon carries no seam. The same in process (so that
+ * mutation testing sees the JS layer's part): a panicking publication and a panicking native
+ * constructor are INTERNAL, and the connection is clean.
  */
 
 const test = require('node:test');
@@ -13,6 +16,8 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
+const { ProjectLock } = require('..');
+const { setup, scratch, tuple, submission } = require('./helpers');
 
 const SEAMS = path.join(__dirname, 'seams.node');
 const SHIPPED = path.join(__dirname, '..', 'solewriter.node');
@@ -53,4 +58,27 @@ test('the shipped addon has no test seam', () => {
   const shipped = fs.readFileSync(SHIPPED);
   assert.equal(shipped.includes('SOLEWRITER_TEST_PANIC'), false);
   assert.equal(fs.readFileSync(SEAMS).includes('SOLEWRITER_TEST_PANIC'), true, 'the seams build has them');
+});
+
+/** Runs `call` with the panic planted at `place`. */
+function planted(place, call) {
+  process.env.SOLEWRITER_TEST_PANIC = place;
+  try {
+    return call();
+  } finally {
+    delete process.env.SOLEWRITER_TEST_PANIC;
+  }
+}
+
+test('in process: a panic inside a publication\'s transaction and in a native constructor are INTERNAL, the connection clean', () => {
+  const { db, store } = setup({ ttlMs: 60000 });
+  const t = store.admitTarget(tuple(0));
+  store.submit('router', submission(t, 0, 1, 'x'));
+  const grant = store.acquire(t, 'holder-1').granted;
+  const internal = (e) => e.code === 'INTERNAL' && /solewriter failed internally \(test seam: a planted panic at/.test(e.message);
+  assert.throws(() => planted('write-release', () => store.publish(grant)), internal);
+  assert.equal(db.inTransaction, false, 'the transaction the panic abandoned was rolled back');
+  assert.equal(db.pragma('synchronous', { simple: true }), 1, "the host's level restored");
+  assert.throws(() => planted('project-lock-new', () => new ProjectLock(scratch())), internal);
+  assert.equal(store.publishNow(store.admitTarget(tuple(1)), 'holder-2').published.epoch, 1);
 });

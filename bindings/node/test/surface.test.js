@@ -89,6 +89,13 @@ test('initialize answers created, then present, and names what it refuses', () =
   assert.throws(() => initialize(db), (e) => e.code === 'FOREIGN_SCHEMA' && /table HookProjectionChannels is missing/.test(e.message));
   db.exec('CREATE TABLE HookProjectionChannels (target_id TEXT)');
   assert.throws(() => initialize(db), (e) => e.code === 'FOREIGN_SCHEMA' && /table HookProjectionChannels has another shape: CREATE TABLE HookProjectionChannels \(target_id TEXT\)/.test(e.message));
+  // A lone object of the table's name that is not the table: a view, or a table spelt otherwise.
+  db.exec('DROP TABLE HookProjectionChannels');
+  db.exec('CREATE VIEW HookProjectionChannels AS SELECT 1 AS target_id');
+  assert.throws(() => initialize(db), (e) => e.code === 'FOREIGN_SCHEMA' && /must stand alone, found view HookProjectionChannels/.test(e.message));
+  db.exec('DROP VIEW HookProjectionChannels');
+  db.exec('CREATE TABLE hookprojectionchannels (target_id TEXT)');
+  assert.throws(() => initialize(db), (e) => e.code === 'FOREIGN_SCHEMA' && /must stand alone, found table hookprojectionchannels/.test(e.message));
   db.close();
 });
 
@@ -98,6 +105,7 @@ test('configuration refusals say what is wrong', () => {
   const refused = (make, pattern) => assert.throws(make, (e) => e.code === 'INVALID_CONFIG' && pattern.test(e.message));
   refused(() => new ProjectionStore(null, config), /better-sqlite3 Database/);
   refused(() => new ProjectionStore({ prepare() {} }, config), /better-sqlite3 Database/);
+  refused(() => new ProjectionStore(Object.assign(() => {}, { prepare() {}, pragma() {} }), config), /better-sqlite3 Database/);
   refused(() => new ProjectionStore(db, null), /a configuration object is required/);
   refused(() => new ProjectionStore(db, 'x'), /a configuration object is required/);
   refused(() => new ProjectionStore(db, { ...config, lease: 1 }), /unknown field `lease` \(known: runtimeRoot, channels/);
@@ -108,6 +116,16 @@ test('configuration refusals say what is wrong', () => {
   refused(() => new ProjectionStore(db, { ...config, channels: [{ ...CHANNELS[0], maxEnvelopeBytes: 1n }] }), /`channels` is not JSON/);
   refused(() => new ProjectionStore(db, { ...config, leaseTtlMs: 2 ** 52 + 1 }), /leaseTtlMs.*at most 2\^52/);
   assert.equal(new ProjectionStore(db, { ...config, leaseTtlMs: 2 ** 52 }).config.leaseTtlMs, 2 ** 52);
+});
+
+test('a call inside one of the host\'s transactions is refused, saying solewriter opens its own', () => {
+  const { db, store } = setup();
+  const t = store.admitTarget(tuple(0));
+  db.exec('BEGIN');
+  for (const call of [() => store.acquire(t, 'holder-1'), () => store.submit('router', submission(t, 0, 1, 'x')), () => store.endLease(t)]) {
+    assert.throws(call, (e) => e.code === 'IN_TRANSACTION' && /solewriter opens its own, so nothing was done/.test(e.message));
+  }
+  db.exec('ROLLBACK');
 });
 
 test('acquire and publishNow take no options, and the shipped addon refuses a chosen token', () => {
@@ -202,12 +220,18 @@ test('a grant is known by its brand: malformed exports and look-alikes are refus
   const exported = grant.exportSecret();
   const refused = (fields, pattern) =>
     assert.throws(() => Grant.fromSecret({ ...exported, ...fields }), (e) => e.code === 'INVALID_INPUT' && pattern.test(e.message));
-  for (const token of [`${exported.token}0`, `0${exported.token}`, exported.token.toUpperCase(), 5]) refused({ token }, /grant: token must be 64 lowercase hex/);
-  for (const targetId of [`${t}0`, `0${t}`, 5]) refused({ targetId }, /grant: targetId must be 64 lowercase hex/);
+  // Not strings, even when they print as one.
+  const disguised = (text) => ({ toString: () => text });
+  for (const token of [`${exported.token}0`, `0${exported.token}`, exported.token.toUpperCase(), 5, disguised(exported.token)]) {
+    refused({ token }, /grant: token must be 64 lowercase hex/);
+  }
+  for (const targetId of [`${t}0`, `0${t}`, 5, disguised(t)]) refused({ targetId }, /grant: targetId must be 64 lowercase hex/);
   for (const epoch of [-1, 1.5, 2 ** 53]) refused({ epoch }, /grant: epoch must be a non-negative safe integer/);
   refused({ holder: 5 }, /grant: holder must be a string/);
   assert.equal(Grant.fromSecret({ ...exported, epoch: 0 }).epoch, 0, 'epoch 0 is an epoch');
-  assert.throws(() => Grant.fromSecret(null), (e) => e.code === 'INVALID_INPUT' && /takes what exportSecret\(\) returned/.test(e.message));
+  for (const bad of [null, 'x', 5, undefined]) {
+    assert.throws(() => Grant.fromSecret(bad), (e) => e.code === 'INVALID_INPUT' && /takes what exportSecret\(\) returned/.test(e.message));
+  }
   const lookAlikes = [new Proxy(grant, {}), Object.create(Grant.prototype), { ...grant }, null, undefined];
   for (const fake of lookAlikes) {
     assert.throws(() => store.publish(fake), (e) => e.code === 'INVALID_INPUT' && /a plain object is not a credential/.test(e.message));

@@ -1,0 +1,43 @@
+'use strict';
+/**
+ * A Node host whose publications mark their steps (`@@mark reached <step>` to /dev/null), run by
+ * `lock_spans.test.js` under the syscall-trace helper: a synchronous publication of a grant, a
+ * one-shot, and the asynchronous forms of both.
+ *
+ * usage: node lock_span_host.js DIR
+ */
+
+const fs = require('node:fs');
+const path = require('node:path');
+const Database = require('better-sqlite3');
+const { initialize, ProjectionStore } = require('..');
+const { CHANNELS, tuple, submission } = require('./helpers');
+
+const dir = process.argv[2];
+const marks = fs.openSync('/dev/null', 'w');
+const db = new Database(path.join(dir, 'host.sqlite'), { timeout: 5000 });
+db.pragma('journal_mode = WAL');
+initialize(db);
+const runtimeRoot = path.join(dir, 'runtime');
+fs.mkdirSync(runtimeRoot);
+const store = new ProjectionStore(db, {
+  runtimeRoot,
+  channels: CHANNELS,
+  leaseTtlMs: 60000,
+  busyTimeoutMs: 5000,
+  probe: (step) => {
+    fs.writeSync(marks, `@@mark reached ${step}\n`);
+  },
+});
+
+(async () => {
+  const target = store.admitTarget(tuple(0));
+  store.submit('router', submission(target, 0, 1, 'x', Date.now()));
+  const epochs = [];
+  epochs.push(store.publish(store.acquire(target, 'host-1').granted).epoch);
+  epochs.push(store.publishNow(target, 'host-1').published.epoch);
+  epochs.push((await store.publishAsync(store.acquire(target, 'host-1').granted)).epoch);
+  epochs.push((await store.publishNowAsync(target, 'host-1')).published.epoch);
+  db.close();
+  process.stdout.write(JSON.stringify({ epochs }));
+})();

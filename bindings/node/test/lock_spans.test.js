@@ -1,0 +1,37 @@
+'use strict';
+/**
+ * Lock spans checked where they happen, on the Node path: from a publication's revalidation to
+ * its rename, neither the target's kernel lock nor SQLite's write lock is let go — for the
+ * synchronous and the asynchronous publication, of a grant and in one shot. The host
+ * (`lock_span_host.js`) runs under the shared syscall-trace helper (`scripts/syscall_trace.py
+ * --hold`), which follows the `flock` on the target's lock file and the `fcntl` write lock on
+ * byte 120 of the `-shm` file through every thread (the JS thread and the libuv pool). The Rust
+ * path has the same check: `adapters/tests/lock_spans.rs`.
+ */
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const { scratch } = require('./helpers');
+
+const TRACE = path.join(__dirname, '..', '..', '..', 'scripts', 'syscall_trace.py');
+
+test('from revalidation to rename no lock is let go, in all four forms of publication', () => {
+  const dir = scratch();
+  const out = path.join(dir, 'events.json');
+  const run = spawnSync(
+    'python3',
+    [TRACE, '--out', out, '--hold', 'reached revalidated', 'reached renamed', '--', process.execPath, path.join(__dirname, 'lock_span_host.js'), dir],
+    { encoding: 'utf8' },
+  );
+  const { spans } = JSON.parse(fs.readFileSync(out, 'utf8'));
+  assert.equal(spans.length, 4, `every publication traced: ${JSON.stringify(spans)}`);
+  for (const span of spans) {
+    assert.equal(span.held_at_start, true, JSON.stringify(span));
+    assert.deepEqual(span.violations, [], JSON.stringify(span));
+  }
+  assert.equal(run.status, 0, run.stderr);
+  assert.deepEqual(JSON.parse(run.stdout).epochs, [1, 2, 3, 4]);
+});
