@@ -60,7 +60,7 @@ const { ProjectLock, ProjectLockGuard } = projectLockClasses(addon);
  * `sqliteCode`). The transaction was rolled back: nothing was written.
  */
 function sqliteError(e) {
-  const code = e && typeof e.code === 'string' ? e.code : '';
+  const code = String(e.code);
   if (code.startsWith('SQLITE_BUSY')) {
     return coded('BUSY', `store is busy (${e.message}); nothing was written`);
   }
@@ -69,7 +69,7 @@ function sqliteError(e) {
   }
   if (ERROR_CODES.includes(code)) return e;
   // better-sqlite3 refusing a value to bind (a TypeError or RangeError): the caller's input.
-  return coded('INVALID_INPUT', `invalid input: ${e && e.message}; nothing was written`);
+  return coded('INVALID_INPUT', `invalid input: ${e.message}; nothing was written`);
 }
 
 const STATEMENTS = unwrap(native(() => addon.schemaStatements()));

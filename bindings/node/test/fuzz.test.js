@@ -253,7 +253,7 @@ class GarbageExecutor extends ProjectionStore {
 test(`malformed answers of the SQL executor: a documented error or an answer, the connection left clean (${CASES} cases)`, async (t) => {
   const g = generator(SEED + 2);
   const { db, runtimeRoot, store: plain, clock } = setup({ ttlMs: 100 });
-  const store = new GarbageExecutor(db, plain.config);
+  const store = new GarbageExecutor(db, { ...plain.config, busyTimeoutMs: 50 });
   store.g = g;
   const target = plain.admitTarget(tuple(0));
   plain.submit('router', submission(target, 0, 1, 'x'));

@@ -105,6 +105,7 @@ test('configuration refusals say what is wrong', () => {
   const refused = (make, pattern) => assert.throws(make, (e) => e.code === 'INVALID_CONFIG' && pattern.test(e.message));
   refused(() => new ProjectionStore(null, config), /better-sqlite3 Database/);
   refused(() => new ProjectionStore({ prepare() {} }, config), /better-sqlite3 Database/);
+  refused(() => new ProjectionStore({ pragma() {} }, config), /better-sqlite3 Database/);
   refused(() => new ProjectionStore(Object.assign(() => {}, { prepare() {}, pragma() {} }), config), /better-sqlite3 Database/);
   refused(() => new ProjectionStore(db, null), /a configuration object is required/);
   refused(() => new ProjectionStore(db, 'x'), /a configuration object is required/);
@@ -278,4 +279,25 @@ test('a missing addon is ADDON_MISSING, naming the file', () => {
     else process.env.SOLEWRITER_NODE_ADDON = saved;
     require.cache[index] = cached;
   }
+});
+
+test('an asynchronous publication whose driver fails between turns lets its target lock go at once', async () => {
+  const { db, store, clock } = setup({ ttlMs: 60000 });
+  const t = store.admitTarget(tuple(0));
+  store.submit('router', submission(t, 0, 1, 'x'));
+  const grant = store.acquire(t, 'holder-1').granted;
+  // A test clock that fails at the publication's second turn: after its pool turn took the
+  // target lock.
+  let reads = 0;
+  const failing = new ProjectionStore(db, {
+    ...store.config,
+    clock: () => {
+      reads += 1;
+      if (reads === 2) throw new Error('the clock failed');
+      return clock.now;
+    },
+  });
+  await assert.rejects(failing.publishAsync(grant), (e) => e.code === 'HOST' && /the clock failed/.test(e.message));
+  const other = new ProjectionStore(new Database(db.name), { ...store.config, busyTimeoutMs: 20 });
+  assert.equal(other.endLease(t).ended.epoch, 1, 'the target lock is free: the abandoned run let it go');
 });
