@@ -101,9 +101,13 @@ test('a one-shot over an expired grant takes it over and publishes in a second e
   assert.deepEqual(rows(w.db), before);
 });
 
-/** Counts event-loop turns (one `setImmediate` per turn) until stopped. */
-function turnCounter() {
+/**
+ * Counts event-loop turns (one `setImmediate` per turn) until stopped — at the latest when the
+ * test `t` ends, passed or failed, so a failing test never leaves the loop spinning.
+ */
+function turnCounter(t) {
   const clock = { turns: 0, ticking: true, stop: () => (clock.ticking = false) };
+  t.after(clock.stop);
   (function tick() {
     clock.turns += 1;
     if (clock.ticking) setImmediate(tick);
@@ -111,8 +115,8 @@ function turnCounter() {
   return clock;
 }
 
-test('an event-loop turn passes between the draft and the transaction and after it, none inside it', async () => {
-  const clock = turnCounter();
+test('an event-loop turn passes between the draft and the transaction and after it, none inside it', async (t) => {
+  const clock = turnCounter(t);
   const seen = {};
   const w = world((step) => {
     seen[step] = clock.turns;
@@ -126,8 +130,8 @@ test('an event-loop turn passes between the draft and the transaction and after 
   assert.ok(seen['directory-synced'] > seen.released, `the directory fsync runs on the pool: ${JSON.stringify(seen)}`);
 });
 
-test('a submission between its turns is published: the draft is written again inside the transaction, in its one turn', async () => {
-  const clock = turnCounter();
+test('a submission between its turns is published: the draft is written again inside the transaction, in its one turn', async (t) => {
+  const clock = turnCounter(t);
   const seen = {};
   const pause = pauseAt('temp-written');
   const w = world((step, target) => {

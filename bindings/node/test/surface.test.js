@@ -301,3 +301,32 @@ test('an asynchronous publication whose driver fails between turns lets its targ
   const other = new ProjectionStore(new Database(db.name), { ...store.config, busyTimeoutMs: 20 });
   assert.equal(other.endLease(t).ended.epoch, 1, 'the target lock is free: the abandoned run let it go');
 });
+
+test('an executor answer without the rows asked for is HOST, never an empty document', () => {
+  const { db, store, runtimeRoot } = setup({ ttlMs: 60000 });
+  const t = store.admitTarget(tuple(0));
+  store.submit('router', submission(t, 0, 1, 'x'));
+  class NoRows extends ProjectionStore {
+    executor(onPause) {
+      const real = super.executor(onPause);
+      return (effect) => (effect.kind === 'readChannels' ? {} : real(effect));
+    }
+  }
+  const odd = new NoRows(db, store.config);
+  assert.throws(() => odd.publishNow(t, 'holder-1'), (e) => e.code === 'HOST' && /answered without `channels`/.test(e.message));
+  assert.equal(fs.existsSync(path.join(runtimeRoot, 'hook-projections', t, 'current.json')), false, 'nothing published');
+});
+
+test('the addon itself refuses a configuration without its timing: no default below the JS layer either', () => {
+  const module = { exports: {} };
+  process.dlopen(module, process.env.SOLEWRITER_NODE_ADDON || path.join(__dirname, '..', 'solewriter.node'));
+  const { runtimeRoot } = setup();
+  const full = { channelsJson: JSON.stringify(CHANNELS), leaseTtlMs: 100, busyTimeoutMs: 100, runtimeRoot };
+  assert.deepEqual(JSON.parse(module.exports.checkOptions(full)), {});
+  for (const field of ['channelsJson', 'leaseTtlMs', 'busyTimeoutMs', 'runtimeRoot']) {
+    const { [field]: _, ...missing } = full;
+    const { error } = JSON.parse(module.exports.checkOptions(missing));
+    assert.equal(error.code, 'INVALID_CONFIG', field);
+    assert.match(error.message, /missing/, field);
+  }
+});
