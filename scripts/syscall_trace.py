@@ -25,7 +25,10 @@ argument list as strace printed it (e.g. `F_SETLK, {l_type=F_WRLCK, ...}`).
     (WAL_WRITE_LOCK, what `BEGIN IMMEDIATE` takes in WAL mode), not yet undone by an `F_UNLCK`
     covering that byte or a `close` of any descriptor of the `-shm` file (POSIX locks belong to
     the process: closing any descriptor drops them);
-and neither is let go before the next mark TO. The findings are written to EVENTS.json as well
+and neither is let go before the next mark TO (a downgrade — `flock(LOCK_SH)`, an `F_RDLCK` over
+byte 120 — counts as letting go). `--hold-target FROM TO` checks the target lock alone (after
+the commit, SQLite's lock is rightly gone). Both imply tracing flock, fcntl and close. The
+findings are written to EVENTS.json as well
 (`{"events": [...], "spans": [{"from", "to", "violations": [...]}]}` instead of the bare list).
 
 Exit status: the traced command's if it failed; else 3 when a `--hold` span was broken or never
@@ -113,8 +116,10 @@ def parse(lines):
 TARGET_LOCK = re.compile(r"/hook-projections/[0-9a-f]+\.lock$")
 SHM = re.compile(r"-shm$")
 WAL_WRITE_BYTE = 120
-FLOCK = re.compile(r"(LOCK_EX|LOCK_UN)")
+FLOCK = re.compile(r"(LOCK_EX|LOCK_SH|LOCK_UN)")
 RANGE = re.compile(r"l_type=(F_WRLCK|F_RDLCK|F_UNLCK).*?l_start=(\d+), l_len=(\d+)")
+# The calls --hold needs to see every way a lock is taken or let go.
+HOLD_CALLS = {"flock", "fcntl", "close"}
 
 
 def covers(start, length, byte):
@@ -123,14 +128,17 @@ def covers(start, length, byte):
 
 
 class Locks:
-    """The two locks a publication must hold, followed through the events of one process."""
+    """The locks a publication must hold, followed through the events of the traced processes,
+    each keyed by its file: a target lock by the descriptor that holds it (flock belongs to the
+    open file description), SQLite's write lock by the -shm file (POSIX locks belong to the
+    process and the file)."""
 
     def __init__(self):
-        self.target = set()  # descriptors holding a target lock
-        self.write = set()  # -shm descriptors through which the write lock was taken
+        self.target = {}  # descriptor -> lock file path, for every target lock held
+        self.write = set()  # -shm paths whose write lock (byte 120) is held
 
-    def held(self):
-        return bool(self.target) and bool(self.write)
+    def held(self, target_only=False):
+        return bool(self.target) and (target_only or bool(self.write))
 
     def apply(self, e):
         """Applies one event; a description of the lock it let go, if it let one go."""
@@ -140,45 +148,50 @@ class Locks:
         if e["call"] == "flock" and TARGET_LOCK.search(path):
             op = FLOCK.search(e["args"])
             if op and op.group(1) == "LOCK_EX":
-                self.target.add(fd)
-            elif op and fd in self.target:
-                self.target.discard(fd)
-                return f"flock LOCK_UN on {path}"
+                self.target[fd] = path
+            elif op and self.target.get(fd) == path:
+                del self.target[fd]
+                return f"flock {op.group(1)} on {path}"
         elif e["call"] == "close":
-            if TARGET_LOCK.search(path) and fd in self.target:
-                self.target.discard(fd)
+            if TARGET_LOCK.search(path) and self.target.get(fd) == path:
+                del self.target[fd]
                 return f"close of the target lock {path}"
-            if SHM.search(path) and self.write:
-                self.write.clear()
+            if SHM.search(path) and path in self.write:
+                self.write.discard(path)
                 return f"close of a descriptor of {path}"
         elif e["call"] == "fcntl" and SHM.search(path) and "F_SETLK" in e["args"]:
             lock = RANGE.search(e["args"])
             if lock and covers(int(lock.group(2)), int(lock.group(3)), WAL_WRITE_BYTE):
                 if lock.group(1) == "F_WRLCK":
-                    self.write.add(fd)
-                elif lock.group(1) == "F_UNLCK" and self.write:
-                    self.write.clear()
-                    return f"F_UNLCK of SQLite's write lock on {path}"
+                    self.write.add(path)
+                elif path in self.write:
+                    # F_UNLCK, or F_RDLCK: a downgrade lets the write lock go too.
+                    self.write.discard(path)
+                    return f"{lock.group(1)} of SQLite's write lock on {path}"
         return None
 
 
-def spans(events, holds):
-    """For each (FROM, TO): every window from a mark FROM to the next mark TO, and what broke it."""
+def spans(events, holds, target_only=False):
+    """For each (FROM, TO): every window from a mark FROM to the next mark TO, and what broke it
+    (with `target_only`, the target lock alone is checked)."""
     found = []
     for start, end in holds:
         locks, window, windows = Locks(), None, []
         for e in events:
             if "mark" in e:
                 if e["mark"] == start and window is None:
-                    window = {"from": start, "to": end, "held_at_start": locks.held(), "violations": []}
-                    if not window["held_at_start"]:
-                        window["violations"].append(f"at {start}: the target lock or SQLite's write lock is not held")
+                    held = locks.held(target_only)
+                    window = {"from": start, "to": end, "locks": "target" if target_only else "both",
+                              "held_at_start": held, "violations": []}
+                    if not held:
+                        what = "the target lock" if target_only else "the target lock or SQLite's write lock"
+                        window["violations"].append(f"at {start}: {what} is not held")
                 elif e["mark"] == end and window is not None:
                     windows.append(window)
                     window = None
                 continue
             let_go = locks.apply(e)
-            if let_go and window is not None:
+            if let_go and window is not None and (not target_only or "target lock" in let_go or "flock" in let_go):
                 window["violations"].append(let_go)
         if window is not None:
             window["violations"].append(f"mark {end} never reached")
@@ -195,6 +208,8 @@ def main():
     parser.add_argument("--calls", default=DEFAULT_CALLS, help="system calls to trace")
     parser.add_argument("--hold", nargs=2, action="append", default=[], metavar=("FROM", "TO"),
                         help="check that both locks are held from each mark FROM to the next mark TO")
+    parser.add_argument("--hold-target", nargs=2, action="append", default=[], metavar=("FROM", "TO"),
+                        help="check that the target lock alone is held from each mark FROM to the next mark TO")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     options = parser.parse_args()
     command = options.command[1:] if options.command[:1] == ["--"] else options.command
@@ -204,7 +219,10 @@ def main():
     if strace is None:
         print("syscall_trace: strace is not installed", file=sys.stderr)
         return 2
-    calls = ",".join(sorted(set(options.calls.split(",")) | {"write"}))
+    wanted = set(options.calls.split(",")) | {"write"}
+    if options.hold or options.hold_target:
+        wanted |= HOLD_CALLS
+    calls = ",".join(sorted(wanted))
     with tempfile.TemporaryDirectory() as scratch:
         log = os.path.join(scratch, "strace.log")
         status = subprocess.call(
@@ -215,11 +233,11 @@ def main():
             return 2
         with open(log, encoding="latin-1") as f:
             events = parse(f)
-    if not options.hold:
+    if not options.hold and not options.hold_target:
         with open(options.out, "w") as f:
             json.dump(events, f, indent=0)
         return status
-    checked = spans(events, options.hold)
+    checked = spans(events, options.hold) + spans(events, options.hold_target, target_only=True)
     with open(options.out, "w") as f:
         json.dump({"events": events, "spans": checked}, f, indent=0)
     broken = [w for w in checked if w["violations"]]

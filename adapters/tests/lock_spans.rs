@@ -1,12 +1,15 @@
-//! Lock spans checked where they happen, on the running adapter: from a publication's
-//! revalidation to its rename, neither the target's kernel lock nor SQLite's write lock is let
-//! go — observed at the system-call layer, not between effects. The test re-runs this test
+//! Lock spans checked where they happen, on the running adapter: from the opening of a
+//! publication's transaction (so through its revalidation read) to its rename, neither the
+//! target's kernel lock nor SQLite's write lock is let go, and the target lock is kept until
+//! the directory fsync after the commit — observed at the system-call layer, not between
+//! effects. The test re-runs this test
 //! binary's publishing test under the shared syscall-trace helper (`scripts/syscall_trace.py`,
 //! strace) with `--hold`: the helper follows the `flock` on the target's lock file and the
 //! `fcntl` write lock on byte 120 of the `-shm` file (what `BEGIN IMMEDIATE` takes in WAL mode)
 //! through every thread, and fails when either is released (unlocked, or its descriptor closed)
-//! between the marks `reached revalidated` and `reached renamed` that the publication's probe
-//! writes. (The Node path has the same check: `bindings/node/test/lock_spans.test.js`.)
+//! between the marks `reached transaction-open` and `reached renamed` that the publication's
+//! probe writes (`--hold-target` for the target lock alone, from `renamed` to
+//! `directory-synced`). (The Node path has the same check: `bindings/node/test/lock_spans.test.js`.)
 
 mod support;
 
@@ -56,7 +59,7 @@ fn marked_publications_publish() {
 }
 
 #[test]
-fn from_revalidation_to_rename_no_lock_is_let_go() {
+fn from_the_transaction_to_the_rename_no_lock_is_let_go() {
     let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/syscall_trace.py");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("events.json");
@@ -64,7 +67,13 @@ fn from_revalidation_to_rename_no_lock_is_let_go() {
         .arg(&helper)
         .arg("--out")
         .arg(&out)
-        .args(["--hold", "reached revalidated", "reached renamed", "--"])
+        .args(["--hold", "reached transaction-open", "reached renamed"])
+        .args([
+            "--hold-target",
+            "reached renamed",
+            "reached directory-synced",
+            "--",
+        ])
         .arg(std::env::current_exe().unwrap())
         .args(["--exact", "marked_publications_publish", "--test-threads=1"])
         .status()
@@ -72,7 +81,11 @@ fn from_revalidation_to_rename_no_lock_is_let_go() {
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&out).expect("the helper wrote its report")).unwrap();
     let spans = report["spans"].as_array().expect("spans checked");
-    assert_eq!(spans.len(), 2, "both publications traced: {spans:?}");
+    assert_eq!(
+        spans.len(),
+        4,
+        "both publications traced, both spans: {spans:?}"
+    );
     for span in spans {
         assert_eq!(span["held_at_start"], true, "{span}");
         assert_eq!(span["violations"], serde_json::json!([]), "{span}");

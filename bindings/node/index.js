@@ -75,6 +75,17 @@ function sqliteError(e) {
 const STATEMENTS = unwrap(native(() => addon.schemaStatements()));
 const TABLES = ['HookProjectionLeases', 'HookProjectionChannels'];
 
+/** Whether `db` looks like a better-sqlite3 `Database` (what solewriter calls on it). */
+function isDatabase(db) {
+  return db !== null && typeof db === 'object' && typeof db.prepare === 'function' && typeof db.pragma === 'function';
+}
+
+/** Refuses (INVALID_INPUT) a first argument that is not the host's open database. */
+function requireDatabase(db, what) {
+  if (!isDatabase(db)) throw coded('INVALID_INPUT', `${what} takes the host's better-sqlite3 Database`);
+  if (db.open === false) throw coded('INVALID_INPUT', `${what}: the database connection is closed`);
+}
+
 /** Refuses (IN_TRANSACTION) a connection inside one of the host's transactions: `what` opens its own. */
 function refuseTransaction(db, what) {
   if (db.inTransaction) {
@@ -97,6 +108,7 @@ function requireWal(db) {
  * either. Returns 'created' or 'present'.
  */
 function initialize(db) {
+  requireDatabase(db, 'initialize');
   refuseTransaction(db, 'initialize');
   requireWal(db);
   const run = db.transaction(() => {
@@ -147,9 +159,7 @@ const CONFIG_FIELDS = {
 /** Refuses (INVALID_CONFIG) a configuration with a field missing, unknown or of another type. */
 function checkConfig(db, config) {
   const bad = (message) => coded('INVALID_CONFIG', `configuration: ${message}; nothing was done`);
-  if (db === null || typeof db !== 'object' || typeof db.prepare !== 'function' || typeof db.pragma !== 'function') {
-    throw bad('the first argument must be the host\'s better-sqlite3 Database');
-  }
+  if (!isDatabase(db)) throw bad('the first argument must be the host\'s better-sqlite3 Database');
   if (config === null || typeof config !== 'object') throw bad('a configuration object is required');
   for (const field of Object.keys(config)) {
     if (!(field in CONFIG_FIELDS)) throw bad(`unknown field \`${field}\` (known: ${Object.keys(CONFIG_FIELDS).join(', ')})`);
@@ -436,7 +446,10 @@ class ProjectionStore {
  * ADOPTION_REFUSED (with `table`, `rowid`, `column`, `problem` or `reason`), FOREIGN_SCHEMA
  * (not WAL), BUSY or IN_TRANSACTION, having changed nothing. `clock`: `() => ms` (tests).
  */
-function adoptJsWriterTables(db, tuples, { clock } = {}) {
+function adoptJsWriterTables(db, tuples, options = {}) {
+  requireDatabase(db, 'adoptJsWriterTables');
+  if (options === null || typeof options !== 'object') throw coded('INVALID_INPUT', 'adoptJsWriterTables: options must be an object');
+  const { clock } = options;
   refuseTransaction(db, 'the adoption');
   requireWal(db);
   const run = db.transaction(() => adoptOn(db, addon, (call) => unwrap(native(call)), tuples, clock ? clock() : undefined));
@@ -449,7 +462,13 @@ function adoptJsWriterTables(db, tuples, { clock } = {}) {
 
 /** The target id (64 hex) of an attested tuple (an object with its seven camelCase fields). */
 function targetId(tuple) {
-  return unwrap(native(() => addon.targetId(JSON.stringify(tuple)))).targetId;
+  let text;
+  try {
+    text = JSON.stringify(tuple);
+  } catch (e) {
+    throw coded('INVALID_INPUT', `tuple: not JSON (${e.message})`);
+  }
+  return unwrap(native(() => addon.targetId(text))).targetId;
 }
 
 /** Reads and validates `<runtimeRoot>/hook-projections/<targetId>/current.json`. */

@@ -72,21 +72,35 @@ function unwrap(text) {
   return value;
 }
 
+/** napi-rs's statuses (`InvalidArg`, `StringExpected`, ...): a value of the wrong type. */
+const NAPI_STATUS = /^[A-Z][a-z]+(?:[A-Z][a-z]+)+$/;
+
+/** Whether `message` is an answer of the addon's (JSON text with one of our codes). */
+function nativeAnswer(message) {
+  if (!message.startsWith('{"error":')) return false;
+  try {
+    return ERROR_CODES.includes(JSON.parse(message).error.code);
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Runs a call into the addon: its value (an answer's JSON text, or a native object), or its
  * error. The addon answers its own failures as text, so whatever it throws is an error of the
- * binding layer, which becomes one of ours: a failure a native constructor could only throw as text (the answer's JSON as
- * its message) is that answer's error; a napi-rs status (an argument of the wrong type reached
- * the addon) is INVALID_INPUT; a JS exception without a code escaped from a callback of the
- * host's (an answer of the SQL executor the binding layer could not read) is HOST.
+ * binding layer, which becomes one of ours: a failure a native constructor could only throw as
+ * text (an answer's JSON, with one of our codes, as its message) is that answer's error; a
+ * napi-rs status (an argument of the wrong type reached the addon) is INVALID_INPUT; anything
+ * else escaped from a callback of the host's (an answer of the SQL executor the binding layer
+ * could not read, a throwing clock) and is HOST.
  */
 function native(call) {
   try {
     return call();
   } catch (e) {
     const message = e instanceof Error ? e.message : String(e);
-    if (message.startsWith('{"error":')) unwrap(message);
-    if (e instanceof Error && typeof e.code === 'string') {
+    if (nativeAnswer(message)) unwrap(message);
+    if (e instanceof Error && NAPI_STATUS.test(e.code)) {
       throw coded('INVALID_INPUT', `invalid argument (${e.code}): ${message}`);
     }
     throw coded('HOST', `a callback of the host failed inside solewriter: ${message}`);

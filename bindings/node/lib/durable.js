@@ -21,9 +21,11 @@ const saved = new WeakMap();
 /**
  * Raises `db` to FULL for the transaction solewriter is about to begin (never called inside a
  * transaction: every caller refuses one first). A level still saved from a call that could not
- * restore it is restored first, so the level saved now is the host's.
+ * restore it is restored first if solewriter's FULL is still set; if the host has set a level
+ * of its own since, that one stays. Either way the level saved now is the host's.
  */
 function raise(db) {
+  if (saved.has(db) && db.pragma('synchronous', { simple: true }) !== FULL) saved.delete(db);
   restore(db);
   const level = db.pragma('synchronous', { simple: true });
   if (level < FULL) db.pragma(`synchronous = ${FULL}`);

@@ -37,7 +37,9 @@ function projectLockClasses(addon) {
 
   /** The project lock of directory `dir` (`recordOnly`: no kernel lock). */
   class ProjectLock {
-    constructor(dir, { recordOnly = false } = {}) {
+    constructor(dir, options = {}) {
+      if (options === null || typeof options !== 'object') throw coded('INVALID_INPUT', 'ProjectLock: options must be an object');
+      const { recordOnly = false } = options;
       this.dir = dir;
       this.native = native(() => new addon.NativeProjectLock(dir, recordOnly));
     }

@@ -694,12 +694,12 @@ fn publish_answer(
 }
 
 /// Whether a publication that could not start because of `failure` releases its unused grant:
-/// after `BUSY` (the target lock or SQLite's lock), as the Rust adapter does. Not after
-/// `IN_TRANSACTION` (the host's own transaction was open: the grant stays usable, and a release
-/// must not commit in a later turn behind the caller's back), nor after a failure of the host's
-/// executor.
+/// after any failure to take the target lock or to begin (`BUSY`, `IO`, ...), as the Rust
+/// adapter's dropped lease is released. Not after `IN_TRANSACTION` (the host's own transaction
+/// was open: the grant stays usable, and a release must not commit in a later turn behind the
+/// caller's back), nor after `HOST` (the host's executor failed: nothing more is asked of it).
 fn releases_unused(failure: &Failure) -> bool {
-    failure.code == "BUSY"
+    !matches!(failure.code.as_str(), "IN_TRANSACTION" | "HOST")
 }
 
 /// The answer of a publication that could not start (`failure`), once the conditional release

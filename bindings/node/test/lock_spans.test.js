@@ -1,7 +1,8 @@
 'use strict';
 /**
- * Lock spans checked where they happen, on the Node path: from a publication's revalidation to
- * its rename, neither the target's kernel lock nor SQLite's write lock is let go — for the
+ * Lock spans checked where they happen, on the Node path: from the opening of a publication's
+ * transaction (through its revalidation read) to its rename, neither the target's kernel lock
+ * nor SQLite's write lock is let go, and the target lock is kept until the directory fsync — for the
  * synchronous and the asynchronous publication, of a grant and in one shot. The host
  * (`lock_span_host.js`) runs under the shared syscall-trace helper (`scripts/syscall_trace.py
  * --hold`), which follows the `flock` on the target's lock file and the `fcntl` write lock on
@@ -18,16 +19,30 @@ const { scratch } = require('./helpers');
 
 const TRACE = path.join(__dirname, '..', '..', '..', 'scripts', 'syscall_trace.py');
 
-test('from revalidation to rename no lock is let go, in all four forms of publication', () => {
+test('from the transaction to the rename no lock is let go, nor the target lock until the directory fsync, in all four forms', () => {
   const dir = scratch();
   const out = path.join(dir, 'events.json');
   const run = spawnSync(
     'python3',
-    [TRACE, '--out', out, '--hold', 'reached revalidated', 'reached renamed', '--', process.execPath, path.join(__dirname, 'lock_span_host.js'), dir],
+    [
+      TRACE,
+      '--out',
+      out,
+      '--hold',
+      'reached transaction-open',
+      'reached renamed',
+      '--hold-target',
+      'reached renamed',
+      'reached directory-synced',
+      '--',
+      process.execPath,
+      path.join(__dirname, 'lock_span_host.js'),
+      dir,
+    ],
     { encoding: 'utf8' },
   );
   const { spans } = JSON.parse(fs.readFileSync(out, 'utf8'));
-  assert.equal(spans.length, 4, `every publication traced: ${JSON.stringify(spans)}`);
+  assert.equal(spans.length, 8, `every publication traced, both spans: ${JSON.stringify(spans)}`);
   for (const span of spans) {
     assert.equal(span.held_at_start, true, JSON.stringify(span));
     assert.deepEqual(span.violations, [], JSON.stringify(span));
