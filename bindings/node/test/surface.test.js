@@ -50,16 +50,23 @@ test('the binding layer\'s errors become documented codes', () => {
   // A host callback that throws an error with a code of its own is still the host's: HOST.
   const eio = new ProjectionStore(db, { ...store.config, clock: () => { throw Object.assign(new Error('clock device'), { code: 'EIO' }); } });
   assert.throws(() => eio.acquire(t, 'holder-1'), { code: 'HOST' });
+  // Only napi-rs's own statuses are argument errors: a look-alike code from the host is HOST.
+  for (const code of ['1StringExpected', 'StringExpected1', 'Stringexpected', 'EIO']) {
+    const odd = new ProjectionStore(db, { ...store.config, clock: () => { throw Object.assign(new Error('odd'), { code }); } });
+    assert.throws(() => odd.acquire(t, 'holder-1'), { code: 'HOST' }, code);
+  }
   // Arguments that are not what the calls take: INVALID_INPUT, never an uncoded TypeError.
-  const invalid = (call) => assert.throws(call, { code: 'INVALID_INPUT' });
-  invalid(() => store.admitTarget({ ...tuple(1), agentId: 1n }));
-  invalid(() => initialize({}));
-  invalid(() => adoptJsWriterTables(undefined, []));
-  invalid(() => adoptJsWriterTables(db, [], null));
-  invalid(() => new ProjectLock(scratch(), null));
+  const invalid = (call, pattern) => assert.throws(call, (e) => e.code === 'INVALID_INPUT' && pattern.test(e.message));
+  invalid(() => store.admitTarget({ ...tuple(1), agentId: 1n }), /^tuple: not JSON \(/);
+  invalid(() => initialize({}), /^initialize takes the host's better-sqlite3 Database$/);
+  invalid(() => adoptJsWriterTables(undefined, []), /^adoptJsWriterTables takes the host's better-sqlite3 Database$/);
+  for (const options of [null, 'x']) {
+    invalid(() => adoptJsWriterTables(db, [], options), /^adoptJsWriterTables: options must be an object$/);
+    invalid(() => new ProjectLock(scratch(), options), /^ProjectLock: options must be an object$/);
+  }
   const closed = new Database(path.join(scratch(), 'closed.sqlite'));
   closed.close();
-  invalid(() => initialize(closed));
+  invalid(() => initialize(closed), /^initialize: the database connection is closed$/);
   // The project lock's calls too.
   assert.throws(() => new ProjectLock(1), { code: 'INVALID_INPUT' });
   assert.throws(() => new ProjectLock(scratch()).acquire({ wait: 1n }), (e) => e.code === 'INVALID_INPUT' && /not JSON/.test(e.message));
@@ -205,6 +212,16 @@ for (const [name, host] of [['OFF', 0], ['NORMAL', 1], ['FULL', 2], ['EXTRA', 3]
     }
   });
 }
+
+test('a level the host set after a call that could not restore is the host\'s choice: it stays', () => {
+  const { db, store } = setup();
+  const t = store.admitTarget(tuple(0));
+  executeSqlEffect(db, { kind: 'begin' });
+  db.exec('ROLLBACK');
+  db.pragma('synchronous = OFF'); // the host's own choice, made since
+  store.acquire(t, 'holder-1');
+  assert.equal(db.pragma('synchronous', { simple: true }), 0);
+});
 
 test('a level left raised by a call that could not restore it is put back by the next call', () => {
   const { db, store } = setup();
