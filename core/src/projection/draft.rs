@@ -59,12 +59,15 @@ impl Draft {
     }
 
     /// Whether the holder of `authority`, having read `rows` inside its transaction at broker
-    /// time `now`, may publish this draft: the same target and epoch, composed from exactly
-    /// these rows, and no row expired between the draft's clock and `now` (so every channel's
-    /// freshness in the draft is its freshness at `now`).
+    /// time `now`, may publish this draft: the same target and epoch, composed before the
+    /// grant's expiry (a draft whose clock already saw the expiry is never published, even if
+    /// the clock has since stepped back), from exactly these rows, and no row expired between
+    /// the draft's clock and `now` (so every channel's freshness in the draft is its freshness
+    /// at `now`).
     pub fn confirmed(&self, authority: &Authority, rows: &[ChannelRecord], now: Millis) -> bool {
         self.target_id == *authority.target_id()
             && self.epoch == authority.epoch()
+            && self.composed_at < authority.expires_at()
             && self.rows == rows
             && rows
                 .iter()
@@ -91,7 +94,8 @@ mod tests {
             token_hash: token.hash(),
             holder_instance_digest: crate::names::InstanceDigest::parse("i").unwrap(),
             now: Millis(0),
-            ttl: LeaseTtl::from_millis(Some(1000)).unwrap(),
+            ttl: LeaseTtl::from_millis(Some(20_000)).unwrap(),
+            published_epoch: None,
         };
         let plan = observe(LeaseRecord::admitted(target.clone()), Millis(0))
             .unwrap()
@@ -154,5 +158,17 @@ mod tests {
         assert!(!draft.confirmed(&authority(a.clone()), &[row(&a, 2)], Millis(6)));
         assert!(!draft.confirmed(&authority(a.clone()), &[], Millis(6)));
         assert!(!draft.confirmed(&authority(a.clone()), &[row(&a, 1), row(&a, 1)], Millis(6)));
+    }
+
+    #[test]
+    fn a_draft_composed_at_or_past_the_expiry_is_never_confirmed() {
+        // The grant of `authority` expires at 20_000. A draft whose clock read 20_000 or later
+        // is refused even when the transaction's clock has stepped back before the expiry.
+        let a = tid('a');
+        let rows = vec![row(&a, 1)];
+        let at = |ms| Draft::compose(&a, 1, &registry(), rows.clone(), Millis(ms)).unwrap();
+        assert!(at(19_999).confirmed(&authority(a.clone()), &rows, Millis(19_999)));
+        assert!(!at(20_000).confirmed(&authority(a.clone()), &rows, Millis(19_999)));
+        assert!(!at(u64::MAX >> 11).confirmed(&authority(a.clone()), &rows, Millis(19_999)));
     }
 }

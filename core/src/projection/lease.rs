@@ -257,6 +257,12 @@ pub struct AcquireRequest {
     pub now: Millis,
     /// The configured TTL.
     pub ttl: LeaseTtl,
+    /// The fencing epoch of the document at the target's path, if there is one (read under
+    /// the target lock inside the same transaction). The grant numbers past it as well as
+    /// past the row, so no two documents ever carry one epoch — also when a one-shot's rename
+    /// survived a crash that rolled its grant back. It only raises the number; it never
+    /// decides who may write.
+    pub published_epoch: Option<u64>,
 }
 
 /// The write an adapter performs to grant a lease: set the row of `target_id` to `epoch`
@@ -323,6 +329,7 @@ impl<S: Acquirable> Lease<S> {
     ) -> Result<(Lease<Held>, AcquirePlan), AcquireRefused> {
         let prior_epoch = self.epoch;
         let epoch = prior_epoch
+            .max(request.published_epoch.unwrap_or(0))
             .checked_add(1)
             .filter(|e| *e <= crate::STORAGE_INTEGER_MAX)
             .ok_or(AcquireRefused::EpochExhausted)?;
@@ -390,13 +397,14 @@ impl Observed {
         }
     }
 
-    /// Decides an operator's end of the current grant, which needs no credential: a live
-    /// grant is ended by the conditional release of exactly that grant (its epoch and token
-    /// hash); an expired, released or never-granted row has nothing to end.
-    pub fn decide_end(self) -> Result<EndPlan, NothingHeld> {
+    /// Decides an operator's end of the current grant, which needs no credential: a held
+    /// grant, live or expired, is ended by the conditional release of exactly that grant (its
+    /// epoch and token hash; `true` with the plan: it had expired); a released or
+    /// never-granted row has nothing to end.
+    pub fn decide_end(self) -> Result<(EndPlan, bool), NothingHeld> {
         match self {
-            Observed::Held(l) => Ok(l.end()),
-            Observed::Expired(_) => Err(NothingHeld::Expired),
+            Observed::Held(l) => Ok((l.end(), false)),
+            Observed::Expired(l) => Ok((l.end(), true)),
             Observed::Released(_) => Err(NothingHeld::Released),
             Observed::Unheld(_) => Err(NothingHeld::NeverGranted),
         }
@@ -476,20 +484,6 @@ impl Lease<Held> {
         }
     }
 
-    /// Ends this live grant on an operator's word: the conditional release of exactly this
-    /// grant. Once it is written the row is `released`, so its holder's next publication or
-    /// release is refused ([`Fenced::Released`]) and the next grant gets a higher epoch.
-    pub fn end(self) -> EndPlan {
-        EndPlan {
-            release: ReleasePlan {
-                target_id: self.target_id,
-                epoch: self.epoch,
-                token_hash: self.data.holder_token_hash,
-            },
-            grant: self.data,
-        }
-    }
-
     /// Authorizes a publication by the holder presenting `credential`.
     pub fn authorize_publish(self, credential: &Credential) -> Result<Authority, Fenced> {
         self.check(credential)?;
@@ -502,6 +496,22 @@ impl Lease<Held> {
 }
 
 impl<S: Releasable> Lease<S> {
+    /// Ends this grant on an operator's word: the conditional release of exactly this grant.
+    /// Once it is written the row is `released`, so its holder's next publication or release
+    /// is refused ([`Fenced::Released`]) and the next grant gets a higher epoch. An expired
+    /// grant is ended too: its holder is already fenced by time, and the write makes that
+    /// durable, so a broker clock set back cannot make the grant live again.
+    pub fn end(self) -> EndPlan {
+        EndPlan {
+            release: ReleasePlan {
+                target_id: self.target_id,
+                epoch: self.epoch,
+                token_hash: self.data.holder_token_hash,
+            },
+            grant: self.data,
+        }
+    }
+
     /// Releases the lease if `credential` matches both the epoch and the token hash.
     pub fn release(self, credential: &Credential) -> Result<ReleasePlan, Fenced> {
         self.check(credential)?;
@@ -531,7 +541,7 @@ pub struct ReleasePlan {
     pub token_hash: TokenHash,
 }
 
-/// An operator's end of a live grant: the conditional release of exactly the grant observed
+/// An operator's end of a held grant (live or expired): the conditional release of exactly the grant observed
 /// (a grant that changed meanwhile is not ended), and that grant, for the report.
 #[derive(Clone, Debug)]
 pub struct EndPlan {
@@ -548,8 +558,6 @@ pub enum NothingHeld {
     NeverGranted,
     /// The last grant was released (by its holder or by an operator).
     Released,
-    /// The last grant reached its expiry: its holder is already fenced.
-    Expired,
 }
 
 impl NothingHeld {
@@ -558,7 +566,6 @@ impl NothingHeld {
         match self {
             NothingHeld::NeverGranted => "unheld",
             NothingHeld::Released => "released",
-            NothingHeld::Expired => "expired",
         }
     }
 }
@@ -630,6 +637,7 @@ mod tests {
             holder_instance_digest: InstanceDigest::parse(&format!("inst-{seed}")).unwrap(),
             now: Millis(now),
             ttl: LeaseTtl::from_millis(Some(100)).unwrap(),
+            published_epoch: None,
         }
     }
 
@@ -754,14 +762,19 @@ mod tests {
     }
 
     #[test]
-    fn only_a_live_grant_can_be_ended_and_the_plan_names_exactly_it() {
+    fn only_a_held_grant_can_be_ended_and_the_plan_names_exactly_it() {
         let p1 = grant(LeaseRecord::admitted(tid()), 1, 0).unwrap();
         let end = |rec: &LeaseRecord, now| observe(rec.clone(), Millis(now)).unwrap().decide_end();
-        let plan = end(&p1.record(), 99).unwrap();
+        let (plan, expired) = end(&p1.record(), 99).unwrap();
+        assert!(!expired);
         assert_eq!((plan.release.epoch, &plan.release.target_id), (1, &tid()));
         assert!(plan.release.token_hash.ct_eq(&p1.grant.holder_token_hash));
         assert_eq!(plan.grant.expires_at, Millis(100));
-        assert_eq!(end(&p1.record(), 100).unwrap_err(), NothingHeld::Expired);
+        // An expired grant is ended too (a clock set back must not revive it).
+        let (plan, expired) = end(&p1.record(), 100).unwrap();
+        assert!(expired);
+        assert_eq!(plan.release.epoch, 1);
+        assert!(plan.release.token_hash.ct_eq(&p1.grant.holder_token_hash));
         assert_eq!(
             end(&released(&p1.record()), 50).unwrap_err(),
             NothingHeld::Released
@@ -770,13 +783,8 @@ mod tests {
             end(&LeaseRecord::admitted(tid()), 0).unwrap_err(),
             NothingHeld::NeverGranted
         );
-        let names = [
-            NothingHeld::NeverGranted,
-            NothingHeld::Released,
-            NothingHeld::Expired,
-        ]
-        .map(NothingHeld::name);
-        assert_eq!(names, ["unheld", "released", "expired"]);
+        let names = [NothingHeld::NeverGranted, NothingHeld::Released].map(NothingHeld::name);
+        assert_eq!(names, ["unheld", "released"]);
     }
 
     #[test]

@@ -7,10 +7,9 @@
 /// A named point of the publication sequence, reported to the adapter's `PublishProbe`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PublishStep {
-    /// The draft was composed from the committed rows (the target lock held, before the
-    /// transaction).
+    /// The draft was composed from the committed rows (before the transaction: no lock held).
     Composed,
-    /// The draft's temp sibling is written and fsynced (before the transaction).
+    /// The draft's temp sibling is written and fsynced (before the transaction: no lock held).
     TempWritten,
     /// The serialized write transaction is open.
     TransactionOpen,
@@ -23,13 +22,16 @@ pub enum PublishStep {
     Renamed,
     /// The conditional release was executed (the commit follows).
     Released,
-    /// The directory was fsynced (after the commit, the target lock still held).
+    /// The transaction has ended and the target lock is let go, after a rename (the directory
+    /// fsync follows; no lock held).
+    Unlocked,
+    /// The directory was fsynced (after the commit: no lock held).
     DirectorySynced,
 }
 
 impl PublishStep {
     /// Every step, in order.
-    pub const ALL: [PublishStep; 8] = [
+    pub const ALL: [PublishStep; 9] = [
         PublishStep::Composed,
         PublishStep::TempWritten,
         PublishStep::TransactionOpen,
@@ -37,6 +39,7 @@ impl PublishStep {
         PublishStep::DeadlineChecked,
         PublishStep::Renamed,
         PublishStep::Released,
+        PublishStep::Unlocked,
         PublishStep::DirectorySynced,
     ];
 
@@ -49,6 +52,7 @@ impl PublishStep {
             PublishStep::TempWritten => "temp-written",
             PublishStep::DeadlineChecked => "deadline-checked",
             PublishStep::Renamed => "renamed",
+            PublishStep::Unlocked => "unlocked",
             PublishStep::DirectorySynced => "directory-synced",
             PublishStep::Released => "released",
         }

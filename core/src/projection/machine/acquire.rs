@@ -1,9 +1,10 @@
 //! Acquisition. A live grant seen in the committed snapshot answers `Held` at once, and an
 //! absent row `NotAdmitted`, without any lock (the `Held` answer is advisory: the grant may end
-//! a moment later). Otherwise, inside the
-//! lock envelope: read the row, read the clock, let the core decide (`decide_acquire`), write
-//! the grant WHERE the epoch is still the one observed, commit. A grant is therefore always
-//! decided and written under both locks; a contender writes nothing.
+//! a moment later). Otherwise, inside the lock envelope: read the row, read the target's
+//! `current.json` (its epoch, if it is a document: the grant numbers past it), read the clock,
+//! let the core decide (`decide_acquire`), write the grant WHERE the epoch is still the one
+//! observed, commit. A grant is therefore always decided and written under both locks; a
+//! contender writes nothing.
 
 use super::serialized::{Body, End, Serialized};
 use super::{protocol_violation, Effect, Input, Machine};
@@ -56,6 +57,7 @@ pub struct Applicant {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
     ReadLease,
+    ReadCurrent,
     ReadClock,
     Write,
     Done,
@@ -67,6 +69,8 @@ pub(crate) struct Grant<E> {
     applicant: Applicant,
     stage: Stage,
     record: Option<LeaseRecord>,
+    /// The epoch of the document at the target's path, if any.
+    published_epoch: Option<u64>,
     plan: Option<AcquirePlan>,
     pub(crate) result: Option<Acquired<E>>,
     /// The grant replaces an expired one (a takeover).
@@ -79,6 +83,7 @@ impl<E> Grant<E> {
             applicant,
             stage: Stage::ReadLease,
             record: None,
+            published_epoch: None,
             plan: None,
             result: None,
             takeover: false,
@@ -100,6 +105,7 @@ impl<E> Body<E> for Grant<E> {
     fn poll(&self) -> Effect<'_> {
         match (self.stage, &self.plan) {
             (Stage::ReadLease, _) => Effect::ReadLease,
+            (Stage::ReadCurrent, _) => Effect::ReadCurrent,
             (Stage::ReadClock, _) => Effect::ReadClock,
             (Stage::Write, Some(plan)) => Effect::WriteGrant(plan),
             (Stage::Write, None) | (Stage::Done, _) => Effect::Finished,
@@ -110,6 +116,12 @@ impl<E> Body<E> for Grant<E> {
         self.stage = match (self.stage, input) {
             (Stage::ReadLease, Input::Lease(Some(record))) => {
                 self.record = Some(record);
+                Stage::ReadCurrent
+            }
+            (Stage::ReadCurrent, Input::Current(bytes)) => {
+                self.published_epoch = bytes
+                    .as_deref()
+                    .and_then(crate::projection::ProjectionDocument::published_epoch);
                 Stage::ReadClock
             }
             (Stage::ReadLease, Input::Lease(None)) => {
@@ -124,6 +136,7 @@ impl<E> Body<E> for Grant<E> {
                     holder_instance_digest: self.applicant.holder_instance_digest.clone(),
                     now,
                     ttl: self.applicant.ttl,
+                    published_epoch: self.published_epoch,
                 };
                 let observed = observe(record, now);
                 // A grant over an expired one is a takeover: its predecessor may still try to
@@ -150,16 +163,17 @@ impl<E> Body<E> for Grant<E> {
             (Stage::Write, Input::Written(false)) => {
                 self.finish(Acquired::Failed(AcquireFailure::RowChanged))
             }
-            (Stage::ReadLease | Stage::ReadClock | Stage::Write, Input::Failed(e)) => {
-                self.finish(Acquired::Failed(AcquireFailure::Effect(e)))
-            }
+            (
+                Stage::ReadLease | Stage::ReadCurrent | Stage::ReadClock | Stage::Write,
+                Input::Failed(e),
+            ) => self.finish(Acquired::Failed(AcquireFailure::Effect(e))),
             (stage, other) => protocol_violation(&format!("acquire {stage:?}"), &other),
         };
     }
 
     fn end(&self) -> Option<End> {
         match (&self.result, self.stage) {
-            (_, Stage::ReadLease | Stage::ReadClock | Stage::Write) => None,
+            (_, Stage::ReadLease | Stage::ReadCurrent | Stage::ReadClock | Stage::Write) => None,
             (Some(Acquired::Granted(_)), _) => Some(End::Commit),
             _ => Some(End::Rollback),
         }

@@ -13,13 +13,14 @@
 //! model store and model file system under loom and shuttle. So the sequence the model
 //! checkers explore is the sequence that runs: it exists once, here.
 //!
-//! Lock discipline, the same in every machine: [`Effect::LockTarget`] (the target's kernel
-//! lock) → the body's part before the transaction → [`Effect::Begin`] (the store's write
-//! lock) → body → [`Effect::Commit`] or [`Effect::Rollback`] → the body's part after the
-//! transaction → [`Effect::UnlockTarget`]. Both locks are held for the whole transaction's
-//! body, the target lock alone before and after it (only a publication has work there: its
-//! draft and temp file before, its directory fsync after); [`serialized`] is the one place
-//! that orders them.
+//! Lock discipline, the same in every machine: the body's part before the transaction (no
+//! lock) → [`Effect::LockTarget`] (the target's kernel lock) → [`Effect::Begin`] (the store's
+//! write lock) → body → [`Effect::Commit`] or [`Effect::Rollback`] → [`Effect::UnlockTarget`]
+//! → the body's part after the transaction (no lock). Both locks are held for the whole
+//! transaction's body and neither outside it (only a publication has work outside: its draft
+//! and temp file before, its directory fsync after), so a holder frozen anywhere outside its
+//! transaction holds no exclusion past its lease; [`serialized`] is the one place that orders
+//! them.
 //!
 //! - [`acquire`]: the grant (a `Held` answer from the committed snapshot needs no lock).
 //! - [`release`]: the conditional release, alone or as the end of a publication, and an
@@ -55,6 +56,9 @@ pub enum Effect<'m> {
     Begin,
     /// Read the target's lease row inside the transaction. Answer [`Input::Lease`].
     ReadLease,
+    /// Read the target's `current.json` inside the transaction (the target lock held, so no
+    /// rename runs meanwhile). Answer [`Input::Current`] (`None`: there is none).
+    ReadCurrent,
     /// Read the broker clock. Answer [`Input::Clock`].
     ReadClock,
     /// Read the target's committed channel rows: inside the transaction, as it sees them;
@@ -108,6 +112,7 @@ impl Effect<'_> {
             Effect::LockTarget => "lock-target",
             Effect::Begin => "begin",
             Effect::ReadLease => "read-lease",
+            Effect::ReadCurrent => "read-current",
             Effect::ReadClock => "read-clock",
             Effect::ReadChannels => "read-channels",
             Effect::WriteGrant(_) => "write-grant",
@@ -138,6 +143,8 @@ pub enum Input<E> {
     Lease(Option<LeaseRecord>),
     /// The broker clock.
     Clock(Millis),
+    /// The bytes of the target's `current.json` (`None`: no such file).
+    Current(Option<Vec<u8>>),
     /// The committed channel rows of the target.
     Channels(Vec<ChannelRecord>),
     /// The target directory chain exists; `verified` says whether every directory of it is
@@ -190,6 +197,7 @@ fn protocol_violation<E>(effect: &str, input: &Input<E>) -> ! {
         Input::Done => "Done",
         Input::Lease(_) => "Lease",
         Input::Clock(_) => "Clock",
+        Input::Current(_) => "Current",
         Input::Channels(_) => "Channels",
         Input::Dir { .. } => "Dir",
         Input::Written(_) => "Written",

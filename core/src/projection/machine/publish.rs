@@ -1,30 +1,36 @@
 //! The fenced publication of `current.json`, in three parts of the lock envelope.
 //!
-//! Under the target's lock only (no other publication of this target can run, and the store
-//! stays free for every other target):
+//! Before the transaction, holding NO lock (a holder frozen here stops nobody):
 //! 1. read the clock and the committed channel rows; compose a [`Draft`] for the epoch the
 //!    holder was granted (pure);
 //! 2. make sure the target directory exists and is durable (fsync the parents of every
 //!    directory not yet known durable — also after an earlier failure);
-//! 3. remove orphan temp siblings; write a unique temp sibling and fsync it.
+//! 3. write a uniquely named temp sibling (`create_new`) and fsync it.
 //!
-//! Inside the store's serialized write transaction (both locks):
+//! Inside the store's serialized write transaction, the target's kernel lock taken right before
+//! it (both locks):
 //! 4. read the lease row and the clock; `authorize_publish` revalidates {target, epoch, token
 //!    hash, held, not expired} — else `Fenced`, nothing is renamed;
 //! 5. read the channel rows again; the authority confirms the draft ([`Draft::confirmed`]:
-//!    same target, epoch and rows, none expired since the draft's clock) — or the document is
-//!    composed again from these rows and written to a fresh temp sibling, as in 1–3;
+//!    same target and epoch, composed before the grant's expiry, same rows, none expired since
+//!    the draft's clock) — or the document is composed again from these rows and written to a
+//!    fresh temp sibling, as in 1–3;
 //! 6. read the clock again: at or past `expires_at` the publication aborts (no renewal);
-//! 7. rename over `current.json`;
-//! 8. the conditional release ([`ReleaseSteps`], token hash AND epoch); commit.
+//! 7. rename over `current.json` — if the draft's temp sibling is gone (a successor's sweep,
+//!    step 8, removed it while this publication was outside its transaction), the draft is
+//!    written again once, here, and 6–7 repeat;
+//! 8. remove every other temp sibling (the sweep: drafts of crashed, frozen or superseded
+//!    publications; best effort, a failure is not the publication's);
+//! 9. the conditional release ([`ReleaseSteps`], token hash AND epoch); commit.
 //!
-//! Under the target's lock again:
-//! 9. fsync the directory if the rename happened — else remove the temp sibling, if any.
+//! After the transaction, both locks let go again:
+//! 10. fsync the directory if the rename happened — else remove the temp sibling, if any.
 //!
-//! Every failure once the target lock is held still runs 8 (a failure before the transaction
-//! is carried into it). A publication reports success only when the rename, the directory
-//! fsync and every parent fsync it depends on succeeded. The successor of this holder cannot
-//! take the target lock before 9 has finished, so its orphan sweep never meets a live temp.
+//! Every failure after the draft still runs 9 (a failure before the transaction is carried
+//! into it). A publication reports success only when the rename, the directory fsync and every
+//! parent fsync it depends on succeeded. A temp sibling is created outside every lock, so the
+//! sweep (8) may remove a live one; it runs only under both locks, so it never removes a temp
+//! that a transaction is about to rename — one written in a transaction is renamed in it.
 
 use super::release::{ReleaseFailure, ReleaseOutcome, ReleaseSteps};
 use super::serialized::{Body, End, Serialized};
@@ -87,12 +93,11 @@ pub enum PublishEnd<E> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
     Mark(PublishStep),
-    // Before the transaction (the target lock only).
+    // Before the transaction (no lock); the directory and temp steps also inside it.
     DraftClock,
     DraftChannels,
     PrepareDir,
     SyncParents,
-    RemoveOrphans,
     WriteTemp,
     /// Ready for the transaction (or waiting to learn the grant, in a one-shot).
     Ready,
@@ -102,12 +107,13 @@ enum Stage {
     ReadChannels,
     DeadlineClock,
     Rename,
+    Sweep,
     Releasing,
     End,
-    // After the transaction (the target lock only).
+    // After the transaction (no lock).
     SyncDir,
     RemoveTemp,
-    Unlock,
+    Done,
 }
 
 /// The stage after a marker.
@@ -118,9 +124,10 @@ fn after(step: PublishStep) -> Stage {
         PublishStep::TransactionOpen => Stage::ReadLease,
         PublishStep::Revalidated => Stage::ReadChannels,
         PublishStep::DeadlineChecked => Stage::Rename,
-        PublishStep::Renamed => Stage::Releasing,
+        PublishStep::Renamed => Stage::Sweep,
         PublishStep::Released => Stage::End,
-        PublishStep::DirectorySynced => Stage::Unlock,
+        PublishStep::Unlocked => Stage::SyncDir,
+        PublishStep::DirectorySynced => Stage::Done,
     }
 }
 
@@ -138,6 +145,9 @@ pub(crate) struct Steps<'r, E> {
     draft: Option<Draft>,
     /// A temp sibling of this publication may exist (written, not yet renamed or removed).
     temp: bool,
+    /// The temp sibling to rename was written before the transaction (so a sweep may have
+    /// removed it: written again once inside the transaction if the rename finds it gone).
+    drafted_outside: bool,
     renamed: bool,
     failure: Option<PublishFailure<E>>,
     release: ReleaseSteps<E>,
@@ -158,6 +168,7 @@ impl<'r, E> Steps<'r, E> {
             now: Millis(0),
             draft: None,
             temp: false,
+            drafted_outside: false,
             renamed: false,
             failure: None,
             release,
@@ -262,7 +273,6 @@ impl<E> Steps<'_, E> {
             Stage::Mark(step) => Effect::Reached(step),
             Stage::PrepareDir => Effect::PrepareDir,
             Stage::SyncParents => Effect::SyncParents,
-            Stage::RemoveOrphans => Effect::RemoveOrphans,
             Stage::WriteTemp => Effect::WriteTemp(self.draft().bytes()),
             _ => return None,
         })
@@ -294,6 +304,7 @@ impl<E> Body<E> for Steps<'_, E> {
             Stage::ReadClock | Stage::DeadlineClock => Effect::ReadClock,
             Stage::ReadChannels => Effect::ReadChannels,
             Stage::Rename => Effect::Rename,
+            Stage::Sweep => Effect::RemoveOrphans,
             Stage::Releasing => self.release.poll(),
             _ => self.poll_files().unwrap_or(Effect::Finished),
         }
@@ -337,17 +348,21 @@ impl<E> Body<E> for Steps<'_, E> {
                 // revalidation's clock.
                 _ => self.compose(rows),
             },
-            (Stage::PrepareDir, Input::Dir { verified: true }) => Stage::RemoveOrphans,
+            (Stage::PrepareDir, Input::Dir { verified: true }) => Stage::WriteTemp,
             (Stage::PrepareDir, Input::Dir { verified: false }) => Stage::SyncParents,
-            (Stage::SyncParents, Input::Done) => Stage::RemoveOrphans,
-            (Stage::RemoveOrphans, Input::Done) => {
-                // From here on a temp sibling may exist (a failed write can leave one). Inside
-                // the transaction the sweep has just removed the draft's own temp.
+            (Stage::SyncParents, Input::Done) => Stage::WriteTemp,
+            (Stage::WriteTemp, input) => {
+                // From here on a temp sibling may exist (a failed write can leave one); a
+                // second one replaces the first, which the executor removes.
                 self.temp = true;
-                Stage::WriteTemp
+                self.drafted_outside = !self.in_tx;
+                match input {
+                    Input::Done if self.in_tx => Stage::DeadlineClock,
+                    Input::Done => Stage::Mark(PublishStep::TempWritten),
+                    Input::Failed(e) => self.fail(PublishFailure::Effect(e)),
+                    other => protocol_violation("publish WriteTemp", &other),
+                }
             }
-            (Stage::WriteTemp, Input::Done) if self.in_tx => Stage::DeadlineClock,
-            (Stage::WriteTemp, Input::Done) => Stage::Mark(PublishStep::TempWritten),
             (Stage::DeadlineClock, Input::Clock(now)) => {
                 match self.authority().check_deadline(now) {
                     Ok(()) => Stage::Mark(PublishStep::DeadlineChecked),
@@ -359,6 +374,11 @@ impl<E> Body<E> for Steps<'_, E> {
                 self.renamed = true;
                 Stage::Mark(PublishStep::Renamed)
             }
+            // The draft written before the transaction is gone (swept): write it again, here,
+            // once — the deadline is checked again before that rename.
+            (Stage::Rename, Input::Failed(_)) if self.drafted_outside => Stage::WriteTemp,
+            // The sweep is best effort: the document is in place, the next publication sweeps.
+            (Stage::Sweep, Input::Done | Input::Failed(_)) => Stage::Releasing,
             (Stage::Releasing, input) => {
                 self.release.handle(input);
                 if self.release.is_done() {
@@ -370,11 +390,11 @@ impl<E> Body<E> for Steps<'_, E> {
             (Stage::SyncDir, Input::Done) => Stage::Mark(PublishStep::DirectorySynced),
             (Stage::SyncDir, Input::Failed(e)) => {
                 self.failure = Some(PublishFailure::NotDurable(e));
-                Stage::Unlock
+                Stage::Done
             }
             (Stage::RemoveTemp, Input::Done | Input::Failed(_)) => {
                 self.temp = false;
-                Stage::Unlock
+                Stage::Done
             }
             (
                 Stage::DraftChannels
@@ -382,8 +402,6 @@ impl<E> Body<E> for Steps<'_, E> {
                 | Stage::ReadChannels
                 | Stage::PrepareDir
                 | Stage::SyncParents
-                | Stage::RemoveOrphans
-                | Stage::WriteTemp
                 | Stage::Rename,
                 Input::Failed(e),
             ) => self.fail(PublishFailure::Effect(e)),
@@ -400,7 +418,7 @@ impl<E> Body<E> for Steps<'_, E> {
     fn ended(&mut self) {
         self.in_tx = false;
         self.stage = if self.renamed {
-            Stage::SyncDir
+            Stage::Mark(PublishStep::Unlocked)
         } else {
             Stage::RemoveTemp
         };
@@ -408,10 +426,11 @@ impl<E> Body<E> for Steps<'_, E> {
 
     fn poll_after(&self) -> Option<Effect<'_>> {
         match self.stage {
+            Stage::Mark(step) => Some(Effect::Reached(step)),
             Stage::SyncDir => Some(Effect::SyncDir),
             Stage::RemoveTemp if self.temp => Some(Effect::RemoveTemp),
-            // No temp to remove, or `Unlock`: no file step either — the target lock is let go.
-            _ => self.poll_files(),
+            // No temp to remove, or done: the machine has ended.
+            _ => None,
         }
     }
 }

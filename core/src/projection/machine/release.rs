@@ -1,7 +1,7 @@
 //! The conditional release: read the row, let the core decide, write the release WHERE epoch
 //! and token hash still match. The decision is the [`Releaser`]'s: a holder's
 //! ([`HolderRelease`]: `decide_release`, token hash AND epoch) or an operator's
-//! ([`OperatorEnd`]: `decide_end`, the live grant observed, no credential). Run alone
+//! ([`OperatorEnd`]: `decide_end`, the held grant observed, no credential). Run alone
 //! ([`Release`], inside the lock envelope) and as the last steps of every publication
 //! ([`ReleaseSteps`]), so all of them are the same code.
 
@@ -44,7 +44,8 @@ impl Releaser for HolderRelease {
 /// An operator ending the current grant, whoever holds it (no credential).
 #[derive(Clone, Debug, Default)]
 pub struct OperatorEnd {
-    ended: Option<EndPlan>,
+    /// The plan decided, and whether its grant had expired.
+    ended: Option<(EndPlan, bool)>,
 }
 
 /// What an operator's end did.
@@ -52,11 +53,14 @@ pub struct OperatorEnd {
 pub enum EndOutcome {
     /// This live grant was ended: the row is `released`, its holder fenced.
     Ended(EndPlan),
-    /// There was no live grant (the row's epoch and why): nothing was written.
+    /// This grant had already expired (no live grant; its holder was fenced by time): it was
+    /// marked `released` all the same, so that a broker clock set back cannot revive it.
+    Closed(EndPlan),
+    /// There was no held grant (the row's epoch and why): nothing was written.
     NothingHeld {
         /// The row's epoch.
         epoch: u64,
-        /// Never granted, released or expired.
+        /// Never granted, or released.
         why: NothingHeld,
     },
 }
@@ -67,9 +71,9 @@ impl Releaser for OperatorEnd {
     fn decide(&mut self, observed: Observed) -> Result<ReleasePlan, EndOutcome> {
         let epoch = observed.epoch();
         match observed.decide_end() {
-            Ok(plan) => {
+            Ok((plan, expired)) => {
                 let release = plan.release.clone();
-                self.ended = Some(plan);
+                self.ended = Some((plan, expired));
                 Ok(release)
             }
             Err(why) => Err(EndOutcome::NothingHeld { epoch, why }),
@@ -78,7 +82,8 @@ impl Releaser for OperatorEnd {
 
     fn released(&mut self) -> EndOutcome {
         match self.ended.take() {
-            Some(plan) => EndOutcome::Ended(plan),
+            Some((plan, false)) => EndOutcome::Ended(plan),
+            Some((plan, true)) => EndOutcome::Closed(plan),
             None => unreachable!("a row is released only after a plan was decided"),
         }
     }

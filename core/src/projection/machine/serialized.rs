@@ -1,9 +1,12 @@
-//! The lock envelope every machine runs its body in, in one fixed order: take the target's
-//! kernel lock, run the body's part before the transaction, begin the store's serialized write
-//! transaction, run the body, commit or roll back, run the body's part after the transaction,
-//! release the target lock. The transaction's body runs only while both locks are held, the
-//! parts before and after it only under the target lock, and this is the only code that
-//! orders them, so no machine can take the locks the other way round.
+//! The lock envelope every machine runs its body in, in one fixed order: run the body's part
+//! before the transaction (no lock), take the target's kernel lock, begin the store's
+//! serialized write transaction, run the body, commit or roll back, release the target lock,
+//! run the body's part after the transaction (no lock). The transaction's body runs only while
+//! both locks are held; the target lock is taken right before the transaction begins and let
+//! go right after it ends, with no other effect in between, so no exclusion outlives a
+//! transaction (a holder frozen in its draft or before its directory fsync holds no lock).
+//! This is the only code that orders the locks, so no machine can take them the other way
+//! round.
 
 use super::{protocol_violation, Effect, Input};
 
@@ -16,13 +19,14 @@ pub(crate) enum End {
 
 /// The part of a machine that runs inside the envelope.
 pub(crate) trait Body<E> {
-    /// Before the transaction (the target lock held): the next effect, or `None` when the
-    /// body is ready for the transaction. Most bodies have nothing to do here.
+    /// Before the transaction (no lock held): the next effect, or `None` when the body is
+    /// ready for the transaction. Most bodies have nothing to do here.
     fn poll_before(&self) -> Option<Effect<'_>> {
         None
     }
-    /// The transaction began (`true`), or could not begin (`false`: the envelope keeps the
-    /// error, the transaction's body will not run, the part after it will).
+    /// The transaction began (`true`), or could not begin (`false`: the target lock or the
+    /// transaction could not be had; the envelope keeps the error, the transaction's body will
+    /// not run, the part after it will).
     fn begun(&mut self, _began: bool) {}
     /// Inside the transaction: the next effect, while [`Body::end`] is `None`.
     fn poll(&self) -> Effect<'_>;
@@ -32,8 +36,8 @@ pub(crate) trait Body<E> {
     fn end(&self) -> Option<End>;
     /// The transaction has ended (committed, or rolled back).
     fn ended(&mut self) {}
-    /// After the transaction (the target lock still held): the next effect, or `None` when the
-    /// target lock may be released.
+    /// After the transaction (both locks let go): the next effect, or `None` when the machine
+    /// has ended.
     fn poll_after(&self) -> Option<Effect<'_>> {
         None
     }
@@ -41,10 +45,11 @@ pub(crate) trait Body<E> {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
-    Lock,
     Before,
+    Begin,
     Body,
     RollbackAfterFailedCommit,
+    Unlock,
     After,
     Done,
 }
@@ -64,7 +69,7 @@ impl<E, B: Body<E>> Serialized<E, B> {
     pub(crate) fn new(body: B) -> Self {
         Serialized {
             body,
-            phase: Phase::Lock,
+            phase: Phase::Before,
             not_started: None,
             commit_failed: None,
         }
@@ -76,38 +81,43 @@ impl<E, B: Body<E>> Serialized<E, B> {
 
     pub(crate) fn poll(&self) -> Effect<'_> {
         match self.phase {
-            Phase::Lock => Effect::LockTarget,
-            Phase::Before => self.body.poll_before().unwrap_or(Effect::Begin),
+            // The body is ready for the transaction: the target lock is taken right before it.
+            Phase::Before => self.body.poll_before().unwrap_or(Effect::LockTarget),
+            Phase::Begin => Effect::Begin,
             Phase::Body => match self.body.end() {
                 None => self.body.poll(),
                 Some(End::Commit) => Effect::Commit,
                 Some(End::Rollback) => Effect::Rollback,
             },
             Phase::RollbackAfterFailedCommit => Effect::Rollback,
-            Phase::After => self.body.poll_after().unwrap_or(Effect::UnlockTarget),
+            Phase::Unlock => Effect::UnlockTarget,
+            // `After` is entered only while the body has an effect there.
+            Phase::After => self.body.poll_after().unwrap_or(Effect::Finished),
             Phase::Done => Effect::Finished,
         }
     }
 
     pub(crate) fn handle(&mut self, input: Input<E>) {
         self.phase = match (self.phase, input) {
-            (Phase::Lock, Input::Done) => Phase::Before,
-            (Phase::Lock, Input::Failed(e)) => {
-                self.not_started = Some(e);
-                Phase::Done
-            }
             (Phase::Before, input) if self.body.poll_before().is_some() => {
                 self.body.handle(input);
                 Phase::Before
             }
-            (Phase::Before, Input::Done) => {
-                self.body.begun(true);
-                Phase::Body
-            }
+            // The body polled nothing before the transaction: this answers `LockTarget`.
+            (Phase::Before, Input::Done) => Phase::Begin,
             (Phase::Before, Input::Failed(e)) => {
                 self.not_started = Some(e);
                 self.body.begun(false);
-                Phase::After
+                self.after()
+            }
+            (Phase::Begin, Input::Done) => {
+                self.body.begun(true);
+                Phase::Body
+            }
+            (Phase::Begin, Input::Failed(e)) => {
+                self.not_started = Some(e);
+                self.body.begun(false);
+                Phase::Unlock
             }
             (Phase::Body, input) => match self.body.end() {
                 None => {
@@ -129,17 +139,26 @@ impl<E, B: Body<E>> Serialized<E, B> {
                 },
             },
             (Phase::RollbackAfterFailedCommit, Input::Done | Input::Failed(_)) => self.ended(),
+            (Phase::Unlock, Input::Done | Input::Failed(_)) => self.after(),
             (Phase::After, input) if self.body.poll_after().is_some() => {
                 self.body.handle(input);
-                Phase::After
+                self.after()
             }
-            (Phase::After, Input::Done | Input::Failed(_)) => Phase::Done,
             (phase, other) => protocol_violation(&format!("{phase:?}"), &other),
         };
     }
 
     fn ended(&mut self) -> Phase {
         self.body.ended();
-        Phase::After
+        Phase::Unlock
+    }
+
+    /// The part after the transaction, or the end if the body has nothing (more) to do there.
+    fn after(&self) -> Phase {
+        if self.body.poll_after().is_some() {
+            Phase::After
+        } else {
+            Phase::Done
+        }
     }
 }

@@ -67,6 +67,8 @@ struct Script {
     clocks: Vec<u64>,
     /// The effect that fails (its first occurrence).
     fail: Option<&'static str>,
+    /// The effect that fails, and how many of its occurrences (the first ones) do.
+    fail_times: Option<(&'static str, usize)>,
     dir_verified: bool,
     /// Whether conditional writes find their row.
     writes_match: bool,
@@ -75,6 +77,8 @@ struct Script {
     /// The channel rows as a transaction reads them, when a submission committed after the
     /// draft read them (none otherwise).
     channels_inside: Vec<ChannelRecord>,
+    /// The bytes of `current.json` as a grant reads them.
+    current: Option<Vec<u8>>,
     in_tx: bool,
     log: Vec<&'static str>,
 }
@@ -85,10 +89,12 @@ impl Script {
             row,
             clocks: clocks.to_vec(),
             fail: None,
+            fail_times: None,
             dir_verified: true,
             writes_match: true,
             inside: None,
             channels_inside: Vec::new(),
+            current: None,
             in_tx: false,
             log: Vec::new(),
         }
@@ -106,9 +112,14 @@ impl Script {
             self.fail = None;
             return Input::Failed(name);
         }
+        if let Some((effect, times)) = self.fail_times.filter(|(e, t)| *e == name && *t > 0) {
+            self.fail_times = Some((effect, times - 1));
+            return Input::Failed(name);
+        }
         match effect {
             Effect::ReadCommittedLease => Input::Lease(self.row.clone()),
             Effect::ReadLease => Input::Lease(self.inside.take().or_else(|| self.row.clone())),
+            Effect::ReadCurrent => Input::Current(self.current.clone()),
             Effect::ReadClock => {
                 let now = if self.clocks.len() > 1 {
                     self.clocks.remove(0)
@@ -167,10 +178,11 @@ fn registry() -> ChannelRegistry {
     ChannelRegistry::new([]).unwrap()
 }
 
-const GRANT: [&str; 7] = [
+const GRANT: [&str; 8] = [
     "lock-target",
     "begin",
     "read-lease",
+    "read-current",
     "read-clock",
     "write-grant",
     "commit",
@@ -229,6 +241,7 @@ fn acquire_refused_inside_the_locks_rolls_back() {
             "lock-target",
             "begin",
             "read-lease",
+            "read-current",
             "read-clock",
             "rollback",
             "unlock-target"
@@ -265,7 +278,7 @@ fn acquire_failures_end_the_envelope_in_order() {
         m.into_result(),
         Acquired::Failed(AcquireFailure::RowChanged)
     ));
-    assert_eq!(&s.log[6..], ["write-grant", "rollback", "unlock-target"]);
+    assert_eq!(&s.log[7..], ["write-grant", "rollback", "unlock-target"]);
     // The commit fails: rolled back, the lock let go, no grant.
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("commit");
     let mut m = Acquire::new(applicant(2));
@@ -275,23 +288,23 @@ fn acquire_failures_end_the_envelope_in_order() {
         Acquired::Failed(AcquireFailure::Effect("commit"))
     ));
     assert_eq!(
-        &s.log[6..],
+        &s.log[7..],
         ["write-grant", "commit", "rollback", "unlock-target"]
     );
 }
 
 /// The effects of a publication that succeeds, with the directory chain already durable: the
-/// draft and its temp file under the target lock alone, then the transaction, then the
-/// directory fsync under the target lock again.
-const PUBLISHED: [&str; 26] = [
-    "lock-target",
+/// draft and its temp file with no lock held, then the target lock and the transaction (the
+/// sweep right after the rename), the target lock let go, then the directory fsync with no
+/// lock held.
+const PUBLISHED: [&str; 27] = [
     "read-clock",
     "read-channels",
     "reached",
     "prepare-dir",
-    "remove-orphans",
     "write-temp",
     "reached",
+    "lock-target",
     "begin",
     "reached",
     "read-lease",
@@ -302,14 +315,16 @@ const PUBLISHED: [&str; 26] = [
     "reached",
     "rename",
     "reached",
+    "remove-orphans",
     "read-lease",
     "read-clock",
     "write-release",
     "reached",
     "commit",
+    "unlock-target",
+    "reached",
     "sync-dir",
     "reached",
-    "unlock-target",
 ];
 
 fn publish(s: &mut Script, epoch: u64, n: u8) -> PublishEnd<&'static str> {
@@ -338,10 +353,7 @@ fn a_publication_runs_every_step_inside_both_locks_and_releases() {
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
     s.dir_verified = false;
     publish(&mut s, 2, 1);
-    assert_eq!(
-        &s.log[4..7],
-        ["prepare-dir", "sync-parents", "remove-orphans"]
-    );
+    assert_eq!(&s.log[3..6], ["prepare-dir", "sync-parents", "write-temp"]);
 }
 
 #[test]
@@ -365,8 +377,8 @@ fn a_fenced_publication_never_renames_removes_its_draft_and_does_not_release_a_s
     }
     assert_eq!(
         &s.log[s.log.len() - 3..],
-        ["commit", "remove-temp", "unlock-target"],
-        "the draft's temp is removed under the target lock"
+        ["commit", "unlock-target", "remove-temp"],
+        "the draft's temp is removed after the locks are let go"
     );
     // Expired at revalidation: fenced too.
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[TTL]);
@@ -403,18 +415,13 @@ fn a_publication_past_its_deadline_removes_its_temp_and_never_renames() {
     );
     assert_eq!(
         &s.log[s.log.len() - 3..],
-        ["commit", "remove-temp", "unlock-target"]
+        ["commit", "unlock-target", "remove-temp"]
     );
 }
 
 #[test]
 fn a_failing_file_step_removes_the_temp_when_one_may_exist_and_always_releases() {
-    for (fails, temp_removed) in [
-        ("prepare-dir", false),
-        ("remove-orphans", false),
-        ("write-temp", true),
-        ("rename", true),
-    ] {
+    for (fails, temp_removed) in [("prepare-dir", false), ("write-temp", true)] {
         let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing(fails);
         let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
             panic!()
@@ -431,8 +438,18 @@ fn a_failing_file_step_removes_the_temp_when_one_may_exist_and_always_releases()
             s.log
         );
         assert!(!s.log.contains(&"sync-dir"), "{fails}");
-        assert_eq!(s.log.last(), Some(&"unlock-target"));
+        assert_eq!(
+            s.log.last(),
+            Some(if temp_removed { &"remove-temp" } else { &"unlock-target" })
+        );
     }
+    // A failed sweep is not the publication's: the document is in place.
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("remove-orphans");
+    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
+        panic!()
+    };
+    assert!(result.is_ok());
+    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
     // The directory fsync fails after the rename: published, not durable, released.
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("sync-dir");
     let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
@@ -463,7 +480,20 @@ fn a_publication_that_cannot_start_or_commit_says_so() {
         publish(&mut s, 2, 1),
         PublishEnd::NotStarted("lock-target")
     ));
-    assert_eq!(s.log, ["lock-target"]);
+    assert_eq!(
+        s.log,
+        [
+            "read-clock",
+            "read-channels",
+            "reached",
+            "prepare-dir",
+            "write-temp",
+            "reached",
+            "lock-target",
+            "remove-temp"
+        ],
+        "a busy target lock: the draft's temp is removed, nothing else happened"
+    );
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("begin");
     assert!(matches!(
         publish(&mut s, 2, 1),
@@ -472,17 +502,16 @@ fn a_publication_that_cannot_start_or_commit_says_so() {
     assert_eq!(
         s.log,
         [
-            "lock-target",
             "read-clock",
             "read-channels",
             "reached",
             "prepare-dir",
-            "remove-orphans",
             "write-temp",
             "reached",
+            "lock-target",
             "begin",
-            "remove-temp",
-            "unlock-target"
+            "unlock-target",
+            "remove-temp"
         ],
         "a busy store: the draft's temp is removed, nothing else happened"
     );
@@ -493,8 +522,15 @@ fn a_publication_that_cannot_start_or_commit_says_so() {
     assert!(result.is_ok(), "the rename happened");
     assert!(matches!(release, Err(ReleaseFailure::Effect("commit"))));
     assert_eq!(
-        &s.log[s.log.len() - 5..],
-        ["commit", "rollback", "sync-dir", "reached", "unlock-target"],
+        &s.log[s.log.len() - 6..],
+        [
+            "commit",
+            "rollback",
+            "unlock-target",
+            "reached",
+            "sync-dir",
+            "reached"
+        ],
         "the renamed document is made durable all the same"
     );
     // A row missing or broken at revalidation.
@@ -571,17 +607,10 @@ fn a_draft_whose_rows_moved_is_composed_and_written_again_inside_the_transaction
     let writes = positions(&s.log, "write-temp");
     assert_eq!(writes.len(), 2, "{:?}", s.log);
     assert!(writes[0] < begin && begin < writes[1]);
-    // Inside: the sweep (which removes the draft's temp), the new temp, the deadline, the
-    // rename.
+    // Inside: the new temp (replacing the draft's), the deadline, the rename.
     assert_eq!(
-        &s.log[writes[1] - 2..writes[1] + 3],
-        [
-            "prepare-dir",
-            "remove-orphans",
-            "write-temp",
-            "read-clock",
-            "reached"
-        ]
+        &s.log[writes[1] - 1..writes[1] + 3],
+        ["prepare-dir", "write-temp", "read-clock", "reached"]
     );
     let empty = Script::new(Some(row(2, 1, 0, false)), &[10, 20, 30]);
     let mut unmoved = empty;
@@ -623,7 +652,7 @@ fn one_shot_that_cannot_begin_removes_its_draft() {
     ));
     assert_eq!(
         &s.log[s.log.len() - 3..],
-        ["begin", "remove-temp", "unlock-target"]
+        ["begin", "unlock-target", "remove-temp"]
     );
 }
 
@@ -640,7 +669,7 @@ fn one_shot_refused_inside_its_locks_removes_its_draft() {
     ));
     assert_eq!(
         &s.log[s.log.len() - 3..],
-        ["rollback", "remove-temp", "unlock-target"]
+        ["rollback", "unlock-target", "remove-temp"]
     );
     assert!(!s.log.contains(&"rename"));
 }
@@ -752,9 +781,16 @@ fn an_operator_end_releases_exactly_the_live_grant_and_fences_its_holder() {
         holder.into_result().unwrap(),
         ReleaseOutcome::NotHolder(Fenced::Released)
     );
-    // Nothing live to end: nothing written, the transaction committed empty.
+    // An expired grant is ended as well: released, so a clock set back cannot revive it.
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[TTL]);
+    match run(&mut s).unwrap() {
+        EndOutcome::Closed(plan) => assert_eq!(plan.release.epoch, 2),
+        other => panic!("{other:?}"),
+    }
+    assert!(s.log.contains(&"write-release"), "{:?}", s.log);
+    assert!(matches!(s.row.clone().unwrap().state, LeaseState::Released(_)));
+    // Nothing held to end: nothing written, the transaction committed empty.
     for (row, now, why) in [
-        (row(2, 1, 0, false), TTL, NothingHeld::Expired),
         (row(2, 1, 0, true), 10, NothingHeld::Released),
         (
             LeaseRecord::admitted(target()),
@@ -808,7 +844,7 @@ fn a_one_shot_inside_its_locks_has_no_result_yet() {
     let mut m = PublishNow::<&str>::new(applicant(2), &registry);
     m.handle(Input::Lease(Some(row(1, 1, 0, true))));
     m.handle(Input::Clock(Millis(10)));
-    m.handle(Input::Done); // the target lock
+    m.handle(Input::Clock(Millis(10))); // the draft's clock
     let _ = m.into_end();
 }
 
@@ -818,4 +854,81 @@ fn a_release_inside_its_locks_has_no_result_yet() {
     let mut m = Release::<&str>::new(credential(1, 1));
     m.handle(Input::Done); // the target lock
     let _ = m.into_result();
+}
+
+#[test]
+fn a_draft_swept_before_the_transaction_is_written_again_inside_it_once() {
+    // The first rename finds the draft's temp gone (a successor's sweep removed it while this
+    // publication held no lock): the draft is written again inside the transaction, the
+    // deadline checked again, and renamed.
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("rename");
+    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
+        panic!()
+    };
+    assert!(result.is_ok(), "{:?}", s.log);
+    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
+    let renames = positions(&s.log, "rename");
+    assert_eq!(renames.len(), 2, "{:?}", s.log);
+    assert_eq!(
+        &s.log[renames[0]..renames[1] + 1],
+        ["rename", "write-temp", "read-clock", "reached", "rename"]
+    );
+    // A temp written inside the transaction is not written a third time: a rename that fails
+    // again fails the publication (and the release still runs).
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
+    s.fail_times = Some(("rename", 2));
+    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
+        panic!()
+    };
+    assert!(matches!(result, Err(PublishFailure::Effect("rename"))));
+    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(positions(&s.log, "write-temp").len(), 2, "{:?}", s.log);
+    // A draft composed inside the transaction was never outside it: no second write.
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10, 20, 30]);
+    s.channels_inside = vec![channel_row(7)];
+    s.fail_times = Some(("rename", 2));
+    let PublishEnd::Ran { result, .. } = publish(&mut s, 2, 1) else {
+        panic!()
+    };
+    assert!(matches!(result, Err(PublishFailure::Effect("rename"))));
+    assert_eq!(positions(&s.log, "rename").len(), 1, "{:?}", s.log);
+}
+
+#[test]
+fn a_grant_numbers_past_the_epoch_of_the_document_in_place() {
+    // A one-shot's rename survived a crash that rolled its grant back: the row says 3, the
+    // document 7. The next grant is 8, so no two documents carry one epoch.
+    let document = |epoch| {
+        crate::projection::Draft::compose(&target(), epoch, &registry(), Vec::new(), Millis(1))
+            .unwrap()
+            .bytes()
+            .to_vec()
+    };
+    for (current, expected) in [
+        (Some(document(7)), 8),
+        (Some(document(2)), 4),
+        (None, 4),
+        (Some(b"{\"fencingEpoch\": 99}".to_vec()), 4),
+        (Some(b"not json".to_vec()), 4),
+    ] {
+        let mut s = Script::new(Some(row(3, 1, 0, true)), &[10]);
+        s.current = current;
+        let mut m = Acquire::new(applicant(2));
+        s.run(&mut m);
+        let Acquired::Granted(plan) = m.into_result() else {
+            panic!()
+        };
+        assert_eq!((plan.prior_epoch, plan.epoch), (3, expected));
+    }
+    // The one-shot likewise: its draft (for epoch 4) is composed again for epoch 8.
+    let mut s = Script::new(Some(row(3, 1, 0, true)), &[10]);
+    s.current = Some(document(7));
+    let registry = registry();
+    let mut m = PublishNow::new(applicant(2), &registry);
+    s.run(&mut m);
+    let PublishNowEnd::Ran { epoch, result, .. } = m.into_end() else {
+        panic!()
+    };
+    assert_eq!((epoch, result.unwrap().fencing_epoch), (8, 8));
+    assert_eq!(positions(&s.log, "write-temp").len(), 2, "{:?}", s.log);
 }
