@@ -2,7 +2,7 @@
 """The syscall-trace helper of the tests: runs a command under strace and writes what it saw.
 
     python3 scripts/syscall_trace.py --out EVENTS.json [--calls fsync,fdatasync,...]
-        [--hold FROM TO]... -- CMD ARGS...
+        [--hold FROM TO]... [--hold-target FROM TO]... [--free MARK]... -- CMD ARGS...
 
 Tests that must observe what the running code does at the lowest layer — that a commit's WAL
 fsync happens before a call returns, that a lock is held from one step to another — run the
@@ -27,12 +27,13 @@ argument list as strace printed it (e.g. `F_SETLK, {l_type=F_WRLCK, ...}`).
     the process: closing any descriptor drops them);
 and neither is let go before the next mark TO (a downgrade — `flock(LOCK_SH)`, an `F_RDLCK` over
 byte 120 — counts as letting go). `--hold-target FROM TO` checks the target lock alone (after
-the commit, SQLite's lock is rightly gone). Both imply tracing flock, fcntl and close. The
-findings are written to EVENTS.json as well
+the commit, SQLite's lock is rightly gone). `--free MARK` checks the opposite: at every mark
+MARK, the process holds NEITHER lock (a point where a frozen process must not stop anyone). All
+three imply tracing flock, fcntl and close. The findings are written to EVENTS.json as well
 (`{"events": [...], "spans": [{"from", "to", "violations": [...]}]}` instead of the bare list).
 
 Exit status: the traced command's if it failed; else 3 when a `--hold` span was broken or never
-seen; 2 when strace is missing or could not trace (no ptrace permission): a test must fail then,
+seen, or a `--free` mark was reached holding a lock or never reached; 2 when strace is missing or could not trace (no ptrace permission): a test must fail then,
 never pass without having looked.
 """
 
@@ -202,6 +203,25 @@ def spans(events, holds, target_only=False):
     return found
 
 
+def free(events, marks):
+    """For each MARK: every time it is reached, and the locks held there (a violation each)."""
+    found = []
+    for mark in marks:
+        locks, seen = Locks(), []
+        for e in events:
+            if e.get("mark") == mark:
+                held = [f"the target lock {p} is held at {mark}" for p in locks.target.values()]
+                held += [f"SQLite's write lock on {p} is held at {mark}" for p in sorted(locks.write)]
+                seen.append({"from": mark, "to": mark, "locks": "none", "held_at_start": bool(held), "violations": held})
+            elif "mark" not in e:
+                locks.apply(e)
+        if not seen:
+            seen.append({"from": mark, "to": mark, "locks": "none", "held_at_start": False,
+                         "violations": [f"mark {mark} never reached"]})
+        found.extend(seen)
+    return found
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="where to write the events (JSON)")
@@ -210,6 +230,8 @@ def main():
                         help="check that both locks are held from each mark FROM to the next mark TO")
     parser.add_argument("--hold-target", nargs=2, action="append", default=[], metavar=("FROM", "TO"),
                         help="check that the target lock alone is held from each mark FROM to the next mark TO")
+    parser.add_argument("--free", action="append", default=[], metavar="MARK",
+                        help="check that neither lock is held at each mark MARK")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     options = parser.parse_args()
     command = options.command[1:] if options.command[:1] == ["--"] else options.command
@@ -220,7 +242,8 @@ def main():
         print("syscall_trace: strace is not installed", file=sys.stderr)
         return 2
     wanted = set(options.calls.split(",")) | {"write"}
-    if options.hold or options.hold_target:
+    checks = options.hold or options.hold_target or options.free
+    if checks:
         wanted |= HOLD_CALLS
     calls = ",".join(sorted(wanted))
     with tempfile.TemporaryDirectory() as scratch:
@@ -233,11 +256,12 @@ def main():
             return 2
         with open(log, encoding="latin-1") as f:
             events = parse(f)
-    if not options.hold and not options.hold_target:
+    if not checks:
         with open(options.out, "w") as f:
             json.dump(events, f, indent=0)
         return status
-    checked = spans(events, options.hold) + spans(events, options.hold_target, target_only=True)
+    checked = (spans(events, options.hold) + spans(events, options.hold_target, target_only=True)
+               + free(events, options.free))
     with open(options.out, "w") as f:
         json.dump({"events": events, "spans": checked}, f, indent=0)
     broken = [w for w in checked if w["violations"]]

@@ -256,11 +256,12 @@ fn holder_paused_inside_its_transaction_cannot_be_taken_over_and_aborts_at_expir
     assert_eq!(lease.epoch(), 3);
 }
 
-/// A holder paused after writing its draft, before its transaction, holds its target's lock
-/// and nothing else: a contender for the same target is busy, while another target publishes
-/// through the same store meanwhile.
+/// A holder paused after writing its draft, before its transaction, holds no lock at all: once
+/// its lease has expired a contender for the same target is granted and publishes at once
+/// (its sweep removes the paused draft), and another target publishes through the same store
+/// meanwhile. Resumed, the paused holder is fenced and renames nothing.
 #[test]
-fn holder_paused_before_its_transaction_blocks_only_its_own_target() {
+fn holder_paused_before_its_transaction_blocks_nobody() {
     let f = Fixture::with_timing(timing(TTL_MS, 100), 1024);
     let (target, other) = {
         let store = f.open();
@@ -292,8 +293,13 @@ fn holder_paused_before_its_transaction_blocks_only_its_own_target() {
         assert_eq!(f.leftovers(target).len(), 1, "A's draft is written");
         f.clock.advance(TTL_MS + 1);
         let store_b = f.open();
-        let err = store_b.acquire(target, &holder("b")).unwrap_err();
-        assert!(matches!(err, Error::Busy { .. }), "{err}");
+        let b = expect_acquired(store_b.acquire(target, &holder("b")).unwrap());
+        assert_eq!(b.publish().unwrap().fencing_epoch, 2);
+        let published_by_b = f.current_bytes(target).unwrap();
+        assert!(
+            f.leftovers(target).is_empty(),
+            "B's sweep removed A's draft"
+        );
         // The store's write lock is free: the other target is published meanwhile.
         let published = store_b.publish_now(other, &holder("b")).unwrap();
         assert!(
@@ -303,9 +309,16 @@ fn holder_paused_before_its_transaction_blocks_only_its_own_target() {
         assert!(f.current_bytes(other).is_some());
         resume_tx.send(()).unwrap();
         let err = a.join().unwrap().unwrap_err();
-        assert!(matches!(err, Error::Fenced(Fenced::Expired)), "{err}");
-        assert!(f.current_bytes(target).is_none(), "A renamed nothing");
-        assert!(f.leftovers(target).is_empty(), "A removed its draft");
+        assert!(
+            matches!(err, Error::Fenced(Fenced::Superseded { current_epoch: 2 })),
+            "{err}"
+        );
+        assert_eq!(
+            f.current_bytes(target).unwrap(),
+            published_by_b,
+            "A renamed nothing"
+        );
+        assert!(f.leftovers(target).is_empty(), "nothing left behind");
     });
 }
 

@@ -9,7 +9,10 @@
 //! - inside the holder's lock envelope, the store's write lock is held (a raw `BEGIN
 //!   IMMEDIATE` on another connection is busy) and the target's kernel lock is held (a
 //!   `try_lock` of its lock file would block), and no contender is granted;
-//! - outside it, a contender may be granted — and then the holder is fenced;
+//! - outside it (the draft and its temp file before the transaction, the directory fsync
+//!   after it), the holder holds neither lock, and the contender is granted on its first
+//!   attempt and publishes (liveness: no exclusion outlives the holder's lease) — and then the
+//!   holder is fenced, unless it had renamed and committed before the grant;
 //! - in every run: no rename by the holder after a successor's grant committed, the rogue
 //!   releases nothing, and `current.json` is always a complete document.
 //!
@@ -148,6 +151,8 @@ struct Run {
     contender_granted_at: Option<u64>,
     /// The contender got `Busy`.
     contender_busy: bool,
+    /// The contender, once granted, published.
+    contender_published: bool,
     holder: Option<Result<u64, String>>,
 }
 
@@ -263,18 +268,21 @@ fn run(at: Option<Point>, back: bool) -> (Run, Arc<Parker>) {
             Ok(ReleaseOutcome::NotHolder(_)) | Err(Error::Busy { .. }) => {}
             other => panic!("rogue release at {at:?}: {other:?}"),
         }
-        let granted = match contender.acquire(&target, &holder("b")) {
-            Ok(Acquisition::Acquired(b)) => {
-                seen.contender_granted_at = Some(tick());
-                Some(b)
-            }
-            Ok(Acquisition::Held(h)) => panic!("holder expired, yet held: {h:?}"),
-            Err(Error::Busy { .. }) => {
-                seen.contender_busy = true;
-                None
-            }
-            Err(e) => panic!("contender at {at:?}: {e}"),
-        };
+        let granted: Option<solewriter_adapters::projection::lease::HeldLease<'_>> =
+            match contender.acquire(&target, &holder("b")) {
+                Ok(Acquisition::Acquired(b)) => {
+                    seen.contender_granted_at = Some(tick());
+                    // The successor publishes while the holder is still parked.
+                    seen.contender_published = b.publish().is_ok();
+                    None
+                }
+                Ok(Acquisition::Held(h)) => panic!("holder expired, yet held: {h:?}"),
+                Err(Error::Busy { .. }) => {
+                    seen.contender_busy = true;
+                    None
+                }
+                Err(e) => panic!("contender at {at:?}: {e}"),
+            };
         if back {
             f.clock.set(Millis(START.0 + 1));
         }
@@ -291,7 +299,7 @@ fn run(at: Option<Point>, back: bool) -> (Run, Arc<Parker>) {
 }
 
 #[test]
-fn no_contender_is_granted_while_a_publication_holds_its_locks_and_no_stale_rename_lands() {
+fn a_contender_is_refused_inside_the_locks_and_publishes_at_once_outside_them() {
     // The unparked run lists the effects and file-system calls of one publication.
     let (listing_run, listing) = run(None, false);
     let effects = listing.effect_names.lock().unwrap().clone();
@@ -303,9 +311,11 @@ fn no_contender_is_granted_while_a_publication_holds_its_locks_and_no_stale_rena
         .chain((0..fs_calls.len()).map(Point::FsCall))
         .collect();
     let (mut inside, mut granted, mut fenced, mut published) = (0, 0, 0, 0);
-    // Parks under the target lock alone (the draft before the transaction, the directory
-    // fsync after it): a contender must be refused there too.
+    // Parks under the target lock alone (only between `lock-target` and `begin`, and between
+    // `commit` and `unlock-target`): a contender must be refused there too.
     let mut target_only = 0;
+    // Parks outside both locks: the successor must be granted and publish.
+    let mut outside = 0;
     for &at in &points {
         for back in [false, true] {
             let (seen, parker) = run(Some(at), back);
@@ -322,12 +332,23 @@ fn no_contender_is_granted_while_a_publication_holds_its_locks_and_no_stale_rena
                     renamed_at == 0 || renamed_at < granted_at,
                     "{at:?} ({name}), back {back}: the holder renamed after the successor's grant"
                 );
+                let fenced_now =
+                    matches!(&seen.holder, Some(Err(e)) if e.contains("fenced (superseded"));
+                // Parked after its own commit, the holder had published before the grant.
+                let done_before = renamed_at != 0 && matches!(seen.holder, Some(Ok(_)));
                 assert!(
-                    matches!(&seen.holder, Some(Err(e)) if e.contains("fenced (superseded")),
+                    fenced_now || done_before,
                     "{at:?} ({name}): granted a successor, yet the holder ended with {:?}",
                     seen.holder
                 );
-                fenced += 1;
+                fenced += usize::from(fenced_now);
+            }
+            if !store_lock && !target_lock {
+                outside += 1;
+                assert!(
+                    seen.contender_granted_at.is_some() && seen.contender_published,
+                    "{at:?} ({name}), back {back}: the holder held no lock, yet its successor was not granted and published at once: {seen:?}"
+                );
             }
             if target_lock && !store_lock {
                 target_only += 1;
@@ -354,7 +375,7 @@ fn no_contender_is_granted_while_a_publication_holds_its_locks_and_no_stale_rena
         );
     }
     solewriter_adapters_report(&format!(
-        "adapter interleavings: ({} effect points + {} file-system points) x 2 clock moves = {} runs; {inside} inside the locks (no grant; {target_only} of them under the target lock alone), {granted} granted a successor outside them (holder fenced in {fenced}), {published} publications",
+        "adapter interleavings: ({} effect points + {} file-system points) x 2 clock moves = {} runs; {inside} inside the locks (no grant; {target_only} of them under the target lock alone), {outside} outside both (each granted a successor that published at once; {granted} grants in all, holder fenced in {fenced}), {published} holder publications",
         effects.len(),
         fs_calls.len(),
         2 * points.len()
@@ -367,11 +388,12 @@ fn no_contender_is_granted_while_a_publication_holds_its_locks_and_no_stale_rena
             fs_calls.len(),
             inside,
             target_only,
+            outside,
             granted,
             fenced,
             published
         ),
-        (27, 7, 66, 36, 2, 2, 46),
+        (28, 7, 36, 4, 34, 34, 26, 37),
         "the figures FENCING.md quotes"
     );
 }

@@ -7,6 +7,7 @@ use solewriter_adapters::projection::lease::{Acquisition, EndOutcome, ReleaseOut
 use solewriter_adapters::Error;
 use solewriter_core::projection::lease::{Fenced, LeaseState, NothingHeld};
 use solewriter_core::projection::target::TargetId;
+use solewriter_core::time::Millis;
 use support::*;
 
 #[test]
@@ -206,9 +207,9 @@ fn held_answer_does_not_wait_for_the_write_lock_but_a_grant_does() {
 
 /// An operator ends the live grant: the row is released at the same epoch (one write, under
 /// the write lock), the holder's publication is refused as fenced and writes nothing, and the
-/// next grant raises the epoch. A released, expired or
-/// never-granted lease has nothing to end and is left as it is; an unadmitted target is
-/// refused; a busy store is `Busy` with the grant untouched.
+/// next grant raises the epoch. An expired grant is ended too (a clock set back cannot revive
+/// it). A released or never-granted lease has nothing to end and is left as it is; an
+/// unadmitted target is refused; a busy store is `Busy` with the grant untouched.
 #[test]
 fn an_operator_end_fences_the_holder_and_the_next_grant_raises_the_epoch() {
     let f = Fixture::with_timing(timing(TTL_MS, 50), 1024);
@@ -251,13 +252,26 @@ fn an_operator_end_fences_the_holder_and_the_next_grant_raises_the_epoch() {
     nothing(1, NothingHeld::Released);
     let b = expect_acquired(store.acquire(&target, &holder("b")).unwrap());
     assert_eq!(b.epoch(), 2);
+    let before_expiry = Millis(b.expires_at().0 - 1);
     f.clock.advance(TTL_MS);
-    nothing(2, NothingHeld::Expired);
+    // An expired grant is ended too: marked released, so that the broker clock set back
+    // (FENCING.md assumption 5 allows it) cannot make it live again.
+    match store.end_lease(&target).unwrap() {
+        EndOutcome::Closed(plan) => assert_eq!(plan.release.epoch, 2),
+        other => panic!("{other:?}"),
+    }
     assert!(matches!(
         store.lease_row(&target).unwrap().unwrap().state,
-        LeaseState::Held(_)
+        LeaseState::Released(_)
     ));
-    assert_eq!(b.release().unwrap(), ReleaseOutcome::Released);
+    f.clock.set(before_expiry);
+    assert!(matches!(b.publish(), Err(Error::Fenced(Fenced::Released))));
+    assert_eq!(
+        f.current_bytes(&target),
+        None,
+        "the ended holder wrote nothing"
+    );
+    nothing(2, NothingHeld::Released);
     let unadmitted = TargetId::parse(&"e".repeat(64)).unwrap();
     assert!(matches!(
         store.end_lease(&unadmitted),

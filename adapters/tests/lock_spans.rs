@@ -1,15 +1,16 @@
 //! Lock spans checked where they happen, on the running adapter: from the opening of a
-//! publication's transaction (so through its revalidation read) to its rename, neither the
-//! target's kernel lock nor SQLite's write lock is let go, and the target lock is kept until
-//! the directory fsync after the commit — observed at the system-call layer, not between
-//! effects. The test re-runs this test
-//! binary's publishing test under the shared syscall-trace helper (`scripts/syscall_trace.py`,
-//! strace) with `--hold`: the helper follows the `flock` on the target's lock file and the
-//! `fcntl` write lock on byte 120 of the `-shm` file (what `BEGIN IMMEDIATE` takes in WAL mode)
-//! through every thread, and fails when either is released (unlocked, or its descriptor closed)
-//! between the marks `reached transaction-open` and `reached renamed` that the publication's
-//! probe writes (`--hold-target` for the target lock alone, from `renamed` to
-//! `directory-synced`). (The Node path has the same check: `bindings/node/test/lock_spans.test.js`.)
+//! publication's transaction (so through its revalidation read) to its release (so through the
+//! rename and the sweep), neither the target's kernel lock nor SQLite's write lock is let go;
+//! and at every step outside the transaction (the draft composed, its temp file written, the
+//! locks let go after the commit, the directory fsynced) NEITHER is held — so a holder frozen
+//! there stops nobody. Observed at the system-call layer, not between effects. The test re-runs
+//! this test binary's publishing test under the shared syscall-trace helper
+//! (`scripts/syscall_trace.py`, strace) with `--hold` and `--free`: the helper follows the
+//! `flock` on the target's lock file and the `fcntl` write lock on byte 120 of the `-shm` file
+//! (what `BEGIN IMMEDIATE` takes in WAL mode) through every thread, and fails when either is
+//! released (unlocked, or its descriptor closed) between the marks `reached transaction-open`
+//! and `reached released` that the publication's probe writes, or held at a `--free` mark.
+//! (The Node path has the same check: `bindings/node/test/lock_spans.test.js`.)
 
 mod support;
 
@@ -59,7 +60,7 @@ fn marked_publications_publish() {
 }
 
 #[test]
-fn from_the_transaction_to_the_rename_no_lock_is_let_go() {
+fn from_the_transaction_to_the_release_no_lock_is_let_go_and_outside_it_none_is_held() {
     let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/syscall_trace.py");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("events.json");
@@ -67,13 +68,20 @@ fn from_the_transaction_to_the_rename_no_lock_is_let_go() {
         .arg(&helper)
         .arg("--out")
         .arg(&out)
-        .args(["--hold", "reached transaction-open", "reached renamed"])
+        .args(["--hold", "reached transaction-open", "reached released"])
         .args([
-            "--hold-target",
-            "reached renamed",
-            "reached directory-synced",
-            "--",
+            "--free",
+            "reached composed",
+            "--free",
+            "reached temp-written",
         ])
+        .args([
+            "--free",
+            "reached unlocked",
+            "--free",
+            "reached directory-synced",
+        ])
+        .arg("--")
         .arg(std::env::current_exe().unwrap())
         .args(["--exact", "marked_publications_publish", "--test-threads=1"])
         .status()
@@ -83,11 +91,12 @@ fn from_the_transaction_to_the_rename_no_lock_is_let_go() {
     let spans = report["spans"].as_array().expect("spans checked");
     assert_eq!(
         spans.len(),
-        4,
-        "both publications traced, both spans: {spans:?}"
+        10,
+        "both publications traced, the span and the four free marks of each: {spans:?}"
     );
     for span in spans {
-        assert_eq!(span["held_at_start"], true, "{span}");
+        let held = span["locks"] != "none";
+        assert_eq!(span["held_at_start"], held, "{span}");
         assert_eq!(span["violations"], serde_json::json!([]), "{span}");
     }
     assert!(

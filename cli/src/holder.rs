@@ -13,6 +13,7 @@
 //! |-----------|------------------------------------------------------------------------------|
 //! | `acquire` | `acquired <epoch> <expires_at_ms>` · `held <epoch> <retry_after_ms>` · `busy` · `error <message>` |
 //! | `publish` | `published <epoch> <bytes>` · `fenced <reason>` · `expired` · `busy` · `error <message>` |
+//! | `publish-now` | a one-shot (grant, publish and release in one transaction): `published <epoch> <bytes>` · `held <epoch> <retry_after_ms>` · `expired` · `busy` · `error <message>` |
 //! | `release` | `released` · `not-holder <reason>` · `busy` · `error <message>`              |
 //! | `quit`    | `bye`, then the process exits 0                                              |
 //!
@@ -23,23 +24,26 @@
 //!   the rename): the publication aborted, no renewal.
 //! - `busy`: SQLite's write lock was not obtained within `busy_timeout_ms`.
 //! - `publish` and `release` consume the held lease, whatever their answer; `acquire` while
-//!   holding one, or `publish`/`release` without one, answer `error`.
+//!   holding one, or `publish`/`release` without one, answer `error`. `publish-now` neither
+//!   needs nor touches a held lease.
 //! - End of stdin acts as `quit` without an answer. A lease still held at exit is released
 //!   conditionally (token hash and epoch), as a dropped lease always is.
 //!
 //! With `--stall-at STEP` (a publication step in kebab-case, in order: `composed`,
 //! `temp-written`, `transaction-open`, `revalidated`, `deadline-checked`, `renamed`,
-//! `released`, `directory-synced`), a `publish` that reaches STEP prints `stalled <step>` and
-//! blocks until it reads one more stdin line (any text), then continues and gives its answer.
-//! Meanwhile it holds the target's lock, and from `transaction-open` to `released` SQLite's
-//! write lock too.
+//! `released`, `unlocked`, `directory-synced`), a `publish` or `publish-now` that reaches STEP
+//! prints `stalled <step>` and blocks until it reads one more stdin line (any text), then
+//! continues and gives its answer. From `transaction-open` to `released` it holds the target's
+//! lock and SQLite's write lock; at every other step it holds neither.
 
 use crate::config::Settings;
 use crate::error::{CliError, CliResult};
 use crate::{parse_instance, parse_target};
 use solewriter::adapters::projection::publication::{PublishProbe, PublishStep};
 use solewriter::core::projection::lease::Fenced;
-use solewriter::{Acquisition, Error, HeldLease, ProjectionStore, ReleaseOutcome, TargetId};
+use solewriter::{
+    Acquisition, Error, HeldLease, ProjectionStore, PublishedNow, ReleaseOutcome, TargetId,
+};
 use std::io::{BufRead, Write};
 
 /// Arguments of `holder`.
@@ -153,6 +157,27 @@ fn publish(lease: Option<HeldLease<'_>>, stall: Option<PublishStep>) -> String {
     }
 }
 
+fn publish_now(
+    store: &ProjectionStore,
+    target: &TargetId,
+    instance: &solewriter::InstanceDigest,
+    stall: Option<PublishStep>,
+) -> String {
+    let result = match stall {
+        Some(step) => store.publish_now_observed(target, instance, &StallAt(step)),
+        None => store.publish_now(target, instance),
+    };
+    match result {
+        Ok(PublishedNow::Published(published)) => {
+            format!("published {} {}", published.fencing_epoch, published.bytes)
+        }
+        Ok(PublishedNow::Held(held)) => {
+            format!("held {} {}", held.fencing_epoch, held.retry_after_ms)
+        }
+        Err(e) => failure(&e),
+    }
+}
+
 fn release(lease: Option<HeldLease<'_>>) -> String {
     let Some(lease) = lease else {
         return "error no lease held (acquire first)".into();
@@ -174,6 +199,7 @@ pub fn run(settings: &Settings, args: &HolderArgs) -> CliResult<()> {
         let reply = match command.as_str() {
             "acquire" => acquire(&store, &target, &instance, &mut lease),
             "publish" => publish(lease.take(), args.stall_at),
+            "publish-now" => publish_now(&store, &target, &instance, args.stall_at),
             "release" => release(lease.take()),
             "quit" => {
                 answer("bye");

@@ -2,8 +2,10 @@
 //! it. The store decides and writes in one serialized transaction
 //! (`ProjectionStore::end_lease`): a live grant is released at its epoch, so its holder's next
 //! publication or release is refused as fenced and writes nothing, and the next grant gets a
-//! higher epoch. A lease that is unheld, released or expired has nothing to end: nothing is
-//! written and the command still succeeds (what it asked for — no live grant — holds).
+//! higher epoch. An expired grant has no live holder, but it is marked released all the same,
+//! so that a broker clock set back cannot make it live again. A lease that is unheld or
+//! released has nothing to end: nothing is written. Every case succeeds (what was asked for —
+//! no live grant, now or after any clock step — holds).
 
 use crate::config::Settings;
 use crate::error::CliResult;
@@ -42,20 +44,19 @@ pub fn end(settings: &Settings, target: &str, as_json: bool) -> CliResult<()> {
                 );
             }
         }
+        EndOutcome::Closed(plan) => {
+            let epoch = plan.release.epoch;
+            if as_json {
+                say!("{}", nothing_ended(&target, "expired", epoch));
+            } else {
+                say!(
+                    "nothing held: the lease of target {target} is expired at epoch {epoch}; marked released, so a clock set back cannot revive it"
+                );
+            }
+        }
         EndOutcome::NothingHeld { epoch, why } => {
             if as_json {
-                say!(
-                    "{}",
-                    json!({
-                        "targetId": target,
-                        "ended": false,
-                        "found": why.name(),
-                        "fencingEpoch": epoch,
-                        "holder": null,
-                        "expiresAt": null,
-                        "expiresAtRfc3339": null,
-                    })
-                );
+                say!("{}", nothing_ended(&target, why.name(), epoch));
             } else {
                 say!(
                     "nothing held: the lease of target {target} is {} at epoch {epoch}; nothing was written",
@@ -65,4 +66,17 @@ pub fn end(settings: &Settings, target: &str, as_json: bool) -> CliResult<()> {
         }
     }
     Ok(())
+}
+
+/// The JSON answer when no live grant was ended (`found`: the lease state found).
+fn nothing_ended(target: &impl serde::Serialize, found: &str, epoch: u64) -> serde_json::Value {
+    json!({
+        "targetId": target,
+        "ended": false,
+        "found": found,
+        "fencingEpoch": epoch,
+        "holder": null,
+        "expiresAt": null,
+        "expiresAtRfc3339": null,
+    })
 }

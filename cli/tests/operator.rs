@@ -59,11 +59,13 @@ fn lease_end_fences_the_holder_process_and_leaves_current_json_untouched() {
     a.quit();
 }
 
-/// A lease never granted, and an expired one, have nothing to end: exit 0, the state named,
-/// nothing written (the expired holder stays fenced as expired, not released). A target
-/// never admitted is refused (exit 5), as is a malformed target id.
+/// A lease never granted has nothing to end: exit 0, the state named, nothing written. An
+/// expired one has no live grant either (`ended: false`, `found: expired`), but it is marked
+/// released, so the broker clock set back before its expiry does not make it live again: its
+/// holder stays fenced. A target never admitted is refused (exit 5), as is a malformed target
+/// id.
 #[test]
-fn lease_end_of_a_free_or_expired_lease_ends_nothing_and_an_unknown_target_is_refused() {
+fn lease_end_of_a_free_or_expired_lease_ends_nothing_live_and_an_unknown_target_is_refused() {
     let env = Env::clocked(LONG_LEASE);
     assert_eq!(
         env.ok(&["lease", "end", TARGET]).trim(),
@@ -74,6 +76,7 @@ fn lease_end_of_a_free_or_expired_lease_ends_nothing_and_an_unknown_target_is_re
     let mut a = env.holder("a", &[]);
     let answer = a.ask("acquire");
     expect_answer(&answer, "acquired 1", &"acquire");
+    let granted_at = env.now();
     env.expire(word(&answer, 2));
     let out = json(&env.ok(&["--json", "lease", "end", TARGET]));
     assert_eq!(
@@ -81,7 +84,10 @@ fn lease_end_of_a_free_or_expired_lease_ends_nothing_and_an_unknown_target_is_re
         (&Value::Bool(false), &"expired".into(), &1.into()),
         "{out}"
     );
-    assert_eq!(a.ask("publish"), "fenced expired");
+    // The clock steps back to the grant's own time: the ended grant stays ended.
+    env.set_clock(granted_at);
+    assert_eq!(a.ask("publish"), "fenced released");
+    assert!(!env.current().exists(), "the ended holder wrote nothing");
     let inspect = json(&env.ok(&["--json", "inspect", TARGET]));
     assert_eq!(inspect["targets"][0]["state"], "released", "{inspect}");
     a.quit();

@@ -145,7 +145,10 @@ fn holder_killed_at_every_publication_step_loses_nothing() {
         let after = doc(&env);
         let renamed = matches!(
             step,
-            PublishStep::Renamed | PublishStep::DirectorySynced | PublishStep::Released
+            PublishStep::Renamed
+                | PublishStep::Released
+                | PublishStep::Unlocked
+                | PublishStep::DirectorySynced
         );
         if renamed {
             assert_eq!(after["fencingEpoch"], 2, "{step:?}");
@@ -160,7 +163,7 @@ fn holder_killed_at_every_publication_step_loses_nothing() {
         // committed (only the directory fsync follows the commit); then B takes over and
         // republishes.
         let mut b = env.holder("b", &[]);
-        if step != PublishStep::DirectorySynced {
+        if !matches!(step, PublishStep::Unlocked | PublishStep::DirectorySynced) {
             expect_answer(&b.ask("acquire"), "held 2", &step);
             env.expire(&expires);
         }
@@ -225,5 +228,122 @@ fn producer_killed_before_its_commit_leaves_nothing_partial() {
         let out = env.submit(owner, channel, watermark, body);
         let said = String::from_utf8_lossy(&out.stdout);
         assert!(said.starts_with(retried), "{body}: {said}");
+    }
+}
+
+/// Liveness: a holder frozen (SIGSTOP) at any step OUTSIDE its transaction holds no lock, so
+/// once its lease has expired a successor is granted and publishes on its first attempt, and
+/// the frozen holder, resumed, is fenced (or, frozen after its own rename, has already
+/// published). Frozen INSIDE its transaction it holds the store's write lock: the successor's
+/// attempt answers `busy` after the busy timeout (the bound FENCING.md states). Prints how
+/// long each successor took.
+#[test]
+fn a_holder_frozen_outside_its_transaction_never_stops_its_successor() {
+    let mut figures = Vec::new();
+    for step in PublishStep::ALL {
+        let env = Env::clocked("lease_ttl_ms = 600000\nbusy_timeout_ms = 300");
+        assert!(env
+            .submit("router", "computed-route", "1", "one")
+            .status
+            .success());
+        let mut a = env.holder("a", &["--stall-at", step.name()]);
+        let expires = acquired(&mut a, "1");
+        assert_eq!(a.ask("publish"), format!("stalled {}", step.name()));
+        signal(&a, "-STOP");
+        a.send("continue"); // buffered until A runs again
+        let inside = matches!(
+            step,
+            PublishStep::TransactionOpen
+                | PublishStep::Revalidated
+                | PublishStep::DeadlineChecked
+                | PublishStep::Renamed
+                | PublishStep::Released
+        );
+        let after_own_commit = matches!(step, PublishStep::Unlocked | PublishStep::DirectorySynced);
+        if !after_own_commit {
+            env.expire(&expires);
+        }
+        let mut b = env.holder("b", &[]);
+        let started = std::time::Instant::now();
+        let first = b.ask("acquire");
+        if inside {
+            assert_eq!(first, "busy", "{step:?}: frozen inside its transaction");
+            figures.push(format!(
+                "{}: busy after {:?}",
+                step.name(),
+                started.elapsed()
+            ));
+            signal(&a, "-CONT");
+            a.recv();
+            a.quit();
+            continue;
+        }
+        expect_answer(&first, "acquired 2", &step);
+        expect_answer(&b.ask("publish"), "published 2", &step);
+        figures.push(format!(
+            "{}: successor granted and published in {:?}",
+            step.name(),
+            started.elapsed()
+        ));
+        assert_eq!(doc(&env)["fencingEpoch"], 2, "{step:?}");
+        signal(&a, "-CONT");
+        let resumed = a.recv();
+        if after_own_commit {
+            expect_answer(&resumed, "published 1", &step);
+        } else {
+            assert_eq!(resumed, "fenced superseded 2", "{step:?}");
+        }
+        assert_eq!(
+            doc(&env)["fencingEpoch"],
+            2,
+            "{step:?}: the resumed holder changed nothing"
+        );
+        a.quit();
+        b.quit();
+    }
+    println!(
+        "liveness (holder frozen at each step):\n  {}",
+        figures.join("\n  ")
+    );
+}
+
+/// Every published document carries an epoch above every document before it, also when a
+/// one-shot publication (grant, rename and release in one transaction) is killed at every step:
+/// killed between its rename and its commit, it leaves a document of an epoch the store rolled
+/// back, and the next grant numbers past it.
+#[test]
+fn a_one_shot_killed_at_every_step_never_leaves_an_epoch_to_be_published_twice() {
+    for step in PublishStep::ALL {
+        let env = Env::clocked(LONG_LEASE);
+        assert!(env
+            .submit("router", "computed-route", "1", "one")
+            .status
+            .success());
+        let mut z = env.holder("z", &[]);
+        expect_answer(&z.ask("publish-now"), "published 1", &step);
+        z.quit();
+        let mut a = env.holder("a", &["--stall-at", step.name()]);
+        assert_eq!(a.ask("publish-now"), format!("stalled {}", step.name()));
+        a.child.kill().unwrap();
+        a.child.wait().unwrap();
+        let left = doc(&env)["fencingEpoch"].as_u64().unwrap();
+        let mut b = env.holder("b", &[]);
+        let answer = b.ask("publish-now");
+        let after_commit = matches!(step, PublishStep::Unlocked | PublishStep::DirectorySynced);
+        // A's grant committed only if A was killed after its commit; else the store is back at
+        // epoch 1, released, and B is granted at once.
+        assert!(answer.starts_with("published "), "{step:?}: {answer}");
+        let published: u64 = word(&answer, 1).parse().unwrap();
+        assert!(
+            published > left,
+            "{step:?}: published epoch {published} after a document of epoch {left} (A's commit {})",
+            if after_commit { "landed" } else { "was lost" }
+        );
+        assert_eq!(
+            doc(&env)["fencingEpoch"].as_u64(),
+            Some(published),
+            "{step:?}"
+        );
+        b.quit();
     }
 }

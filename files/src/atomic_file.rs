@@ -169,8 +169,9 @@ fn temp_prefix(file_name: &str) -> String {
     format!(".{file_name}.tmp-")
 }
 
-/// Removes every temp sibling of `file_name` in `dir` (left by a crashed writer). Only call
-/// while holding the exclusion that every temp creator also holds. Returns how many.
+/// Removes every temp sibling of `file_name` in `dir` (left by a crashed, frozen or superseded
+/// writer). A temp removed meanwhile by someone else (its writer, another sweep) is not an
+/// error. Returns how many this call removed.
 pub fn remove_orphans(fs: &dyn FileSystem, dir: &Path, file_name: &str) -> io::Result<usize> {
     let prefix = temp_prefix(file_name);
     let mut removed = 0;
@@ -181,8 +182,11 @@ pub fn remove_orphans(fs: &dyn FileSystem, dir: &Path, file_name: &str) -> io::R
             .to_str()
             .is_some_and(|n| n.starts_with(&prefix))
         {
-            fs.remove_file(&entry.path())?;
-            removed += 1;
+            match fs.remove_file(&entry.path()) {
+                Ok(()) => removed += 1,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
         }
     }
     Ok(removed)

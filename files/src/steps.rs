@@ -1,17 +1,19 @@
 //! The file effects of one run of a lease machine (`solewriter_core::projection::machine`): the target
-//! lock, the target directory chain, the temp sibling, the rename and the directory fsync.
+//! lock, the target directory chain, the temp sibling, the document in place (read by a grant),
+//! the rename, the orphan sweep and the directory fsync.
 //! Every executor of the machines hands these effects to [`FileSteps::execute`] and keeps
 //! only its store's effects (the transaction, the rows, the clock) for itself, so the file
 //! half of a publication is one implementation whichever store runs the SQL.
 
 use crate::atomic_file::{
-    make_private_dir, parent_of, remove_orphans, DirError, FileSystem, TempFile,
+    make_private_dir, parent_of, read_bounded, remove_orphans, DirError, FileSystem, TempFile,
 };
 use crate::error::{Error, Result};
 use crate::runtime::{RuntimeRoot, CURRENT_FILE, PROJECTIONS_DIR};
 use crate::target_lock::TargetLock;
 use solewriter_core::projection::machine::{Effect, Input};
 use solewriter_core::projection::target::TargetId;
+use solewriter_core::projection::MAX_DOCUMENT_BYTES;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -95,9 +97,7 @@ impl<'a> FileSteps<'a> {
     }
 
     /// Until when the store's transaction may be waited for, if it is begun now: what the
-    /// wait for the target lock (which every machine takes first) left of the busy timeout.
-    /// Work done between the two — a publication's draft, written and fsynced — is not
-    /// waiting and does not count.
+    /// wait for the target lock (taken right before the transaction) left of the busy timeout.
     pub fn wait_deadline(&self) -> Option<Instant> {
         self.wait_left.map(|left| Instant::now() + left)
     }
@@ -121,6 +121,24 @@ impl<'a> FileSteps<'a> {
                 Err(e) => Input::Failed(e.into()),
             },
             Effect::SyncParents => done(self.sync_parents()),
+            Effect::ReadCurrent => {
+                let path = self.target_dir().join(CURRENT_FILE);
+                // One byte past the bound is enough to know it is no document.
+                match read_bounded(&path, MAX_DOCUMENT_BYTES + 1) {
+                    Ok(bytes) => Input::Current(Some(bytes)),
+                    // No file, or something at its path that solewriter never writes (a
+                    // symlink, which is not followed; a directory): no document, no epoch.
+                    Err(e)
+                        if e.kind() == std::io::ErrorKind::NotFound
+                            || matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EISDIR)) =>
+                    {
+                        Input::Current(None)
+                    }
+                    Err(source) => {
+                        Input::Failed(io("read the document in place", &path)(source).into())
+                    }
+                }
+            }
             Effect::RemoveOrphans => {
                 let dir = self.target_dir();
                 done(

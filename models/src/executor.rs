@@ -242,6 +242,9 @@ impl<'w, S: Shim> Executor<'w, S> {
                 Input::Done
             }
             Effect::ReadLease => Input::Lease(self.lease_row()),
+            Effect::ReadCurrent => Input::Current(S::with(&world.fs, |fs| {
+                fs.dirs.get(&target).and_then(|d| d.current.clone())
+            })),
             Effect::ReadClock => Input::Clock(self.clock()),
             Effect::ReadChannels => Input::Channels(match &self.tx {
                 Some((_, work)) => work.channel_rows(&target),
@@ -304,8 +307,8 @@ impl<'w, S: Shim> Executor<'w, S> {
             Effect::PrepareDir => Input::Dir { verified: true },
             Effect::SyncParents | Effect::SyncDir => Input::Done,
             Effect::RemoveOrphans => {
-                // A trap that let the locks go removes a live temp file of another publisher
-                // here; that publisher's rename then fails.
+                // The sweep, after the rename: every other temp file goes, live drafts of
+                // publishers outside their transaction included (they write theirs again).
                 S::with(&world.fs, |fs| fs.dir(&target).temps.clear());
                 Input::Done
             }
@@ -317,8 +320,13 @@ impl<'w, S: Shim> Executor<'w, S> {
                 }
                 self.document = bytes.to_vec();
                 let in_place = self.design() == Design::InPlaceWrite;
+                let replaced = self.temp.take();
                 self.temp = Some(S::with(&world.fs, |fs| {
                     let dir = fs.dir(&target);
+                    // A second temp replaces the first, which is removed (as the adapter does).
+                    if let Some(old) = replaced {
+                        dir.temps.remove(&old);
+                    }
                     if in_place {
                         // Trap: current.json written in place, in two writes (the first here).
                         dir.current = Some(bytes[..bytes.len() / 2].to_vec());

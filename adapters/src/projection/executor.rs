@@ -129,6 +129,7 @@ impl<'s> Executor<'s> {
                 Input::Done
             }
             Effect::LockTarget
+            | Effect::ReadCurrent
             | Effect::PrepareDir
             | Effect::SyncParents
             | Effect::RemoveOrphans

@@ -281,8 +281,10 @@ impl ProjectionStore {
     /// by the core (`decide_end`): a live grant is released by the conditional write of
     /// exactly that grant (its epoch and token hash), so its holder's next publication or
     /// release is refused (`Fenced::Released`) and never writes; the epoch stays, and the
-    /// next grant raises it. An expired, released or never-granted row has nothing to end
-    /// ([`EndOutcome::NothingHeld`]; nothing written). A target never admitted is
+    /// next grant raises it. An expired grant is marked `released` too
+    /// ([`EndOutcome::Closed`]), so a broker clock set back cannot make it live again. A
+    /// released or never-granted row has nothing to end ([`EndOutcome::NothingHeld`];
+    /// nothing written). A target never admitted is
     /// [`Error::NotAdmitted`]; a store busy past the busy timeout is [`Error::Busy`].
     pub fn end_lease(&self, target: &TargetId) -> Result<EndOutcome> {
         let mut machine = Release::end();

@@ -554,6 +554,7 @@ impl Host<'_, '_> {
                 Input::Done
             }
             Effect::LockTarget
+            | Effect::ReadCurrent
             | Effect::PrepareDir
             | Effect::SyncParents
             | Effect::RemoveOrphans
@@ -975,6 +976,11 @@ pub fn end_lease(options: Options, target: String, execute: Execute<'_>) -> Stri
                 "acquiredAt": plan.grant.acquired_at.0,
                 "expiresAt": plan.grant.expires_at.0,
             }})),
+            // No live grant: an expired one was marked released (so a clock set back cannot
+            // revive it), an unheld or released row was left as it is.
+            Ok(EndOutcome::Closed(plan)) => {
+                Ok(json!({"nothingHeld": {"epoch": plan.release.epoch, "why": "expired"}}))
+            }
             Ok(EndOutcome::NothingHeld { epoch, why }) => {
                 Ok(json!({"nothingHeld": {"epoch": epoch, "why": why.name()}}))
             }

@@ -2,17 +2,18 @@
 //! synchronous calls (`Publish`, `PublishNow`), driven in turns so that the file effects
 //! outside the transaction leave the event loop.
 //!
-//! The effect stream is cut at the transaction's edges. Outside the transaction, the target
-//! lock's wait and the slow file effects — the directory chain and its parent fsyncs, the
-//! orphan sweep, the draft's temp file and its fsync; after the commit the directory fsync, or
-//! the removal of the temp file — run on the libuv thread pool ([`PoolTurn`]). Every other
-//! effect runs on the JS thread ([`NativePublication::turn`]): the SQL effects, the clock, the
-//! probe, the target lock's release, and EVERYTHING from `Begin` until the transaction has
-//! ended (revalidation, re-read, a rewrite of the temp file, the deadline check, the rename,
-//! the conditional release, the commit or rollback) — in one call, so one event-loop turn: the
-//! transaction never spans turns. The target lock is a file lock held by the run's
-//! `FileSteps` (not by a thread), from before the draft until after the directory fsync,
-//! across the turns.
+//! The effect stream is cut at the transaction's edges. Outside the transaction, the slow file
+//! effects — the directory chain and its parent fsyncs, the draft's temp file and its fsync;
+//! after the commit the directory fsync, or the removal of the temp file — run on the libuv
+//! thread pool ([`PoolTurn`]). Every other effect runs on the JS thread
+//! ([`NativePublication::turn`]): the SQL effects, the clock, the probe, and EVERYTHING from
+//! the target lock's wait until it is let go after the transaction (the target lock, `Begin`,
+//! revalidation, re-read, a rewrite of the temp file, the deadline check, the rename, the
+//! sweep, the conditional release, the commit or rollback, the target lock's release) — in one
+//! call, so one event-loop turn: neither the transaction nor the target lock ever spans turns,
+//! and no host code runs while the target lock is held. The wait for the target lock blocks the
+//! JS thread as `BEGIN IMMEDIATE`'s wait for SQLite's lock does, each at most the busy timeout
+//! (together, too).
 //!
 //! The JS driver alternates: `turn(execute)` answers `{"pool": true}` (await `pool()`),
 //! `{"paused": true}` (the host's probe returned a promise outside the transaction: await it),
@@ -103,16 +104,15 @@ self_cell::self_cell!(
     }
 );
 
-/// Whether `effect` runs on the thread pool: a file effect outside the transaction, except the
-/// target lock's release (instant, and it ends the run).
+/// Whether `effect` runs on the thread pool: a slow file effect outside the transaction (the
+/// target lock, taken right before the transaction and let go right after it, runs on the JS
+/// thread in the transaction's turn).
 fn on_pool(effect: &Effect<'_>, in_tx: bool) -> bool {
     !in_tx
         && matches!(
             effect,
-            Effect::LockTarget
-                | Effect::PrepareDir
+            Effect::PrepareDir
                 | Effect::SyncParents
-                | Effect::RemoveOrphans
                 | Effect::WriteTemp(_)
                 | Effect::RemoveTemp
                 | Effect::SyncDir

@@ -440,7 +440,11 @@ fn a_failing_file_step_removes_the_temp_when_one_may_exist_and_always_releases()
         assert!(!s.log.contains(&"sync-dir"), "{fails}");
         assert_eq!(
             s.log.last(),
-            Some(if temp_removed { &"remove-temp" } else { &"unlock-target" })
+            Some(if temp_removed {
+                &"remove-temp"
+            } else {
+                &"unlock-target"
+            })
         );
     }
     // A failed sweep is not the publication's: the document is in place.
@@ -788,7 +792,10 @@ fn an_operator_end_releases_exactly_the_live_grant_and_fences_its_holder() {
         other => panic!("{other:?}"),
     }
     assert!(s.log.contains(&"write-release"), "{:?}", s.log);
-    assert!(matches!(s.row.clone().unwrap().state, LeaseState::Released(_)));
+    assert!(matches!(
+        s.row.clone().unwrap().state,
+        LeaseState::Released(_)
+    ));
     // Nothing held to end: nothing written, the transaction committed empty.
     for (row, now, why) in [
         (row(2, 1, 0, true), 10, NothingHeld::Released),
