@@ -114,12 +114,13 @@ export interface StoreConfig {
   clock?: () => number;
   /**
    * Called at each named step of a publication (composed, temp-written, transaction-open,
-   * revalidated, deadline-checked, renamed, released, directory-synced), holding its locks
-   * (from transaction-open to released inside its transaction): for tests (stall, crash). In
-   * `publishAsync` / `publishNowAsync` a promise returned at a step outside the transaction
-   * (composed, temp-written, directory-synced) pauses the publication there, between two
-   * event-loop turns and still holding the target lock, until it settles; elsewhere the
-   * returned value is ignored.
+   * revalidated, deadline-checked, renamed, released, unlocked, directory-synced): for tests
+   * (stall, crash). From transaction-open to released the publication holds the target lock
+   * and SQLite's write lock; at every other step it holds neither. In `publishAsync` /
+   * `publishNowAsync` a promise returned at a step outside the transaction (composed,
+   * temp-written, unlocked, directory-synced) pauses the publication there, between two
+   * event-loop turns and holding no lock, until it settles; elsewhere the returned value is
+   * ignored.
    */
   probe?: (step: string, targetId: string) => void | Promise<unknown>;
 }
@@ -193,7 +194,8 @@ export interface Published {
 /** What `endLease` did (the Rust `EndOutcome`). */
 export type LeaseEnd =
   | { ended: { epoch: number; holder: string; acquiredAt: number; expiresAt: number } }
-  | { nothingHeld: { epoch: number; why: 'unheld' | 'released' | 'expired' } };
+  | { nothingHeld: { epoch: number; why: 'unheld' | 'released' } }
+  | { nothingHeld: { epoch: number; why: 'expired'; closed: true } };
 
 /** Adds the two tables to a WAL database (idempotent); refuses another shape. */
 export function initialize(db: Database): 'created' | 'present';
@@ -241,7 +243,9 @@ export class ProjectionStore {
    * An operator's end of the target's current grant, whoever holds it (the core's
    * `Release::end()`, as `solewriter lease end` runs it). `ended`: that grant was released at
    * its epoch — its holder's next publish is FENCED (`released`) and writes nothing, the next
-   * grant gets a higher epoch. `nothingHeld`: no live grant (`why`), nothing was written.
+   * grant gets a higher epoch. `nothingHeld`: no live grant (`why`); an expired grant is
+   * marked released all the same (`closed: true`), so a clock set back cannot revive it; an
+   * unheld or released row is left as it is.
    * Throws NOT_ADMITTED, BUSY, IN_TRANSACTION.
    */
   endLease(targetId: string): LeaseEnd;

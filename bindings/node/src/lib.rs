@@ -961,7 +961,8 @@ pub fn release(options: Options, grant: GrantIn, execute: Execute<'_>) -> String
 /// An operator's end of the current grant of `target`, whoever holds it (the core's
 /// `Release::end()` machine, as `ProjectionStore::end_lease` runs it): `{"ended": {epoch,
 /// holder, acquiredAt, expiresAt}}` (that grant is released: its holder is fenced) or
-/// `{"nothingHeld": {epoch, why}}` (`why`: `unheld`, `released` or `expired`; nothing written).
+/// `{"nothingHeld": {epoch, why}}` (`why`: `unheld` or `released`: nothing written; `expired`,
+/// with `"closed": true`: that grant was marked released, so a clock set back cannot revive it).
 #[napi]
 pub fn end_lease(options: Options, target: String, execute: Execute<'_>) -> String {
     answer(|| {
@@ -979,7 +980,7 @@ pub fn end_lease(options: Options, target: String, execute: Execute<'_>) -> Stri
             // No live grant: an expired one was marked released (so a clock set back cannot
             // revive it), an unheld or released row was left as it is.
             Ok(EndOutcome::Closed(plan)) => {
-                Ok(json!({"nothingHeld": {"epoch": plan.release.epoch, "why": "expired"}}))
+                Ok(json!({"nothingHeld": {"epoch": plan.release.epoch, "why": "expired", "closed": true}}))
             }
             Ok(EndOutcome::NothingHeld { epoch, why }) => {
                 Ok(json!({"nothingHeld": {"epoch": epoch, "why": why.name()}}))

@@ -45,7 +45,7 @@ test('a grant ended by endLease is fenced on publish and on release, and writes 
   assert.equal(store.publishNow(t, 'holder-2').published.epoch, 2);
 });
 
-test('ending with nothing held answers why and writes nothing', () => {
+test('ending with nothing live answers why; an expired grant is closed so a clock set back cannot revive it', () => {
   const { db, clock, store } = setup({ ttlMs: TTL });
   const t = store.admitTarget(tuple(0));
   const quiet = (why, epoch) => {
@@ -56,9 +56,15 @@ test('ending with nothing held answers why and writes nothing', () => {
   quiet('unheld', 0);
   store.release(store.acquire(t, 'holder-1').granted);
   quiet('released', 1);
-  store.acquire(t, 'holder-2');
+  const expired = store.acquire(t, 'holder-2').granted;
+  const grantedAt = clock.now;
   clock.now += TTL;
-  quiet('expired', 2);
+  assert.deepEqual(store.endLease(t), { nothingHeld: { epoch: 2, why: 'expired', closed: true } });
+  assert.equal(rows(db).leases[0].state, 'released', 'the expired grant is marked released');
+  // The clock steps back before the expiry: the grant stays ended.
+  clock.now = grantedAt;
+  assert.throws(() => store.publish(expired), { code: 'FENCED', reason: 'released' });
+  quiet('released', 2);
 });
 
 test('endLease of a target never admitted, inside a transaction, or on a busy store fails and writes nothing', () => {

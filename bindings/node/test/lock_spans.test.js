@@ -1,13 +1,15 @@
 'use strict';
 /**
  * Lock spans checked where they happen, on the Node path: from the opening of a publication's
- * transaction (through its revalidation read) to its rename, neither the target's kernel lock
- * nor SQLite's write lock is let go, and the target lock is kept until the directory fsync — for the
- * synchronous and the asynchronous publication, of a grant and in one shot. The host
+ * transaction (through its revalidation read) to its release (through the rename and the sweep),
+ * neither the target's kernel lock nor SQLite's write lock is let go, and at every step outside
+ * the transaction (the draft composed, its temp written, the locks let go after the commit, the
+ * directory fsynced) neither is held, so a holder frozen there (a GC pause) stops nobody — for
+ * the synchronous and the asynchronous publication, of a grant and in one shot. The host
  * (`lock_span_host.js`) runs under the shared syscall-trace helper (`scripts/syscall_trace.py
- * --hold`), which follows the `flock` on the target's lock file and the `fcntl` write lock on
- * byte 120 of the `-shm` file through every thread (the JS thread and the libuv pool). The Rust
- * path has the same check: `adapters/tests/lock_spans.rs`.
+ * --hold --free`), which follows the `flock` on the target's lock file and the `fcntl` write lock
+ * on byte 120 of the `-shm` file through every thread (the JS thread and the libuv pool). The
+ * Rust path has the same check: `adapters/tests/lock_spans.rs`.
  */
 
 const test = require('node:test');
@@ -19,7 +21,7 @@ const { scratch } = require('./helpers');
 
 const TRACE = path.join(__dirname, '..', '..', '..', 'scripts', 'syscall_trace.py');
 
-test('from the transaction to the rename no lock is let go, nor the target lock until the directory fsync, in all four forms', () => {
+test('from the transaction to the release no lock is let go, and outside it none is held, in all four forms', () => {
   const dir = scratch();
   const out = path.join(dir, 'events.json');
   const run = spawnSync(
@@ -30,9 +32,14 @@ test('from the transaction to the rename no lock is let go, nor the target lock 
       out,
       '--hold',
       'reached transaction-open',
-      'reached renamed',
-      '--hold-target',
-      'reached renamed',
+      'reached released',
+      '--free',
+      'reached composed',
+      '--free',
+      'reached temp-written',
+      '--free',
+      'reached unlocked',
+      '--free',
       'reached directory-synced',
       '--',
       process.execPath,
@@ -42,9 +49,13 @@ test('from the transaction to the rename no lock is let go, nor the target lock 
     { encoding: 'utf8' },
   );
   const { spans } = JSON.parse(fs.readFileSync(out, 'utf8'));
-  assert.equal(spans.length, 8, `every publication traced, both spans: ${JSON.stringify(spans)}`);
+  assert.equal(
+    spans.length,
+    20,
+    `every publication traced, the span and the four free marks of each: ${JSON.stringify(spans)}`,
+  );
   for (const span of spans) {
-    assert.equal(span.held_at_start, true, JSON.stringify(span));
+    assert.equal(span.held_at_start, span.locks !== 'none', JSON.stringify(span));
     assert.deepEqual(span.violations, [], JSON.stringify(span));
   }
   assert.equal(run.status, 0, run.stderr);
