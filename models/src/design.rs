@@ -6,9 +6,10 @@
 /// Which publication, acquisition and release protocol the model runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Design {
-    /// The solewriter design: the draft and its temp file under the target lock, then
-    /// revalidation, confirmation of the draft, deadline check and rename inside ONE serialized
-    /// transaction; release conditional on token hash AND epoch.
+    /// The solewriter design: the draft and its temp file with no lock held, then (the target
+    /// lock taken right before the transaction) revalidation, confirmation of the draft,
+    /// deadline check, rename and sweep inside ONE serialized transaction; release conditional
+    /// on token hash AND epoch; the directory fsync after both locks are let go.
     Real,
     /// Trap: atomic rename without the single-writer check (the lease is checked only at
     /// acquisition; publication is an unguarded temp-write-and-rename).
@@ -40,6 +41,10 @@ pub enum Design {
     /// Not a trap — defence in depth: the target lock is never taken (the store's write lock
     /// alone). Must pass.
     TargetLockSkipped,
+    /// Liveness trap (safe, not live): the target lock taken for the draft and kept until the
+    /// directory fsync after the commit, as before liveness was proven. A holder frozen in its
+    /// draft or after its commit keeps its successor out: the liveness check must catch it.
+    LockAcrossDraft,
 }
 
 impl Design {
@@ -47,7 +52,10 @@ impl Design {
     /// lock alone fences the takeover.
     pub const ONE_LOCK: [Design; 2] = [Design::StoreLockLost, Design::TargetLockSkipped];
 
-    /// Every trap variant (everything but [`Design::Real`]).
+    /// The variants that are safe but not live: the liveness check must catch each.
+    pub const LIVENESS_TRAPS: [Design; 1] = [Design::LockAcrossDraft];
+
+    /// Every safety trap variant.
     pub const TRAPS: [Design; 9] = [
         Design::RenameWithoutCheck,
         Design::JsonEpochGuard,

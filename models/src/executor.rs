@@ -26,6 +26,20 @@ use solewriter_core::time::Millis;
 pub enum ModelFault {
     /// A trap's own guard refused (the JSON-epoch compare).
     Refused,
+    /// A lock was held by another and the world's contenders give up at once
+    /// ([`World::contenders_give_up`]): the busy timeout passed while its holder stayed frozen.
+    Busy,
+}
+
+/// Where a run of a machine stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// The machine ended.
+    Finished,
+    /// The executor crashed at this step (its locks dropped, its transaction rolled back).
+    Crashed(PublishStep),
+    /// The executor froze before this effect, keeping every lock it held.
+    Frozen(&'static str),
 }
 
 /// Which machine the executor runs (a trap may misbehave in one and not another).
@@ -60,6 +74,8 @@ pub(crate) struct Executor<'w, S: Shim> {
     pub(crate) document: Vec<u8>,
     /// Between the revalidation and the rename (counted in the world's `in_span`).
     in_span: bool,
+    /// Effects executed so far (where a freeze is counted from).
+    effects: usize,
 }
 
 impl<'w, S: Shim> Executor<'w, S> {
@@ -79,6 +95,7 @@ impl<'w, S: Shim> Executor<'w, S> {
             last_clock: Millis(0),
             document: Vec::new(),
             in_span: false,
+            effects: 0,
         }
     }
 
@@ -100,23 +117,78 @@ impl<'w, S: Shim> Executor<'w, S> {
     /// transaction and drops the target lock (the kernel drops a dead process's locks); temp
     /// files stay.
     pub(crate) fn run<M: Machine<ModelFault>>(&mut self, machine: &mut M) -> Option<PublishStep> {
-        let mut crashed = None;
-        let finished = drive(machine, |effect| {
+        let stop = self.advance(machine, None);
+        self.let_go();
+        match stop {
+            Stop::Crashed(step) => Some(step),
+            Stop::Finished | Stop::Frozen(_) => None,
+        }
+    }
+
+    /// Runs `machine` until it ends, the executor crashes (at its `crash_at` step), or — with
+    /// `freeze_at` — before the executor's `freeze_at`-th effect (counted over the whole run),
+    /// where it freezes: it keeps every lock it holds until [`Executor::let_go`] (a process
+    /// stopped there, SIGSTOP or a GC pause). A frozen run resumes with another call.
+    pub(crate) fn advance<M: Machine<ModelFault>>(
+        &mut self,
+        machine: &mut M,
+        freeze_at: Option<usize>,
+    ) -> Stop {
+        let mut stop = Stop::Finished;
+        drive(machine, |effect| {
+            if freeze_at == Some(self.effects) {
+                stop = Stop::Frozen(effect.name());
+                return None;
+            }
             if let Effect::Reached(step) = effect {
                 if self.crash_at == Some(step) {
-                    crashed = Some(step);
+                    stop = Stop::Crashed(step);
                     return None;
                 }
             }
+            self.effects += 1;
             Some(self.execute(effect))
         });
+        stop
+    }
+
+    /// Lets every lock go: the transaction rolls back, the target lock is released (a machine
+    /// that ended, or a process that died).
+    pub(crate) fn let_go(&mut self) {
         self.leave_span();
         self.tx = None;
         self.target_guard = None;
-        if finished {
-            None
-        } else {
-            crashed
+    }
+
+    /// The world the run acts on.
+    pub(crate) fn world(&self) -> &'w World<S> {
+        self.world
+    }
+
+    /// Whether the run holds the store's write lock (is inside its transaction).
+    pub(crate) fn in_transaction(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    /// Whether the run holds the target's kernel lock.
+    pub(crate) fn holds_target_lock(&self) -> bool {
+        self.target_guard.is_some()
+    }
+
+    /// Takes the target lock, or answers `Busy` if another holds it. The lock is taken inside
+    /// the transaction, so with the store's lock working no one else can hold it then (its
+    /// holder would be inside a transaction too): it is contended only when the store's lock
+    /// was lost (`StoreLockLost`) or a trap keeps it outside the transaction — where the real
+    /// adapter's wait would end at the busy timeout — so it is never waited for (which would
+    /// let a holder that takes the store's lock again, as `StoreLockLost`'s release does,
+    /// deadlock with a contender holding the store's lock).
+    fn lock_target(&mut self) -> Input<ModelFault> {
+        match S::try_lock(self.world.target_lock(&self.target)) {
+            Some(guard) => {
+                self.target_guard = Some(guard);
+                Input::Done
+            }
+            None => Input::Failed(ModelFault::Busy),
         }
     }
 
@@ -226,14 +298,23 @@ impl<'w, S: Shim> Executor<'w, S> {
             }
             Effect::LockTarget => {
                 world.note_lock_attempt();
-                if !self.unguarded() && self.design() != Design::TargetLockSkipped {
-                    self.target_guard = Some(S::lock(world.target_lock(&target)));
+                let skipped = self.unguarded() || self.design() == Design::TargetLockSkipped;
+                // Trap `LockAcrossDraft`: the lock may already be held since the draft.
+                if skipped || self.target_guard.is_some() {
+                    return Input::Done;
                 }
-                Input::Done
+                self.lock_target()
             }
             Effect::Begin => {
                 world.note_lock_attempt();
                 if !self.unguarded() {
+                    if self.tx.is_none() && world.gives_up() {
+                        let Some(guard) = S::try_lock(&world.store) else {
+                            return Input::Failed(ModelFault::Busy);
+                        };
+                        let work = guard.clone();
+                        self.tx = Some((guard, work));
+                    }
                     self.work();
                     if self.design() == Design::Renewal && self.kind == Kind::Publish {
                         self.renew();
@@ -304,7 +385,16 @@ impl<'w, S: Shim> Executor<'w, S> {
                 }
                 Input::Written(matches)
             }
-            Effect::PrepareDir => Input::Dir { verified: true },
+            Effect::PrepareDir => {
+                if self.design() == Design::LockAcrossDraft && self.target_guard.is_none() {
+                    // Trap: the target lock taken for the draft and kept to the end of the run
+                    // (the design before liveness was proven).
+                    if let Input::Failed(busy) = self.lock_target() {
+                        return Input::Failed(busy);
+                    }
+                }
+                Input::Dir { verified: true }
+            }
             Effect::SyncParents | Effect::SyncDir => Input::Done,
             Effect::RemoveOrphans => {
                 // The sweep, after the rename: every other temp file goes, live drafts of
@@ -376,7 +466,10 @@ impl<'w, S: Shim> Executor<'w, S> {
                 Input::Done
             }
             Effect::UnlockTarget => {
-                self.target_guard = None;
+                // Trap `LockAcrossDraft` keeps it until the directory fsync has run.
+                if self.design() != Design::LockAcrossDraft {
+                    self.target_guard = None;
+                }
                 Input::Done
             }
             Effect::Finished => unreachable!("`drive` stops at Finished"),
@@ -399,6 +492,15 @@ impl<'w, S: Shim> Executor<'w, S> {
             last_clock: self.last_clock,
         };
         let json_guard = self.design() == Design::JsonEpochGuard;
+        // "The document lists exactly the rows its transaction sees" holds where the store's
+        // write lock is held across the rename. The variant that loses it (`StoreLockLost`,
+        // the target lock alone) does not claim it: a submission takes only the store's lock,
+        // so rows may move under its rename (FENCING.md says so). The traps are caught by the
+        // fencing checks.
+        let rows_claimed = matches!(
+            self.design(),
+            Design::Real | Design::TargetLockSkipped | Design::LockAcrossDraft
+        );
         let open = self
             .tx
             .as_ref()
@@ -425,8 +527,12 @@ impl<'w, S: Shim> Executor<'w, S> {
             let epoch = document.as_ref().map_or(0, |d| d.fencing_epoch);
             S::with(&world.ghost, |g| {
                 g.on_rename(&target, &renamer, epoch, open.as_ref());
-                if let (Some(document), Some(rows)) = (&document, &open_rows) {
-                    g.on_rename_rows(document, rows);
+                match (&document, &open_rows) {
+                    (Some(document), Some(rows)) => g.on_rename_rows(document, rows),
+                    (Some(_), None) if rows_claimed => {
+                        crate::ghost::violation("renamed outside its transaction".into())
+                    }
+                    _ => {}
                 }
             });
             dir.current = Some(bytes);

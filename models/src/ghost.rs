@@ -10,7 +10,9 @@
 //!   never after a successor's acquisition committed, and never by a released or fenced lease;
 //! - **bounded lease**: the renamer's last clock reading before the rename was before its
 //!   `expires_at`;
-//! - **monotonic publication**: the epochs of successive published documents never decrease;
+//! - **unique, rising publication**: every published document carries an epoch strictly
+//!   greater than every document renamed before it — crash or not, one-shot or two-step (so
+//!   no epoch names two documents, and a watcher waiting for "newer than N" misses none);
 //! - **complete reads**: every read of `current.json` parses as a complete document, and a
 //!   reader's successive epochs never decrease;
 //! - **no renewal**: every committed grant has `expires_at = acquired_at + ttl`, and a grant's
@@ -51,7 +53,8 @@ pub struct Ghost {
     pub renames: u64,
 }
 
-fn violation(message: String) -> ! {
+/// Reports a broken invariant (panics with `VIOLATION: ...`).
+pub(crate) fn violation(message: String) -> ! {
     panic!("VIOLATION: {message}")
 }
 
@@ -134,9 +137,9 @@ impl Ghost {
             .last_published
             .insert(target.clone(), doc_epoch)
             .unwrap_or(0);
-        if doc_epoch < last {
+        if doc_epoch <= last {
             violation(format!(
-                "published epoch went back from {last} to {doc_epoch}"
+                "published epoch did not rise: {doc_epoch} renamed over a document of epoch {last}"
             ));
         }
     }

@@ -20,6 +20,10 @@ pub trait Shim: 'static {
     /// replaced whole, at commit).
     fn lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Self::Guard<'_, T>;
 
+    /// Locks `mutex` if no one holds it (`None` otherwise): a contender that gives up at once
+    /// (the liveness checks: a lock a frozen process keeps is never had).
+    fn try_lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Option<Self::Guard<'_, T>>;
+
     /// Runs `f` with the lock held.
     fn with<T: Send + 'static, R>(mutex: &Self::Mutex<T>, f: impl FnOnce(&mut T) -> R) -> R {
         f(&mut Self::lock(mutex))
@@ -42,5 +46,13 @@ impl Shim for StdShim {
         mutex
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn try_lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Option<Self::Guard<'_, T>> {
+        match mutex.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
     }
 }

@@ -4,10 +4,10 @@
 //! holds the target lock and the store mutex across effects where the adapter holds its
 //! locks. File operations take the file-system mutex; the clock is its own mutex; the last
 //! committed state is also kept in a snapshot readable without the write lock (as SQLite's WAL
-//! readers see it). Lock order: target → store → snapshot → fs → clock → ghost.
+//! readers see it). Lock order: store → target → snapshot → fs → clock → ghost (the target lock is only ever tried, never waited for).
 
 use crate::design::Design;
-use crate::executor::{Executor, Kind, ModelFault};
+use crate::executor::{Executor, Kind, ModelFault, Stop};
 use crate::ghost::{Ghost, ReaderCheck};
 use crate::shim::Shim;
 use crate::state::{FsState, StoreState};
@@ -76,6 +76,8 @@ pub enum ModelError {
     NotAdmitted,
     /// The epoch cannot rise further.
     EpochExhausted,
+    /// A lock was held by a frozen process (the world's contenders give up).
+    Busy,
     /// A submission was rejected.
     Rejected(SubmissionRejected),
 }
@@ -124,6 +126,8 @@ pub enum PublishOutcome {
     Refused,
     /// A one-shot publication found a live grant; nothing written.
     Held(HeldBy),
+    /// A lock was held by a frozen process (the world's contenders give up): nothing written.
+    Busy,
 }
 
 enum Tx<R> {
@@ -162,6 +166,8 @@ pub struct World<S: Shim> {
     /// Publications whose draft was not confirmed inside the transaction (the rows moved, or
     /// a one-shot was granted another epoch) and was composed and written again.
     redrafted: std::sync::atomic::AtomicUsize,
+    /// A lock held by another answers `Busy` at once instead of being waited for.
+    give_up: std::sync::atomic::AtomicBool,
 }
 
 impl<S: Shim> World<S> {
@@ -180,7 +186,19 @@ impl<S: Shim> World<S> {
             in_span: Default::default(),
             contended: Default::default(),
             redrafted: Default::default(),
+            give_up: Default::default(),
         }
+    }
+
+    /// From now on a lock held by another (a frozen process) answers `Busy` at once — as the
+    /// busy timeout would, sooner or later — instead of being waited for.
+    pub fn contenders_give_up(&self) {
+        self.give_up
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub(crate) fn gives_up(&self) -> bool {
+        self.give_up.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The broker clock.
@@ -347,6 +365,7 @@ impl<S: Shim> World<S> {
             })),
             Acquired::Held(held) => Ok(ModelAcquire::Held(held)),
             Acquired::Failed(AcquireFailure::EpochExhausted) => Err(ModelError::EpochExhausted),
+            Acquired::Failed(AcquireFailure::Effect(ModelFault::Busy)) => Err(ModelError::Busy),
             Acquired::Failed(_) => Err(ModelError::NotAdmitted),
         }
     }
@@ -395,10 +414,44 @@ impl<S: Shim> World<S> {
         if let Some(step) = executor.run(&mut machine) {
             return PublishOutcome::Crashed(step);
         }
-        match machine.into_end() {
-            PublishEnd::NotStarted(ModelFault::Refused) => PublishOutcome::Refused,
-            PublishEnd::Ran { result, .. } => outcome(result, &mut executor.document),
-        }
+        publish_end(machine.into_end(), &mut executor.document)
+    }
+
+    /// Starts the publication of `lease` and freezes it before its `freeze_at`-th effect,
+    /// holding whatever locks it holds there (`None` if it ended before: it has no such
+    /// effect). [`Frozen::resume`] lets it go on.
+    pub fn publish_frozen(&self, lease: &ModelLease, freeze_at: usize) -> Option<Frozen<'_, S>> {
+        let credential = lease.credential();
+        let machine = Publish::new(credential.clone(), &self.registry);
+        let executor = Executor::new(self, Kind::Publish, lease.target_id.clone())
+            .holder(credential, lease.granted.clone());
+        Frozen::start(
+            executor,
+            FrozenMachine::Publish(Box::new(machine)),
+            freeze_at,
+        )
+    }
+
+    /// [`Self::publish_frozen`] for a one-shot publication by `holder` with `token`.
+    pub fn publish_now_frozen(
+        &self,
+        target: &TargetId,
+        holder: &InstanceDigest,
+        token: HolderToken,
+        freeze_at: usize,
+    ) -> Option<Frozen<'_, S>> {
+        let applicant = Applicant {
+            token_hash: token.hash(),
+            holder_instance_digest: holder.clone(),
+            ttl: self.ttl,
+        };
+        let machine = PublishNow::new(applicant, &self.registry);
+        let executor = Executor::new(self, Kind::PublishNow, target.clone());
+        Frozen::start(
+            executor,
+            FrozenMachine::PublishNow(Box::new(machine), target.clone(), token),
+            freeze_at,
+        )
     }
 
     /// Grants, publishes and releases in one envelope for `holder` with the fresh `token` —
@@ -421,8 +474,28 @@ impl<S: Shim> World<S> {
         if let Some(step) = executor.run(&mut machine) {
             return PublishOutcome::Crashed(step);
         }
-        match machine.into_end() {
+        self.publish_now_end(
+            target,
+            token,
+            machine.into_end(),
+            &mut executor.document,
+            crash_at,
+        )
+    }
+
+    fn publish_now_end(
+        &self,
+        target: &TargetId,
+        token: HolderToken,
+        end: PublishNowEnd<ModelFault>,
+        document: &mut Vec<u8>,
+        crash_at: Option<PublishStep>,
+    ) -> PublishOutcome {
+        match end {
             PublishNowEnd::NotGranted(Acquired::Held(held)) => PublishOutcome::Held(held),
+            PublishNowEnd::NotGranted(Acquired::Failed(AcquireFailure::Effect(
+                ModelFault::Busy,
+            ))) => PublishOutcome::Busy,
             // A takeover committed on its own: publish with it as a two-step publication.
             PublishNowEnd::TakenOver(plan) => self.publish(
                 &ModelLease {
@@ -435,8 +508,92 @@ impl<S: Shim> World<S> {
                 crash_at,
             ),
             PublishNowEnd::NotGranted(_) => PublishOutcome::NotAdmitted,
-            PublishNowEnd::Ran { result, .. } => outcome(result, &mut executor.document),
+            PublishNowEnd::Ran { result, .. } => outcome(result, document),
         }
+    }
+}
+
+/// The machine of a frozen publication.
+enum FrozenMachine<'w> {
+    Publish(Box<Publish<'w, ModelFault>>),
+    /// A one-shot, its target and its token (a takeover publishes with it).
+    PublishNow(Box<PublishNow<'w, ModelFault>>, TargetId, HolderToken),
+}
+
+/// A publication frozen before one of its effects, keeping the locks it held there (a
+/// process stopped by SIGSTOP or a GC pause), until [`Frozen::resume`].
+pub struct Frozen<'w, S: Shim> {
+    executor: Executor<'w, S>,
+    machine: FrozenMachine<'w>,
+    /// The effect it froze before.
+    effect: &'static str,
+}
+
+impl<'w, S: Shim> Frozen<'w, S> {
+    fn start(
+        mut executor: Executor<'w, S>,
+        mut machine: FrozenMachine<'w>,
+        freeze_at: usize,
+    ) -> Option<Self> {
+        let stop = match &mut machine {
+            FrozenMachine::Publish(m) => executor.advance(m.as_mut(), Some(freeze_at)),
+            FrozenMachine::PublishNow(m, ..) => executor.advance(m.as_mut(), Some(freeze_at)),
+        };
+        match stop {
+            Stop::Frozen(effect) => Some(Frozen {
+                executor,
+                machine,
+                effect,
+            }),
+            Stop::Finished | Stop::Crashed(_) => {
+                executor.let_go();
+                None
+            }
+        }
+    }
+
+    /// The name of the effect it froze before.
+    pub fn effect(&self) -> &'static str {
+        self.effect
+    }
+
+    /// Whether it froze inside its transaction (holding the store's write lock).
+    pub fn in_transaction(&self) -> bool {
+        self.executor.in_transaction()
+    }
+
+    /// Whether it froze holding the target's kernel lock.
+    pub fn holds_target_lock(&self) -> bool {
+        self.executor.holds_target_lock()
+    }
+
+    /// Lets it go on to its end; its outcome.
+    pub fn resume(mut self) -> PublishOutcome {
+        match &mut self.machine {
+            FrozenMachine::Publish(m) => self.executor.advance(m.as_mut(), None),
+            FrozenMachine::PublishNow(m, ..) => self.executor.advance(m.as_mut(), None),
+        };
+        self.executor.let_go();
+        let world = self.executor.world();
+        match self.machine {
+            FrozenMachine::Publish(m) => publish_end(m.into_end(), &mut self.executor.document),
+            FrozenMachine::PublishNow(m, target, token) => world.publish_now_end(
+                &target,
+                token,
+                m.into_end(),
+                &mut self.executor.document,
+                None,
+            ),
+        }
+    }
+}
+
+/// The model's outcome of a publication's end.
+fn publish_end(end: PublishEnd<ModelFault>, document: &mut Vec<u8>) -> PublishOutcome {
+    match end {
+        PublishEnd::NotStarted(ModelFault::Refused) => PublishOutcome::Refused,
+        PublishEnd::NotStarted(ModelFault::Busy) => PublishOutcome::Busy,
+        PublishEnd::Ran { result, .. } => outcome(result, document),
     }
 }
 
@@ -455,10 +612,11 @@ fn outcome(
         Err(PublishFailure::NotAdmitted | PublishFailure::Inconsistent(_)) => {
             PublishOutcome::NotAdmitted
         }
+        Err(PublishFailure::Effect(ModelFault::Busy)) => PublishOutcome::Busy,
         Err(
             PublishFailure::Document(_)
             | PublishFailure::Effect(ModelFault::Refused)
-            | PublishFailure::NotDurable(ModelFault::Refused),
+            | PublishFailure::NotDurable(ModelFault::Refused | ModelFault::Busy),
         ) => PublishOutcome::Refused,
     }
 }

@@ -112,6 +112,7 @@ fn model_error(e: ModelError) -> Out {
         ModelError::Rejected(r) => Out::Rejected(r),
         ModelError::NotAdmitted => Out::NotAdmitted,
         ModelError::EpochExhausted => panic!("epoch exhausted in a short sequence"),
+        ModelError::Busy => panic!("busy in a sequence without concurrency"),
     }
 }
 

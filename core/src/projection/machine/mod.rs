@@ -14,13 +14,14 @@
 //! checkers explore is the sequence that runs: it exists once, here.
 //!
 //! Lock discipline, the same in every machine: the body's part before the transaction (no
-//! lock) → [`Effect::LockTarget`] (the target's kernel lock) → [`Effect::Begin`] (the store's
-//! write lock) → body → [`Effect::Commit`] or [`Effect::Rollback`] → [`Effect::UnlockTarget`]
-//! → the body's part after the transaction (no lock). Both locks are held for the whole
-//! transaction's body and neither outside it (only a publication has work outside: its draft
-//! and temp file before, its directory fsync after), so a holder frozen anywhere outside its
-//! transaction holds no exclusion past its lease; [`serialized`] is the one place that orders
-//! them.
+//! lock) → [`Effect::Begin`] (the store's write lock) → [`Effect::LockTarget`] (the target's
+//! kernel lock) → body → [`Effect::UnlockTarget`] → [`Effect::Commit`] or
+//! [`Effect::Rollback`] → the body's part after the transaction (no lock). The target lock
+//! nests strictly inside the transaction, so a holder frozen anywhere outside its transaction
+//! (only a publication has work there: its draft and temp file before, its directory fsync
+//! after) holds no exclusion past its lease; both locks are held for the whole body, so each
+//! alone orders it against every other grant and publication of the target. [`serialized`] is
+//! the one place that orders them.
 //!
 //! - [`acquire`]: the grant (a `Held` answer from the committed snapshot needs no lock).
 //! - [`release`]: the conditional release, alone or as the end of a publication, and an
@@ -48,11 +49,12 @@ pub enum Effect<'m> {
     /// Read the target's lease row from the last committed state WITHOUT the write lock
     /// (SQLite: a plain read in WAL mode). Answer [`Input::Lease`].
     ReadCommittedLease,
-    /// Take the target's exclusive kernel lock, waiting at most the busy timeout. Answer
-    /// [`Input::Done`] or [`Input::Failed`] (busy: nothing was touched).
+    /// Take the target's exclusive kernel lock (inside the transaction), waiting at most what
+    /// is left of the busy timeout. Answer [`Input::Done`] or [`Input::Failed`] (busy: the
+    /// transaction is rolled back, nothing was touched).
     LockTarget,
-    /// Open the serialized write transaction (SQLite: `BEGIN IMMEDIATE`). Answer
-    /// [`Input::Done`] or [`Input::Failed`].
+    /// Open the serialized write transaction (SQLite: `BEGIN IMMEDIATE`), waiting at most the
+    /// busy timeout. Answer [`Input::Done`] or [`Input::Failed`].
     Begin,
     /// Read the target's lease row inside the transaction. Answer [`Input::Lease`].
     ReadLease,

@@ -7,8 +7,8 @@
 //!    directory not yet known durable — also after an earlier failure);
 //! 3. write a uniquely named temp sibling (`create_new`) and fsync it.
 //!
-//! Inside the store's serialized write transaction, the target's kernel lock taken right before
-//! it (both locks):
+//! Inside the store's serialized write transaction, the target's kernel lock taken right after
+//! it begins and let go right before it ends (both locks):
 //! 4. read the lease row and the clock; `authorize_publish` revalidates {target, epoch, token
 //!    hash, held, not expired} — else `Fenced`, nothing is renamed;
 //! 5. read the channel rows again; the authority confirms the draft ([`Draft::confirmed`]:

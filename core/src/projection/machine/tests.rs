@@ -179,14 +179,14 @@ fn registry() -> ChannelRegistry {
 }
 
 const GRANT: [&str; 8] = [
-    "lock-target",
     "begin",
+    "lock-target",
     "read-lease",
     "read-current",
     "read-clock",
     "write-grant",
-    "commit",
     "unlock-target",
+    "commit",
 ];
 
 #[test]
@@ -238,29 +238,20 @@ fn acquire_refused_inside_the_locks_rolls_back() {
         [
             "read-committed-lease",
             "read-clock",
-            "lock-target",
             "begin",
+            "lock-target",
             "read-lease",
             "read-current",
             "read-clock",
-            "rollback",
-            "unlock-target"
+            "unlock-target",
+            "rollback"
         ]
     );
 }
 
 #[test]
 fn acquire_failures_end_the_envelope_in_order() {
-    // The target lock cannot be had: nothing else happens.
-    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("lock-target");
-    let mut m = Acquire::new(applicant(2));
-    s.run(&mut m);
-    assert!(matches!(
-        m.into_result(),
-        Acquired::Failed(AcquireFailure::Effect("lock-target"))
-    ));
-    assert_eq!(s.log, ["read-committed-lease", "read-clock", "lock-target"]);
-    // The transaction cannot begin: the target lock is let go.
+    // The transaction cannot begin: nothing else happens.
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("begin");
     let mut m = Acquire::new(applicant(2));
     s.run(&mut m);
@@ -268,7 +259,16 @@ fn acquire_failures_end_the_envelope_in_order() {
         m.into_result(),
         Acquired::Failed(AcquireFailure::Effect("begin"))
     ));
-    assert_eq!(&s.log[2..], ["lock-target", "begin", "unlock-target"]);
+    assert_eq!(s.log, ["read-committed-lease", "read-clock", "begin"]);
+    // The target lock cannot be had: the transaction is rolled back.
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("lock-target");
+    let mut m = Acquire::new(applicant(2));
+    s.run(&mut m);
+    assert!(matches!(
+        m.into_result(),
+        Acquired::Failed(AcquireFailure::Effect("lock-target"))
+    ));
+    assert_eq!(&s.log[2..], ["begin", "lock-target", "rollback"]);
     // The grant's write finds no row: rolled back.
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
     s.writes_match = false;
@@ -278,7 +278,7 @@ fn acquire_failures_end_the_envelope_in_order() {
         m.into_result(),
         Acquired::Failed(AcquireFailure::RowChanged)
     ));
-    assert_eq!(&s.log[7..], ["write-grant", "rollback", "unlock-target"]);
+    assert_eq!(&s.log[7..], ["write-grant", "unlock-target", "rollback"]);
     // The commit fails: rolled back, the lock let go, no grant.
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("commit");
     let mut m = Acquire::new(applicant(2));
@@ -289,7 +289,7 @@ fn acquire_failures_end_the_envelope_in_order() {
     ));
     assert_eq!(
         &s.log[7..],
-        ["write-grant", "commit", "rollback", "unlock-target"]
+        ["write-grant", "unlock-target", "commit", "rollback"]
     );
 }
 
@@ -304,8 +304,8 @@ const PUBLISHED: [&str; 27] = [
     "prepare-dir",
     "write-temp",
     "reached",
-    "lock-target",
     "begin",
+    "lock-target",
     "reached",
     "read-lease",
     "read-clock",
@@ -320,8 +320,8 @@ const PUBLISHED: [&str; 27] = [
     "read-clock",
     "write-release",
     "reached",
-    "commit",
     "unlock-target",
+    "commit",
     "reached",
     "sync-dir",
     "reached",
@@ -377,7 +377,7 @@ fn a_fenced_publication_never_renames_removes_its_draft_and_does_not_release_a_s
     }
     assert_eq!(
         &s.log[s.log.len() - 3..],
-        ["commit", "unlock-target", "remove-temp"],
+        ["unlock-target", "commit", "remove-temp"],
         "the draft's temp is removed after the locks are let go"
     );
     // Expired at revalidation: fenced too.
@@ -415,7 +415,7 @@ fn a_publication_past_its_deadline_removes_its_temp_and_never_renames() {
     );
     assert_eq!(
         &s.log[s.log.len() - 3..],
-        ["commit", "unlock-target", "remove-temp"]
+        ["unlock-target", "commit", "remove-temp"]
     );
 }
 
@@ -443,7 +443,7 @@ fn a_failing_file_step_removes_the_temp_when_one_may_exist_and_always_releases()
             Some(if temp_removed {
                 &"remove-temp"
             } else {
-                &"unlock-target"
+                &"commit"
             })
         );
     }
@@ -493,10 +493,12 @@ fn a_publication_that_cannot_start_or_commit_says_so() {
             "prepare-dir",
             "write-temp",
             "reached",
+            "begin",
             "lock-target",
+            "rollback",
             "remove-temp"
         ],
-        "a busy target lock: the draft's temp is removed, nothing else happened"
+        "a busy target lock: the transaction rolled back, the draft's temp removed, nothing else happened"
     );
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("begin");
     assert!(matches!(
@@ -512,9 +514,7 @@ fn a_publication_that_cannot_start_or_commit_says_so() {
             "prepare-dir",
             "write-temp",
             "reached",
-            "lock-target",
             "begin",
-            "unlock-target",
             "remove-temp"
         ],
         "a busy store: the draft's temp is removed, nothing else happened"
@@ -528,9 +528,9 @@ fn a_publication_that_cannot_start_or_commit_says_so() {
     assert_eq!(
         &s.log[s.log.len() - 6..],
         [
+            "unlock-target",
             "commit",
             "rollback",
-            "unlock-target",
             "reached",
             "sync-dir",
             "reached"
@@ -656,7 +656,7 @@ fn one_shot_that_cannot_begin_removes_its_draft() {
     ));
     assert_eq!(
         &s.log[s.log.len() - 3..],
-        ["begin", "unlock-target", "remove-temp"]
+        ["reached", "begin", "remove-temp"]
     );
 }
 
@@ -673,7 +673,7 @@ fn one_shot_refused_inside_its_locks_removes_its_draft() {
     ));
     assert_eq!(
         &s.log[s.log.len() - 3..],
-        ["rollback", "unlock-target", "remove-temp"]
+        ["unlock-target", "rollback", "remove-temp"]
     );
     assert!(!s.log.contains(&"rename"));
 }
@@ -714,13 +714,13 @@ fn release_needs_the_epoch_and_the_token_and_rolls_back_a_failed_write() {
     assert_eq!(
         s.log,
         [
-            "lock-target",
             "begin",
+            "lock-target",
             "read-lease",
             "read-clock",
             "write-release",
-            "commit",
-            "unlock-target"
+            "unlock-target",
+            "commit"
         ]
     );
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
@@ -732,7 +732,7 @@ fn release_needs_the_epoch_and_the_token_and_rolls_back_a_failed_write() {
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
     s.writes_match = false;
     assert!(matches!(run(&mut s, 2, 1), Err(ReleaseFailure::RowChanged)));
-    assert_eq!(&s.log[4..], ["write-release", "rollback", "unlock-target"]);
+    assert_eq!(&s.log[4..], ["write-release", "unlock-target", "rollback"]);
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("lock-target");
     assert!(matches!(
         run(&mut s, 2, 1),
@@ -766,13 +766,13 @@ fn an_operator_end_releases_exactly_the_live_grant_and_fences_its_holder() {
     assert_eq!(
         s.log,
         [
-            "lock-target",
             "begin",
+            "lock-target",
             "read-lease",
             "read-clock",
             "write-release",
-            "commit",
-            "unlock-target"
+            "unlock-target",
+            "commit"
         ]
     );
     // The holder of the ended grant is fenced; the epoch is kept for the next grant to raise.
@@ -818,7 +818,7 @@ fn an_operator_end_releases_exactly_the_live_grant_and_fences_its_holder() {
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
     s.writes_match = false;
     assert!(matches!(run(&mut s), Err(ReleaseFailure::RowChanged)));
-    assert_eq!(&s.log[4..], ["write-release", "rollback", "unlock-target"]);
+    assert_eq!(&s.log[4..], ["write-release", "unlock-target", "rollback"]);
 }
 
 #[test]
