@@ -79,6 +79,12 @@ printf '{ "name": "host", "version": "1.0.0", "private": true, "allowScripts": {
 JOBS=max npm install --no-audit --no-fund --loglevel=error "$platform_tgz" "$main_tgz" $versions
 [[ -f node_modules/solewriter-linux-x64-gnu/solewriter.linux-x64-gnu.node ]] || fail "the platform package did not install its addon"
 [[ ! -e node_modules/solewriter/solewriter.node ]] || fail "the main package brought an addon of its own"
+# solewriter's optional dependency is the platform package installed beside it (npm ls fails on
+# an edge that is missing or invalid).
+npm ls --all --json | node -e "const t = JSON.parse(require('fs').readFileSync(0, 'utf8'));
+    const got = t.dependencies.solewriter.dependencies;
+    process.exit(got && got['solewriter-linux-x64-gnu'] && got['solewriter-linux-x64-gnu'].version === '$version' ? 0 : 1);" ||
+  fail "solewriter's optional dependency is not the platform package installed"
 say "installed $versions and both tarballs"
 
 # --- 3. a publication from CommonJS, from ESM and from TypeScript
