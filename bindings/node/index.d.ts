@@ -3,16 +3,29 @@
  * `current.json`, with the two tables in the host's own better-sqlite3 database (one SQLite
  * per process). Errors are `SolewriterError`s whose `code` names the Rust error class.
  */
-// @ts-nocheck
 
-
-/** The part of a better-sqlite3 `Database` solewriter uses. */
+/**
+ * Exactly the part of a better-sqlite3 `Database` solewriter uses, as a structural type:
+ * better-sqlite3's own `Database` (the types of `@types/better-sqlite3`) is one under
+ * `tsc --strict`. Statements are prepared, run and read; transactions are opened with
+ * `transaction(fn).immediate()` or `exec('BEGIN IMMEDIATE')`; `journal_mode` and
+ * `synchronous` are read and `synchronous` set with `pragma`.
+ */
 export interface Database {
-  prepare(sql: string): any;
-  exec(sql: string): any;
-  pragma(source: string, options?: { simple?: boolean }): any;
-  transaction<F extends (...args: any[]) => any>(fn: F): F & { immediate: F };
+  prepare(source: string): Statement;
+  exec(source: string): unknown;
+  pragma(source: string, options?: { simple?: boolean }): unknown;
+  transaction(fn: () => unknown): { immediate(): unknown };
   readonly inTransaction: boolean;
+  readonly open: boolean;
+}
+
+/** The part of a better-sqlite3 `Statement` solewriter uses. */
+export interface Statement {
+  run(...params: unknown[]): { changes: number };
+  get(...params: unknown[]): unknown;
+  all(...params: unknown[]): unknown[];
+  raw(toggleState?: boolean): Statement;
 }
 
 export type ErrorCode =

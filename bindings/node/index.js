@@ -4,7 +4,8 @@
  * `current.json` with the two operational tables in the host's own SQLite database.
  *
  * ONE SQLite per process: every statement runs on the better-sqlite3 connection the host
- * passes in. The native addon (`solewriter.node`, built from `bindings/node` with cargo) runs
+ * passes in. The native addon (prebuilt in the platform package `solewriter-linux-x64-gnu`, or
+ * `solewriter.node` built from `bindings/node` with cargo: `loadAddon` below) runs
  * the core's lease machines, the file effects (temp file + fsync, rename, directory fsync, the
  * per-target flock), the clock and the tokens; it links no SQLite. Each call is synchronous —
  * it blocks the event loop for its statements and fsyncs — except `publishAsync` and
@@ -36,19 +37,60 @@ const { Grant, presented } = require('./lib/grant');
 const TEST_TOKEN = Symbol.for('solewriter.test.token');
 const { projectLockClasses } = require('./lib/project_lock');
 
-/** Loads the addon: `SOLEWRITER_NODE_ADDON`, else `solewriter.node` beside this file. */
-function loadAddon() {
-  const file = process.env.SOLEWRITER_NODE_ADDON || path.join(__dirname, 'solewriter.node');
+/**
+ * The platform this process runs on, as the platform packages are named: `linux-x64-gnu`,
+ * `linux-x64-musl`, `darwin-arm64`, ... (on Linux the C library node itself runs with).
+ */
+function platformName() {
+  const { platform, arch } = process;
+  if (platform !== 'linux') return `${platform}-${arch}`;
+  const { glibcVersionRuntime } = process.report.getReport().header;
+  return `${platform}-${arch}-${glibcVersionRuntime ? 'gnu' : 'musl'}`;
+}
+
+/** Loads the addon at `file`, or throws ADDON_MISSING saying what `file` is and why it failed. */
+function dlopen(file, what) {
   const module = { exports: {} };
   try {
     process.dlopen(module, file);
   } catch (e) {
-    throw coded(
-      'ADDON_MISSING',
-      `cannot load the solewriter addon at ${file} (build it: npm run build): ${e.message}`,
-    );
+    throw coded('ADDON_MISSING', `cannot load the solewriter addon at ${file} (${what}): ${e.message}`);
   }
   return module.exports;
+}
+
+/**
+ * Loads the addon, the first of:
+ * - the file `SOLEWRITER_NODE_ADDON` names (tests);
+ * - the prebuilt addon of the platform package `solewriter-<platform>` (e.g.
+ *   `solewriter-linux-x64-gnu`), an optional dependency of this package that npm installs on
+ *   the platform it is built for; once installed it is used or the load fails (never a stale
+ *   development build instead);
+ * - `solewriter.node` beside this file, a development build (`npm run build`).
+ * Nothing found: ADDON_MISSING naming the platform package looked for.
+ */
+function loadAddon() {
+  const override = process.env.SOLEWRITER_NODE_ADDON;
+  if (override) return dlopen(override, 'build it: npm run build');
+  const platform = platformName();
+  const pkg = `solewriter-${platform}`;
+  let manifest;
+  try {
+    manifest = require.resolve(`${pkg}/package.json`);
+  } catch (e) {
+    if (e.code !== 'MODULE_NOT_FOUND') throw coded('ADDON_MISSING', `cannot look for the package ${pkg}: ${e.message}`);
+  }
+  if (manifest) {
+    return dlopen(path.join(path.dirname(manifest), `solewriter.${platform}.node`), `the prebuilt addon of ${pkg}`);
+  }
+  const local = path.join(__dirname, 'solewriter.node');
+  if (fs.existsSync(local)) return dlopen(local, 'build it: npm run build');
+  throw coded(
+    'ADDON_MISSING',
+    `no solewriter addon for ${platform}: the package ${pkg} is not installed (npm installs it with ` +
+      `solewriter, as an optional dependency, on the platforms with a prebuilt addon: linux-x64-gnu), and there is no ` +
+      `development build ${local} (in a checkout of the repository: npm run build in bindings/node)`,
+  );
 }
 
 const addon = loadAddon();
