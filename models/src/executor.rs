@@ -175,21 +175,25 @@ impl<'w, S: Shim> Executor<'w, S> {
         self.target_guard.is_some()
     }
 
-    /// Takes the target lock, or answers `Busy` if another holds it. The lock is taken inside
-    /// the transaction, so with the store's lock working no one else can hold it then (its
-    /// holder would be inside a transaction too): it is contended only when the store's lock
-    /// was lost (`StoreLockLost`) or a trap keeps it outside the transaction — where the real
-    /// adapter's wait would end at the busy timeout — so it is never waited for (which would
-    /// let a holder that takes the store's lock again, as `StoreLockLost`'s release does,
-    /// deadlock with a contender holding the store's lock).
+    /// Takes the target lock. It is taken inside the transaction, so with the store's lock
+    /// working no one else can hold it then (its holder would be inside a transaction too):
+    /// it is contended only where a trap lets the store's lock go. Where the store's lock was
+    /// lost (`StoreLockLost`), the holder's release takes the store's lock again while it holds
+    /// the target lock, and a contender inside its transaction waiting for the target lock
+    /// would deadlock with it; the real adapter's wait ends at the busy timeout, so there (and
+    /// when the world's contenders give up) a held lock answers `Busy` at once instead.
     fn lock_target(&mut self) -> Input<ModelFault> {
-        match S::try_lock(self.world.target_lock(&self.target)) {
-            Some(guard) => {
-                self.target_guard = Some(guard);
-                Input::Done
+        let lock = self.world.target_lock(&self.target);
+        let guard = if self.design() == Design::StoreLockLost || self.world.gives_up() {
+            match S::try_lock(lock) {
+                Some(guard) => guard,
+                None => return Input::Failed(ModelFault::Busy),
             }
-            None => Input::Failed(ModelFault::Busy),
-        }
+        } else {
+            S::lock(lock)
+        };
+        self.target_guard = Some(guard);
+        Input::Done
     }
 
     fn leave_span(&mut self) {

@@ -979,9 +979,9 @@ pub fn end_lease(options: Options, target: String, execute: Execute<'_>) -> Stri
             }})),
             // No live grant: an expired one was marked released (so a clock set back cannot
             // revive it), an unheld or released row was left as it is.
-            Ok(EndOutcome::Closed(plan)) => {
-                Ok(json!({"nothingHeld": {"epoch": plan.release.epoch, "why": "expired", "closed": true}}))
-            }
+            Ok(EndOutcome::Closed(plan)) => Ok(
+                json!({"nothingHeld": {"epoch": plan.release.epoch, "why": "expired", "closed": true}}),
+            ),
             Ok(EndOutcome::NothingHeld { epoch, why }) => {
                 Ok(json!({"nothingHeld": {"epoch": epoch, "why": why.name()}}))
             }

@@ -939,3 +939,18 @@ fn a_grant_numbers_past_the_epoch_of_the_document_in_place() {
     assert_eq!((epoch, result.unwrap().fencing_epoch), (8, 8));
     assert_eq!(positions(&s.log, "write-temp").len(), 2, "{:?}", s.log);
 }
+
+#[test]
+fn a_draft_composed_past_the_expiry_is_never_renamed_even_after_the_clock_stepped_back() {
+    // The draft's clock reads the grant's expiry (TTL); the clock then steps back, so the
+    // revalidation (at 10) and the deadline check pass. The draft is not confirmed: the
+    // document is composed again at the revalidation's clock, and that one is renamed.
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[TTL, 10, 10]);
+    let PublishEnd::Ran { result, .. } = publish(&mut s, 2, 1) else {
+        panic!()
+    };
+    let published = result.unwrap();
+    assert_eq!(published.published_at, Millis(10), "{:?}", s.log);
+    assert!(published.published_at.0 < TTL);
+    assert_eq!(positions(&s.log, "write-temp").len(), 2, "{:?}", s.log);
+}
