@@ -159,8 +159,7 @@ impl PublishProbe for BusyDuringBegin {
     fn before(&self, effect: &'static str, _: &TargetId, _: u64) {
         match effect {
             "begin" => self.0.execute_batch("BEGIN IMMEDIATE;").unwrap(),
-            // The publication that could not begin removes its draft next.
-            "remove-temp" => self.0.execute_batch("ROLLBACK;").unwrap(),
+            "unlock-target" => self.0.execute_batch("ROLLBACK;").unwrap(),
             _ => {}
         }
     }

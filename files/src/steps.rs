@@ -54,9 +54,9 @@ pub struct FileSteps<'a> {
     // file is removed before the target lock is let go.
     temp: Option<TempFile<'a>>,
     lock: Option<TargetLock>,
-    /// When the envelope's waits (the transaction's, then the target lock's) end: one busy
-    /// timeout for both ([`FileSteps::start_waits`]; from the target lock's own call if unset).
-    deadline: Option<Instant>,
+    /// What the wait for the target lock left of the busy timeout: the store's transaction
+    /// waits at most that long (one busy timeout for all the waits of a run).
+    wait_left: Option<Duration>,
     /// The target directory and the directories of its chain not yet known durable.
     dir: Option<(PathBuf, Vec<PathBuf>)>,
     renamed: Option<PathBuf>,
@@ -90,19 +90,16 @@ impl<'a> FileSteps<'a> {
             timeout,
             temp: None,
             lock: None,
-            deadline: None,
+            wait_left: None,
             dir: None,
             renamed: None,
         }
     }
 
-    /// Starts the envelope's waits, when its transaction is about to begin: the transaction
-    /// and then the target lock (taken inside it) share one busy timeout, which ends at the
-    /// instant returned.
-    pub fn start_waits(&mut self) -> Instant {
-        let deadline = Instant::now() + self.timeout;
-        self.deadline = Some(deadline);
-        deadline
+    /// Until when the store's transaction may be waited for, if it is begun now: what the
+    /// wait for the target lock (taken right before the transaction) left of the busy timeout.
+    pub fn wait_deadline(&self) -> Option<Instant> {
+        self.wait_left.map(|left| Instant::now() + left)
     }
 
     /// Where the rename put the document, once (taken).
@@ -173,15 +170,14 @@ impl<'a> FileSteps<'a> {
     }
 
     fn lock_target(&mut self) -> Result<()> {
-        let deadline = self
-            .deadline
-            .unwrap_or_else(|| Instant::now() + self.timeout);
+        let deadline = Instant::now() + self.timeout;
         self.lock = Some(TargetLock::acquire(
             self.root,
             self.target,
             deadline,
             self.timeout,
         )?);
+        self.wait_left = Some(deadline.saturating_duration_since(Instant::now()));
         Ok(())
     }
 

@@ -1,5 +1,7 @@
 //! The per-target kernel lock: the second exclusion of every grant, publication and release,
-//! taken before the store's write lock and held until after the commit.
+//! taken right before the store's write lock and let go right after the commit — around the
+//! transaction and nothing else, so it never outlives a holder's lease by more than the two
+//! lock calls next to its transaction.
 //!
 //! SQLite's write lock rests on POSIX advisory record locks, which belong to the *process*:
 //! when the process closes ANY descriptor of the database file (a backup or checksum with

@@ -175,16 +175,10 @@ impl<'w, S: Shim> Executor<'w, S> {
         self.target_guard.is_some()
     }
 
-    /// Takes the target lock. It is taken inside the transaction, so with the store's lock
-    /// working no one else can hold it then (its holder would be inside a transaction too):
-    /// it is contended only where a trap lets the store's lock go. Where the store's lock was
-    /// lost (`StoreLockLost`), the holder's release takes the store's lock again while it holds
-    /// the target lock, and a contender inside its transaction waiting for the target lock
-    /// would deadlock with it; the real adapter's wait ends at the busy timeout, so there (and
-    /// when the world's contenders give up) a held lock answers `Busy` at once instead.
+    /// Takes the target lock — or, when the world's contenders give up, `Busy` if it is held.
     fn lock_target(&mut self) -> Input<ModelFault> {
         let lock = self.world.target_lock(&self.target);
-        let guard = if self.design() == Design::StoreLockLost || self.world.gives_up() {
+        let guard = if self.world.gives_up() {
             match S::try_lock(lock) {
                 Some(guard) => guard,
                 None => return Input::Failed(ModelFault::Busy),
@@ -283,7 +277,9 @@ impl<'w, S: Shim> Executor<'w, S> {
 
     fn clock(&mut self) -> Millis {
         let now = self.world.now();
-        self.last_clock = now;
+        // The latest reading the run has seen (a holder that once saw its expiry must never
+        // rename, even after the clock stepped back).
+        self.last_clock = self.last_clock.max(now);
         match (self.design(), self.kind, &self.granted) {
             // Trap: the publication reads a clock cached at its grant, so expiry is ignored.
             (Design::IgnoreExpiry, Kind::Publish, Some(granted)) => {

@@ -8,7 +8,7 @@
 //!   token hash, state held) as committed — or as the renamer's own open transaction has just
 //!   granted it (a one-shot publication) — and never when a higher epoch has committed; so
 //!   never after a successor's acquisition committed, and never by a released or fenced lease;
-//! - **bounded lease**: the renamer's last clock reading before the rename was before its
+//! - **bounded lease**: every clock reading of the renamer's run before the rename was before its
 //!   `expires_at`;
 //! - **unique, rising publication**: every published document carries an epoch strictly
 //!   greater than every document renamed before it — crash or not, one-shot or two-step (so
@@ -39,7 +39,8 @@ pub struct Renamer {
     pub token_hash: TokenHash,
     /// The renamer's grant expiry.
     pub expires_at: Millis,
-    /// The renamer's last clock reading before the rename.
+    /// The renamer's latest clock reading before the rename (the largest its run has seen: a
+    /// holder that once read its expiry must not rename, even after the clock stepped back).
     pub last_clock: Millis,
 }
 

@@ -4,7 +4,7 @@
 //! holds the target lock and the store mutex across effects where the adapter holds its
 //! locks. File operations take the file-system mutex; the clock is its own mutex; the last
 //! committed state is also kept in a snapshot readable without the write lock (as SQLite's WAL
-//! readers see it). Lock order: store → target → snapshot → fs → clock → ghost.
+//! readers see it). Lock order: target → store → snapshot → fs → clock → ghost.
 
 use crate::design::Design;
 use crate::executor::{Executor, Kind, ModelFault, Stop};

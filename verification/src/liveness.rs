@@ -1,6 +1,7 @@
 //! The liveness scenario: a stale holder frozen before one effect of its publication, its
 //! lease expired, and a successor that must be granted and publish at once — unless the holder
-//! froze inside its transaction (the bound FENCING.md states). Generic over the shim, so the
+//! froze inside its transaction, or at one of its two edges holding the target lock alone (the
+//! bound FENCING.md states). Generic over the shim, so the
 //! same scenario runs on std mutexes (every freeze point, in the plain test suite) and under
 //! loom and shuttle (with a reader interleaved).
 //!
@@ -27,10 +28,18 @@ pub enum Seen {
     /// Frozen outside its transaction (before `effect`): the successor was granted and
     /// published on its first attempt.
     Outside(&'static str),
+    /// Frozen at an edge of its transaction (before `effect`: `begin`, the target lock taken
+    /// right before it, or `unlock-target`, right after the commit): it holds the target lock
+    /// alone, and the successor of this target was refused (`Busy`) — the stated bound.
+    Edge(&'static str),
     /// Frozen outside its transaction (before `effect`), yet the successor could not go on:
     /// liveness broken.
     Stopped(&'static str),
 }
+
+/// The effects a publication freezes before while holding the target lock alone: between
+/// `lock-target` and `begin`, and between the commit and `unlock-target`.
+pub const EDGES: [&str; 2] = ["begin", "unlock-target"];
 
 fn granted(outcome: Result<ModelAcquire, ModelError>) -> ModelLease {
     match outcome {
@@ -91,6 +100,7 @@ pub fn frozen_holder<S: Shim>(world: &World<S>, one_shot: bool, freeze_at: usize
             );
             Seen::Outside(effect)
         }
+        (false, false) if EDGES.contains(&effect) => Seen::Edge(effect),
         (false, false) => Seen::Stopped(effect),
     }
 }

@@ -1,15 +1,16 @@
 //! Liveness on the reference model, every freeze point: a stale holder frozen before each
 //! effect of its publication (a grant's two-step publication, and a one-shot), its lease
 //! expired. Outside its transaction it holds no lock, so the successor is granted and publishes
-//! on its first attempt; inside it, the successor is refused (`Busy`) — the bound FENCING.md
-//! states. The liveness trap (`Design::LockAcrossDraft`: the target lock kept from the draft to
+//! on its first attempt; inside it, and at its two edges (the target lock taken right before
+//! `BEGIN`, let go right after `COMMIT`), the successor is refused (`Busy`) — the bound
+//! FENCING.md states. The liveness trap (`Design::LockAcrossDraft`: the target lock kept from the draft to
 //! the directory fsync, the design before liveness was proven) is caught at the points where
 //! it holds a lock outside its transaction. The same scenario runs under loom and shuttle in
 //! `liveness_models.rs`.
 
 use solewriter_models::{Design, StdShim, World};
 use solewriter_verification::fixtures::*;
-use solewriter_verification::liveness::{frozen_holder, Seen};
+use solewriter_verification::liveness::{frozen_holder, Seen, EDGES};
 
 /// Every freeze point of one publication kind under `design`.
 fn every_point(design: Design, one_shot: bool) -> Vec<Seen> {
@@ -23,7 +24,10 @@ fn every_point(design: Design, one_shot: bool) -> Vec<Seen> {
 }
 
 fn figures(seen: &[Seen]) -> (usize, usize, Vec<&'static str>) {
-    let inside = seen.iter().filter(|s| matches!(s, Seen::Inside(_))).count();
+    let inside = seen
+        .iter()
+        .filter(|s| matches!(s, Seen::Inside(_) | Seen::Edge(_)))
+        .count();
     let outside = seen
         .iter()
         .filter(|s| matches!(s, Seen::Outside(_)))
@@ -44,7 +48,7 @@ fn a_holder_frozen_outside_its_transaction_never_stops_its_successor() {
         let seen = every_point(Design::Real, one_shot);
         let (inside, outside, stopped) = figures(&seen);
         solewriter_verification::report(&format!(
-            "liveness ({}): {} freeze points; {outside} outside the transaction, each followed by the successor's grant and publication at once; {inside} inside it, the successor refused",
+            "liveness ({}): {} freeze points; {outside} outside the transaction and its two edges, each followed by the successor's grant and publication at once; {inside} inside it or at an edge (the target lock alone), the successor refused",
             if one_shot { "one-shot holder" } else { "two-step holder" },
             seen.len()
         ));
@@ -52,6 +56,17 @@ fn a_holder_frozen_outside_its_transaction_never_stops_its_successor() {
             stopped,
             Vec::<&str>::new(),
             "liveness broken at these effects"
+        );
+        let edges: Vec<&str> = seen
+            .iter()
+            .filter_map(|s| match s {
+                Seen::Edge(effect) => Some(*effect),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            edges, EDGES,
+            "the target lock alone is held at exactly the two edges"
         );
         // Both sides were reached; the figures FENCING.md quotes.
         assert_eq!(

@@ -145,7 +145,7 @@ fn leak(stats: Stats) -> &'static Stats {
 fn quoted(design: Design, one_shot: bool) -> Option<(usize, usize, usize, usize)> {
     match (design, one_shot) {
         (Design::Real, false) => Some((19_383, 1_615, 10_361, 2_047)),
-        (Design::StoreLockLost, false) => Some((22_403, 1_510, 11_656, 2_287)),
+        (Design::StoreLockLost, false) => Some((22_290, 1_770, 11_621, 2_287)),
         (Design::TargetLockSkipped, false) => Some((18_498, 1_605, 9_598, 1_854)),
         (Design::Real, true) => Some((50_076, 50_076, 49_779, 3_555)),
         _ => None,

@@ -14,6 +14,7 @@ use solewriter_core::projection::machine::{drive, Effect, Input, Machine};
 use solewriter_core::projection::target::TargetId;
 use solewriter_files::steps::FileSteps;
 use std::path::PathBuf;
+use std::time::Instant;
 
 /// The state one run of a machine needs: the open transaction and the file steps (the
 /// target lock, the target directory, the temp file).
@@ -90,8 +91,8 @@ impl<'s> Executor<'s> {
                 Input::Lease,
             ),
             Effect::Begin => {
-                // The transaction and the target lock taken inside it share one busy timeout.
-                let deadline = self.files.start_waits();
+                // Every machine takes the target lock first, which sets what is left to wait.
+                let deadline = self.files.wait_deadline().unwrap_or_else(Instant::now);
                 result(store.begin_by(deadline), |tx| {
                     self.tx = Some(tx);
                     Input::Done

@@ -10,10 +10,10 @@
 //! the target lock's wait until it is let go after the transaction (the target lock, `Begin`,
 //! revalidation, re-read, a rewrite of the temp file, the deadline check, the rename, the
 //! sweep, the conditional release, the commit or rollback, the target lock's release) — in one
-//! call, so one event-loop turn: neither the transaction nor the target lock ever spans turns,
-//! and no host code runs while the target lock is held. The wait for the target lock blocks the
-//! JS thread as `BEGIN IMMEDIATE`'s wait for SQLite's lock does, each at most the busy timeout
-//! (together, too).
+//! call, so one event-loop turn: neither the transaction nor the target lock ever spans turns
+//! (the host's executor and probe run inside that call, nothing else of the host does). The
+//! wait for the target lock (at most `busyTimeoutMs`) blocks the JS thread, as `BEGIN
+//! IMMEDIATE`'s wait for SQLite's lock (at most the connection's `timeout`) does.
 //!
 //! The JS driver alternates: `turn(execute)` answers `{"pool": true}` (await `pool()`),
 //! `{"paused": true}` (the host's probe returned a promise outside the transaction: await it),

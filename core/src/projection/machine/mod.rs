@@ -14,14 +14,13 @@
 //! checkers explore is the sequence that runs: it exists once, here.
 //!
 //! Lock discipline, the same in every machine: the body's part before the transaction (no
-//! lock) → [`Effect::Begin`] (the store's write lock) → [`Effect::LockTarget`] (the target's
-//! kernel lock) → body → [`Effect::UnlockTarget`] → [`Effect::Commit`] or
-//! [`Effect::Rollback`] → the body's part after the transaction (no lock). The target lock
-//! nests strictly inside the transaction, so a holder frozen anywhere outside its transaction
-//! (only a publication has work there: its draft and temp file before, its directory fsync
-//! after) holds no exclusion past its lease; both locks are held for the whole body, so each
-//! alone orders it against every other grant and publication of the target. [`serialized`] is
-//! the one place that orders them.
+//! lock) → [`Effect::LockTarget`] (the target's kernel lock) → [`Effect::Begin`] (the store's
+//! write lock) → body → [`Effect::Commit`] or [`Effect::Rollback`] → [`Effect::UnlockTarget`]
+//! → the body's part after the transaction (no lock). Both locks are held for the whole
+//! transaction's body and neither outside it (only a publication has work outside: its draft
+//! and temp file before, its directory fsync after), so a holder frozen anywhere outside its
+//! transaction holds no exclusion past its lease; [`serialized`] is the one place that orders
+//! them.
 //!
 //! - [`acquire`]: the grant (a `Held` answer from the committed snapshot needs no lock).
 //! - [`release`]: the conditional release, alone or as the end of a publication, and an
@@ -49,12 +48,11 @@ pub enum Effect<'m> {
     /// Read the target's lease row from the last committed state WITHOUT the write lock
     /// (SQLite: a plain read in WAL mode). Answer [`Input::Lease`].
     ReadCommittedLease,
-    /// Take the target's exclusive kernel lock (inside the transaction), waiting at most what
-    /// is left of the busy timeout. Answer [`Input::Done`] or [`Input::Failed`] (busy: the
-    /// transaction is rolled back, nothing was touched).
+    /// Take the target's exclusive kernel lock, waiting at most the busy timeout. Answer
+    /// [`Input::Done`] or [`Input::Failed`] (busy: nothing was touched).
     LockTarget,
-    /// Open the serialized write transaction (SQLite: `BEGIN IMMEDIATE`), waiting at most the
-    /// busy timeout. Answer [`Input::Done`] or [`Input::Failed`].
+    /// Open the serialized write transaction (SQLite: `BEGIN IMMEDIATE`). Answer
+    /// [`Input::Done`] or [`Input::Failed`].
     Begin,
     /// Read the target's lease row inside the transaction. Answer [`Input::Lease`].
     ReadLease,
@@ -79,8 +77,11 @@ pub enum Effect<'m> {
     /// Fsync the parent of every directory of the chain that is not yet known durable, and
     /// remember those that now are. Answer [`Input::Done`].
     SyncParents,
-    /// Remove every temp sibling of `current.json` (none can be live: creating one needs the
-    /// target lock this machine holds). Answer [`Input::Done`].
+    /// Remove every temp sibling of `current.json` but none a transaction is about to rename
+    /// (the machine asks only inside its transaction, after its own rename: a temp written
+    /// inside another transaction is renamed there, so what is left are drafts of publications
+    /// outside their transaction — crashed, frozen, superseded, or to be written again).
+    /// Answer [`Input::Done`] (a failure changes nothing: the next publication sweeps again).
     RemoveOrphans,
     /// Create a unique temp sibling (`create_new`, 0600), write these bytes, fsync it.
     /// Answer [`Input::Done`]; on failure the executor keeps the temp's name, if it has one,

@@ -7,14 +7,15 @@
 //!    directory not yet known durable — also after an earlier failure);
 //! 3. write a uniquely named temp sibling (`create_new`) and fsync it.
 //!
-//! Inside the store's serialized write transaction, the target's kernel lock taken right after
-//! it begins and let go right before it ends (both locks):
+//! Inside the store's serialized write transaction, the target's kernel lock taken right before
+//! it (both locks):
 //! 4. read the lease row and the clock; `authorize_publish` revalidates {target, epoch, token
 //!    hash, held, not expired} — else `Fenced`, nothing is renamed;
-//! 5. read the channel rows again; the authority confirms the draft ([`Draft::confirmed`]:
-//!    same target and epoch, composed before the grant's expiry, same rows, none expired since
-//!    the draft's clock) — or the document is composed again from these rows and written to a
-//!    fresh temp sibling, as in 1–3;
+//! 5. read the channel rows again; a draft whose clock already read the grant's expiry aborts
+//!    the publication (`Expired`: its holder has observed its expiry, whatever the clock says
+//!    now); else the authority confirms the draft ([`Draft::confirmed`]: same target and
+//!    epoch, same rows, none expired since the draft's clock) — or the document is composed
+//!    again from these rows and written to a fresh temp sibling, as in 1–3;
 //! 6. read the clock again: at or past `expires_at` the publication aborts (no renewal);
 //! 7. rename over `current.json` — if the draft's temp sibling is gone (a successor's sweep,
 //!    step 8, removed it while this publication was outside its transaction), the draft is
@@ -340,6 +341,15 @@ impl<E> Body<E> for Steps<'_, E> {
                 }
             }
             (Stage::ReadChannels, Input::Channels(rows)) => match &self.draft {
+                // The draft's clock already read the grant's expiry: the holder has observed
+                // it, so nothing is renamed, even if the clock has since stepped back.
+                Some(draft) if draft.composed_at() >= self.authority().expires_at() => {
+                    let passed = DeadlinePassed {
+                        expires_at: self.authority().expires_at(),
+                        now: draft.composed_at(),
+                    };
+                    self.fail(PublishFailure::Expired(passed))
+                }
                 Some(draft) if draft.confirmed(self.authority(), &rows, self.now) => {
                     Stage::DeadlineClock
                 }

@@ -2,7 +2,7 @@
 //! carries the grant and its release (one durable commit fewer than acquire-then-publish).
 //!
 //! The prelude is the acquisition's (a live grant in the committed snapshot answers `Held`
-//! without any lock). Under the target lock, before the transaction, the publication's first
+//! without any lock). Before the transaction, holding no lock, the publication's first
 //! part drafts the document for the epoch the grant is expected to get (one above the epoch
 //! the prelude saw) and writes its temp sibling. Inside the transaction the grant's steps run
 //! first (read the row, read the clock, `decide_acquire`, write the grant); on a grant, the

@@ -1,13 +1,12 @@
 //! The lock envelope every machine runs its body in, in one fixed order: run the body's part
-//! before the transaction (no lock), begin the store's serialized write transaction, take the
-//! target's kernel lock, run the body, let the target lock go, commit or roll back, run the
-//! body's part after the transaction (no lock). The target lock nests strictly inside the
-//! transaction: it is held only while the store's write lock is, so no exclusion outlives a
-//! transaction — a holder frozen anywhere outside its transaction (its draft, its directory
-//! fsync) holds no lock at all, and a successor goes on once its lease has expired. The
-//! transaction's body runs only while both locks are held, so each lock alone orders it
-//! against every other grant and publication of the target. This is the only code that orders
-//! the locks, so no machine can take them the other way round.
+//! before the transaction (no lock), take the target's kernel lock, begin the store's
+//! serialized write transaction, run the body, commit or roll back, release the target lock,
+//! run the body's part after the transaction (no lock). The transaction's body runs only while
+//! both locks are held; the target lock is taken right before the transaction begins and let
+//! go right after it ends, with no other effect in between, so no exclusion outlives a
+//! transaction (a holder frozen in its draft or before its directory fsync holds no lock).
+//! This is the only code that orders the locks, so no machine can take them the other way
+//! round.
 
 use super::{protocol_violation, Effect, Input};
 
@@ -25,9 +24,9 @@ pub(crate) trait Body<E> {
     fn poll_before(&self) -> Option<Effect<'_>> {
         None
     }
-    /// Both locks are held and the body starts (`true`), or it never will (`false`: the
-    /// transaction or the target lock could not be had; the envelope keeps the error and ends
-    /// any transaction it began, the part after it runs).
+    /// The transaction began (`true`), or could not begin (`false`: the target lock or the
+    /// transaction could not be had; the envelope keeps the error, the transaction's body will
+    /// not run, the part after it will).
     fn begun(&mut self, _began: bool) {}
     /// Inside the transaction: the next effect, while [`Body::end`] is `None`.
     fn poll(&self) -> Effect<'_>;
@@ -47,15 +46,10 @@ pub(crate) trait Body<E> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Before,
-    /// The transaction has begun: the target lock is taken.
-    Lock,
-    /// Both locks held; once the body has ended, the target lock is let go.
+    Begin,
     Body,
-    /// The target lock is let go: the transaction ends so.
-    Finish(End),
-    /// The target lock could not be had: the transaction is rolled back.
-    Abandon,
     RollbackAfterFailedCommit,
+    Unlock,
     After,
     Done,
 }
@@ -65,7 +59,7 @@ enum Phase {
 pub(crate) struct Serialized<E, B> {
     pub(crate) body: B,
     phase: Phase,
-    /// The transaction or the target lock could not be had: the transaction's body never ran.
+    /// The target lock or the transaction could not be had: the transaction's body never ran.
     pub(crate) not_started: Option<E>,
     /// The commit failed (the transaction was then rolled back).
     pub(crate) commit_failed: Option<E>,
@@ -87,17 +81,16 @@ impl<E, B: Body<E>> Serialized<E, B> {
 
     pub(crate) fn poll(&self) -> Effect<'_> {
         match self.phase {
-            // The body is ready for the transaction: it begins, then the target lock is taken.
-            Phase::Before => self.body.poll_before().unwrap_or(Effect::Begin),
-            Phase::Lock => Effect::LockTarget,
+            // The body is ready for the transaction: the target lock is taken right before it.
+            Phase::Before => self.body.poll_before().unwrap_or(Effect::LockTarget),
+            Phase::Begin => Effect::Begin,
             Phase::Body => match self.body.end() {
                 None => self.body.poll(),
-                Some(_) => Effect::UnlockTarget,
+                Some(End::Commit) => Effect::Commit,
+                Some(End::Rollback) => Effect::Rollback,
             },
-            Phase::Finish(End::Commit) => Effect::Commit,
-            Phase::Finish(End::Rollback) | Phase::Abandon | Phase::RollbackAfterFailedCommit => {
-                Effect::Rollback
-            }
+            Phase::RollbackAfterFailedCommit => Effect::Rollback,
+            Phase::Unlock => Effect::UnlockTarget,
             // `After` is entered only while the body has an effect there.
             Phase::After => self.body.poll_after().unwrap_or(Effect::Finished),
             Phase::Done => Effect::Finished,
@@ -110,37 +103,43 @@ impl<E, B: Body<E>> Serialized<E, B> {
                 self.body.handle(input);
                 Phase::Before
             }
-            // The body polled nothing before the transaction: this answers `Begin`.
-            (Phase::Before, Input::Done) => Phase::Lock,
-            (Phase::Before, Input::Failed(e)) => self.not_started(e, false),
-            (Phase::Lock, Input::Done) => {
+            // The body polled nothing before the transaction: this answers `LockTarget`.
+            (Phase::Before, Input::Done) => Phase::Begin,
+            (Phase::Before, Input::Failed(e)) => {
+                self.not_started = Some(e);
+                self.body.begun(false);
+                self.after()
+            }
+            (Phase::Begin, Input::Done) => {
                 self.body.begun(true);
                 Phase::Body
             }
-            (Phase::Lock, Input::Failed(e)) => self.not_started(e, true),
+            (Phase::Begin, Input::Failed(e)) => {
+                self.not_started = Some(e);
+                self.body.begun(false);
+                Phase::Unlock
+            }
             (Phase::Body, input) => match self.body.end() {
                 None => {
                     self.body.handle(input);
                     Phase::Body
                 }
-                // This answers `UnlockTarget` (its failure changes nothing: the lock is gone
-                // with its descriptor either way).
-                Some(end) => match input {
-                    Input::Done | Input::Failed(_) => Phase::Finish(end),
-                    other => protocol_violation("unlock-target", &other),
+                Some(End::Commit) => match input {
+                    Input::Done => self.ended(),
+                    Input::Failed(e) => {
+                        self.commit_failed = Some(e);
+                        Phase::RollbackAfterFailedCommit
+                    }
+                    other => protocol_violation("commit", &other),
+                },
+                // A failed rollback is the executor's to report; the transaction ends either way.
+                Some(End::Rollback) => match input {
+                    Input::Done | Input::Failed(_) => self.ended(),
+                    other => protocol_violation("rollback", &other),
                 },
             },
-            (Phase::Finish(End::Commit), Input::Done) => self.ended(),
-            (Phase::Finish(End::Commit), Input::Failed(e)) => {
-                self.commit_failed = Some(e);
-                Phase::RollbackAfterFailedCommit
-            }
-            // A failed rollback is the executor's to report; the transaction ends either way.
-            (
-                Phase::Finish(End::Rollback) | Phase::RollbackAfterFailedCommit,
-                Input::Done | Input::Failed(_),
-            ) => self.ended(),
-            (Phase::Abandon, Input::Done | Input::Failed(_)) => self.after(),
+            (Phase::RollbackAfterFailedCommit, Input::Done | Input::Failed(_)) => self.ended(),
+            (Phase::Unlock, Input::Done | Input::Failed(_)) => self.after(),
             (Phase::After, input) if self.body.poll_after().is_some() => {
                 self.body.handle(input);
                 self.after()
@@ -149,21 +148,9 @@ impl<E, B: Body<E>> Serialized<E, B> {
         };
     }
 
-    /// The transaction (`began`: it began, the target lock did not) or the target lock could
-    /// not be had: the body never runs; a transaction begun is rolled back.
-    fn not_started(&mut self, e: E, began: bool) -> Phase {
-        self.not_started = Some(e);
-        self.body.begun(false);
-        if began {
-            Phase::Abandon
-        } else {
-            self.after()
-        }
-    }
-
     fn ended(&mut self) -> Phase {
         self.body.ended();
-        self.after()
+        Phase::Unlock
     }
 
     /// The part after the transaction, or the end if the body has nothing (more) to do there.

@@ -179,14 +179,14 @@ fn registry() -> ChannelRegistry {
 }
 
 const GRANT: [&str; 8] = [
-    "begin",
     "lock-target",
+    "begin",
     "read-lease",
     "read-current",
     "read-clock",
     "write-grant",
-    "unlock-target",
     "commit",
+    "unlock-target",
 ];
 
 #[test]
@@ -238,29 +238,20 @@ fn acquire_refused_inside_the_locks_rolls_back() {
         [
             "read-committed-lease",
             "read-clock",
-            "begin",
             "lock-target",
+            "begin",
             "read-lease",
             "read-current",
             "read-clock",
-            "unlock-target",
-            "rollback"
+            "rollback",
+            "unlock-target"
         ]
     );
 }
 
 #[test]
 fn acquire_failures_end_the_envelope_in_order() {
-    // The transaction cannot begin: nothing else happens.
-    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("begin");
-    let mut m = Acquire::new(applicant(2));
-    s.run(&mut m);
-    assert!(matches!(
-        m.into_result(),
-        Acquired::Failed(AcquireFailure::Effect("begin"))
-    ));
-    assert_eq!(s.log, ["read-committed-lease", "read-clock", "begin"]);
-    // The target lock cannot be had: the transaction is rolled back.
+    // The target lock cannot be had: nothing else happens.
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("lock-target");
     let mut m = Acquire::new(applicant(2));
     s.run(&mut m);
@@ -268,7 +259,16 @@ fn acquire_failures_end_the_envelope_in_order() {
         m.into_result(),
         Acquired::Failed(AcquireFailure::Effect("lock-target"))
     ));
-    assert_eq!(&s.log[2..], ["begin", "lock-target", "rollback"]);
+    assert_eq!(s.log, ["read-committed-lease", "read-clock", "lock-target"]);
+    // The transaction cannot begin: the target lock is let go.
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("begin");
+    let mut m = Acquire::new(applicant(2));
+    s.run(&mut m);
+    assert!(matches!(
+        m.into_result(),
+        Acquired::Failed(AcquireFailure::Effect("begin"))
+    ));
+    assert_eq!(&s.log[2..], ["lock-target", "begin", "unlock-target"]);
     // The grant's write finds no row: rolled back.
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
     s.writes_match = false;
@@ -278,7 +278,7 @@ fn acquire_failures_end_the_envelope_in_order() {
         m.into_result(),
         Acquired::Failed(AcquireFailure::RowChanged)
     ));
-    assert_eq!(&s.log[7..], ["write-grant", "unlock-target", "rollback"]);
+    assert_eq!(&s.log[7..], ["write-grant", "rollback", "unlock-target"]);
     // The commit fails: rolled back, the lock let go, no grant.
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("commit");
     let mut m = Acquire::new(applicant(2));
@@ -289,7 +289,7 @@ fn acquire_failures_end_the_envelope_in_order() {
     ));
     assert_eq!(
         &s.log[7..],
-        ["write-grant", "unlock-target", "commit", "rollback"]
+        ["write-grant", "commit", "rollback", "unlock-target"]
     );
 }
 
@@ -304,8 +304,8 @@ const PUBLISHED: [&str; 27] = [
     "prepare-dir",
     "write-temp",
     "reached",
-    "begin",
     "lock-target",
+    "begin",
     "reached",
     "read-lease",
     "read-clock",
@@ -320,8 +320,8 @@ const PUBLISHED: [&str; 27] = [
     "read-clock",
     "write-release",
     "reached",
-    "unlock-target",
     "commit",
+    "unlock-target",
     "reached",
     "sync-dir",
     "reached",
@@ -377,7 +377,7 @@ fn a_fenced_publication_never_renames_removes_its_draft_and_does_not_release_a_s
     }
     assert_eq!(
         &s.log[s.log.len() - 3..],
-        ["unlock-target", "commit", "remove-temp"],
+        ["commit", "unlock-target", "remove-temp"],
         "the draft's temp is removed after the locks are let go"
     );
     // Expired at revalidation: fenced too.
@@ -415,7 +415,7 @@ fn a_publication_past_its_deadline_removes_its_temp_and_never_renames() {
     );
     assert_eq!(
         &s.log[s.log.len() - 3..],
-        ["unlock-target", "commit", "remove-temp"]
+        ["commit", "unlock-target", "remove-temp"]
     );
 }
 
@@ -443,7 +443,7 @@ fn a_failing_file_step_removes_the_temp_when_one_may_exist_and_always_releases()
             Some(if temp_removed {
                 &"remove-temp"
             } else {
-                &"commit"
+                &"unlock-target"
             })
         );
     }
@@ -493,12 +493,10 @@ fn a_publication_that_cannot_start_or_commit_says_so() {
             "prepare-dir",
             "write-temp",
             "reached",
-            "begin",
             "lock-target",
-            "rollback",
             "remove-temp"
         ],
-        "a busy target lock: the transaction rolled back, the draft's temp removed, nothing else happened"
+        "a busy target lock: the draft's temp is removed, nothing else happened"
     );
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("begin");
     assert!(matches!(
@@ -514,7 +512,9 @@ fn a_publication_that_cannot_start_or_commit_says_so() {
             "prepare-dir",
             "write-temp",
             "reached",
+            "lock-target",
             "begin",
+            "unlock-target",
             "remove-temp"
         ],
         "a busy store: the draft's temp is removed, nothing else happened"
@@ -528,9 +528,9 @@ fn a_publication_that_cannot_start_or_commit_says_so() {
     assert_eq!(
         &s.log[s.log.len() - 6..],
         [
-            "unlock-target",
             "commit",
             "rollback",
+            "unlock-target",
             "reached",
             "sync-dir",
             "reached"
@@ -656,7 +656,7 @@ fn one_shot_that_cannot_begin_removes_its_draft() {
     ));
     assert_eq!(
         &s.log[s.log.len() - 3..],
-        ["reached", "begin", "remove-temp"]
+        ["begin", "unlock-target", "remove-temp"]
     );
 }
 
@@ -673,7 +673,7 @@ fn one_shot_refused_inside_its_locks_removes_its_draft() {
     ));
     assert_eq!(
         &s.log[s.log.len() - 3..],
-        ["unlock-target", "rollback", "remove-temp"]
+        ["rollback", "unlock-target", "remove-temp"]
     );
     assert!(!s.log.contains(&"rename"));
 }
@@ -714,13 +714,13 @@ fn release_needs_the_epoch_and_the_token_and_rolls_back_a_failed_write() {
     assert_eq!(
         s.log,
         [
-            "begin",
             "lock-target",
+            "begin",
             "read-lease",
             "read-clock",
             "write-release",
-            "unlock-target",
-            "commit"
+            "commit",
+            "unlock-target"
         ]
     );
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
@@ -732,7 +732,7 @@ fn release_needs_the_epoch_and_the_token_and_rolls_back_a_failed_write() {
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
     s.writes_match = false;
     assert!(matches!(run(&mut s, 2, 1), Err(ReleaseFailure::RowChanged)));
-    assert_eq!(&s.log[4..], ["write-release", "unlock-target", "rollback"]);
+    assert_eq!(&s.log[4..], ["write-release", "rollback", "unlock-target"]);
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("lock-target");
     assert!(matches!(
         run(&mut s, 2, 1),
@@ -766,13 +766,13 @@ fn an_operator_end_releases_exactly_the_live_grant_and_fences_its_holder() {
     assert_eq!(
         s.log,
         [
-            "begin",
             "lock-target",
+            "begin",
             "read-lease",
             "read-clock",
             "write-release",
-            "unlock-target",
-            "commit"
+            "commit",
+            "unlock-target"
         ]
     );
     // The holder of the ended grant is fenced; the epoch is kept for the next grant to raise.
@@ -818,7 +818,7 @@ fn an_operator_end_releases_exactly_the_live_grant_and_fences_its_holder() {
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
     s.writes_match = false;
     assert!(matches!(run(&mut s), Err(ReleaseFailure::RowChanged)));
-    assert_eq!(&s.log[4..], ["write-release", "unlock-target", "rollback"]);
+    assert_eq!(&s.log[4..], ["write-release", "rollback", "unlock-target"]);
 }
 
 #[test]
@@ -941,16 +941,19 @@ fn a_grant_numbers_past_the_epoch_of_the_document_in_place() {
 }
 
 #[test]
-fn a_draft_composed_past_the_expiry_is_never_renamed_even_after_the_clock_stepped_back() {
-    // The draft's clock reads the grant's expiry (TTL); the clock then steps back, so the
-    // revalidation (at 10) and the deadline check pass. The draft is not confirmed: the
-    // document is composed again at the revalidation's clock, and that one is renamed.
+fn a_holder_whose_draft_saw_its_expiry_never_renames_even_after_the_clock_stepped_back() {
+    // The draft's clock reads the grant's expiry (TTL): the holder has observed it. The clock
+    // then steps back, so the revalidation (at 10) passes; the publication aborts as expired
+    // all the same (no draft of it, and no document composed again, is renamed).
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[TTL, 10, 10]);
-    let PublishEnd::Ran { result, .. } = publish(&mut s, 2, 1) else {
+    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
         panic!()
     };
-    let published = result.unwrap();
-    assert_eq!(published.published_at, Millis(10), "{:?}", s.log);
-    assert!(published.published_at.0 < TTL);
-    assert_eq!(positions(&s.log, "write-temp").len(), 2, "{:?}", s.log);
+    assert!(
+        matches!(result, Err(PublishFailure::Expired(d)) if d.expires_at == Millis(TTL)),
+        "{result:?}"
+    );
+    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
+    assert!(!s.log.contains(&"rename"), "{:?}", s.log);
+    assert!(s.log.contains(&"remove-temp"), "{:?}", s.log);
 }
