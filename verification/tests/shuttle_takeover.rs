@@ -279,10 +279,14 @@ fn real_design_survives_random_and_pct_schedules() {
 /// Defence in depth: each of the two locks alone (the other lost or never taken) keeps every
 /// invariant under the same schedules.
 #[test]
-fn each_lock_alone_survives_random_and_pct_schedules() {
-    for design in Design::ONE_LOCK {
-        survives(design);
-    }
+fn each_lock_alone_survives_random_and_pct_schedules_store_lock_lost() {
+    survives(Design::StoreLockLost);
+}
+
+/// The other half of defence in depth: the target lock never taken.
+#[test]
+fn each_lock_alone_survives_random_and_pct_schedules_target_lock_skipped() {
+    survives(Design::TargetLockSkipped);
 }
 
 /// Runs `design` under both schedulers, asserts it survives and that every dangerous
@@ -318,9 +322,9 @@ fn survives(design: Design) {
     ]
     .map(get);
     let quoted = match design {
-        Design::Real => Some([5_864, 1_299, 641, 7_553, 1_899, 4_649, 4_000, 1_174, 2_608]),
+        Design::Real => Some([5_644, 1_281, 604, 7_387, 1_930, 4_559, 4_000, 1_181, 1_877]),
         Design::StoreLockLost => {
-            Some([5_290, 1_179, 480, 7_093, 1_843, 4_303, 4_000, 1_134, 1_982])
+            Some([5_420, 1_097, 589, 7_216, 1_959, 4_379, 4_000, 1_140, 1_779])
         }
         Design::TargetLockSkipped => {
             Some([5_131, 1_204, 897, 7_182, 1_888, 3_891, 4_000, 1_066, 2_348])
