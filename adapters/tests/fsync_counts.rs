@@ -11,6 +11,8 @@
 mod support;
 
 use serde_json::{json, Value};
+use solewriter_adapters::projection::lease::ReleaseOutcome;
+use solewriter_adapters::projection::publication::PublishedNow;
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
@@ -44,11 +46,11 @@ fn marked<T>(marks: &File, name: &str, op: impl FnOnce() -> T) -> T {
     value
 }
 
-/// The operations, each between its marks: the first publication of a target in this process
-/// (which also makes the directory chain durable) and of a second target, then `ROUNDS` rounds of submission, a grant
-/// (`acquire`), its publication (`publish`, which ends with the conditional release), a grant
-/// released unpublished (`release`) and a one-shot publication (`publish_now`). Traced by the
-/// test below; run alone, an ordinary test of these operations.
+/// The operations, each between its marks: the store's first publication (which also makes
+/// the directory chain durable) and the first of a second target, then `ROUNDS` rounds of
+/// submission, a grant (`acquire`), its publication (`publish`, which ends with the
+/// conditional release), a grant released unpublished (`release`) and a one-shot publication
+/// (`publish_now`). Traced by the test below; run alone, an ordinary test of these operations.
 #[test]
 fn marked_operations() {
     let f = Fixture::new();
@@ -57,14 +59,15 @@ fn marked_operations() {
     store.submit(&router(), &route(&target, 1, "0")).unwrap();
     let marks = File::options().write(true).open("/dev/null").unwrap();
     let who = holder("a");
-    marked(&marks, "first-publish_now", || {
+    let published = |now: PublishedNow| assert!(matches!(now, PublishedNow::Published(_)));
+    published(marked(&marks, "first-publish_now", || {
         store.publish_now(&target, &who).unwrap()
-    });
+    }));
     let other = store.admit_target(&tuple("b")).unwrap();
     store.submit(&router(), &route(&other, 1, "0")).unwrap();
-    marked(&marks, "new-target-publish_now", || {
+    published(marked(&marks, "new-target-publish_now", || {
         store.publish_now(&other, &who).unwrap()
-    });
+    }));
     for round in 0..ROUNDS {
         let watermark = 2 + round;
         marked(&marks, "submit", || {
@@ -80,10 +83,11 @@ fn marked_operations() {
         });
         marked(&marks, "publish", || lease.publish().unwrap());
         let lease = expect_acquired(store.acquire(&target, &who).unwrap());
-        marked(&marks, "release", || lease.release().unwrap());
-        marked(&marks, "publish_now", || {
+        let released = marked(&marks, "release", || lease.release().unwrap());
+        assert!(matches!(released, ReleaseOutcome::Released));
+        published(marked(&marks, "publish_now", || {
             store.publish_now(&target, &who).unwrap()
-        });
+        }));
     }
     let doc = std::fs::read_to_string(f.current_path(&target)).unwrap();
     assert!(doc.contains(&format!("\"{}\"", ROUNDS + 1)), "{doc}");

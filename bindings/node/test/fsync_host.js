@@ -49,7 +49,8 @@ async function marked(name, call) {
     const grant = await marked('acquire', () => store.acquire(target, 'host-1').granted);
     epochs.push((await marked('publish', () => store.publish(grant))).epoch);
     const unused = store.acquire(target, 'host-1').granted;
-    await marked('release', () => store.release(unused));
+    const released = await marked('release', () => store.release(unused));
+    if (released.released !== true) throw new Error(`the unused grant was not released: ${JSON.stringify(released)}`);
     epochs.push((await marked('publishNow', () => store.publishNow(target, 'host-1'))).published.epoch);
     const another = store.acquire(target, 'host-1').granted;
     epochs.push((await marked('publishAsync', () => store.publishAsync(another))).epoch);
