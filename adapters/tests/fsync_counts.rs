@@ -103,16 +103,14 @@ fn expected(name: &str) -> Value {
         // `publish_now`; the publication with its conditional release for `publish`), then the
         // target directory.
         "publish" | "publish_now" => json!({"temp": 1, "wal": 1, "target-dir": 1}),
-        // The first publication of a target by this process also creates `hook-projections/`
-        // (taking the target lock: its parent, the runtime root, is fsynced) and the target
-        // directory, and fsyncs the chain of parents it has not yet seen durable (the runtime
-        // root again, then `hook-projections/`).
+        // The store's first publication also creates `hook-projections/` and the target
+        // directory, and fsyncs the parent of each (the runtime root, `hook-projections/`).
         "first-publish_now" => json!({
             "temp": 1,
             "wal": 1,
             "target-dir": 1,
             "projections-dir": 1,
-            "runtime-root": 2,
+            "runtime-root": 1,
         }),
         // The first publication of another target: its directory is new, `hook-projections/`
         // (its parent) is fsynced; the rest of the chain is known durable.

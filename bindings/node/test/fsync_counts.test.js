@@ -38,11 +38,9 @@ const PUBLICATION = { temp: 1, wal: 1, 'target-dir': 1 };
  * which one SQLite uses for its WAL depends on how it was built).
  */
 const EXPECTED = {
-  // The first publication of a target in this process also creates `hook-projections/` (taking
-  // the target lock: its parent, the runtime root, is fsynced) and the target directory, and
-  // fsyncs the chain of parents it has not yet seen durable (the runtime root again, then
-  // `hook-projections/`).
-  'first-publishNow': { ...PUBLICATION, 'projections-dir': 1, 'runtime-root': 2 },
+  // The store's first publication also creates `hook-projections/` and the target directory, and
+  // fsyncs the parent of each (the runtime root, `hook-projections/`).
+  'first-publishNow': { ...PUBLICATION, 'projections-dir': 1, 'runtime-root': 1 },
   // The first publication of another target: its directory is new, `hook-projections/` (its
   // parent) is fsynced; the rest of the chain is known durable.
   'newTarget-publishNow': { ...PUBLICATION, 'projections-dir': 1 },
