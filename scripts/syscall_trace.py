@@ -2,7 +2,8 @@
 """The syscall-trace helper of the tests: runs a command under strace and writes what it saw.
 
     python3 scripts/syscall_trace.py --out EVENTS.json [--calls fsync,fdatasync,...]
-        [--hold FROM TO]... [--hold-target FROM TO]... [--free MARK]... -- CMD ARGS...
+        [--hold FROM TO]... [--hold-target FROM TO]... [--free MARK]...
+        [--count-syncs [--kind NAME=REGEX]...] -- CMD ARGS...
 
 Tests that must observe what the running code does at the lowest layer — that a commit's WAL
 fsync happens before a call returns, that a lock is held from one step to another — run the
@@ -32,9 +33,19 @@ MARK, the process holds NEITHER lock (a point where a frozen process must not st
 three imply tracing flock, fcntl and close. The findings are written to EVENTS.json as well
 (`{"events": [...], "spans": [{"from", "to", "violations": [...]}]}` instead of the bare list).
 
+`--count-syncs` counts the calls that make data durable — fsync, fdatasync, sync_file_range,
+syncfs, sync (all traced then) — in each *region* of the program: from a mark `NAME:begin` to the
+next mark `NAME:end` (regions may nest or overlap; once closed, a name may open a new one). Each
+call is counted under its file's *kind*: the NAME of the first `--kind NAME=REGEX` whose REGEX
+matches (re.search) the descriptor's path, else `other:PATH` (so an fsync of an unexpected file
+shows up by name); `-` for a call without a descriptor. EVENTS.json then holds
+`{"events": [...], "regions": [{"name", "syncs": {KIND: {CALL: COUNT}}}], ...}`, the regions in
+the order they began, and every call is counted whatever its result (an attempt is a cost too).
+
 Exit status: the traced command's if it failed; else 3 when a `--hold` span was broken or never
-seen, or a `--free` mark was reached holding a lock or never reached; 2 when strace is missing or could not trace (no ptrace permission): a test must fail then,
-never pass without having looked.
+seen, a `--free` mark was reached holding a lock or never reached, or a `--count-syncs` region
+was opened and never closed; 2 when strace is missing or could not trace (no ptrace
+permission): a test must fail then, never pass without having looked.
 """
 
 import argparse
@@ -121,6 +132,8 @@ FLOCK = re.compile(r"(LOCK_EX|LOCK_SH|LOCK_UN)")
 RANGE = re.compile(r"l_type=(F_WRLCK|F_RDLCK|F_UNLCK).*?l_start=(\d+), l_len=(\d+)")
 # The calls --hold needs to see every way a lock is taken or let go.
 HOLD_CALLS = {"flock", "fcntl", "close"}
+# The calls --count-syncs counts: every way a program asks for its data to be made durable.
+SYNC_CALLS = {"fsync", "fdatasync", "sync_file_range", "syncfs", "sync"}
 
 
 def covers(start, length, byte):
@@ -222,6 +235,50 @@ def free(events, marks):
     return found
 
 
+def kind_of(path, kinds):
+    """The kind of a synced file: the first (name, pattern) whose pattern matches its path."""
+    if path is None:
+        return "-"
+    for name, pattern in kinds:
+        if pattern.search(path):
+            return name
+    return f"other:{path}"
+
+
+def sync_regions(events, kinds):
+    """The durability calls of each region `NAME:begin` .. `NAME:end`, per file kind and call;
+    and the names of the regions never closed."""
+    regions, open_regions = [], {}
+    for e in events:
+        if "mark" in e:
+            name, _, edge = e["mark"].rpartition(":")
+            if edge == "begin" and name and name not in open_regions:
+                region = {"name": name, "syncs": {}}
+                regions.append(region)
+                open_regions[name] = region
+            elif edge == "end" and name in open_regions:
+                del open_regions[name]
+            continue
+        if e["call"] not in SYNC_CALLS:
+            continue
+        kind = kind_of(e["path"], kinds)
+        for region in open_regions.values():
+            calls = region["syncs"].setdefault(kind, {})
+            calls[e["call"]] = calls.get(e["call"], 0) + 1
+    return regions, sorted(open_regions)
+
+
+def kind_option(text):
+    """`NAME=REGEX` of --kind."""
+    name, sep, pattern = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"--kind wants NAME=REGEX, not {text!r}")
+    try:
+        return name, re.compile(pattern)
+    except re.error as e:
+        raise argparse.ArgumentTypeError(f"--kind {name}: {e}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="where to write the events (JSON)")
@@ -232,6 +289,10 @@ def main():
                         help="check that the target lock alone is held from each mark FROM to the next mark TO")
     parser.add_argument("--free", action="append", default=[], metavar="MARK",
                         help="check that neither lock is held at each mark MARK")
+    parser.add_argument("--count-syncs", action="store_true",
+                        help="count fsync, fdatasync, ... per file kind in each region NAME:begin .. NAME:end")
+    parser.add_argument("--kind", type=kind_option, action="append", default=[], metavar="NAME=REGEX",
+                        help="with --count-syncs: files whose path matches REGEX are of kind NAME (first match wins)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     options = parser.parse_args()
     command = options.command[1:] if options.command[:1] == ["--"] else options.command
@@ -245,6 +306,8 @@ def main():
     checks = options.hold or options.hold_target or options.free
     if checks:
         wanted |= HOLD_CALLS
+    if options.count_syncs:
+        wanted |= SYNC_CALLS
     calls = ",".join(sorted(wanted))
     with tempfile.TemporaryDirectory() as scratch:
         log = os.path.join(scratch, "strace.log")
@@ -256,17 +319,27 @@ def main():
             return 2
         with open(log, encoding="latin-1") as f:
             events = parse(f)
-    if not checks:
+    if not checks and not options.count_syncs:
         with open(options.out, "w") as f:
             json.dump(events, f, indent=0)
         return status
-    checked = (spans(events, options.hold) + spans(events, options.hold_target, target_only=True)
-               + free(events, options.free))
+    report = {"events": events}
+    broken = []
+    if checks:
+        checked = (spans(events, options.hold) + spans(events, options.hold_target, target_only=True)
+                   + free(events, options.free))
+        report["spans"] = checked
+        for w in checked:
+            if w["violations"]:
+                broken.append(f"{w['from']} -> {w['to']}: " + "; ".join(w["violations"]))
+    if options.count_syncs:
+        regions, unclosed = sync_regions(events, options.kind)
+        report["regions"] = regions
+        broken.extend(f"region {name} never closed (no mark {name}:end)" for name in unclosed)
     with open(options.out, "w") as f:
-        json.dump({"events": events, "spans": checked}, f, indent=0)
-    broken = [w for w in checked if w["violations"]]
-    for w in broken:
-        print(f"syscall_trace: {w['from']} -> {w['to']}: " + "; ".join(w["violations"]), file=sys.stderr)
+        json.dump(report, f, indent=0)
+    for problem in broken:
+        print(f"syscall_trace: {problem}", file=sys.stderr)
     if status != 0:
         return status
     return 3 if broken else 0

@@ -58,7 +58,7 @@ pub fn submission(target: &TargetId, watermark: u64, envelope_json: String) -> S
         source_watermark: watermark,
         envelope_json,
         captured_at: Millis(1),
-        expires_at: Millis(u64::MAX >> 2),
+        expires_at: Millis(solewriter::core::EXACT_INTEGER_MAX),
     }
 }
 
