@@ -140,7 +140,8 @@ impl<E, B: Body<E>> Serialized<E, B> {
             },
             (Phase::RollbackAfterFailedCommit, Input::Done | Input::Failed(_)) => self.ended(),
             (Phase::Unlock, Input::Done | Input::Failed(_)) => self.after(),
-            (Phase::After, input) if self.body.poll_after().is_some() => {
+            // `After` is entered only while the body has an effect there (`after`).
+            (Phase::After, input) => {
                 self.body.handle(input);
                 self.after()
             }
