@@ -106,7 +106,8 @@ self_cell::self_cell!(
 
 /// Whether `effect` runs on the thread pool: a slow file effect outside the transaction (the
 /// target lock, taken right before the transaction and let go right after it, runs on the JS
-/// thread in the transaction's turn).
+/// thread in the transaction's turn, so it is never held across a turn of the host; no test
+/// observes that turn, see FENCING.md's mutation figures).
 fn on_pool(effect: &Effect<'_>, in_tx: bool) -> bool {
     !in_tx
         && matches!(
