@@ -54,6 +54,16 @@ fn temps(env: &Env) -> usize {
         .unwrap_or(0)
 }
 
+/// A store with the given timing and one committed submission (watermark 1, body "one").
+fn env_with_one_route(timing: &str) -> Env {
+    let env = Env::clocked(timing);
+    assert!(env
+        .submit("router", "computed-route", "1", "one")
+        .status
+        .success());
+    env
+}
+
 #[test]
 fn holder_frozen_past_expiry_is_fenced_after_takeover() {
     let env = Env::clocked(LONG_LEASE);
@@ -113,11 +123,7 @@ fn holder_frozen_inside_its_transaction_cannot_be_taken_over() {
 #[test]
 fn holder_killed_at_every_publication_step_loses_nothing() {
     for step in PublishStep::ALL {
-        let env = Env::clocked(LONG_LEASE);
-        assert!(env
-            .submit("router", "computed-route", "1", "one")
-            .status
-            .success());
+        let env = env_with_one_route(LONG_LEASE);
         let mut z = env.holder("z", &[]);
         acquired(&mut z, "1");
         expect_answer(&z.ask("publish"), "published 1", &step);
@@ -241,11 +247,7 @@ fn producer_killed_before_its_commit_leaves_nothing_partial() {
 fn a_holder_frozen_outside_its_transaction_never_stops_its_successor() {
     let mut figures = Vec::new();
     for step in PublishStep::ALL {
-        let env = Env::clocked("lease_ttl_ms = 600000\nbusy_timeout_ms = 300");
-        assert!(env
-            .submit("router", "computed-route", "1", "one")
-            .status
-            .success());
+        let env = env_with_one_route("lease_ttl_ms = 600000\nbusy_timeout_ms = 300");
         let mut a = env.holder("a", &["--stall-at", step.name()]);
         let expires = acquired(&mut a, "1");
         assert_eq!(a.ask("publish"), format!("stalled {}", step.name()));
@@ -314,11 +316,7 @@ fn a_holder_frozen_outside_its_transaction_never_stops_its_successor() {
 #[test]
 fn a_one_shot_killed_at_every_step_never_leaves_an_epoch_to_be_published_twice() {
     for step in PublishStep::ALL {
-        let env = Env::clocked(LONG_LEASE);
-        assert!(env
-            .submit("router", "computed-route", "1", "one")
-            .status
-            .success());
+        let env = env_with_one_route(LONG_LEASE);
         let mut z = env.holder("z", &[]);
         expect_answer(&z.ask("publish-now"), "published 1", &step);
         z.quit();

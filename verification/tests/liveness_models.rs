@@ -8,19 +8,31 @@
 //! every rename and every read throughout.
 
 use solewriter_models::ghost::ReaderCheck;
-use solewriter_models::{Design, World};
+use solewriter_models::{Design, Shim, World};
 use solewriter_verification::fixtures::*;
 use solewriter_verification::liveness::{frozen_holder, Seen};
 use solewriter_verification::shims::{LoomShim, ShuttleShim};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Mutex;
 
+/// A fresh model world running `design`, with the fixtures' registry, TTL and start.
+fn world<S: Shim>(design: Design) -> World<S> {
+    World::new(design, registry(), ttl(), START)
+}
+
+/// A reader reading the scenario target's `current.json` `n` times, each read checked.
+fn reads<S: Shim>(world: &World<S>, n: usize) {
+    let (target, mut check) = (tuple(0).target_id(), ReaderCheck::default());
+    for _ in 0..n {
+        world.read(&target, &mut check);
+    }
+}
+
 /// The freeze points of one publication kind (from the std run of the same scenario).
 fn points(one_shot: bool) -> usize {
     (0..)
         .take_while(|&k| {
-            let world =
-                World::<solewriter_models::StdShim>::new(Design::Real, registry(), ttl(), START);
+            let world = world::<solewriter_models::StdShim>(Design::Real);
             frozen_holder(&world, one_shot, k) != Seen::Beyond
         })
         .count()
@@ -40,19 +52,9 @@ fn loom_a_frozen_holder_never_stops_its_successor() {
             let counter: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
             builder.check(move || {
                 counter.fetch_add(1, SeqCst);
-                let world = loom::sync::Arc::new(World::<LoomShim>::new(
-                    Design::Real,
-                    registry(),
-                    ttl(),
-                    START,
-                ));
-                let target = tuple(0).target_id();
+                let world = loom::sync::Arc::new(world::<LoomShim>(Design::Real));
                 let w = world.clone();
-                let reader = loom::thread::spawn(move || {
-                    let mut check = ReaderCheck::default();
-                    w.read(&target, &mut check);
-                    w.read(&target, &mut check);
-                });
+                let reader = loom::thread::spawn(move || reads(&w, 2));
                 // The whole scenario (three publications, one frozen) needs a deeper stack than
                 // loom's default.
                 let w = world.clone();
@@ -90,20 +92,9 @@ fn shuttle_a_frozen_holder_never_stops_its_successor() {
             runs += iterations;
             shuttle::check_random(
                 move || {
-                    let world = shuttle::sync::Arc::new(World::<ShuttleShim>::new(
-                        Design::Real,
-                        registry(),
-                        ttl(),
-                        START,
-                    ));
-                    let target = tuple(0).target_id();
+                    let world = shuttle::sync::Arc::new(world::<ShuttleShim>(Design::Real));
                     let w = world.clone();
-                    let reader = shuttle::thread::spawn(move || {
-                        let mut check = ReaderCheck::default();
-                        for _ in 0..3 {
-                            w.read(&target, &mut check);
-                        }
-                    });
+                    let reader = shuttle::thread::spawn(move || reads(&w, 3));
                     let seen = frozen_holder(&world, one_shot, k);
                     assert!(
                         matches!(seen, Seen::Inside(_) | Seen::Edge(_) | Seen::Outside(_)),
@@ -127,7 +118,7 @@ fn shuttle_catches_a_target_lock_kept_across_the_draft() {
         for k in 0..points(false) {
             shuttle::check_random(
                 move || {
-                    let world = World::<ShuttleShim>::new(design, registry(), ttl(), START);
+                    let world = world::<ShuttleShim>(design);
                     if let Seen::Stopped(_) = frozen_holder(&world, false, k) {
                         stopped.fetch_add(1, SeqCst);
                     }
