@@ -15,10 +15,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { spawnSync } = require('node:child_process');
-const { scratch } = require('./helpers');
-
-const TRACE = path.join(__dirname, '..', '..', '..', 'scripts', 'syscall_trace.py');
+const { scratch, traced } = require('./helpers');
 const ROUNDS = 2;
 /** How the helper names the synced files (first match wins); any other is `other:PATH`. */
 const KINDS = [
@@ -63,21 +60,11 @@ const ROUND = ['submit', 'acquire', 'publish', 'release', 'publishNow', 'publish
 test('every operation on a better-sqlite3 host syncs exactly the pinned files, the pinned number of times', (t) => {
   const dir = scratch();
   const out = path.join(dir, 'events.json');
-  const run = spawnSync(
-    'python3',
-    [
-      TRACE,
-      '--out',
-      out,
-      '--count-syncs',
-      ...KINDS.flatMap((kind) => ['--kind', kind]),
-      '--',
-      process.execPath,
-      path.join(__dirname, 'fsync_host.js'),
-      dir,
-      String(ROUNDS),
-    ],
-    { encoding: 'utf8' },
+  const run = traced(
+    out,
+    ['--count-syncs', ...KINDS.flatMap((kind) => ['--kind', kind])],
+    'fsync_host.js',
+    [dir, String(ROUNDS)],
   );
   assert.equal(
     run.status,

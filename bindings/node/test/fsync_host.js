@@ -12,19 +12,12 @@
  */
 
 const fs = require('node:fs');
-const path = require('node:path');
-const Database = require('better-sqlite3');
-const { initialize, ProjectionStore } = require('..');
-const { CHANNELS, tuple, submission } = require('./helpers');
+const { ProjectionStore } = require('..');
+const { CHANNELS, tuple, submission, hostDatabase } = require('./helpers');
 
 const dir = process.argv[2];
 const rounds = Number(process.argv[3]);
-const marks = fs.openSync('/dev/null', 'w');
-const db = new Database(path.join(dir, 'host.sqlite'), { timeout: 5000 });
-db.pragma('journal_mode = WAL');
-initialize(db);
-const runtimeRoot = path.join(dir, 'runtime');
-fs.mkdirSync(runtimeRoot);
+const { db, runtimeRoot, marks } = hostDatabase(dir);
 const store = new ProjectionStore(db, { runtimeRoot, channels: CHANNELS, leaseTtlMs: 60000, busyTimeoutMs: 5000 });
 
 /** Runs `call` between the marks of `name`; its value. */

@@ -5,7 +5,7 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { execFileSync } = require('node:child_process');
+const { execFileSync, spawnSync } = require('node:child_process');
 const Database = require('better-sqlite3');
 const { initialize, ProjectionStore } = require('..');
 
@@ -83,4 +83,30 @@ function cli() {
   return path.join(target, 'debug', 'solewriter');
 }
 
-module.exports = { TTL_MS, START, CHANNELS, tuple, submission, scratch, setup, cli };
+/** The shared syscall-trace helper of the fsync and lock tests. */
+const TRACE = path.join(__dirname, '..', '..', '..', 'scripts', 'syscall_trace.py');
+
+/**
+ * Runs the host script `host` (a file of this directory) with `hostArgs` under the syscall-trace
+ * helper with `traceArgs` (its `--out` is `out`): the child process's result.
+ */
+function traced(out, traceArgs, host, hostArgs) {
+  return spawnSync('python3', [TRACE, '--out', out, ...traceArgs, '--', process.execPath, path.join(__dirname, host), ...hostArgs], {
+    encoding: 'utf8',
+  });
+}
+
+/**
+ * What a traced host starts from: a WAL database in `dir` with solewriter's tables, a runtime
+ * root, and a descriptor of /dev/null to write its `@@mark` lines to (one write each).
+ */
+function hostDatabase(dir) {
+  const db = new Database(path.join(dir, 'host.sqlite'), { timeout: 5000 });
+  db.pragma('journal_mode = WAL');
+  initialize(db);
+  const runtimeRoot = path.join(dir, 'runtime');
+  fs.mkdirSync(runtimeRoot);
+  return { db, runtimeRoot, marks: fs.openSync('/dev/null', 'w') };
+}
+
+module.exports = { TTL_MS, START, CHANNELS, tuple, submission, scratch, setup, cli, traced, hostDatabase };

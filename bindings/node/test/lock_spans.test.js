@@ -16,20 +16,14 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { spawnSync } = require('node:child_process');
-const { scratch } = require('./helpers');
-
-const TRACE = path.join(__dirname, '..', '..', '..', 'scripts', 'syscall_trace.py');
+const { scratch, traced } = require('./helpers');
 
 test('from the transaction to the release no lock is let go, and outside it none is held, in all four forms', () => {
   const dir = scratch();
   const out = path.join(dir, 'events.json');
-  const run = spawnSync(
-    'python3',
+  const run = traced(
+    out,
     [
-      TRACE,
-      '--out',
-      out,
       '--hold',
       'reached transaction-open',
       'reached released',
@@ -41,12 +35,9 @@ test('from the transaction to the release no lock is let go, and outside it none
       'reached unlocked',
       '--free',
       'reached directory-synced',
-      '--',
-      process.execPath,
-      path.join(__dirname, 'lock_span_host.js'),
-      dir,
     ],
-    { encoding: 'utf8' },
+    'lock_span_host.js',
+    [dir],
   );
   const { spans } = JSON.parse(fs.readFileSync(out, 'utf8'));
   assert.equal(
