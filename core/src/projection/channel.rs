@@ -6,6 +6,7 @@
 
 pub use crate::names::{ChannelName, NameError, ProducerId};
 use crate::projection::target::TargetId;
+use crate::projection::watermark::{Watermark, WatermarkKind};
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -34,6 +35,9 @@ pub struct ChannelSpec {
     pub envelope_schema: String,
     /// Largest accepted envelope, in bytes.
     pub max_envelope_bytes: usize,
+    /// The kind of watermark the producer emits (`integer` when not given).
+    #[serde(default)]
+    pub watermark: WatermarkKind,
 }
 
 /// The host's registry of channels. Every registered channel appears in every published
@@ -99,8 +103,8 @@ pub struct Submission {
     pub target_id: TargetId,
     /// The producer's channel.
     pub channel: ChannelName,
-    /// Monotonic source watermark.
-    pub source_watermark: u64,
+    /// Monotonic source watermark, of the channel's declared kind.
+    pub source_watermark: Watermark,
     /// The envelope, as JSON text; published byte for byte.
     pub envelope_json: String,
     /// When the producer captured the envelope.
@@ -117,7 +121,7 @@ pub struct ChannelRecord {
     /// Channel.
     pub channel: ChannelName,
     /// Watermark of the stored envelope.
-    pub source_watermark: u64,
+    pub source_watermark: Watermark,
     /// The stored envelope text.
     pub envelope_json: String,
     /// Producer capture time.
@@ -136,7 +140,7 @@ impl ChannelRecord {
         ChannelRecord {
             target_id: submission.target_id.clone(),
             channel: submission.channel.clone(),
-            source_watermark: submission.source_watermark,
+            source_watermark: submission.source_watermark.clone(),
             envelope_json: submission.envelope_json.clone(),
             captured_at: submission.captured_at,
             expires_at: submission.expires_at,
@@ -164,6 +168,7 @@ mod tests {
             owner: ProducerId::parse(owner).unwrap(),
             envelope_schema: format!("{name}.v1"),
             max_envelope_bytes: 1024,
+            watermark: WatermarkKind::Integer,
         }
     }
 
