@@ -24,7 +24,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { SQL, statement, executeSqlEffect } = require('./lib/sql');
-const { adoptOn } = require('./lib/adopt');
+const { adoptOn, bindParam } = require('./lib/adopt');
 const { ERROR_CODES, coded, unwrap, native } = require('./lib/answer');
 const { durably, restore } = require('./lib/durable');
 const { Grant, presented } = require('./lib/grant');
@@ -143,43 +143,90 @@ function requireWal(db) {
   }
 }
 
+/** The profiles: solewriter's own document format (the default) and the Memory Core's. */
+const GENERIC_PROFILE = 'solewriter.hook-projection.v2';
+const PROFILES = Object.keys(STATEMENTS.current);
+
+/** `application_id` of a release-0.1.0 store ("SoLW"), whose tables carry no marker. */
+const LEGACY_APPLICATION_ID = 0x536f4c57;
+
+/** The profile named by `options.profile` (the generic one when absent), or INVALID_INPUT. */
+function profileOf(options, what) {
+  if (options === null || typeof options !== 'object') throw coded('INVALID_INPUT', `${what}: options must be an object`);
+  const profile = options.profile === undefined ? GENERIC_PROFILE : options.profile;
+  if (!PROFILES.includes(profile)) {
+    throw coded('INVALID_INPUT', `${what}: unknown profile \`${profile}\` (known: ${PROFILES.join(', ')})`);
+  }
+  return profile;
+}
+
+/** The `CREATE TABLE` statements of the two tables in `db`, or null for a missing table. */
+function storedStatements(db) {
+  return TABLES.map((table) => {
+    const objects = db
+      .prepare(
+        "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = ? COLLATE NOCASE AND NOT (type = 'index' AND sql IS NULL)",
+      )
+      .all(table);
+    if (objects.length === 0) return null;
+    if (objects.length === 1 && objects[0].type === 'table' && objects[0].name === table) return objects[0].sql;
+    const names = objects.map((o) => `${o.type} ${o.name}`).join(', ');
+    throw coded('FOREIGN_SCHEMA', `table ${table} must stand alone, found ${names}; nothing was changed`);
+  });
+}
+
+/** The profile of the current-schema tables `found`, or undefined. */
+function currentProfile(found) {
+  return PROFILES.find((p) => STATEMENTS.current[p].every((sql, i) => found[i] === sql));
+}
+
+/** Whether `found` are tables of schema 1 (marked, or release 0.1.0's with its pragmas). */
+function earlierSchema(db, found) {
+  const [marked, unmarked] = STATEMENTS.earlier;
+  if (marked.every((sql, i) => found[i] === sql)) return true;
+  if (!unmarked.every((sql, i) => found[i] === sql)) return false;
+  const pragma = (name) => Number(db.pragma(name, { simple: true }));
+  return pragma('application_id') === LEGACY_APPLICATION_ID && pragma('user_version') === 1;
+}
+
 /**
- * Adds the two tables to the host's WAL database in one transaction (the same DDL text as the
- * Rust adapter). Idempotent; refuses (FOREIGN_SCHEMA) a database not in WAL mode, a table of
- * another shape or version, one table without the other, or an index, trigger or view on
- * either. Returns 'created' or 'present'.
+ * Adds the two tables of `options.profile` (the generic profile when absent; the Memory
+ * Core's is 'live-lane-awareness-projection.v1') to the host's WAL database in one
+ * transaction (the same DDL text as the Rust adapter), or upgrades tables of schema 1 (every
+ * row kept). Idempotent; refuses (FOREIGN_SCHEMA) a database not in WAL mode, a table of
+ * another shape, version or profile, one table without the other, or an index, trigger or
+ * view on either. Returns 'created', 'present' or 'upgraded'.
  */
-function initialize(db) {
+function initialize(db, options = {}) {
   requireDatabase(db, 'initialize');
+  const profile = profileOf(options, 'initialize');
   refuseTransaction(db, 'initialize');
   requireWal(db);
   const run = db.transaction(() => {
-    const found = TABLES.map((table) => {
-      const objects = db
-        .prepare(
-          "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = ? COLLATE NOCASE AND NOT (type = 'index' AND sql IS NULL)",
-        )
-        .all(table);
-      if (objects.length === 0) return null;
-      if (objects.length === 1 && objects[0].type === 'table' && objects[0].name === table) return objects[0].sql;
-      const names = objects.map((o) => `${o.type} ${o.name}`).join(', ');
-      throw coded('FOREIGN_SCHEMA', `table ${table} must stand alone, found ${names}; nothing was changed`);
-    });
+    const found = storedStatements(db);
     if (found.every((sql) => sql === null)) {
-      for (const ddl of STATEMENTS) db.exec(ddl);
+      for (const ddl of STATEMENTS.current[profile]) db.exec(ddl);
       return 'created';
     }
-    found.forEach((sql, i) => {
-      if (sql !== STATEMENTS[i]) {
-        throw coded(
-          'FOREIGN_SCHEMA',
-          sql === null
-            ? `table ${TABLES[i]} is missing; nothing was changed`
-            : `table ${TABLES[i]} has another shape: ${sql}; nothing was changed`,
-        );
+    const current = currentProfile(found);
+    if (current === profile) return 'present';
+    if (current !== undefined) {
+      throw coded('FOREIGN_SCHEMA', `the store is of profile ${current}, not ${profile}; nothing was changed`);
+    }
+    if (earlierSchema(db, found)) {
+      if (profile !== GENERIC_PROFILE) {
+        throw coded('FOREIGN_SCHEMA', `the store is of schema 1 (profile ${GENERIC_PROFILE}), not ${profile}; nothing was changed`);
       }
+      const leases = statement(db, 'readLeases').all();
+      const channels = statement(db, 'readAllChannels').all();
+      const plan = unwrap(native(() => addon.upgradeStatements(leases, channels)));
+      for (const { sql, params } of plan.statements) db.prepare(sql).run(...params.map(bindParam));
+      return 'upgraded';
+    }
+    found.forEach((sql, i) => {
+      if (sql === null) throw coded('FOREIGN_SCHEMA', `table ${TABLES[i]} is missing; nothing was changed`);
     });
-    return 'present';
+    throw coded('FOREIGN_SCHEMA', `the tables have another shape: ${found.join(' / ')}; nothing was changed`);
   });
   try {
     return durably(db, () => run.immediate());
@@ -194,6 +241,7 @@ const CONFIG_FIELDS = {
   channels: 'array',
   leaseTtlMs: 'number',
   busyTimeoutMs: 'number',
+  profile: 'optional string',
   clock: 'optional function',
   probe: 'optional function',
 };
@@ -252,8 +300,7 @@ class ProjectionStore {
     this.config = Object.freeze({ ...config, channels: copied(config.channels) });
     this.channelsJson = JSON.stringify(this.config.channels);
     this.execute = this.executor();
-    const { runtimeRoot, leaseTtlMs, busyTimeoutMs } = this.config;
-    unwrap(native(() => addon.checkOptions({ channelsJson: this.channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot })));
+    unwrap(native(() => addon.checkOptions(this.options())));
   }
 
   /**
@@ -302,10 +349,20 @@ class ProjectionStore {
     }
   }
 
-  /** The configuration as every native call takes it (the clock read now). */
-  options() {
-    const { runtimeRoot, leaseTtlMs, busyTimeoutMs } = this.config;
-    return { channelsJson: this.channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot, clockMs: this.clockMs() };
+  /**
+   * The configuration as every native call takes it (the clock read now); a publication's
+   * `publishing` options add its consumer binding (Memory Core profile).
+   */
+  options(publishing) {
+    const { runtimeRoot, leaseTtlMs, busyTimeoutMs, profile } = this.config;
+    const options = { channelsJson: this.channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot, profile, clockMs: this.clockMs() };
+    if (publishing !== undefined && publishing !== null) {
+      if (typeof publishing !== 'object') throw coded('INVALID_INPUT', 'publication options must be an object');
+      if (publishing.consumerBinding !== undefined) {
+        options.consumerBindingJson = JSON.stringify(publishing.consumerBinding);
+      }
+    }
+    return options;
   }
 
   /** The test clock's reading, or undefined (the addon reads the system clock). */
@@ -340,7 +397,7 @@ class ProjectionStore {
   /** Admits the target of an attested tuple (an object with its seven camelCase fields); its id. */
   admitTarget(tuple) {
     this.outsideTransaction();
-    const id = targetId(tuple);
+    const id = targetId(tuple, this.config.profile);
     try {
       durably(this.db, () => statement(this.db, 'insertAdmitted').run(id));
     } catch (e) {
@@ -365,7 +422,9 @@ class ProjectionStore {
         statement(this.db, 'upsertChannel').run(
           row.target_id,
           row.channel,
-          row.source_watermark,
+          // An integer watermark as an INTEGER (a JS number would be bound as a REAL, which
+          // the column refuses); a text watermark as TEXT.
+          typeof row.source_watermark === 'number' ? BigInt(row.source_watermark) : row.source_watermark,
           row.envelope_json,
           row.captured_at,
           row.expires_at,
@@ -398,17 +457,17 @@ class ProjectionStore {
    * Publishes with a grant from `acquire`, then releases it: `{ epoch, bytes, publishedAt,
    * path }`. A publication that cannot start (BUSY) releases the grant before it throws.
    */
-  publish(grant) {
+  publish(grant, options) {
     this.outsideTransaction();
     const presenting = presented(grant);
-    return this.machine(() => addon.publish(this.options(), presenting, this.execute)).published;
+    return this.machine(() => addon.publish(this.options(options), presenting, this.execute)).published;
   }
 
   /** Grant, publish and release in one envelope: `{ published }` or `{ held }`. */
   publishNow(targetId, holder, options) {
     this.outsideTransaction();
     const token = testToken(options);
-    return this.machine(() => addon.publishNow(this.options(), targetId, holder, this.execute, token));
+    return this.machine(() => addon.publishNow(this.options(options), targetId, holder, this.execute, token));
   }
 
   /**
@@ -420,10 +479,10 @@ class ProjectionStore {
    * IN_TRANSACTION when the host holds a transaction open on the connection when this one
    * would begin (nothing renamed, the draft removed).
    */
-  async publishAsync(grant) {
+  async publishAsync(grant, options) {
     this.outsideTransaction();
     const presenting = presented(grant);
-    const run = native(() => addon.NativePublication.publish(this.options(), presenting));
+    const run = native(() => addon.NativePublication.publish(this.options(options), presenting));
     return (await this.turns(run)).published;
   }
 
@@ -431,7 +490,7 @@ class ProjectionStore {
   async publishNowAsync(targetId, holder, options) {
     this.outsideTransaction();
     const token = testToken(options);
-    return this.turns(native(() => addon.NativePublication.publishNow(this.options(), targetId, holder, token)));
+    return this.turns(native(() => addon.NativePublication.publishNow(this.options(options), targetId, holder, token)));
   }
 
   /** The conditional release: `{ released: true }` or `{ notHolder: { reason, currentEpoch? } }`. */
@@ -491,10 +550,13 @@ class ProjectionStore {
 function adoptJsWriterTables(db, tuples, options = {}) {
   requireDatabase(db, 'adoptJsWriterTables');
   if (options === null || typeof options !== 'object') throw coded('INVALID_INPUT', 'adoptJsWriterTables: options must be an object');
-  const { clock } = options;
+  const { clock, channels = [] } = options;
+  const profile = profileOf(options, 'adoptJsWriterTables');
+  if (!Array.isArray(channels)) throw coded('INVALID_INPUT', 'adoptJsWriterTables: options.channels must be the store\'s channel registry (an array)');
   refuseTransaction(db, 'the adoption');
   requireWal(db);
-  const run = db.transaction(() => adoptOn(db, addon, (call) => unwrap(native(call)), tuples, clock ? clock() : undefined));
+  const host = { profile, channelsJson: JSON.stringify(channels), nowMs: clock ? clock() : undefined };
+  const run = db.transaction(() => adoptOn(db, addon, (call) => unwrap(native(call)), tuples, host));
   try {
     return durably(db, () => run.immediate());
   } catch (e) {
@@ -502,15 +564,18 @@ function adoptJsWriterTables(db, tuples, options = {}) {
   }
 }
 
-/** The target id (64 hex) of an attested tuple (an object with its seven camelCase fields). */
-function targetId(tuple) {
+/**
+ * The target id of an attested tuple (an object with its seven camelCase fields) in a store of
+ * `profile`: 64 hex digits (the generic profile, when absent), 32 (the Memory Core's).
+ */
+function targetId(tuple, profile) {
   let text;
   try {
     text = JSON.stringify(tuple);
   } catch (e) {
     throw coded('INVALID_INPUT', `tuple: not JSON (${e.message})`);
   }
-  return unwrap(native(() => addon.targetId(text))).targetId;
+  return unwrap(native(() => addon.targetId(text, profile))).targetId;
 }
 
 /** Reads and validates `<runtimeRoot>/hook-projections/<targetId>/current.json`. */

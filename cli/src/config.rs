@@ -27,6 +27,7 @@ use serde::Deserialize;
 use solewriter::adapters::clock::FileClock;
 use solewriter::core::config::{BusyTimeout, ConfigError, LeaseTtl};
 use solewriter::core::projection::channel::ChannelSpec;
+use solewriter::core::projection::watermark::WatermarkKind;
 use solewriter::{
     ChannelName, ChannelRegistry, Clock, ProducerId, RuntimeRoot, StoreOptions, SystemClock,
     TimingConfig,
@@ -64,6 +65,9 @@ struct ChannelEntry {
     envelope_schema: String,
     #[serde(alias = "maxEnvelopeBytes")]
     max_envelope_bytes: usize,
+    /// The kind of watermark the channel's producer emits (`integer` when absent).
+    #[serde(default)]
+    watermark: WatermarkKind,
 }
 
 /// The file, as written.
@@ -247,6 +251,7 @@ impl Settings {
                     owner,
                     envelope_schema: entry.envelope_schema.clone(),
                     max_envelope_bytes: entry.max_envelope_bytes,
+                    watermark: entry.watermark,
                 })
             })
             .collect::<CliResult<Vec<_>>>()?;

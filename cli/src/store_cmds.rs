@@ -11,7 +11,7 @@ use solewriter::adapters::atomic_file::read_capped;
 use solewriter::adapters::projection::publication::PublishStep;
 use solewriter::adapters::projection::store::Initialized;
 use solewriter::core::projection::target::MAX_TUPLE_JSON_BYTES;
-use solewriter::core::projection::watermark::SubmissionRejected;
+use solewriter::core::projection::watermark::{SubmissionRejected, Watermark, WatermarkKind};
 use solewriter::{Millis, ProjectionStore, PublishedNow, Submission, SubmitOutcome, TargetTuple};
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
@@ -30,9 +30,10 @@ pub struct SubmitArgs {
     /// The producer's channel.
     #[arg(long, value_name = "NAME")]
     channel: String,
-    /// Monotonic source watermark.
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    watermark: u64,
+    /// Monotonic source watermark, of the kind the channel declares: a decimal integer for an
+    /// `integer` channel (the default kind), the text itself for the other kinds.
+    #[arg(long, value_name = "W", allow_negative_numbers = true)]
+    watermark: String,
     /// The envelope, as JSON text.
     #[arg(long, value_name = "JSON")]
     envelope: Option<String>,
@@ -184,10 +185,19 @@ pub fn submit(settings: &Settings, args: &SubmitArgs, json: bool) -> CliResult<(
     };
     let store = ProjectionStore::open(&options)?;
     let captured_at = Millis(args.captured_at);
+    let kind = options.registry.get(&channel).map(|spec| spec.watermark);
+    let source_watermark = match kind {
+        // An unregistered channel is refused by admission, whatever its watermark.
+        Some(WatermarkKind::Integer) | None => match args.watermark.parse::<u64>() {
+            Ok(n) => Watermark::Integer(n),
+            Err(_) => Watermark::Text(args.watermark.clone()),
+        },
+        Some(_) => Watermark::Text(args.watermark.clone()),
+    };
     let submission = Submission {
         target_id: target,
         channel,
-        source_watermark: args.watermark,
+        source_watermark,
         envelope_json,
         captured_at,
         expires_at: captured_at.plus_ms(args.expires_in_ms),

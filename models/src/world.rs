@@ -13,6 +13,7 @@ use crate::shim::Shim;
 use crate::state::{FsState, StoreState};
 use solewriter_core::config::LeaseTtl;
 use solewriter_core::names::InstanceDigest;
+use solewriter_core::projection::profile::Profile;
 use solewriter_core::projection::channel::{
     ChannelRecord, ChannelRegistry, ProducerId, Submission,
 };
@@ -311,6 +312,7 @@ impl<S: Shim> World<S> {
             let key = (submission.target_id.clone(), submission.channel.clone());
             let now = self.now();
             let plan = match decide_submission(
+                Profile::Generic,
                 &self.registry,
                 producer,
                 admitted,

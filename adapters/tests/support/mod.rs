@@ -8,6 +8,7 @@ use solewriter_adapters::projection::runtime::RuntimeRoot;
 use solewriter_adapters::projection::store::{ProjectionStore, StoreOptions};
 use solewriter_core::config::TimingConfig;
 use solewriter_core::names::InstanceDigest;
+use solewriter_core::projection::watermark::WatermarkKind;
 use solewriter_core::projection::channel::{
     ChannelName, ChannelRegistry, ChannelSpec, ProducerId, Submission,
 };
@@ -31,12 +32,14 @@ pub fn registry(max_envelope_bytes: usize) -> ChannelRegistry {
             owner: ProducerId::parse("router").unwrap(),
             envelope_schema: "computed-route.v1".into(),
             max_envelope_bytes,
+            watermark: WatermarkKind::Integer,
         },
         ChannelSpec {
             name: ChannelName::parse("lifecycle-frontier").unwrap(),
             owner: ProducerId::parse("frontier").unwrap(),
             envelope_schema: "lifecycle-frontier.v1".into(),
             max_envelope_bytes,
+            watermark: WatermarkKind::Integer,
         },
     ])
     .unwrap()
@@ -123,7 +126,7 @@ pub fn route(target: &TargetId, watermark: u64, body: &str) -> Submission {
     Submission {
         target_id: target.clone(),
         channel: ChannelName::parse("computed-route").unwrap(),
-        source_watermark: watermark,
+        source_watermark: watermark.into(),
         envelope_json: envelope("computed-route.v1", body),
         captured_at: START,
         expires_at: Millis(START.0 + 60_000),

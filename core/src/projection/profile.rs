@@ -162,7 +162,34 @@ pub enum Form<'r> {
     MemoryCore(&'r ConsumerBinding),
 }
 
+/// A publication's consumer binding that does not fit its store's profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BindingMismatch {
+    /// A Memory Core store publishes a binding with every document, and none was given.
+    #[error("a store of the Memory Core profile publishes a consumer binding with every document, and none was given")]
+    Missing,
+    /// A generic store publishes no binding, and one was given.
+    #[error("a consumer binding is published only by a store of the Memory Core profile; this store is generic")]
+    Unexpected,
+}
+
 impl<'r> Composition<'r> {
+    /// What a publication on a store of `profile` composes with, given the publication's
+    /// consumer binding, if any: every executor asks this one function.
+    pub fn for_store(
+        profile: Profile,
+        registry: &'r ChannelRegistry,
+        binding: Option<&'r ConsumerBinding>,
+    ) -> Result<Self, BindingMismatch> {
+        match (profile, binding) {
+            (Profile::Generic, None) => Ok(registry.into()),
+            (Profile::MemoryCore, Some(binding)) => Ok(Self::memory_core(registry, binding)),
+            (Profile::MemoryCore, None) => Err(BindingMismatch::Missing),
+            (Profile::Generic, Some(_)) => Err(BindingMismatch::Unexpected),
+        }
+    }
+
     /// A composition of the Memory Core profile.
     pub fn memory_core(registry: &'r ChannelRegistry, binding: &'r ConsumerBinding) -> Self {
         Composition {
@@ -222,6 +249,17 @@ mod tests {
             "ade4faf905981c8a3abe4c13ef31779f"
         );
         assert_eq!(Profile::Generic.target_id(&tuple), tuple.target_id());
+    }
+
+    #[test]
+    fn a_binding_goes_with_the_memory_core_profile_only() {
+        let registry = ChannelRegistry::new([]).unwrap();
+        let binding = ConsumerBinding::from_json("{}").unwrap();
+        let of = |p, b| Composition::for_store(p, &registry, b).map(|c| c.profile());
+        assert_eq!(of(Profile::Generic, None), Ok(Profile::Generic));
+        assert_eq!(of(Profile::MemoryCore, Some(&binding)), Ok(Profile::MemoryCore));
+        assert_eq!(of(Profile::MemoryCore, None), Err(BindingMismatch::Missing));
+        assert_eq!(of(Profile::Generic, Some(&binding)), Err(BindingMismatch::Unexpected));
     }
 
     #[test]
