@@ -31,24 +31,23 @@
  * - the guard's "reader validation requires now + agentId" refusal;
  * - its "reader clock … is not parseable" error.
  *
+ * Reading: the file is read through one descriptor (one open, reads until end of file, one close),
+ * so an atomic rename of `current.json` by a concurrent writer yields the old document or the new
+ * one, never a mix of the two; upstream's single `readFileSync` has the same property. Error
+ * messages are Node's own and match upstream's, e.g. `ENOENT: no such file or directory, open
+ * '<path>'` for a missing file and `EISDIR: illegal operation on a directory, read` for a directory.
+ *
  * Deliberate differences from upstream:
  * 1. The read is bounded. A file larger than `MAX_PROJECTION_BYTES` (64 MiB) is refused as
  *    `absent`, with the diagnostic `projection file is larger than the 67108864-byte read limit`.
  *    Upstream reads any size.
- * 2. The file is read through one descriptor: one open, reads until end of file, one close. An
- *    atomic rename of `current.json` by a concurrent writer therefore yields either the old
- *    document or the new one, never a mix of the two. Upstream's single `readFileSync` has the
- *    same property.
- *    Error messages are Node's own, and for a missing file or a directory they are the same as
- *    upstream's: `ENOENT: no such file or directory, open '<path>'` and
- *    `EISDIR: illegal operation on a directory, read`.
- * 3. Some hostile documents make upstream throw out of `readHookProjection`. Two examples:
+ * 2. Some hostile documents make upstream throw out of `readHookProjection`. Two examples:
  *    - a `null` route item, whose `.id` is read;
  *    - an object whose `toString` is not a function, which breaks the conversion to text.
  *    Here such a document gives `invalid`, with an empty render and one diagnostic beginning
- *    `projection could not be rendered: `. Every document that upstream renders without throwing
- *    renders identically here.
- * 4. `renderHookProjection` is added. It runs the same path without the file read, taking the
+ *    `projection could not be rendered: `. Within the size limit, every document that upstream
+ *    handles without throwing gives the same result here.
+ * 3. `renderHookProjection` is added. It runs the same path without the file read, taking the
  *    document as text or as an already parsed value.
  *
  * No dependencies: only `node:` built-ins. Node 20 or later.
@@ -344,7 +343,7 @@ function bindingMode(binding, attested, clock) {
         return {mode: 'foreign', reason: `consumer binding mismatch: ${differences.join('; ')}`};
     }
 
-    const expired = Number.isFinite(expires) && expires < clock;
+    const expired = Number.isFinite(expires) && expires <= clock;
     const conflicted = conflicts !== null && conflicts.length > 0;
     if (routeOnlyDeclared || binding.status !== 'attested' || expired || problems.length || conflicted) {
         const parts = [];
@@ -670,7 +669,7 @@ function evaluateSafely(doc, attested, budget, clock) {
     try {
         return evaluate(doc, attested, budget, clock);
     } catch (error) {
-        // Upstream throws here (see deliberate difference 3 at the top); the reader stays total.
+        // Upstream throws here (deliberate difference 2 at the top); this reader stays total.
         return emptyResult('invalid', [`projection could not be rendered: ${messageOf(error)}`]);
     }
 }
