@@ -223,10 +223,13 @@ function initialize(db, options = {}) {
       for (const { sql, params } of plan.statements) db.prepare(sql).run(...params.map(bindParam));
       return 'upgraded';
     }
+    const known = (sql, i) =>
+      [...Object.values(STATEMENTS.current), ...STATEMENTS.earlier].some((both) => both[i] === sql);
     found.forEach((sql, i) => {
       if (sql === null) throw coded('FOREIGN_SCHEMA', `table ${TABLES[i]} is missing; nothing was changed`);
+      if (!known(sql, i)) throw coded('FOREIGN_SCHEMA', `table ${TABLES[i]} has another shape: ${sql}; nothing was changed`);
     });
-    throw coded('FOREIGN_SCHEMA', `the tables have another shape: ${found.join(' / ')}; nothing was changed`);
+    throw coded('FOREIGN_SCHEMA', 'the two tables are of different releases or profiles; nothing was changed');
   });
   try {
     return durably(db, () => run.immediate());
@@ -300,7 +303,8 @@ class ProjectionStore {
     this.config = Object.freeze({ ...config, channels: copied(config.channels) });
     this.channelsJson = JSON.stringify(this.config.channels);
     this.execute = this.executor();
-    unwrap(native(() => addon.checkOptions(this.options())));
+    const { runtimeRoot, leaseTtlMs, busyTimeoutMs, profile } = this.config;
+    unwrap(native(() => addon.checkOptions({ channelsJson: this.channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot, profile })));
   }
 
   /**
@@ -397,7 +401,7 @@ class ProjectionStore {
   /** Admits the target of an attested tuple (an object with its seven camelCase fields); its id. */
   admitTarget(tuple) {
     this.outsideTransaction();
-    const id = targetId(tuple, this.config.profile);
+    const id = targetIdFor(this.config.profile ?? GENERIC_PROFILE, tuple);
     try {
       durably(this.db, () => statement(this.db, 'insertAdmitted').run(id));
     } catch (e) {
@@ -466,7 +470,7 @@ class ProjectionStore {
   /** Grant, publish and release in one envelope: `{ published }` or `{ held }`. */
   publishNow(targetId, holder, options) {
     this.outsideTransaction();
-    const token = testToken(options);
+    const token = testToken(options, ['consumerBinding']);
     return this.machine(() => addon.publishNow(this.options(options), targetId, holder, this.execute, token));
   }
 
@@ -489,7 +493,7 @@ class ProjectionStore {
   /** `publishNow` without blocking the event loop on its file effects (see `publishAsync`). */
   async publishNowAsync(targetId, holder, options) {
     this.outsideTransaction();
-    const token = testToken(options);
+    const token = testToken(options, ['consumerBinding']);
     return this.turns(native(() => addon.NativePublication.publishNow(this.options(options), targetId, holder, token)));
   }
 
@@ -564,11 +568,17 @@ function adoptJsWriterTables(db, tuples, options = {}) {
   }
 }
 
+/** The target id (64 hex) of an attested tuple (an object with its seven camelCase fields). */
+function targetId(tuple) {
+  return targetIdFor(GENERIC_PROFILE, tuple);
+}
+
 /**
- * The target id of an attested tuple (an object with its seven camelCase fields) in a store of
- * `profile`: 64 hex digits (the generic profile, when absent), 32 (the Memory Core's).
+ * The target id of an attested tuple in a store of `profile`: 64 hex digits for the generic
+ * profile, 32 for the Memory Core's ('live-lane-awareness-projection.v1', the id its own
+ * writer derives).
  */
-function targetId(tuple, profile) {
+function targetIdFor(profile, tuple) {
   let text;
   try {
     text = JSON.stringify(tuple);
@@ -588,10 +598,10 @@ function readProjection(runtimeRoot, targetId) {
  * fresh one is drawn. Any other option is refused: `acquire` and `publishNow` take none (the
  * first release's `tokenHex` included).
  */
-function testToken(options) {
+function testToken(options, allowed = []) {
   if (options === undefined) return undefined;
-  if (options === null || typeof options !== 'object' || Object.keys(options).length > 0) {
-    throw coded('INVALID_INPUT', 'acquire and publishNow take no options');
+  if (options === null || typeof options !== 'object' || Object.keys(options).some((k) => !allowed.includes(k))) {
+    throw coded('INVALID_INPUT', 'acquire and publishNow take no options but consumerBinding');
   }
   return options[TEST_TOKEN];
 }
@@ -605,6 +615,7 @@ module.exports = {
   adoptJsWriterTables,
   ProjectionStore,
   targetId,
+  targetIdFor,
   readProjection,
   executeSqlEffect,
   SQL,
