@@ -181,7 +181,11 @@ pub fn run(dir: &Path) -> Result<usize, BoxError> {
         // Every target's document carries both producers' last round.
         for target in &targets {
             let doc = read_projection(&options.runtime_root, target)?;
-            let watermarks: Vec<_> = doc.channels.iter().map(|c| c.source_watermark.clone()).collect();
+            let watermarks: Vec<_> = doc
+                .channels
+                .iter()
+                .map(|c| c.source_watermark.clone())
+                .collect();
             if watermarks != [ROUNDS.into(), ROUNDS.into()] {
                 return Err(format!("{target}: watermarks {watermarks:?}").into());
             }

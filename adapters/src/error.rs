@@ -50,11 +50,12 @@ pub enum Error {
         /// The profile asked for.
         wanted: &'static str,
     },
-    /// A publication's consumer binding does not fit the store's profile: the Memory Core
-    /// profile publishes one with every document, the generic profile none. Nothing was
-    /// written.
+    /// Something does not fit the store's profile: a publication's consumer binding (the
+    /// Memory Core profile publishes one with every document, the generic profile none) or a
+    /// channel's declared watermark kind (the generic profile publishes integers only).
+    /// Nothing was written.
     #[error("{0}; nothing was written")]
-    Binding(String),
+    Profile(String),
     /// The file cannot be read as a SQLite database. Nothing was changed.
     #[error("store {path} is unreadable ({reason}); nothing was changed")]
     Unreadable {
@@ -224,7 +225,7 @@ impl Error {
     /// Who must act on this error. A [`Error::ReleaseFailed`] is of its cause's kind.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::NotAdmitted(_) | Error::Rejected(_) | Error::Binding(_) => ErrorKind::Input,
+            Error::NotAdmitted(_) | Error::Rejected(_) | Error::Profile(_) => ErrorKind::Input,
             Error::Busy { .. } | Error::WatchTimedOut { .. } => ErrorKind::Contention,
             Error::Fenced(_) | Error::LeaseExpired(_) => ErrorKind::LostAuthority,
             Error::NotDurable { .. } | Error::PublishedNotReleased { .. } => {

@@ -18,8 +18,8 @@ use solewriter_adapters::projection::store::{ProjectionStore, StoreOptions};
 use solewriter_adapters::Error;
 use solewriter_core::projection::channel::DegradedReason;
 use solewriter_core::projection::lease::LeaseState;
-use solewriter_core::projection::target::TargetTuple;
 use solewriter_core::projection::profile::Profile;
+use solewriter_core::projection::target::TargetTuple;
 use solewriter_core::projection::watermark::WatermarkKind;
 use solewriter_core::projection::StatusReason;
 use solewriter_core::time::Millis;
@@ -251,7 +251,10 @@ fn adoption_continues_epochs_ends_grants_and_carries_channels_and_conflicts() {
     let channels = store.channel_rows(&a).unwrap();
     assert_eq!(channels.len(), 2);
     assert_eq!(
-        (channels[0].channel.as_str(), channels[0].source_watermark.clone()),
+        (
+            channels[0].channel.as_str(),
+            channels[0].source_watermark.clone()
+        ),
         ("computed-route", 7.into())
     );
     assert_eq!(channels[0].degraded_reason, None);
@@ -260,7 +263,10 @@ fn adoption_continues_epochs_ends_grants_and_carries_channels_and_conflicts() {
         (Millis(T0_MS), Millis(T0_MS + 3_600_000))
     );
     assert_eq!(
-        (channels[1].channel.as_str(), channels[1].source_watermark.clone()),
+        (
+            channels[1].channel.as_str(),
+            channels[1].source_watermark.clone()
+        ),
         ("lifecycle-frontier", 3.into())
     );
     assert_eq!(
@@ -271,7 +277,10 @@ fn adoption_continues_epochs_ends_grants_and_carries_channels_and_conflicts() {
         channels[1].envelope_json,
         envelope("lifecycle-frontier.v1", "f")
     );
-    assert_eq!(store.channel_rows(&c).unwrap()[0].source_watermark, 12.into());
+    assert_eq!(
+        store.channel_rows(&c).unwrap()[0].source_watermark,
+        12.into()
+    );
 
     // The next grants continue upward from the stored epochs.
     let Acquisition::Acquired(lease) = store.acquire(&a, &holder("solewriter-1")).unwrap() else {

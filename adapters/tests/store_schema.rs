@@ -5,9 +5,9 @@ mod support;
 
 use rusqlite::Connection;
 use solewriter_adapters::projection::schema::marker;
-use solewriter_core::projection::profile::Profile;
 use solewriter_adapters::projection::store::{Initialized, ProjectionStore};
 use solewriter_adapters::Error;
+use solewriter_core::projection::profile::Profile;
 use support::*;
 
 fn master(path: &std::path::Path) -> Vec<(String, String, Option<String>)> {
@@ -268,7 +268,7 @@ fn stores_of_schema_1_are_upgraded_by_initialize_with_every_row() {
         .unwrap();
         let target = Profile::Generic.target_id(&tuple("a"));
         conn.execute(
-            "INSERT INTO HookProjectionLeases VALUES (?1, 4, NULL, NULL, NULL, NULL, 'unheld')",
+            "INSERT INTO HookProjectionLeases VALUES (?1, 4, zeroblob(32), 'h', 1, 2, 'released')",
             [target.as_str()],
         )
         .unwrap();
@@ -284,10 +284,21 @@ fn stores_of_schema_1_are_upgraded_by_initialize_with_every_row() {
         let before = std::fs::read(&path).unwrap();
         let err = ProjectionStore::open(&options).unwrap_err();
         assert!(
-            matches!(err, Error::SchemaVersion { found: 1, expected: 2, .. }),
+            matches!(
+                err,
+                Error::SchemaVersion {
+                    found: 1,
+                    expected: 2,
+                    ..
+                }
+            ),
             "{err}"
         );
-        assert_eq!(std::fs::read(&path).unwrap(), before, "open changed nothing");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "open changed nothing"
+        );
         assert_eq!(
             ProjectionStore::initialize(&path, &options.timing).unwrap(),
             Initialized::Upgraded,

@@ -64,7 +64,10 @@ fn admission_outcomes() {
     );
     let advanced = rows(&store, &target);
     assert_eq!(
-        (advanced[0].source_watermark.clone(), advanced[0].degraded_reason),
+        (
+            advanced[0].source_watermark.clone(),
+            advanced[0].degraded_reason
+        ),
         (6.into(), None)
     );
     assert_eq!(

@@ -190,6 +190,31 @@ function earlierSchema(db, found) {
 }
 
 /**
+ * Refuses (FOREIGN_SCHEMA, naming what to run) a store whose tables are not this build's, of
+ * `profile`, as the Rust adapter's `open` does: absent, of another profile or schema, or the
+ * Memory Core's JavaScript writer's.
+ */
+function requireTablesOf(db, profile) {
+  let found;
+  try {
+    found = storedStatements(db);
+  } catch (e) {
+    throw sqliteError(e);
+  }
+  const current = currentProfile(found);
+  if (current === profile) return;
+  const why =
+    current !== undefined
+      ? `the tables are of profile ${current}, not ${profile}`
+      : found.every((sql) => sql === null)
+        ? 'the two tables are missing (initialize makes them)'
+        : earlierSchema(db, found)
+          ? 'the tables are of schema 1 (initialize upgrades them)'
+          : 'the tables are not solewriter\'s (the Memory Core\'s JavaScript writer\'s? adoptJsWriterTables converts them)';
+  throw coded('FOREIGN_SCHEMA', `${why}; nothing was done`);
+}
+
+/**
  * Adds the two tables of `options.profile` (the generic profile when absent; the Memory
  * Core's is 'live-lane-awareness-projection.v1') to the host's WAL database in one
  * transaction (the same DDL text as the Rust adapter), or upgrades tables of schema 1 (every
@@ -227,7 +252,12 @@ function initialize(db, options = {}) {
       [...Object.values(STATEMENTS.current), ...STATEMENTS.earlier].some((both) => both[i] === sql);
     found.forEach((sql, i) => {
       if (sql === null) throw coded('FOREIGN_SCHEMA', `table ${TABLES[i]} is missing; nothing was changed`);
-      if (!known(sql, i)) throw coded('FOREIGN_SCHEMA', `table ${TABLES[i]} has another shape: ${sql}; nothing was changed`);
+      if (!known(sql, i)) {
+        throw coded(
+          'FOREIGN_SCHEMA',
+          `table ${TABLES[i]} has another shape: ${sql} (tables of the Memory Core's JavaScript writer are converted by adoptJsWriterTables); nothing was changed`,
+        );
+      }
     });
     throw coded('FOREIGN_SCHEMA', 'the two tables are of different releases or profiles; nothing was changed');
   });
@@ -305,6 +335,7 @@ class ProjectionStore {
     this.execute = this.executor();
     const { runtimeRoot, leaseTtlMs, busyTimeoutMs, profile } = this.config;
     unwrap(native(() => addon.checkOptions({ channelsJson: this.channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot, profile })));
+    requireTablesOf(db, profile ?? GENERIC_PROFILE);
   }
 
   /**
@@ -534,9 +565,9 @@ class ProjectionStore {
     return unwrap(native(() => addon.inspect(this.options(), leases, channels)));
   }
 
-  /** The published document of a target (validated), or throws NOT_PUBLISHED. */
+  /** The published document of a target (validated, in the store's profile), or throws NOT_PUBLISHED. */
   readProjection(targetId) {
-    return readProjection(this.config.runtimeRoot, targetId);
+    return readProjection(this.config.runtimeRoot, targetId, this.config.profile);
   }
 }
 
@@ -588,9 +619,13 @@ function targetIdFor(profile, tuple) {
   return unwrap(native(() => addon.targetId(text, profile))).targetId;
 }
 
-/** Reads and validates `<runtimeRoot>/hook-projections/<targetId>/current.json`. */
-function readProjection(runtimeRoot, targetId) {
-  return unwrap(native(() => addon.readProjection(runtimeRoot, targetId))).document;
+/**
+ * Reads and validates `<runtimeRoot>/hook-projections/<targetId>/current.json` in the format of
+ * `profile` (the generic one when absent; a Memory Core document is checked for its format,
+ * epoch and target — judging it further is the hooks' reader's work).
+ */
+function readProjection(runtimeRoot, targetId, profile) {
+  return unwrap(native(() => addon.readProjection(runtimeRoot, targetId, profile))).document;
 }
 
 /**

@@ -5,12 +5,14 @@
 //! runtime_root = "runtime"
 //! lease_ttl_ms = 1500           # required: there is no default
 //! busy_timeout_ms = 5000        # required: there is no default
+//! profile = "solewriter.hook-projection.v2"   # optional: the profile `init` makes the store of
 //!
 //! [[channels]]
 //! name = "computed-route"
 //! owner = "router"
 //! envelope_schema = "computed-route.v1"
 //! max_envelope_bytes = 65536
+//! watermark = "integer"         # optional: integer (default), instant, instant-sequence, text
 //! ```
 //!
 //! Every key may also be spelled in camelCase, as the library's JSON configuration spells it
@@ -27,6 +29,7 @@ use serde::Deserialize;
 use solewriter::adapters::clock::FileClock;
 use solewriter::core::config::{BusyTimeout, ConfigError, LeaseTtl};
 use solewriter::core::projection::channel::ChannelSpec;
+use solewriter::core::projection::profile::Profile;
 use solewriter::core::projection::watermark::WatermarkKind;
 use solewriter::{
     ChannelName, ChannelRegistry, Clock, ProducerId, RuntimeRoot, StoreOptions, SystemClock,
@@ -81,6 +84,7 @@ struct FileConfig {
     lease_ttl_ms: Option<u64>,
     #[serde(alias = "busyTimeoutMs")]
     busy_timeout_ms: Option<u64>,
+    profile: Option<String>,
     #[serde(default)]
     channels: Vec<ChannelEntry>,
 }
@@ -92,6 +96,7 @@ pub struct Settings {
     runtime_root: Option<PathBuf>,
     lease_ttl_ms: Option<u64>,
     busy_timeout_ms: Option<u64>,
+    profile: Option<String>,
     channels: Vec<ChannelEntry>,
 }
 
@@ -199,8 +204,20 @@ impl Settings {
             runtime_root: args.runtime_root.clone().or(file.runtime_root),
             lease_ttl_ms: args.lease_ttl_ms.or(file.lease_ttl_ms),
             busy_timeout_ms: args.busy_timeout_ms.or(file.busy_timeout_ms),
+            profile: file.profile,
             channels: file.channels,
         })
+    }
+
+    /// The profile `init` makes the store of (`profile`; the generic one when absent). Every
+    /// other command reads the store's own profile from the store.
+    pub fn profile(&self) -> CliResult<Profile> {
+        self.profile
+            .as_deref()
+            .map_or(Ok(Profile::Generic), |name| {
+                Profile::parse(name)
+                    .map_err(|e| CliError::config(format!("`profile`: {e}; {UNTOUCHED}")))
+            })
     }
 
     /// The store path; its directory must exist (nothing creates it).

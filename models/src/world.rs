@@ -13,7 +13,6 @@ use crate::shim::Shim;
 use crate::state::{FsState, StoreState};
 use solewriter_core::config::LeaseTtl;
 use solewriter_core::names::InstanceDigest;
-use solewriter_core::projection::profile::Profile;
 use solewriter_core::projection::channel::{
     ChannelRecord, ChannelRegistry, ProducerId, Submission,
 };
@@ -24,6 +23,7 @@ use solewriter_core::projection::machine::publish::{
 };
 use solewriter_core::projection::machine::publish_now::{PublishNow, PublishNowEnd};
 use solewriter_core::projection::machine::release::{Release, ReleaseOutcome};
+use solewriter_core::projection::profile::Profile;
 use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::{TargetId, TargetTuple};
 use solewriter_core::projection::watermark::{

@@ -10,9 +10,9 @@ use solewriter_core::projection::channel::{ChannelName, ChannelRecord, DegradedR
 use solewriter_core::projection::columns::{
     ChannelColumns, CorruptRow, LeaseColumns, WatermarkColumn,
 };
-use solewriter_core::projection::watermark::Watermark;
 use solewriter_core::projection::lease::{AcquirePlan, LeaseRecord, ReleasePlan};
 use solewriter_core::projection::target::TargetId;
+use solewriter_core::projection::watermark::Watermark;
 
 const LEASE_COLUMNS: &str =
     "target_id, fencing_epoch, holder_token_hash, holder_instance_digest, acquired_at, expires_at, state";
@@ -160,9 +160,8 @@ pub(crate) fn read_channel(
 
 /// Every channel row, by target and channel name.
 pub(crate) fn read_all_channels(conn: &Connection) -> Result<Vec<ChannelRecord>> {
-    let sql = format!(
-        "SELECT {CHANNEL_COLUMNS} FROM HookProjectionChannels ORDER BY target_id, channel"
-    );
+    let sql =
+        format!("SELECT {CHANNEL_COLUMNS} FROM HookProjectionChannels ORDER BY target_id, channel");
     let mut stmt = conn.prepare(&sql).map_err(Error::Sqlite)?;
     let rows = stmt
         .query_map([], decode_channel)
@@ -208,8 +207,8 @@ mod tests {
     //! decision made before them: each condition, broken alone, changes no row.
     use super::*;
     use solewriter_core::names::InstanceDigest;
-    use solewriter_core::projection::profile::Profile;
     use solewriter_core::projection::lease::Grant;
+    use solewriter_core::projection::profile::Profile;
     use solewriter_core::time::Millis;
     use solewriter_core::token::HolderToken;
 

@@ -18,10 +18,10 @@ use crate::error::{Error, Result};
 use rusqlite::Connection;
 use std::path::Path;
 
+use solewriter_core::projection::profile::Profile;
 pub use solewriter_core::projection::schema::{
     create_statement, marker, Shape, SCHEMA_VERSION, TABLE_NAMES,
 };
-use solewriter_core::projection::profile::Profile;
 
 /// `application_id` of a release-0.1.0 store ("SoLW"); read only to recognise one.
 pub const LEGACY_APPLICATION_ID: i64 = 0x536f_4c57;

@@ -14,8 +14,8 @@ use crate::projection::schema;
 use crate::projection::write_gate::{Gate, Pass};
 use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
 use solewriter_core::config::TimingConfig;
-use solewriter_core::projection::channel::{ChannelRecord, ChannelRegistry};
 use solewriter_core::projection::adoption::AdoptionPlan;
+use solewriter_core::projection::channel::{ChannelRecord, ChannelRegistry};
 use solewriter_core::projection::lease::LeaseRecord;
 use solewriter_core::projection::profile::{Composition, ConsumerBinding, Profile};
 use solewriter_core::projection::target::{TargetId, TargetTuple};
@@ -183,7 +183,8 @@ fn add_tables(path: &Path, timing: &TimingConfig, profile: Profile) -> Result<In
         // Schema 1 knew one profile, the generic one (its target ids are 64 hex digits).
         schema::Layout::Earlier if profile != Profile::Generic => Err(mismatch(Profile::Generic)),
         schema::Layout::Earlier => {
-            let plan = AdoptionPlan::upgrade(rows::read_leases(&tx)?, rows::read_all_channels(&tx)?);
+            let plan =
+                AdoptionPlan::upgrade(rows::read_leases(&tx)?, rows::read_all_channels(&tx)?);
             crate::projection::adoption::execute(&tx, &plan).map_err(|e| unreadable(path, e))?;
             tx.commit().map_err(|e| unreadable(path, e))?;
             tracing::info!(path = %path.display(), "store upgraded to schema 2");
@@ -321,6 +322,10 @@ impl ProjectionStore {
         }
         let conn = open_existing(path, &options.timing)?;
         let profile = schema::verify(&conn, path)?;
+        options
+            .registry
+            .check_profile(profile)
+            .map_err(|e| Error::Profile(e.to_string()))?;
         Ok(ProjectionStore {
             conn,
             profile,
@@ -412,7 +417,7 @@ impl ProjectionStore {
     /// Memory Core's writer takes one with every publication (`publish({tuple,
     /// consumerBinding})`): set it before each publication whose binding changed. A store of
     /// the Memory Core profile refuses to publish without one, a generic store with one
-    /// ([`Error::Binding`], nothing written).
+    /// ([`Error::Profile`], nothing written).
     pub fn set_consumer_binding(&mut self, binding: Option<ConsumerBinding>) {
         self.binding = binding;
     }
@@ -420,7 +425,7 @@ impl ProjectionStore {
     /// What a publication composes with: the registry, and the binding the profile needs.
     pub(crate) fn composition(&self) -> Result<Composition<'_>> {
         Composition::for_store(self.profile, &self.options.registry, self.binding.as_ref())
-            .map_err(|e| Error::Binding(e.to_string()))
+            .map_err(|e| Error::Profile(e.to_string()))
     }
 
     /// Admits a target: inserts its lease row (unheld, epoch 0) if absent. Idempotent.

@@ -8,11 +8,11 @@ use solewriter_adapters::projection::runtime::RuntimeRoot;
 use solewriter_adapters::projection::store::{ProjectionStore, StoreOptions};
 use solewriter_core::config::TimingConfig;
 use solewriter_core::names::InstanceDigest;
-use solewriter_core::projection::watermark::WatermarkKind;
 use solewriter_core::projection::channel::{
     ChannelName, ChannelRegistry, ChannelSpec, ProducerId, Submission,
 };
 use solewriter_core::projection::target::{TargetId, TargetTuple};
+use solewriter_core::projection::watermark::WatermarkKind;
 use solewriter_core::time::Millis;
 use std::sync::Arc;
 

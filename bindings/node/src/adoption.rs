@@ -11,9 +11,9 @@ use super::{from_js, Failure};
 use napi_derive::napi;
 use serde_json::{json, Value};
 use solewriter_core::projection::adoption::{self, js_writer, AdoptionRefused, Param, Survey};
-use solewriter_core::projection::target::TargetTuple;
 use solewriter_core::projection::channel::{ChannelRegistry, ChannelSpec};
 use solewriter_core::projection::profile::Profile;
+use solewriter_core::projection::target::TargetTuple;
 use solewriter_core::time::Millis;
 use solewriter_files::clock::{Clock, SystemClock};
 
@@ -76,14 +76,14 @@ pub fn adoption_survey(
             &catalog,
             [&lease_columns, &channel_columns],
         )
-            .map(|survey| {
-                json!({"survey": match survey {
-                    Survey::NothingToAdopt => "nothingToAdopt",
-                    Survey::AlreadyAdopted => "alreadyAdopted",
-                    Survey::JsWriterTables => "jsWriterTables",
-                }})
-            })
-            .map_err(refused)
+        .map(|survey| {
+            json!({"survey": match survey {
+                Survey::NothingToAdopt => "nothingToAdopt",
+                Survey::AlreadyAdopted => "alreadyAdopted",
+                Survey::JsWriterTables => "jsWriterTables",
+            }})
+        })
+        .map_err(refused)
     })
 }
 
@@ -156,7 +156,10 @@ pub fn adoption_plan(
 /// upgrade): `{"statements": [{sql, params}]}` — drop both tables, create them, insert the
 /// rows (the same plan the Rust adapter runs).
 #[napi]
-pub fn upgrade_statements(leases: Vec<super::LeaseRow>, channels: Vec<super::ChannelRow>) -> String {
+pub fn upgrade_statements(
+    leases: Vec<super::LeaseRow>,
+    channels: Vec<super::ChannelRow>,
+) -> String {
     answer(|| {
         let leases = leases
             .into_iter()

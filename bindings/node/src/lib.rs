@@ -37,6 +37,7 @@ use solewriter_core::projection::profile::{Composition, ConsumerBinding, Profile
 use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::{TargetId, TargetTuple};
 use solewriter_core::projection::watermark::{self, SubmissionPlan, Watermark};
+use solewriter_core::projection::DocumentError;
 use solewriter_core::time::Millis;
 use solewriter_core::token::{HolderToken, TokenHash};
 use solewriter_files::atomic_file::RealFs;
@@ -224,6 +225,9 @@ impl Config {
             None => Profile::Generic,
             Some(name) => Profile::parse(name).map_err(|e| bad_config("profile", e))?,
         };
+        registry
+            .check_profile(profile)
+            .map_err(|e| bad_config("channels", e))?;
         let binding = options
             .consumer_binding_json
             .as_deref()
@@ -1119,13 +1123,40 @@ pub fn decide_submission(
     })
 }
 
-/// Reads and validates the published document of `target`: `{"document": {...}}`.
+/// Reads and validates the published document of `target` in the format of `profile` (the
+/// generic one when absent): `{"document": {...}}`. A Memory Core document is checked for its
+/// format, its epoch and its target; judging it further is the hooks' reader's work.
 #[napi]
-pub fn read_projection(runtime_root: String, target: String) -> String {
+pub fn read_projection(runtime_root: String, target: String, profile: Option<String>) -> String {
     answer(|| {
         let target = parse_target(&target)?;
-        let doc =
-            solewriter_files::runtime::read_projection(&RuntimeRoot::new(runtime_root), &target)?;
+        let root = RuntimeRoot::new(runtime_root);
+        let profile = match profile.as_deref() {
+            None => Profile::Generic,
+            Some(name) => Profile::parse(name).map_err(|e| invalid(format!("profile: {e}")))?,
+        };
+        if profile == Profile::Generic {
+            let doc = solewriter_files::runtime::read_projection(&root, &target)?;
+            return Ok(json!({"document": doc}));
+        }
+        let bytes = solewriter_files::runtime::read_current(&root, &target)?;
+        let malformed = |why: String| {
+            Failure::from(solewriter_files::Error::Document(DocumentError::Malformed(
+                why,
+            )))
+        };
+        if solewriter_core::projection::memory_core::published_epoch(&bytes).is_none() {
+            return Err(malformed(format!(
+                "not a {} document with a fencing epoch",
+                profile.name()
+            )));
+        }
+        let doc: Value = serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string()))?;
+        if doc["publication"]["targetId"] != json!(target.as_str()) {
+            return Err(malformed(format!(
+                "the document names another target than {target}"
+            )));
+        }
         Ok(json!({"document": doc}))
     })
 }

@@ -257,9 +257,15 @@ mod tests {
         let binding = ConsumerBinding::from_json("{}").unwrap();
         let of = |p, b| Composition::for_store(p, &registry, b).map(|c| c.profile());
         assert_eq!(of(Profile::Generic, None), Ok(Profile::Generic));
-        assert_eq!(of(Profile::MemoryCore, Some(&binding)), Ok(Profile::MemoryCore));
+        assert_eq!(
+            of(Profile::MemoryCore, Some(&binding)),
+            Ok(Profile::MemoryCore)
+        );
         assert_eq!(of(Profile::MemoryCore, None), Err(BindingMismatch::Missing));
-        assert_eq!(of(Profile::Generic, Some(&binding)), Err(BindingMismatch::Unexpected));
+        assert_eq!(
+            of(Profile::Generic, Some(&binding)),
+            Err(BindingMismatch::Unexpected)
+        );
     }
 
     #[test]

@@ -56,7 +56,10 @@ impl Shape {
 /// The marker every table of [`SCHEMA_VERSION`] of `profile` carries at the start of its
 /// column list: `-- solewriter schema 2 profile <profile name>`.
 pub fn marker(profile: Profile) -> String {
-    format!("-- solewriter schema {SCHEMA_VERSION} profile {}", profile.name())
+    format!(
+        "-- solewriter schema {SCHEMA_VERSION} profile {}",
+        profile.name()
+    )
 }
 
 /// Schema 1's column lists, in [`TABLE_NAMES`] order.
@@ -122,7 +125,10 @@ pub fn create_statement(index: usize, shape: Shape) -> String {
     let name = TABLE_NAMES[index];
     let (marker, columns) = match shape {
         Shape::Unmarked => (String::new(), COLUMNS_V1[index].to_owned()),
-        Shape::V1 => (" -- solewriter schema 1".to_owned(), COLUMNS_V1[index].to_owned()),
+        Shape::V1 => (
+            " -- solewriter schema 1".to_owned(),
+            COLUMNS_V1[index].to_owned(),
+        ),
         Shape::Current(profile) => (
             format!(" {}", marker(profile)),
             columns_v2(profile)[index].clone(),
@@ -143,12 +149,15 @@ mod tests {
         }
         let generic = create_statement(0, Shape::Current(Profile::Generic));
         let memory_core = create_statement(1, Shape::Current(Profile::MemoryCore));
-        assert_eq!(Shape::of([&generic, &memory_core]), None, "tables of two profiles");
+        assert_eq!(
+            Shape::of([&generic, &memory_core]),
+            None,
+            "tables of two profiles"
+        );
         assert!(generic.contains("length(target_id) = 64"));
         assert!(create_statement(0, Shape::Current(Profile::MemoryCore))
             .contains("length(target_id) = 32"));
-        assert!(memory_core.contains(
-            "-- solewriter schema 2 profile live-lane-awareness-projection.v1"
-        ));
+        assert!(memory_core
+            .contains("-- solewriter schema 2 profile live-lane-awareness-projection.v1"));
     }
 }

@@ -116,10 +116,7 @@ mod tests {
             assert_eq!(parse(text), Some(Millis(ms)), "{text}");
             assert_eq!(format(Millis(ms)).as_deref(), Some(text), "{ms}");
         }
-        assert_eq!(
-            format(LATEST).as_deref(),
-            Some("9999-12-31T23:59:59.999Z")
-        );
+        assert_eq!(format(LATEST).as_deref(), Some("9999-12-31T23:59:59.999Z"));
         assert_eq!(format(Millis(LATEST.0 + 1)), None);
     }
 

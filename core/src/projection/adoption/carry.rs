@@ -21,17 +21,17 @@
 //!   envelope byte for byte, the writer's conflict reason as `source-conflict`. A target with
 //!   channel rows and no lease row (admitted, never granted) gets its admission row.
 
-use crate::time::iso;
 use super::js_writer::{self, CHANNEL_COLUMNS, LEASE_COLUMNS};
 use super::refusal::{AdoptionRefused, ValueProblem};
 use super::values::StoredRow;
 use crate::names::{ChannelName, InstanceDigest};
 use crate::projection::channel::{ChannelRecord, ChannelRegistry, DegradedReason};
-use crate::projection::profile::Profile;
-use crate::projection::watermark::{Watermark, WatermarkKind};
 use crate::projection::lease::{Grant, LeaseRecord, LeaseState};
+use crate::projection::profile::Profile;
 use crate::projection::schema::TABLE_NAMES;
 use crate::projection::target::{TargetId, TargetTuple};
+use crate::projection::watermark::{Watermark, WatermarkKind};
+use crate::time::iso;
 use crate::time::Millis;
 use crate::token::TokenHash;
 use std::collections::BTreeMap;
@@ -167,8 +167,8 @@ pub(super) fn lease(
 fn watermark(kind: WatermarkKind, text: &str) -> Option<Watermark> {
     let watermark = match kind {
         WatermarkKind::Integer => {
-            let canonical = text.bytes().all(|b| b.is_ascii_digit())
-                && (text == "0" || !text.starts_with('0'));
+            let canonical =
+                text.bytes().all(|b| b.is_ascii_digit()) && (text == "0" || !text.starts_with('0'));
             Watermark::Integer(text.parse::<u64>().ok().filter(|_| canonical)?)
         }
         _ => Watermark::Text(text.to_owned()),
@@ -187,11 +187,17 @@ pub(super) fn channel(
     let name = row.text(1)?;
     let channel = ChannelName::parse(name)
         .map_err(|_| row.refuse(1, ValueProblem::BadName(name.to_owned())))?;
-    // A channel no longer registered keeps its watermark as text: nothing orders against it
-    // until the channel is registered again (with the kind its producer emits).
-    let kind = registry
-        .get(&channel)
-        .map_or(WatermarkKind::Text, |spec| spec.watermark);
+    // A channel no longer registered: under the Memory Core profile its watermark is kept as
+    // text (nothing orders against it until the channel is registered again, with the kind
+    // its producer emits); under the generic profile, whose document carries integers only,
+    // it must be an integer.
+    let kind = registry.get(&channel).map_or(
+        match targets {
+            TargetMap::Kept => WatermarkKind::Text,
+            TargetMap::Tuples(_) => WatermarkKind::Integer,
+        },
+        |spec| spec.watermark,
+    );
     let watermark_text = row.text(2)?;
     let source_watermark = watermark(kind, watermark_text).ok_or_else(|| {
         row.refuse(

@@ -208,6 +208,9 @@ pub fn plan(
     if now.0 > crate::STORAGE_INTEGER_MAX {
         return Err(AdoptionRefused::ClockOutOfRange(now.0));
     }
+    registry
+        .check_profile(profile)
+        .map_err(AdoptionRefused::Registry)?;
     let targets = carry::TargetMap::new(profile, tuples)?;
     let mut by_target = BTreeMap::new();
     for raw in leases {

@@ -45,6 +45,9 @@ pub enum AdoptionRefused {
     /// The tables are solewriter's, of an earlier schema: `initialize` upgrades them.
     #[error("the store's tables are solewriter's, of an earlier schema: initialize upgrades them; nothing was changed")]
     EarlierSchema,
+    /// The registry declares a watermark kind the store's profile does not publish.
+    #[error("{0}; nothing was changed")]
+    Registry(crate::projection::channel::RegistryError),
     /// The adoption's broker time is beyond what the store holds.
     #[error("broker time {0} ms is out of range; nothing was changed")]
     ClockOutOfRange(u64),
@@ -74,7 +77,9 @@ pub enum ValueProblem {
     BadHex(String),
     /// A watermark that is not of its channel's declared kind (for `integer`: a decimal
     /// without sign or leading zeros, at most [`crate::EXACT_INTEGER_MAX`]).
-    #[error("watermark `{watermark}` is not a valid {kind} watermark, the kind its channel declares")]
+    #[error(
+        "watermark `{watermark}` is not a valid {kind} watermark, the kind its channel declares"
+    )]
     UnorderableWatermark {
         /// The stored text.
         watermark: String,

@@ -4,9 +4,9 @@ use super::carry::NO_SURVIVING_HASH;
 use super::js_writer::{self, CHANNEL_COLUMNS, LEASE_COLUMNS};
 use super::*;
 use crate::projection::channel::{ChannelName, ChannelSpec, DegradedReason, ProducerId};
+use crate::projection::lease::LeaseState;
 use crate::projection::schema::{create_statement, Shape};
 use crate::projection::watermark::{Watermark, WatermarkKind};
-use crate::projection::lease::LeaseState;
 use crate::token::HolderToken;
 
 const NOW: Millis = Millis(1_784_203_500_000); // 2026-07-16T12:05:00.000Z
@@ -110,7 +110,14 @@ fn registry_of(kind: WatermarkKind) -> ChannelRegistry {
 }
 
 fn adopt(leases: &Rows, channels: &Rows) -> Result<AdoptionPlan, AdoptionRefused> {
-    plan(NOW, Profile::Generic, &registry(), &tuples(), leases, channels)
+    plan(
+        NOW,
+        Profile::Generic,
+        &registry(),
+        &tuples(),
+        leases,
+        channels,
+    )
 }
 
 #[test]
@@ -192,8 +199,14 @@ fn grants_end_at_the_adoption_epochs_stay_and_channels_carry_over() {
     assert_eq!(statements.len(), 4 + 4 + 2);
     assert_eq!(statements[0].sql, "DROP TABLE HookProjectionChannels");
     assert_eq!(statements[1].sql, "DROP TABLE HookProjectionLeases");
-    assert_eq!(statements[2].sql, create_statement(0, Shape::Current(Profile::Generic)));
-    assert_eq!(statements[3].sql, create_statement(1, Shape::Current(Profile::Generic)));
+    assert_eq!(
+        statements[2].sql,
+        create_statement(0, Shape::Current(Profile::Generic))
+    );
+    assert_eq!(
+        statements[3].sql,
+        create_statement(1, Shape::Current(Profile::Generic))
+    );
     assert!(statements[4..8]
         .iter()
         .all(|s| s.sql.starts_with("INSERT INTO HookProjectionLeases")));
@@ -511,7 +524,15 @@ fn a_row_of_another_width_ambiguous_tuples_and_an_impossible_clock_are_refused()
         plan(Millis(beyond), Profile::Generic, &registry(), &[], &[], &[]).unwrap_err(),
         AdoptionRefused::ClockOutOfRange(beyond)
     );
-    assert!(plan(Millis(crate::STORAGE_INTEGER_MAX), Profile::Generic, &registry(), &[], &[], &[]).is_ok());
+    assert!(plan(
+        Millis(crate::STORAGE_INTEGER_MAX),
+        Profile::Generic,
+        &registry(),
+        &[],
+        &[],
+        &[]
+    )
+    .is_ok());
     // The same tuple twice is one target.
     assert!(plan(
         NOW,
@@ -588,8 +609,14 @@ fn the_survey_tells_the_writer_s_tables_solewriter_s_and_none_apart() {
         ),
     ]);
     let (lc, cc) = (columns(&LEASE_COLUMNS), columns(&CHANNEL_COLUMNS));
-    assert_eq!(survey(Profile::Generic, &js, [&lc, &cc]), Ok(Survey::JsWriterTables));
-    assert_eq!(survey(Profile::Generic, &[], [&[], &[]]), Ok(Survey::NothingToAdopt));
+    assert_eq!(
+        survey(Profile::Generic, &js, [&lc, &cc]),
+        Ok(Survey::JsWriterTables)
+    );
+    assert_eq!(
+        survey(Profile::Generic, &[], [&[], &[]]),
+        Ok(Survey::NothingToAdopt)
+    );
     let s0 = create_statement(0, Shape::Current(Profile::Generic));
     let s1 = create_statement(1, Shape::Current(Profile::Generic));
     let ours = catalog(&[
@@ -606,11 +633,15 @@ fn the_survey_tells_the_writer_s_tables_solewriter_s_and_none_apart() {
             Some(&s1),
         ),
     ]);
-    assert_eq!(survey(Profile::Generic, &ours, [&[], &[]]), Ok(Survey::AlreadyAdopted));
-    let shape = |catalog: &Rows, lc: &Rows, cc: &Rows| match survey(Profile::Generic, catalog, [lc, cc]) {
-        Err(AdoptionRefused::Shape { table, reason }) => format!("{table}: {reason}"),
-        other => panic!("{other:?}"),
-    };
+    assert_eq!(
+        survey(Profile::Generic, &ours, [&[], &[]]),
+        Ok(Survey::AlreadyAdopted)
+    );
+    let shape =
+        |catalog: &Rows, lc: &Rows, cc: &Rows| match survey(Profile::Generic, catalog, [lc, cc]) {
+            Err(AdoptionRefused::Shape { table, reason }) => format!("{table}: {reason}"),
+            other => panic!("{other:?}"),
+        };
     assert_eq!(
         shape(&js[..2], &[], &cc),
         "HookProjectionLeases: the table is missing"

@@ -21,9 +21,7 @@
 
 mod value;
 
-pub use value::{
-    Watermark, WatermarkError, WatermarkKey, WatermarkKind, MAX_TEXT_WATERMARK_BYTES,
-};
+pub use value::{Watermark, WatermarkError, WatermarkKey, WatermarkKind, MAX_TEXT_WATERMARK_BYTES};
 
 use crate::projection::channel::{
     ChannelRecord, ChannelRegistry, DegradedReason, ProducerId, Submission,
@@ -265,7 +263,11 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (row.source_watermark.clone(), row.updated_at, row.degraded_reason),
+            (
+                row.source_watermark.clone(),
+                row.updated_at,
+                row.degraded_reason
+            ),
             (5.into(), Millis(50), None)
         );
         assert!(
@@ -310,7 +312,15 @@ mod tests {
         let router = ProducerId::parse("router").unwrap();
         let text = |t: &str| sub_of(Watermark::Text(t.into()), t);
         let d = |existing: Option<&ChannelRecord>, s: &Submission| {
-            decide_submission(Profile::Generic, &reg, &router, true, existing, s, Millis(50))
+            decide_submission(
+                Profile::Generic,
+                &reg,
+                &router,
+                true,
+                existing,
+                s,
+                Millis(50),
+            )
         };
         let SubmissionPlan::Insert(nine) = d(None, &text("2026-07-28T18:29:00.000Z:9")).unwrap()
         else {
@@ -414,7 +424,15 @@ mod tests {
         // A watermark beyond 2^53-1 is not an integer watermark.
         let huge = sub(u64::MAX, "a");
         assert!(matches!(
-            decide_submission(Profile::Generic, &reg, &router, true, None, &huge, Millis(0)),
+            decide_submission(
+                Profile::Generic,
+                &reg,
+                &router,
+                true,
+                None,
+                &huge,
+                Millis(0)
+            ),
             Err(SubmissionRejected::InvalidWatermark(_))
         ));
     }

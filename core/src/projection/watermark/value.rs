@@ -96,11 +96,12 @@ fn instant_sequence(text: &str) -> Option<WatermarkKey> {
         && digits.bytes().all(|b| b.is_ascii_digit())
         && (digits == "0" || !digits.starts_with('0'));
     let n: u64 = digits.parse().ok().filter(|_| canonical)?;
-    (n <= crate::EXACT_INTEGER_MAX).then_some(WatermarkKey::InstantSequence(iso::parse(instant)?, n))
+    (n <= crate::EXACT_INTEGER_MAX)
+        .then_some(WatermarkKey::InstantSequence(iso::parse(instant)?, n))
 }
 
 /// A watermark as submitted and stored: a JSON integer, or text kept byte for byte.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(untagged)]
 pub enum Watermark {
     /// A number (channels of kind `integer`).
@@ -117,6 +118,32 @@ impl Watermark {
             Watermark::Integer(n) => n.to_string().into(),
             Watermark::Text(t) => t.as_str().into(),
         }
+    }
+}
+
+/// A JSON integer (0 ..= `u64::MAX`) or a string; read by one visitor, without the buffering
+/// of `#[serde(untagged)]` (deep frames the model checkers' small stacks cannot hold).
+impl<'de> Deserialize<'de> for Watermark {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = Watermark;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a non-negative integer or a string")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Watermark, E> {
+                Ok(Watermark::Integer(n))
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Watermark, E> {
+                u64::try_from(n)
+                    .map(Watermark::Integer)
+                    .map_err(|_| E::custom(format!("negative watermark {n}")))
+            }
+            fn visit_str<E: serde::de::Error>(self, t: &str) -> Result<Watermark, E> {
+                Ok(Watermark::Text(t.to_owned()))
+            }
+        }
+        deserializer.deserialize_any(Visit)
     }
 }
 
@@ -186,8 +213,11 @@ mod tests {
             .key(&text("2026-07-28T18:29:00.001Z:0"))
             .unwrap();
         assert!(later > ten, "a later instant wins over any sequence");
-        assert!(Text.key(&text(&format!("{at}:10"))).unwrap() < Text.key(&text(&format!("{at}:9"))).unwrap(),
-            "the text kind orders as text, as declared");
+        assert!(
+            Text.key(&text(&format!("{at}:10"))).unwrap()
+                < Text.key(&text(&format!("{at}:9"))).unwrap(),
+            "the text kind orders as text, as declared"
+        );
     }
 
     #[test]
@@ -220,7 +250,10 @@ mod tests {
             (InstantSequence, text("2026-07-28T18:29:00.000Z:")),
             (InstantSequence, text("2026-07-28T18:29:00.000Z:01")),
             (InstantSequence, text("2026-07-28T18:29:00.000Z:-1")),
-            (InstantSequence, text("2026-07-28T18:29:00.000Z:9007199254740992")),
+            (
+                InstantSequence,
+                text("2026-07-28T18:29:00.000Z:9007199254740992"),
+            ),
             (InstantSequence, text("2026-07-28T18:29:00.000Z;1")),
             (InstantSequence, text("2026-07-28T18:29:00Z:1")),
             (InstantSequence, text("é026-07-28T18:29:00.000Z:1")),
@@ -236,7 +269,9 @@ mod tests {
         assert!(InstantSequence
             .key(&text("2026-07-28T18:29:00.000Z:9007199254740991"))
             .is_ok());
-        assert!(InstantSequence.key(&text("2026-07-28T18:29:00.000Z:0")).is_ok());
+        assert!(InstantSequence
+            .key(&text("2026-07-28T18:29:00.000Z:0"))
+            .is_ok());
         assert!(Text.key(&text(&"x".repeat(256))).is_ok());
         assert!(Text.key(&5.into()).is_err(), "a text channel takes text");
     }
@@ -245,8 +280,14 @@ mod tests {
     fn json_forms() {
         assert_eq!(serde_json::to_string(&Watermark::Integer(7)).unwrap(), "7");
         assert_eq!(serde_json::to_string(&text("a")).unwrap(), "\"a\"");
-        assert_eq!(serde_json::from_str::<Watermark>("7").unwrap(), Watermark::Integer(7));
-        assert_eq!(serde_json::from_str::<Watermark>("\"7\"").unwrap(), text("7"));
+        assert_eq!(
+            serde_json::from_str::<Watermark>("7").unwrap(),
+            Watermark::Integer(7)
+        );
+        assert_eq!(
+            serde_json::from_str::<Watermark>("\"7\"").unwrap(),
+            text("7")
+        );
         assert!(serde_json::from_str::<Watermark>("-1").is_err());
         assert!(serde_json::from_str::<Watermark>("1.5").is_err());
         assert_eq!(
