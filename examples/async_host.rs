@@ -59,6 +59,7 @@ fn registry() -> Result<ChannelRegistry, BoxError> {
             envelope_schema: format!("{channel}.v1"),
             max_envelope_bytes: 64 * 1024,
             watermark: solewriter::core::projection::watermark::WatermarkKind::Integer,
+            envelope_json_schema: None,
         })
     };
     Ok(ChannelRegistry::new([

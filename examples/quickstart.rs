@@ -24,6 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             envelope_schema: "computed-route.v1".into(),
             max_envelope_bytes: 64 * 1024,
             watermark: solewriter::core::projection::watermark::WatermarkKind::Integer,
+            envelope_json_schema: None,
         },
         ChannelSpec {
             name: ChannelName::parse("lifecycle-frontier")?,
@@ -31,6 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             envelope_schema: "lifecycle-frontier.v1".into(),
             max_envelope_bytes: 64 * 1024,
             watermark: solewriter::core::projection::watermark::WatermarkKind::Integer,
+            envelope_json_schema: None,
         },
     ])?;
     let db_path = dir.join("store.sqlite");

@@ -40,6 +40,7 @@ fn registry() -> ChannelRegistry {
         envelope_schema: schema.into(),
         max_envelope_bytes: 64 * 1024,
         watermark,
+        envelope_json_schema: None,
     };
     ChannelRegistry::new([
         spec(

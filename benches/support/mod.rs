@@ -78,6 +78,7 @@ impl Bench {
             envelope_schema: format!("{CHANNEL}.v1"),
             max_envelope_bytes: 1 << 20,
             watermark: solewriter::core::projection::watermark::WatermarkKind::Integer,
+            envelope_json_schema: None,
         }])
         .expect("registry");
         let options = StoreOptions {

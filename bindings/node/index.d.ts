@@ -112,6 +112,8 @@ export interface ChannelSpec {
   maxEnvelopeBytes: number;
   /** `integer` (a number), `instant` (`toISOString()` text), `instant-sequence` (`<instant>:<n>`) or `text` (ordered as text). */
   watermark?: WatermarkKind;
+  /** A self-contained JSON Schema every envelope of the channel must satisfy (REJECTED otherwise). */
+  envelopeJsonSchema?: Record<string, unknown> | boolean;
 }
 
 /** A store's profile: solewriter's own document format (the default) or the Memory Core's. */

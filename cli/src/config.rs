@@ -13,6 +13,7 @@
 //! envelope_schema = "computed-route.v1"
 //! max_envelope_bytes = 65536
 //! watermark = "integer"         # optional: integer (default), instant, instant-sequence, text
+//! envelope_json_schema = '''{"type": "object", "required": ["items"]}'''   # optional
 //! ```
 //!
 //! Every key may also be spelled in camelCase, as the library's JSON configuration spells it
@@ -29,6 +30,7 @@ use serde::Deserialize;
 use solewriter::adapters::clock::FileClock;
 use solewriter::core::config::{BusyTimeout, ConfigError, LeaseTtl};
 use solewriter::core::projection::channel::ChannelSpec;
+use solewriter::core::projection::envelope_schema::EnvelopeSchema;
 use solewriter::core::projection::profile::Profile;
 use solewriter::core::projection::watermark::WatermarkKind;
 use solewriter::{
@@ -71,6 +73,9 @@ struct ChannelEntry {
     /// The kind of watermark the channel's producer emits (`integer` when absent).
     #[serde(default)]
     watermark: WatermarkKind,
+    /// The JSON Schema of the channel's envelopes, as JSON text (none when absent).
+    #[serde(alias = "envelopeJsonSchema")]
+    envelope_json_schema: Option<String>,
 }
 
 /// The file, as written.
@@ -263,12 +268,27 @@ impl Settings {
                     .map_err(|e| refused(format!("channel name refused: {e}")))?;
                 let owner = ProducerId::parse(&entry.owner)
                     .map_err(|e| refused(format!("owner of channel `{name}` refused: {e}")))?;
+                let envelope_json_schema = entry
+                    .envelope_json_schema
+                    .as_deref()
+                    .map(|text| {
+                        serde_json::from_str(text)
+                            .map_err(|e| e.to_string())
+                            .and_then(EnvelopeSchema::compile)
+                    })
+                    .transpose()
+                    .map_err(|e| {
+                        refused(format!(
+                            "envelope_json_schema of channel `{name}` refused: {e}"
+                        ))
+                    })?;
                 Ok(ChannelSpec {
                     name,
                     owner,
                     envelope_schema: entry.envelope_schema.clone(),
                     max_envelope_bytes: entry.max_envelope_bytes,
                     watermark: entry.watermark,
+                    envelope_json_schema,
                 })
             })
             .collect::<CliResult<Vec<_>>>()?;

@@ -280,26 +280,25 @@ pub struct PublishArgs {
 pub fn publish(settings: &Settings, args: &PublishArgs, json: bool) -> CliResult<()> {
     let target = parse_target(&args.target)?;
     let instance = parse_instance(&args.instance)?;
-    let binding = match &args.consumer_binding_file {
-        None => None,
-        Some(path) => {
-            let from = path.display().to_string();
-            let file = std::fs::File::open(path).map_err(|e| {
-                CliError::new(
-                    Class::Io,
-                    format!(
+    let binding =
+        match &args.consumer_binding_file {
+            None => None,
+            Some(path) => {
+                let from = path.display().to_string();
+                let file = std::fs::File::open(path).map_err(|e| {
+                    CliError::new(
+                        Class::Io,
+                        format!(
                         "reading the consumer binding from {from} failed: {e}; nothing was written"
                     ),
-                )
-            })?;
-            let text = read_bounded(file, &from, "the consumer binding", MAX_BINDING_BYTES)?;
-            Some(
-                ConsumerBinding::from_json(&text).map_err(|e| {
+                    )
+                })?;
+                let text = read_bounded(file, &from, "the consumer binding", MAX_BINDING_BYTES)?;
+                Some(ConsumerBinding::from_json(&text).map_err(|e| {
                     CliError::new(Class::Rejected, format!("{e}; nothing was written"))
-                })?,
-            )
-        }
-    };
+                })?)
+            }
+        };
     let mut store = ProjectionStore::open(&settings.store_options()?)?;
     store.set_consumer_binding(binding);
     let published = match args.stall_at {

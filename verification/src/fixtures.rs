@@ -33,6 +33,7 @@ pub fn registry() -> ChannelRegistry {
         envelope_schema: schema.into(),
         max_envelope_bytes: 4096,
         watermark: solewriter_core::projection::watermark::WatermarkKind::Integer,
+        envelope_json_schema: None,
     }))
     .expect("valid registry")
 }

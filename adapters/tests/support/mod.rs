@@ -33,6 +33,7 @@ pub fn registry(max_envelope_bytes: usize) -> ChannelRegistry {
             envelope_schema: "computed-route.v1".into(),
             max_envelope_bytes,
             watermark: WatermarkKind::Integer,
+            envelope_json_schema: None,
         },
         ChannelSpec {
             name: ChannelName::parse("lifecycle-frontier").unwrap(),
@@ -40,6 +41,7 @@ pub fn registry(max_envelope_bytes: usize) -> ChannelRegistry {
             envelope_schema: "lifecycle-frontier.v1".into(),
             max_envelope_bytes,
             watermark: WatermarkKind::Integer,
+            envelope_json_schema: None,
         },
     ])
     .unwrap()

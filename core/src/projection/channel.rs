@@ -5,6 +5,7 @@
 //! target id; it never names a path.
 
 pub use crate::names::{ChannelName, NameError, ProducerId};
+use crate::projection::envelope_schema::EnvelopeSchema;
 use crate::projection::profile::Profile;
 use crate::projection::target::TargetId;
 use crate::projection::watermark::{Watermark, WatermarkKind};
@@ -50,6 +51,10 @@ pub struct ChannelSpec {
     /// The kind of watermark the producer emits (`integer` when not given).
     #[serde(default)]
     pub watermark: WatermarkKind,
+    /// The JSON Schema every envelope of the channel must satisfy, beyond its schema id and
+    /// `notAuthority` (none when not given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope_json_schema: Option<EnvelopeSchema>,
 }
 
 /// The host's registry of channels. Every registered channel appears in every published
@@ -202,6 +207,7 @@ mod tests {
             envelope_schema: format!("{name}.v1"),
             max_envelope_bytes: 1024,
             watermark: WatermarkKind::Integer,
+            envelope_json_schema: None,
         }
     }
 

@@ -129,6 +129,7 @@ mod tests {
             envelope_schema: "s".into(),
             max_envelope_bytes: 100,
             watermark: crate::projection::watermark::WatermarkKind::Integer,
+            envelope_json_schema: None,
         }])
         .unwrap()
     }

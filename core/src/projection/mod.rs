@@ -4,6 +4,7 @@
 //! - [`lease`]: the lease type-state (`Lease<Unheld|Held|Expired|Released>`) and its plans.
 //! - [`adoption`]: taking over the tables of the Memory Core's own JavaScript writer.
 //! - [`channel`]: producers, channels, the channel registry and channel rows.
+//! - [`envelope_schema`]: a channel's envelope JSON Schema, compiled once.
 //! - [`watermark`]: watermarks of every kind, and producer-submission admission.
 //! - [`profile`]: what a store's documents, target ids and envelopes look like (solewriter's
 //!   own, or the Memory Core's).
@@ -21,6 +22,7 @@ pub mod channel;
 pub mod columns;
 mod document;
 mod draft;
+pub mod envelope_schema;
 pub mod lease;
 pub mod machine;
 pub mod memory_core;

@@ -105,6 +105,7 @@ fn registry_of(kind: WatermarkKind) -> ChannelRegistry {
         envelope_schema: "computed-route.v1".into(),
         max_envelope_bytes: 4096,
         watermark: kind,
+        envelope_json_schema: None,
     }])
     .unwrap()
 }

@@ -26,6 +26,7 @@ pub use value::{Watermark, WatermarkError, WatermarkKey, WatermarkKind, MAX_TEXT
 use crate::projection::channel::{
     ChannelRecord, ChannelRegistry, DegradedReason, ProducerId, Submission,
 };
+use crate::projection::envelope_schema::EnvelopeSchema;
 use crate::projection::profile::Profile;
 use crate::time::Millis;
 
@@ -96,11 +97,16 @@ pub enum SubmissionPlan {
 
 /// Checks the envelope against its channel's schema: a JSON object whose schema-id field (the
 /// profile's [`Profile::schema_field`]: `schema`, or the Memory Core's `schemaVersion`) is the
-/// channel's `envelope_schema` and whose `notAuthority` field is `true`.
+/// channel's `envelope_schema` and whose `notAuthority` field is `true`. Under the Memory Core
+/// profile an envelope that carries its own `sourceWatermark` must carry the submitted one (the
+/// hooks' reader degrades a channel whose envelope and slot disagree). Last, the channel's JSON
+/// Schema, if it has one, with the validator's reasons.
 pub fn check_envelope(
     profile: Profile,
     envelope_json: &str,
     expected_schema: &str,
+    watermark: &Watermark,
+    json_schema: Option<&EnvelopeSchema>,
 ) -> Result<(), SubmissionRejected> {
     let field = profile.schema_field();
     let invalid = |m: String| SubmissionRejected::SchemaInvalid(m);
@@ -121,7 +127,20 @@ pub fn check_envelope(
     if object.get("notAuthority") != Some(&serde_json::Value::Bool(true)) {
         return Err(invalid("field `notAuthority` must be true".into()));
     }
-    Ok(())
+    let own = object.get("sourceWatermark");
+    if profile == Profile::MemoryCore && own.is_some_and(|w| w.as_str() != Some(&watermark.text()))
+    {
+        return Err(invalid(format!(
+            "the envelope's sourceWatermark {} is not the submitted watermark `{watermark}`",
+            own.map_or_else(String::new, ToString::to_string)
+        )));
+    }
+    match json_schema {
+        Some(schema) => schema
+            .validate(&value)
+            .map_err(|why| invalid(format!("the channel's JSON Schema refuses it: {why}"))),
+        None => Ok(()),
+    }
 }
 
 /// Decides a producer submission to a store of `profile`. `existing` is the stored row for the
@@ -157,7 +176,13 @@ pub fn decide_submission(
             limit: spec.max_envelope_bytes,
         });
     }
-    check_envelope(profile, &submission.envelope_json, &spec.envelope_schema)?;
+    check_envelope(
+        profile,
+        &submission.envelope_json,
+        &spec.envelope_schema,
+        &submission.source_watermark,
+        spec.envelope_json_schema.as_ref(),
+    )?;
     if submission.expires_at <= submission.captured_at {
         return Err(SubmissionRejected::InvalidRange(
             "expires_at must be after captured_at",
@@ -214,6 +239,7 @@ mod tests {
             envelope_schema: "computed-route.v1".into(),
             max_envelope_bytes: 200,
             watermark: kind,
+            envelope_json_schema: None,
         }])
         .unwrap()
     }
@@ -440,7 +466,8 @@ mod tests {
     #[test]
     fn schema_check() {
         let generic = Profile::Generic;
-        assert!(check_envelope(generic, &envelope("x"), "computed-route.v1").is_ok());
+        let w = Watermark::Integer(1);
+        assert!(check_envelope(generic, &envelope("x"), "computed-route.v1", &w, None).is_ok());
         for bad in [
             "not json",
             "[1]",
@@ -452,7 +479,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    check_envelope(generic, bad, "computed-route.v1"),
+                    check_envelope(generic, bad, "computed-route.v1", &w, None),
                     Err(SubmissionRejected::SchemaInvalid(_))
                 ),
                 "{bad}"
@@ -461,11 +488,82 @@ mod tests {
         // The Memory Core's producers name their schema in `schemaVersion`.
         let memory_core = Profile::MemoryCore;
         let theirs = r#"{"schemaVersion":"computed-route.v1","notAuthority":true}"#;
-        assert!(check_envelope(memory_core, theirs, "computed-route.v1").is_ok());
+        assert!(check_envelope(memory_core, theirs, "computed-route.v1", &w, None).is_ok());
         assert!(matches!(
-            check_envelope(memory_core, &envelope("x"), "computed-route.v1"),
+            check_envelope(memory_core, &envelope("x"), "computed-route.v1", &w, None),
             Err(SubmissionRejected::SchemaInvalid(m)) if m.contains("schemaVersion")
         ));
+        // An envelope stamped with its own watermark must carry the submitted one.
+        let at = Watermark::Text("2026-07-28T18:29:00.000Z:9".into());
+        let stamped = |own: &str| {
+            format!(
+                r#"{{"schemaVersion":"computed-route.v1","sourceWatermark":{own},"notAuthority":true}}"#
+            )
+        };
+        assert!(check_envelope(
+            memory_core,
+            &stamped(r#""2026-07-28T18:29:00.000Z:9""#),
+            "computed-route.v1",
+            &at,
+            None
+        )
+        .is_ok());
+        for other in [r#""2026-07-28T18:29:00.000Z:10""#, "9", "null"] {
+            assert!(
+                matches!(
+                    check_envelope(memory_core, &stamped(other), "computed-route.v1", &at, None),
+                    Err(SubmissionRejected::SchemaInvalid(m)) if m.contains("not the submitted watermark")
+                ),
+                "{other}"
+            );
+        }
+        assert!(
+            check_envelope(
+                generic,
+                &stamped("5").replace("schemaVersion", "schema"),
+                "computed-route.v1",
+                &at,
+                None
+            )
+            .is_ok(),
+            "the generic profile does not read the envelope's own watermark"
+        );
+    }
+
+    /// A channel's JSON Schema is applied after its schema id: a violating envelope is refused
+    /// with the validator's reason, a conforming one admitted.
+    #[test]
+    fn the_channel_json_schema_decides_last() {
+        let mut spec = registry()
+            .get(&ChannelName::parse("route").unwrap())
+            .unwrap()
+            .clone();
+        spec.envelope_json_schema = Some(
+            EnvelopeSchema::compile(serde_json::json!({
+                "type": "object",
+                "required": ["body"],
+                "properties": {"body": {"type": "string", "maxLength": 3}}
+            }))
+            .unwrap(),
+        );
+        let reg = ChannelRegistry::new([spec]).unwrap();
+        let router = ProducerId::parse("router").unwrap();
+        let d = |s: &Submission| {
+            decide_submission(Profile::Generic, &reg, &router, true, None, s, Millis(50))
+        };
+        assert!(matches!(d(&sub(1, "abc")), Ok(SubmissionPlan::Insert(_))));
+        let too_long = d(&sub(1, "abcd")).unwrap_err();
+        assert!(
+            matches!(&too_long, SubmissionRejected::SchemaInvalid(m)
+                if m.contains("JSON Schema") && m.contains("/body")),
+            "{too_long}"
+        );
+        let mut wrong_id = sub(1, "abcd");
+        wrong_id.envelope_json = wrong_id.envelope_json.replace("computed-route.v1", "x.v1");
+        assert!(
+            matches!(d(&wrong_id), Err(SubmissionRejected::SchemaInvalid(m)) if m.contains("x.v1")),
+            "the schema id is checked first"
+        );
     }
 
     #[test]

@@ -90,8 +90,8 @@ impl fmt::Display for WatermarkKind {
 
 /// `<instant>:<n>` with `n` a canonical decimal (no sign, no leading zero) of at most 2^53 − 1.
 fn instant_sequence(text: &str) -> Option<WatermarkKey> {
-    let (instant, sequence) = text.split_at_checked(24)?;
-    let digits = sequence.strip_prefix(':')?;
+    let (instant, digits) = text.get(..24).zip(text.get(24..))?;
+    let digits = digits.strip_prefix(':')?;
     let canonical = !digits.is_empty()
         && digits.bytes().all(|b| b.is_ascii_digit())
         && (digits == "0" || !digits.starts_with('0'));
