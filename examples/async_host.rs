@@ -58,6 +58,8 @@ fn registry() -> Result<ChannelRegistry, BoxError> {
             owner: ProducerId::parse(producer)?,
             envelope_schema: format!("{channel}.v1"),
             max_envelope_bytes: 64 * 1024,
+            watermark: solewriter::core::projection::watermark::WatermarkKind::Integer,
+            envelope_json_schema: None,
         })
     };
     Ok(ChannelRegistry::new([
@@ -89,7 +91,7 @@ fn submission(target: &TargetId, channel: &str, watermark: u64) -> Result<Submis
     Ok(Submission {
         target_id: target.clone(),
         channel: ChannelName::parse(channel)?,
-        source_watermark: watermark,
+        source_watermark: watermark.into(),
         envelope_json: format!(
             r#"{{"schema":"{channel}.v1","notAuthority":true,"round":{watermark}}}"#
         ),
@@ -180,8 +182,12 @@ pub fn run(dir: &Path) -> Result<usize, BoxError> {
         // Every target's document carries both producers' last round.
         for target in &targets {
             let doc = read_projection(&options.runtime_root, target)?;
-            let watermarks: Vec<u64> = doc.channels.iter().map(|c| c.source_watermark).collect();
-            if watermarks != [ROUNDS, ROUNDS] {
+            let watermarks: Vec<_> = doc
+                .channels
+                .iter()
+                .map(|c| c.source_watermark.clone())
+                .collect();
+            if watermarks != [ROUNDS.into(), ROUNDS.into()] {
                 return Err(format!("{target}: watermarks {watermarks:?}").into());
             }
         }

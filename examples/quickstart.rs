@@ -23,12 +23,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             owner: ProducerId::parse("router")?,
             envelope_schema: "computed-route.v1".into(),
             max_envelope_bytes: 64 * 1024,
+            watermark: solewriter::core::projection::watermark::WatermarkKind::Integer,
+            envelope_json_schema: None,
         },
         ChannelSpec {
             name: ChannelName::parse("lifecycle-frontier")?,
             owner: ProducerId::parse("frontier")?,
             envelope_schema: "lifecycle-frontier.v1".into(),
             max_envelope_bytes: 64 * 1024,
+            watermark: solewriter::core::projection::watermark::WatermarkKind::Integer,
+            envelope_json_schema: None,
         },
     ])?;
     let db_path = dir.join("store.sqlite");
@@ -58,7 +62,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             &Submission {
                 target_id: target.clone(),
                 channel: ChannelName::parse(channel)?,
-                source_watermark: 1,
+                source_watermark: 1.into(),
                 envelope_json: format!(r#"{{"schema":"{schema}","notAuthority":true,"items":[]}}"#),
                 captured_at: now,
                 expires_at: now.plus_ms(60_000),

@@ -35,6 +35,8 @@
 //!     owner: "router".parse()?,
 //!     envelope_schema: "computed-route.v1".into(),
 //!     max_envelope_bytes: 64 * 1024,
+//!     watermark: Default::default(), // integer watermarks
+//!     envelope_json_schema: None,
 //! }])?;
 //! let clock = ManualClock::new(Millis(1_000));
 //! let options = StoreOptions::new(db, RuntimeRoot::new(dir), timing, registry, Arc::new(clock));
@@ -45,7 +47,7 @@
 //! store.submit(&router, &Submission {
 //!     target_id: target.clone(),
 //!     channel: "computed-route".parse::<ChannelName>()?,
-//!     source_watermark: 1,
+//!     source_watermark: 1.into(),
 //!     envelope_json: r#"{"schema":"computed-route.v1","notAuthority":true}"#.into(),
 //!     captured_at: Millis(1_000),
 //!     expires_at: Millis(61_000),

@@ -39,6 +39,23 @@ pub enum Error {
         /// The version this build reads.
         expected: i64,
     },
+    /// The store is of another profile than the one asked for (a store's profile is fixed
+    /// when it is made; schema-1 stores are of the generic profile). Nothing was changed.
+    #[error("store {path} is of profile {found}, not {wanted}; nothing was changed")]
+    ProfileMismatch {
+        /// The store path.
+        path: PathBuf,
+        /// The store's profile.
+        found: &'static str,
+        /// The profile asked for.
+        wanted: &'static str,
+    },
+    /// Something does not fit the store's profile: a publication's consumer binding (the
+    /// Memory Core profile publishes one with every document, the generic profile none) or a
+    /// channel's declared watermark kind (the generic profile publishes integers only).
+    /// Nothing was written.
+    #[error("{0}; nothing was written")]
+    Profile(String),
     /// The file cannot be read as a SQLite database. Nothing was changed.
     #[error("store {path} is unreadable ({reason}); nothing was changed")]
     Unreadable {
@@ -208,7 +225,7 @@ impl Error {
     /// Who must act on this error. A [`Error::ReleaseFailed`] is of its cause's kind.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::NotAdmitted(_) | Error::Rejected(_) => ErrorKind::Input,
+            Error::NotAdmitted(_) | Error::Rejected(_) | Error::Profile(_) => ErrorKind::Input,
             Error::Busy { .. } | Error::WatchTimedOut { .. } => ErrorKind::Contention,
             Error::Fenced(_) | Error::LeaseExpired(_) => ErrorKind::LostAuthority,
             Error::NotDurable { .. } | Error::PublishedNotReleased { .. } => {
@@ -218,6 +235,7 @@ impl Error {
             Error::StoreMissing { .. }
             | Error::ForeignSchema { .. }
             | Error::SchemaVersion { .. }
+            | Error::ProfileMismatch { .. }
             | Error::Unreadable { .. }
             | Error::Sqlite(_)
             | Error::CorruptRow(_)

@@ -18,7 +18,9 @@ use solewriter_adapters::projection::store::{ProjectionStore, StoreOptions};
 use solewriter_adapters::Error;
 use solewriter_core::projection::channel::DegradedReason;
 use solewriter_core::projection::lease::LeaseState;
+use solewriter_core::projection::profile::Profile;
 use solewriter_core::projection::target::TargetTuple;
+use solewriter_core::projection::watermark::WatermarkKind;
 use solewriter_core::projection::StatusReason;
 use solewriter_core::time::Millis;
 use std::path::{Path, PathBuf};
@@ -125,7 +127,14 @@ fn populate(db: &Connection) {
 
 fn adopt(path: &Path, tuples: &[TargetTuple]) -> Result<Adopted, Error> {
     let clock = ManualClock::new(Millis(NOW as u64));
-    ProjectionStore::adopt_js_writer_tables(path, &timing(TTL_MS, 1_000), &clock, tuples)
+    ProjectionStore::adopt_js_writer_tables(
+        path,
+        &timing(TTL_MS, 1_000),
+        &clock,
+        Profile::Generic,
+        &registry(1 << 20),
+        tuples,
+    )
 }
 
 fn all_agents() -> Vec<TargetTuple> {
@@ -242,8 +251,11 @@ fn adoption_continues_epochs_ends_grants_and_carries_channels_and_conflicts() {
     let channels = store.channel_rows(&a).unwrap();
     assert_eq!(channels.len(), 2);
     assert_eq!(
-        (channels[0].channel.as_str(), channels[0].source_watermark),
-        ("computed-route", 7)
+        (
+            channels[0].channel.as_str(),
+            channels[0].source_watermark.clone()
+        ),
+        ("computed-route", 7.into())
     );
     assert_eq!(channels[0].degraded_reason, None);
     assert_eq!(
@@ -251,8 +263,11 @@ fn adoption_continues_epochs_ends_grants_and_carries_channels_and_conflicts() {
         (Millis(T0_MS), Millis(T0_MS + 3_600_000))
     );
     assert_eq!(
-        (channels[1].channel.as_str(), channels[1].source_watermark),
-        ("lifecycle-frontier", 3)
+        (
+            channels[1].channel.as_str(),
+            channels[1].source_watermark.clone()
+        ),
+        ("lifecycle-frontier", 3.into())
     );
     assert_eq!(
         channels[1].degraded_reason,
@@ -262,7 +277,10 @@ fn adoption_continues_epochs_ends_grants_and_carries_channels_and_conflicts() {
         channels[1].envelope_json,
         envelope("lifecycle-frontier.v1", "f")
     );
-    assert_eq!(store.channel_rows(&c).unwrap()[0].source_watermark, 12);
+    assert_eq!(
+        store.channel_rows(&c).unwrap()[0].source_watermark,
+        12.into()
+    );
 
     // The next grants continue upward from the stored epochs.
     let Acquisition::Acquired(lease) = store.acquire(&a, &holder("solewriter-1")).unwrap() else {
@@ -403,7 +421,10 @@ fn a_bad_row_late_in_the_table_refuses_everything_and_changes_nothing() {
         (
             "HookProjectionChannels",
             "source_watermark",
-            ValueProblem::UnorderableWatermark("w-1".into())
+            ValueProblem::UnorderableWatermark {
+                watermark: "w-1".into(),
+                kind: WatermarkKind::Integer
+            }
         )
     );
     host.db

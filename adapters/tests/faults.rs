@@ -130,7 +130,8 @@ fn nothing_lost(f: &Fixture, target: &TargetId) {
     let rows = store.channel_rows(target).unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(
-        rows[0].source_watermark, 2,
+        rows[0].source_watermark,
+        2.into(),
         "the committed submission is kept"
     );
     expect_acquired(store.acquire(target, &holder("b")).unwrap())

@@ -4,9 +4,10 @@
 mod support;
 
 use rusqlite::Connection;
-use solewriter_adapters::projection::schema::MARKER;
+use solewriter_adapters::projection::schema::marker;
 use solewriter_adapters::projection::store::{Initialized, ProjectionStore};
 use solewriter_adapters::Error;
+use solewriter_core::projection::profile::Profile;
 use support::*;
 
 fn master(path: &std::path::Path) -> Vec<(String, String, Option<String>)> {
@@ -78,10 +79,10 @@ fn initialize_creates_exactly_the_two_tables_marked_and_sets_no_database_pragma(
             "HookProjectionLeases"
         ]
     );
-    for (name, columns) in [("HookProjectionLeases", 7), ("HookProjectionChannels", 8)] {
+    for (name, columns) in [("HookProjectionLeases", 7), ("HookProjectionChannels", 9)] {
         let sql = &objects.iter().find(|(_, n, _)| n == name).unwrap().2;
         let sql = sql.as_deref().unwrap();
-        assert!(sql.contains(MARKER), "{sql}");
+        assert!(sql.contains(&marker(Profile::Generic)), "{sql}");
         let found: i64 = conn
             .query_row("SELECT count(*) FROM pragma_table_info(?1)", [name], |r| {
                 r.get(0)
@@ -215,13 +216,13 @@ fn tables_of_another_shape_or_version_are_refused_by_open_and_initialize() {
         ),
         (
             "a later version",
-            "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = replace(sql, 'solewriter schema 1', 'solewriter schema 2'); PRAGMA writable_schema = OFF;",
-            |e| matches!(e, Error::SchemaVersion { found: 2, expected: 1, .. }),
+            "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = replace(sql, 'solewriter schema 2', 'solewriter schema 3'); PRAGMA writable_schema = OFF;",
+            |e| matches!(e, Error::SchemaVersion { found: 3, expected: 2, .. }),
         ),
         (
-            "no marker, no release-0.1.0 pragmas",
-            "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = replace(sql, ' -- solewriter schema 1', ''); PRAGMA writable_schema = OFF;",
-            |e| matches!(e, Error::ForeignSchema { reason, .. } if reason.contains("no schema marker")),
+            "no marker",
+            "PRAGMA writable_schema = ON; UPDATE sqlite_master SET sql = replace(sql, ' -- solewriter schema 2 profile solewriter.hook-projection.v2', ''); PRAGMA writable_schema = OFF;",
+            |e| matches!(e, Error::ForeignSchema { reason, .. } if reason.contains("another shape")),
         ),
     ];
     for (case, sql, expected) in cases {
@@ -246,46 +247,82 @@ fn tables_of_another_shape_or_version_are_refused_by_open_and_initialize() {
     }
 }
 
-/// A store made by release 0.1.0 (unmarked tables, its two pragmas) opens as it is and works.
+/// A store made by release 0.1.0 (unmarked tables, its two pragmas) or of schema 1 is refused
+/// by `open` (nothing changed) and upgraded by `initialize`, every row kept; it then works.
 #[test]
-fn a_release_0_1_0_store_opens_and_works() {
-    let f = Fixture::new();
-    let path = f.dir.path().join("old.sqlite");
-    let conn = Connection::open(&path).unwrap();
-    conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
+fn stores_of_schema_1_are_upgraded_by_initialize_with_every_row() {
+    for marked in [false, true] {
+        let f = Fixture::new();
+        let path = f.dir.path().join("old.sqlite");
+        let conn = Connection::open(&path).unwrap();
+        conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
+            .unwrap();
+        let tables = if marked {
+            RELEASE_0_1_0.replace(" (\n", " ( -- solewriter schema 1\n")
+        } else {
+            RELEASE_0_1_0.to_owned()
+        };
+        conn.execute_batch(&format!(
+            "BEGIN;{tables}PRAGMA application_id = 1399802967; PRAGMA user_version = 1; COMMIT;"
+        ))
         .unwrap();
-    conn.execute_batch(&format!(
-        "BEGIN;{RELEASE_0_1_0}PRAGMA application_id = 1399802967; PRAGMA user_version = 1; COMMIT;"
-    ))
-    .unwrap();
-    drop(conn);
-    let mut options = f.options.clone();
-    options.db_path = path.clone();
-    assert_eq!(
-        ProjectionStore::initialize(&path, &options.timing).unwrap(),
-        Initialized::AlreadyPresent
-    );
-    let store = ProjectionStore::open(&options).unwrap();
-    let target = store.admit_target(&tuple("a")).unwrap();
-    store.submit(&router(), &route(&target, 1, "x")).unwrap();
-    let lease = expect_acquired(store.acquire(&target, &holder("h")).unwrap());
-    lease.publish().unwrap();
-    assert!(std::fs::read(options.runtime_root.current_path(&target)).is_ok());
-    let conn = Connection::open(&path).unwrap();
-    conn.execute_batch("PRAGMA user_version = 2;").unwrap();
-    drop(conn);
-    let err = ProjectionStore::open(&options).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::SchemaVersion {
-                found: 2,
-                expected: 1,
-                ..
-            }
-        ),
-        "{err}"
-    );
+        let target = Profile::Generic.target_id(&tuple("a"));
+        conn.execute(
+            "INSERT INTO HookProjectionLeases VALUES (?1, 4, zeroblob(32), 'h', 1, 2, 'released')",
+            [target.as_str()],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO HookProjectionChannels VALUES (?1, 'computed-route', 9, \
+             '{\"schema\":\"computed-route.v1\",\"notAuthority\":true}', 1, 9007199254740991, 2, 'source-conflict')",
+            [target.as_str()],
+        )
+        .unwrap();
+        drop(conn);
+        let mut options = f.options.clone();
+        options.db_path = path.clone();
+        let before = std::fs::read(&path).unwrap();
+        let err = ProjectionStore::open(&options).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::SchemaVersion {
+                    found: 1,
+                    expected: 2,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "open changed nothing"
+        );
+        assert_eq!(
+            ProjectionStore::initialize(&path, &options.timing).unwrap(),
+            Initialized::Upgraded,
+            "marked: {marked}"
+        );
+        assert_eq!(
+            ProjectionStore::initialize(&path, &options.timing).unwrap(),
+            Initialized::AlreadyPresent
+        );
+        let store = ProjectionStore::open(&options).unwrap();
+        assert_eq!(store.lease_row(&target).unwrap().unwrap().fencing_epoch, 4);
+        let rows = store.channel_rows(&target).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].source_watermark, 9.into());
+        assert_eq!(
+            rows[0].degraded_reason,
+            Some(solewriter_core::projection::channel::DegradedReason::SourceConflict)
+        );
+        store.submit(&router(), &route(&target, 10, "x")).unwrap();
+        let lease = expect_acquired(store.acquire(&target, &holder("h")).unwrap());
+        assert_eq!(lease.epoch(), 5, "the epoch goes on from the upgraded row");
+        lease.publish().unwrap();
+        assert!(std::fs::read(options.runtime_root.current_path(&target)).is_ok());
+    }
 }
 
 #[test]

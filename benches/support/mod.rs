@@ -55,7 +55,7 @@ pub fn submission(target: &TargetId, watermark: u64, envelope_json: String) -> S
     Submission {
         target_id: target.clone(),
         channel: ChannelName::parse(CHANNEL).expect("bench channel"),
-        source_watermark: watermark,
+        source_watermark: watermark.into(),
         envelope_json,
         captured_at: Millis(1),
         expires_at: Millis(solewriter::core::EXACT_INTEGER_MAX),
@@ -77,6 +77,8 @@ impl Bench {
             owner: producer(),
             envelope_schema: format!("{CHANNEL}.v1"),
             max_envelope_bytes: 1 << 20,
+            watermark: solewriter::core::projection::watermark::WatermarkKind::Integer,
+            envelope_json_schema: None,
         }])
         .expect("registry");
         let options = StoreOptions {

@@ -102,11 +102,26 @@ export interface SolewriterError extends Error {
 /** Every code an error of this package carries (`SolewriterError.code`); no call throws another. */
 export const ERROR_CODES: readonly ErrorCode[];
 
+/** The kind of watermark a channel's producer emits (`integer` when absent). */
+export type WatermarkKind = 'integer' | 'instant' | 'instant-sequence' | 'text';
+
 export interface ChannelSpec {
   name: string;
   owner: string;
   envelopeSchema: string;
   maxEnvelopeBytes: number;
+  /** `integer` (a number), `instant` (`toISOString()` text), `instant-sequence` (`<instant>:<n>`) or `text` (ordered as text). */
+  watermark?: WatermarkKind;
+  /** A self-contained JSON Schema every envelope of the channel must satisfy (REJECTED otherwise). */
+  envelopeJsonSchema?: Record<string, unknown> | boolean;
+}
+
+/** A store's profile: solewriter's own document format (the default) or the Memory Core's. */
+export type Profile = 'solewriter.hook-projection.v2' | 'live-lane-awareness-projection.v1';
+
+/** A publication's options: the Memory Core profile publishes the hooks' consumer binding with every document. */
+export interface PublishOptions {
+  consumerBinding?: Record<string, unknown>;
 }
 
 /**
@@ -123,6 +138,8 @@ export interface StoreConfig {
   leaseTtlMs: number;
   /** How long the per-target lock is waited for: an integer from 1 to 2^53 - 1 ms. SQLite's own wait is the connection's `timeout`. */
   busyTimeoutMs: number;
+  /** The store's profile (`initialize` made the tables of it); the generic one when absent. */
+  profile?: Profile;
   /** A broker clock for tests (ms); the system clock otherwise. */
   clock?: () => number;
   /**
@@ -152,7 +169,8 @@ export interface TargetTuple {
 export interface Submission {
   targetId: string;
   channel: string;
-  sourceWatermark: number;
+  /** A number for a channel of kind `integer`, a string for the other kinds. */
+  sourceWatermark: number | string;
   envelopeJson: string;
   capturedAt: number;
   expiresAt: number;
@@ -210,8 +228,11 @@ export type LeaseEnd =
   | { nothingHeld: { epoch: number; why: 'unheld' | 'released' } }
   | { nothingHeld: { epoch: number; why: 'expired'; closed: true } };
 
-/** Adds the two tables to a WAL database (idempotent); refuses another shape. */
-export function initialize(db: Database): 'created' | 'present';
+/**
+ * Adds the two tables of `options.profile` (the generic profile when absent) to a WAL database
+ * (idempotent), or upgrades tables of schema 1; refuses another shape or profile.
+ */
+export function initialize(db: Database, options?: { profile?: Profile }): 'created' | 'present' | 'upgraded';
 
 /** What `adoptJsWriterTables` did. */
 export type Adoption =
@@ -228,7 +249,7 @@ export type Adoption =
 export function adoptJsWriterTables(
   db: Database,
   tuples: TargetTuple[],
-  options?: { clock?: () => number },
+  options?: { clock?: () => number; profile?: Profile; channels?: ChannelSpec[] },
 ): Adoption;
 
 export class ProjectionStore {
@@ -237,8 +258,8 @@ export class ProjectionStore {
   submit(producer: string, submission: Submission): 'inserted' | 'advanced' | 'replayed' | 'degraded';
   acquire(targetId: string, holder: string): { granted: Grant } | { held: HeldBy };
   /** Publishes with a grant, then releases it. BUSY: the grant was not used and was released if the store let it. */
-  publish(grant: Grant): Published;
-  publishNow(targetId: string, holder: string): { published: Published } | { held: HeldBy };
+  publish(grant: Grant, options?: PublishOptions): Published;
+  publishNow(targetId: string, holder: string, options?: PublishOptions): { published: Published } | { held: HeldBy };
   /**
    * `publish` that blocks the event loop only for its transaction: the target lock's wait and
    * the file effects outside the transaction (the draft's temp file and fsync, the directory
@@ -248,9 +269,9 @@ export class ProjectionStore {
    * transaction open on the connection when this one would begin (nothing renamed, the draft
    * removed, the grant untouched).
    */
-  publishAsync(grant: Grant): Promise<Published>;
+  publishAsync(grant: Grant, options?: PublishOptions): Promise<Published>;
   /** `publishNow` that blocks the event loop only for its transaction (see `publishAsync`). */
-  publishNowAsync(targetId: string, holder: string): Promise<{ published: Published } | { held: HeldBy }>;
+  publishNowAsync(targetId: string, holder: string, options?: PublishOptions): Promise<{ published: Published } | { held: HeldBy }>;
   release(grant: Grant): { released: true } | { notHolder: { reason: string; currentEpoch?: number } };
   /**
    * An operator's end of the target's current grant, whoever holds it (the core's
@@ -366,6 +387,8 @@ export class ProjectLock {
 
 /** The target id (64 hex) of an attested tuple. */
 export function targetId(tuple: TargetTuple): string;
+/** The target id of a tuple in a store of `profile` (32 hex digits for the Memory Core's). */
+export function targetIdFor(profile: Profile, tuple: TargetTuple): string;
 
 /** Reads and validates a published document. */
 export function readProjection(runtimeRoot: string, targetId: string): any;

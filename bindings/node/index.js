@@ -24,7 +24,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { SQL, statement, executeSqlEffect } = require('./lib/sql');
-const { adoptOn } = require('./lib/adopt');
+const { adoptOn, bindParam } = require('./lib/adopt');
 const { ERROR_CODES, coded, unwrap, native } = require('./lib/answer');
 const { durably, restore } = require('./lib/durable');
 const { Grant, presented } = require('./lib/grant');
@@ -143,43 +143,123 @@ function requireWal(db) {
   }
 }
 
+/** The profiles: solewriter's own document format (the default) and the Memory Core's. */
+const GENERIC_PROFILE = 'solewriter.hook-projection.v2';
+const PROFILES = Object.keys(STATEMENTS.current);
+
+/** `application_id` of a release-0.1.0 store ("SoLW"), whose tables carry no marker. */
+const LEGACY_APPLICATION_ID = 0x536f4c57;
+
+/** The profile named by `options.profile` (the generic one when absent), or INVALID_INPUT. */
+function profileOf(options, what) {
+  if (options === null || typeof options !== 'object') throw coded('INVALID_INPUT', `${what}: options must be an object`);
+  const profile = options.profile === undefined ? GENERIC_PROFILE : options.profile;
+  if (!PROFILES.includes(profile)) {
+    throw coded('INVALID_INPUT', `${what}: unknown profile \`${profile}\` (known: ${PROFILES.join(', ')})`);
+  }
+  return profile;
+}
+
+/** The `CREATE TABLE` statements of the two tables in `db`, or null for a missing table. */
+function storedStatements(db) {
+  return TABLES.map((table) => {
+    const objects = db
+      .prepare(
+        "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = ? COLLATE NOCASE AND NOT (type = 'index' AND sql IS NULL)",
+      )
+      .all(table);
+    if (objects.length === 0) return null;
+    if (objects.length === 1 && objects[0].type === 'table' && objects[0].name === table) return objects[0].sql;
+    const names = objects.map((o) => `${o.type} ${o.name}`).join(', ');
+    throw coded('FOREIGN_SCHEMA', `table ${table} must stand alone, found ${names}; nothing was changed`);
+  });
+}
+
+/** The profile of the current-schema tables `found`, or undefined. */
+function currentProfile(found) {
+  return PROFILES.find((p) => STATEMENTS.current[p].every((sql, i) => found[i] === sql));
+}
+
+/** Whether `found` are tables of schema 1 (marked, or release 0.1.0's with its pragmas). */
+function earlierSchema(db, found) {
+  const [marked, unmarked] = STATEMENTS.earlier;
+  if (marked.every((sql, i) => found[i] === sql)) return true;
+  if (!unmarked.every((sql, i) => found[i] === sql)) return false;
+  const pragma = (name) => Number(db.pragma(name, { simple: true }));
+  return pragma('application_id') === LEGACY_APPLICATION_ID && pragma('user_version') === 1;
+}
+
 /**
- * Adds the two tables to the host's WAL database in one transaction (the same DDL text as the
- * Rust adapter). Idempotent; refuses (FOREIGN_SCHEMA) a database not in WAL mode, a table of
- * another shape or version, one table without the other, or an index, trigger or view on
- * either. Returns 'created' or 'present'.
+ * Refuses (FOREIGN_SCHEMA, naming what to run) a store whose tables are not this build's, of
+ * `profile`, as the Rust adapter's `open` does: absent, of another profile or schema, or the
+ * Memory Core's JavaScript writer's.
  */
-function initialize(db) {
+function requireTablesOf(db, profile) {
+  let found;
+  try {
+    found = storedStatements(db);
+  } catch (e) {
+    throw sqliteError(e);
+  }
+  const current = currentProfile(found);
+  if (current === profile) return;
+  const why =
+    current !== undefined
+      ? `the tables are of profile ${current}, not ${profile}`
+      : found.every((sql) => sql === null)
+        ? 'the two tables are missing (initialize makes them)'
+        : earlierSchema(db, found)
+          ? 'the tables are of schema 1 (initialize upgrades them)'
+          : 'the tables are not solewriter\'s (the Memory Core\'s JavaScript writer\'s? adoptJsWriterTables converts them)';
+  throw coded('FOREIGN_SCHEMA', `${why}; nothing was done`);
+}
+
+/**
+ * Adds the two tables of `options.profile` (the generic profile when absent; the Memory
+ * Core's is 'live-lane-awareness-projection.v1') to the host's WAL database in one
+ * transaction (the same DDL text as the Rust adapter), or upgrades tables of schema 1 (every
+ * row kept). Idempotent; refuses (FOREIGN_SCHEMA) a database not in WAL mode, a table of
+ * another shape, version or profile, one table without the other, or an index, trigger or
+ * view on either. Returns 'created', 'present' or 'upgraded'.
+ */
+function initialize(db, options = {}) {
   requireDatabase(db, 'initialize');
+  const profile = profileOf(options, 'initialize');
   refuseTransaction(db, 'initialize');
   requireWal(db);
   const run = db.transaction(() => {
-    const found = TABLES.map((table) => {
-      const objects = db
-        .prepare(
-          "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = ? COLLATE NOCASE AND NOT (type = 'index' AND sql IS NULL)",
-        )
-        .all(table);
-      if (objects.length === 0) return null;
-      if (objects.length === 1 && objects[0].type === 'table' && objects[0].name === table) return objects[0].sql;
-      const names = objects.map((o) => `${o.type} ${o.name}`).join(', ');
-      throw coded('FOREIGN_SCHEMA', `table ${table} must stand alone, found ${names}; nothing was changed`);
-    });
+    const found = storedStatements(db);
     if (found.every((sql) => sql === null)) {
-      for (const ddl of STATEMENTS) db.exec(ddl);
+      for (const ddl of STATEMENTS.current[profile]) db.exec(ddl);
       return 'created';
     }
+    const current = currentProfile(found);
+    if (current === profile) return 'present';
+    if (current !== undefined) {
+      throw coded('FOREIGN_SCHEMA', `the store is of profile ${current}, not ${profile}; nothing was changed`);
+    }
+    if (earlierSchema(db, found)) {
+      if (profile !== GENERIC_PROFILE) {
+        throw coded('FOREIGN_SCHEMA', `the store is of schema 1 (profile ${GENERIC_PROFILE}), not ${profile}; nothing was changed`);
+      }
+      const leases = statement(db, 'readLeases').all();
+      const channels = statement(db, 'readAllChannels').all();
+      const plan = unwrap(native(() => addon.upgradeStatements(leases, channels)));
+      for (const { sql, params } of plan.statements) db.prepare(sql).run(...params.map(bindParam));
+      return 'upgraded';
+    }
+    const known = (sql, i) =>
+      [...Object.values(STATEMENTS.current), ...STATEMENTS.earlier].some((both) => both[i] === sql);
     found.forEach((sql, i) => {
-      if (sql !== STATEMENTS[i]) {
+      if (sql === null) throw coded('FOREIGN_SCHEMA', `table ${TABLES[i]} is missing; nothing was changed`);
+      if (!known(sql, i)) {
         throw coded(
           'FOREIGN_SCHEMA',
-          sql === null
-            ? `table ${TABLES[i]} is missing; nothing was changed`
-            : `table ${TABLES[i]} has another shape: ${sql}; nothing was changed`,
+          `table ${TABLES[i]} has another shape: ${sql} (tables of the Memory Core's JavaScript writer are converted by adoptJsWriterTables); nothing was changed`,
         );
       }
     });
-    return 'present';
+    throw coded('FOREIGN_SCHEMA', 'the two tables are of different releases or profiles; nothing was changed');
   });
   try {
     return durably(db, () => run.immediate());
@@ -194,6 +274,7 @@ const CONFIG_FIELDS = {
   channels: 'array',
   leaseTtlMs: 'number',
   busyTimeoutMs: 'number',
+  profile: 'optional string',
   clock: 'optional function',
   probe: 'optional function',
 };
@@ -252,8 +333,9 @@ class ProjectionStore {
     this.config = Object.freeze({ ...config, channels: copied(config.channels) });
     this.channelsJson = JSON.stringify(this.config.channels);
     this.execute = this.executor();
-    const { runtimeRoot, leaseTtlMs, busyTimeoutMs } = this.config;
-    unwrap(native(() => addon.checkOptions({ channelsJson: this.channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot })));
+    const { runtimeRoot, leaseTtlMs, busyTimeoutMs, profile } = this.config;
+    unwrap(native(() => addon.checkOptions({ channelsJson: this.channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot, profile })));
+    requireTablesOf(db, profile ?? GENERIC_PROFILE);
   }
 
   /**
@@ -302,10 +384,20 @@ class ProjectionStore {
     }
   }
 
-  /** The configuration as every native call takes it (the clock read now). */
-  options() {
-    const { runtimeRoot, leaseTtlMs, busyTimeoutMs } = this.config;
-    return { channelsJson: this.channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot, clockMs: this.clockMs() };
+  /**
+   * The configuration as every native call takes it (the clock read now); a publication's
+   * `publishing` options add its consumer binding (Memory Core profile).
+   */
+  options(publishing) {
+    const { runtimeRoot, leaseTtlMs, busyTimeoutMs, profile } = this.config;
+    const options = { channelsJson: this.channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot, profile, clockMs: this.clockMs() };
+    if (publishing !== undefined && publishing !== null) {
+      if (typeof publishing !== 'object') throw coded('INVALID_INPUT', 'publication options must be an object');
+      if (publishing.consumerBinding !== undefined) {
+        options.consumerBindingJson = JSON.stringify(publishing.consumerBinding);
+      }
+    }
+    return options;
   }
 
   /** The test clock's reading, or undefined (the addon reads the system clock). */
@@ -340,7 +432,7 @@ class ProjectionStore {
   /** Admits the target of an attested tuple (an object with its seven camelCase fields); its id. */
   admitTarget(tuple) {
     this.outsideTransaction();
-    const id = targetId(tuple);
+    const id = targetIdFor(this.config.profile ?? GENERIC_PROFILE, tuple);
     try {
       durably(this.db, () => statement(this.db, 'insertAdmitted').run(id));
     } catch (e) {
@@ -365,7 +457,9 @@ class ProjectionStore {
         statement(this.db, 'upsertChannel').run(
           row.target_id,
           row.channel,
-          row.source_watermark,
+          // An integer watermark as an INTEGER (a JS number would be bound as a REAL, which
+          // the column refuses); a text watermark as TEXT.
+          typeof row.source_watermark === 'number' ? BigInt(row.source_watermark) : row.source_watermark,
           row.envelope_json,
           row.captured_at,
           row.expires_at,
@@ -398,17 +492,17 @@ class ProjectionStore {
    * Publishes with a grant from `acquire`, then releases it: `{ epoch, bytes, publishedAt,
    * path }`. A publication that cannot start (BUSY) releases the grant before it throws.
    */
-  publish(grant) {
+  publish(grant, options) {
     this.outsideTransaction();
     const presenting = presented(grant);
-    return this.machine(() => addon.publish(this.options(), presenting, this.execute)).published;
+    return this.machine(() => addon.publish(this.options(options), presenting, this.execute)).published;
   }
 
   /** Grant, publish and release in one envelope: `{ published }` or `{ held }`. */
   publishNow(targetId, holder, options) {
     this.outsideTransaction();
-    const token = testToken(options);
-    return this.machine(() => addon.publishNow(this.options(), targetId, holder, this.execute, token));
+    const token = testToken(options, ['consumerBinding']);
+    return this.machine(() => addon.publishNow(this.options(options), targetId, holder, this.execute, token));
   }
 
   /**
@@ -420,18 +514,18 @@ class ProjectionStore {
    * IN_TRANSACTION when the host holds a transaction open on the connection when this one
    * would begin (nothing renamed, the draft removed).
    */
-  async publishAsync(grant) {
+  async publishAsync(grant, options) {
     this.outsideTransaction();
     const presenting = presented(grant);
-    const run = native(() => addon.NativePublication.publish(this.options(), presenting));
+    const run = native(() => addon.NativePublication.publish(this.options(options), presenting));
     return (await this.turns(run)).published;
   }
 
   /** `publishNow` without blocking the event loop on its file effects (see `publishAsync`). */
   async publishNowAsync(targetId, holder, options) {
     this.outsideTransaction();
-    const token = testToken(options);
-    return this.turns(native(() => addon.NativePublication.publishNow(this.options(), targetId, holder, token)));
+    const token = testToken(options, ['consumerBinding']);
+    return this.turns(native(() => addon.NativePublication.publishNow(this.options(options), targetId, holder, token)));
   }
 
   /** The conditional release: `{ released: true }` or `{ notHolder: { reason, currentEpoch? } }`. */
@@ -471,9 +565,9 @@ class ProjectionStore {
     return unwrap(native(() => addon.inspect(this.options(), leases, channels)));
   }
 
-  /** The published document of a target (validated), or throws NOT_PUBLISHED. */
+  /** The published document of a target (validated, in the store's profile), or throws NOT_PUBLISHED. */
   readProjection(targetId) {
-    return readProjection(this.config.runtimeRoot, targetId);
+    return readProjection(this.config.runtimeRoot, targetId, this.config.profile);
   }
 }
 
@@ -491,10 +585,13 @@ class ProjectionStore {
 function adoptJsWriterTables(db, tuples, options = {}) {
   requireDatabase(db, 'adoptJsWriterTables');
   if (options === null || typeof options !== 'object') throw coded('INVALID_INPUT', 'adoptJsWriterTables: options must be an object');
-  const { clock } = options;
+  const { clock, channels = [] } = options;
+  const profile = profileOf(options, 'adoptJsWriterTables');
+  if (!Array.isArray(channels)) throw coded('INVALID_INPUT', 'adoptJsWriterTables: options.channels must be the store\'s channel registry (an array)');
   refuseTransaction(db, 'the adoption');
   requireWal(db);
-  const run = db.transaction(() => adoptOn(db, addon, (call) => unwrap(native(call)), tuples, clock ? clock() : undefined));
+  const host = { profile, channelsJson: JSON.stringify(channels), nowMs: clock ? clock() : undefined };
+  const run = db.transaction(() => adoptOn(db, addon, (call) => unwrap(native(call)), tuples, host));
   try {
     return durably(db, () => run.immediate());
   } catch (e) {
@@ -504,18 +601,31 @@ function adoptJsWriterTables(db, tuples, options = {}) {
 
 /** The target id (64 hex) of an attested tuple (an object with its seven camelCase fields). */
 function targetId(tuple) {
+  return targetIdFor(GENERIC_PROFILE, tuple);
+}
+
+/**
+ * The target id of an attested tuple in a store of `profile`: 64 hex digits for the generic
+ * profile, 32 for the Memory Core's ('live-lane-awareness-projection.v1', the id its own
+ * writer derives).
+ */
+function targetIdFor(profile, tuple) {
   let text;
   try {
     text = JSON.stringify(tuple);
   } catch (e) {
     throw coded('INVALID_INPUT', `tuple: not JSON (${e.message})`);
   }
-  return unwrap(native(() => addon.targetId(text))).targetId;
+  return unwrap(native(() => addon.targetId(text, profile))).targetId;
 }
 
-/** Reads and validates `<runtimeRoot>/hook-projections/<targetId>/current.json`. */
-function readProjection(runtimeRoot, targetId) {
-  return unwrap(native(() => addon.readProjection(runtimeRoot, targetId))).document;
+/**
+ * Reads and validates `<runtimeRoot>/hook-projections/<targetId>/current.json` in the format of
+ * `profile` (the generic one when absent; a Memory Core document is checked for its format,
+ * epoch and target — judging it further is the hooks' reader's work).
+ */
+function readProjection(runtimeRoot, targetId, profile) {
+  return unwrap(native(() => addon.readProjection(runtimeRoot, targetId, profile))).document;
 }
 
 /**
@@ -523,10 +633,10 @@ function readProjection(runtimeRoot, targetId) {
  * fresh one is drawn. Any other option is refused: `acquire` and `publishNow` take none (the
  * first release's `tokenHex` included).
  */
-function testToken(options) {
+function testToken(options, allowed = []) {
   if (options === undefined) return undefined;
-  if (options === null || typeof options !== 'object' || Object.keys(options).length > 0) {
-    throw coded('INVALID_INPUT', 'acquire and publishNow take no options');
+  if (options === null || typeof options !== 'object' || Object.keys(options).some((k) => !allowed.includes(k))) {
+    throw coded('INVALID_INPUT', 'acquire and publishNow take no options but consumerBinding');
   }
   return options[TEST_TOKEN];
 }
@@ -540,6 +650,7 @@ module.exports = {
   adoptJsWriterTables,
   ProjectionStore,
   targetId,
+  targetIdFor,
   readProjection,
   executeSqlEffect,
   SQL,

@@ -5,12 +5,15 @@
 //! runtime_root = "runtime"
 //! lease_ttl_ms = 1500           # required: there is no default
 //! busy_timeout_ms = 5000        # required: there is no default
+//! profile = "solewriter.hook-projection.v2"   # optional: the profile `init` makes the store of
 //!
 //! [[channels]]
 //! name = "computed-route"
 //! owner = "router"
 //! envelope_schema = "computed-route.v1"
 //! max_envelope_bytes = 65536
+//! watermark = "integer"         # optional: integer (default), instant, instant-sequence, text
+//! envelope_json_schema = '''{"type": "object", "required": ["items"]}'''   # optional
 //! ```
 //!
 //! Every key may also be spelled in camelCase, as the library's JSON configuration spells it
@@ -27,6 +30,9 @@ use serde::Deserialize;
 use solewriter::adapters::clock::FileClock;
 use solewriter::core::config::{BusyTimeout, ConfigError, LeaseTtl};
 use solewriter::core::projection::channel::ChannelSpec;
+use solewriter::core::projection::envelope_schema::EnvelopeSchema;
+use solewriter::core::projection::profile::Profile;
+use solewriter::core::projection::watermark::WatermarkKind;
 use solewriter::{
     ChannelName, ChannelRegistry, Clock, ProducerId, RuntimeRoot, StoreOptions, SystemClock,
     TimingConfig,
@@ -64,6 +70,12 @@ struct ChannelEntry {
     envelope_schema: String,
     #[serde(alias = "maxEnvelopeBytes")]
     max_envelope_bytes: usize,
+    /// The kind of watermark the channel's producer emits (`integer` when absent).
+    #[serde(default)]
+    watermark: WatermarkKind,
+    /// The JSON Schema of the channel's envelopes, as JSON text (none when absent).
+    #[serde(alias = "envelopeJsonSchema")]
+    envelope_json_schema: Option<String>,
 }
 
 /// The file, as written.
@@ -77,6 +89,7 @@ struct FileConfig {
     lease_ttl_ms: Option<u64>,
     #[serde(alias = "busyTimeoutMs")]
     busy_timeout_ms: Option<u64>,
+    profile: Option<String>,
     #[serde(default)]
     channels: Vec<ChannelEntry>,
 }
@@ -88,6 +101,7 @@ pub struct Settings {
     runtime_root: Option<PathBuf>,
     lease_ttl_ms: Option<u64>,
     busy_timeout_ms: Option<u64>,
+    profile: Option<String>,
     channels: Vec<ChannelEntry>,
 }
 
@@ -195,8 +209,20 @@ impl Settings {
             runtime_root: args.runtime_root.clone().or(file.runtime_root),
             lease_ttl_ms: args.lease_ttl_ms.or(file.lease_ttl_ms),
             busy_timeout_ms: args.busy_timeout_ms.or(file.busy_timeout_ms),
+            profile: file.profile,
             channels: file.channels,
         })
+    }
+
+    /// The profile `init` makes the store of (`profile`; the generic one when absent). Every
+    /// other command reads the store's own profile from the store.
+    pub fn profile(&self) -> CliResult<Profile> {
+        self.profile
+            .as_deref()
+            .map_or(Ok(Profile::Generic), |name| {
+                Profile::parse(name)
+                    .map_err(|e| CliError::config(format!("`profile`: {e}; {UNTOUCHED}")))
+            })
     }
 
     /// The store path; its directory must exist (nothing creates it).
@@ -242,11 +268,27 @@ impl Settings {
                     .map_err(|e| refused(format!("channel name refused: {e}")))?;
                 let owner = ProducerId::parse(&entry.owner)
                     .map_err(|e| refused(format!("owner of channel `{name}` refused: {e}")))?;
+                let envelope_json_schema = entry
+                    .envelope_json_schema
+                    .as_deref()
+                    .map(|text| {
+                        serde_json::from_str(text)
+                            .map_err(|e| e.to_string())
+                            .and_then(EnvelopeSchema::compile)
+                    })
+                    .transpose()
+                    .map_err(|e| {
+                        refused(format!(
+                            "envelope_json_schema of channel `{name}` refused: {e}"
+                        ))
+                    })?;
                 Ok(ChannelSpec {
                     name,
                     owner,
                     envelope_schema: entry.envelope_schema.clone(),
                     max_envelope_bytes: entry.max_envelope_bytes,
+                    watermark: entry.watermark,
+                    envelope_json_schema,
                 })
             })
             .collect::<CliResult<Vec<_>>>()?;

@@ -152,7 +152,7 @@ fn submission(
     Ok(Submission {
         target_id: target.clone(),
         channel: name(ChannelName::parse, channel)?,
-        source_watermark: watermark,
+        source_watermark: watermark.into(),
         envelope_json: format!(r#"{{"schema":"{schema}","notAuthority":true,"body":"{body}"}}"#),
         captured_at,
         expires_at: captured_at.plus_ms(ENVELOPE_FRESH_MS),

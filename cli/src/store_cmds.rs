@@ -10,8 +10,9 @@ use serde_json::json;
 use solewriter::adapters::atomic_file::read_capped;
 use solewriter::adapters::projection::publication::PublishStep;
 use solewriter::adapters::projection::store::Initialized;
+use solewriter::core::projection::profile::{ConsumerBinding, MAX_BINDING_BYTES};
 use solewriter::core::projection::target::MAX_TUPLE_JSON_BYTES;
-use solewriter::core::projection::watermark::SubmissionRejected;
+use solewriter::core::projection::watermark::{SubmissionRejected, Watermark, WatermarkKind};
 use solewriter::{Millis, ProjectionStore, PublishedNow, Submission, SubmitOutcome, TargetTuple};
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
@@ -30,9 +31,10 @@ pub struct SubmitArgs {
     /// The producer's channel.
     #[arg(long, value_name = "NAME")]
     channel: String,
-    /// Monotonic source watermark.
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    watermark: u64,
+    /// Monotonic source watermark, of the kind the channel declares: a decimal integer for an
+    /// `integer` channel (the default kind), the text itself for the other kinds.
+    #[arg(long, value_name = "W", allow_negative_numbers = true)]
+    watermark: String,
     /// The envelope, as JSON text.
     #[arg(long, value_name = "JSON")]
     envelope: Option<String>,
@@ -59,8 +61,14 @@ pub fn init(settings: &Settings, json: bool) -> CliResult<()> {
     let root = settings.runtime_root()?;
     let timing = settings.timing()?;
     // A registry every later command would refuse is refused now, before anything exists.
-    settings.registry()?;
-    let created = ProjectionStore::initialize(path, &timing)? == Initialized::Created;
+    let profile = settings.profile()?;
+    settings.registry()?.check_profile(profile).map_err(|e| {
+        CliError::config(format!(
+            "channel registry refused: {e}; nothing was read or written"
+        ))
+    })?;
+    let initialized = ProjectionStore::initialize_profile(path, &timing, profile)?;
+    let created = initialized == Initialized::Created;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -83,10 +91,10 @@ pub fn init(settings: &Settings, json: bool) -> CliResult<()> {
     } else {
         say!(
             "{} store {} and runtime root {}",
-            if created {
-                "initialized"
-            } else {
-                "already initialized:"
+            match initialized {
+                Initialized::Created => "initialized",
+                Initialized::Upgraded => "upgraded to schema 2:",
+                _ => "already initialized:",
             },
             path.display(),
             root.path().display()
@@ -184,10 +192,19 @@ pub fn submit(settings: &Settings, args: &SubmitArgs, json: bool) -> CliResult<(
     };
     let store = ProjectionStore::open(&options)?;
     let captured_at = Millis(args.captured_at);
+    let kind = options.registry.get(&channel).map(|spec| spec.watermark);
+    let source_watermark = match kind {
+        // An unregistered channel is refused by admission, whatever its watermark.
+        Some(WatermarkKind::Integer) | None => match args.watermark.parse::<u64>() {
+            Ok(n) => Watermark::Integer(n),
+            Err(_) => Watermark::Text(args.watermark.clone()),
+        },
+        Some(_) => Watermark::Text(args.watermark.clone()),
+    };
     let submission = Submission {
         target_id: target,
         channel,
-        source_watermark: args.watermark,
+        source_watermark,
         envelope_json,
         captured_at,
         expires_at: captured_at.plus_ms(args.expires_in_ms),
@@ -243,11 +260,15 @@ pub fn submit(settings: &Settings, args: &SubmitArgs, json: bool) -> CliResult<(
 /// Arguments of `publish`.
 #[derive(clap::Args, Debug)]
 pub struct PublishArgs {
-    /// Target id (64 lowercase hex).
+    /// Target id (64 lowercase hex; 32 in a store of the Memory Core profile).
     target: String,
     /// Name of this holder instance (shown to contenders).
     #[arg(long, value_name = "NAME")]
     instance: String,
+    /// A file holding the hooks' consumer binding (a JSON object), which a store of the Memory
+    /// Core profile publishes with every document (refused by a generic store).
+    #[arg(long, value_name = "FILE")]
+    consumer_binding_file: Option<PathBuf>,
     /// Crash and expiry tests: stall the publication at this step (see the `holder` module)
     /// until one stdin line (or its end) arrives.
     #[arg(long, hide = true, value_name = "STEP", value_parser = holder::parse_step)]
@@ -259,7 +280,27 @@ pub struct PublishArgs {
 pub fn publish(settings: &Settings, args: &PublishArgs, json: bool) -> CliResult<()> {
     let target = parse_target(&args.target)?;
     let instance = parse_instance(&args.instance)?;
-    let store = ProjectionStore::open(&settings.store_options()?)?;
+    let binding =
+        match &args.consumer_binding_file {
+            None => None,
+            Some(path) => {
+                let from = path.display().to_string();
+                let file = std::fs::File::open(path).map_err(|e| {
+                    CliError::new(
+                        Class::Io,
+                        format!(
+                        "reading the consumer binding from {from} failed: {e}; nothing was written"
+                    ),
+                    )
+                })?;
+                let text = read_bounded(file, &from, "the consumer binding", MAX_BINDING_BYTES)?;
+                Some(ConsumerBinding::from_json(&text).map_err(|e| {
+                    CliError::new(Class::Rejected, format!("{e}; nothing was written"))
+                })?)
+            }
+        };
+    let mut store = ProjectionStore::open(&settings.store_options()?)?;
+    store.set_consumer_binding(binding);
     let published = match args.stall_at {
         Some(step) => store.publish_now_observed(&target, &instance, &holder::StallAt(step)),
         None => store.publish_now(&target, &instance),

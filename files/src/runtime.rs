@@ -57,19 +57,22 @@ impl RuntimeRoot {
     }
 }
 
+/// The bytes of `target`'s `current.json` under `root`, read once and bounded (at most one byte
+/// past [`MAX_DOCUMENT_BYTES`]), whatever its format: `NotPublished` when there is none.
+pub fn read_current(root: &RuntimeRoot, target: &TargetId) -> Result<Vec<u8>> {
+    let path = root.current_path(target);
+    match read_bounded(&path, MAX_DOCUMENT_BYTES) {
+        Ok(bytes) => Ok(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::NotPublished { path }),
+        Err(source) => Err(Error::Read { path, source }),
+    }
+}
+
 /// Reads and validates the published document of `target`. Returns the whole document or an
 /// error, never a partial document. At most one byte past [`MAX_DOCUMENT_BYTES`] is read: a
 /// larger file is [`DocumentError::TooLarge`].
 pub fn read_projection(root: &RuntimeRoot, target: &TargetId) -> Result<ProjectionDocument> {
-    let path = root.current_path(target);
-    let bytes = match read_bounded(&path, MAX_DOCUMENT_BYTES) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::NotPublished { path })
-        }
-        Err(source) => return Err(Error::Read { path, source }),
-    };
-    let doc = ProjectionDocument::parse(&bytes)?;
+    let doc = ProjectionDocument::parse(&read_current(root, target)?)?;
     if &doc.target_id != target {
         return Err(DocumentError::Malformed(format!(
             "document names target {}, expected {target}",

@@ -161,11 +161,11 @@ impl Ghost {
                         == (r.degraded_reason == Some(DegradedReason::SourceConflict))
             });
         if !composed_from_rows {
-            let seen = |w: Vec<(String, u64)>| format!("{w:?}");
+            let seen = |w: Vec<(String, String)>| format!("{w:?}");
             violation(format!(
                 "renamed a document of channels {} while the transaction sees rows {}: not composed from the committed rows",
-                seen(renamed.channels.iter().map(|c| (c.channel.to_string(), c.source_watermark)).collect()),
-                seen(expected.iter().map(|r| (r.channel.to_string(), r.source_watermark)).collect()),
+                seen(renamed.channels.iter().map(|c| (c.channel.to_string(), c.source_watermark.to_string())).collect()),
+                seen(expected.iter().map(|r| (r.channel.to_string(), r.source_watermark.to_string())).collect()),
             ));
         }
     }

@@ -23,6 +23,7 @@ use solewriter_core::projection::machine::publish::{
 };
 use solewriter_core::projection::machine::publish_now::{PublishNow, PublishNowEnd};
 use solewriter_core::projection::machine::release::{Release, ReleaseOutcome};
+use solewriter_core::projection::profile::Profile;
 use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::{TargetId, TargetTuple};
 use solewriter_core::projection::watermark::{
@@ -311,6 +312,7 @@ impl<S: Shim> World<S> {
             let key = (submission.target_id.clone(), submission.channel.clone());
             let now = self.now();
             let plan = match decide_submission(
+                Profile::Generic,
                 &self.registry,
                 producer,
                 admitted,

@@ -32,6 +32,8 @@ pub fn registry() -> ChannelRegistry {
         owner: ProducerId::parse(owner).expect("valid"),
         envelope_schema: schema.into(),
         max_envelope_bytes: 4096,
+        watermark: solewriter_core::projection::watermark::WatermarkKind::Integer,
+        envelope_json_schema: None,
     }))
     .expect("valid registry")
 }
@@ -78,7 +80,7 @@ pub fn submission(
     Submission {
         target_id: target.clone(),
         channel: ChannelName::parse(channel).expect("valid"),
-        source_watermark: watermark,
+        source_watermark: watermark.into(),
         envelope_json: format!(r#"{{"schema":"{schema}","notAuthority":true,"body":"{body}"}}"#),
         captured_at,
         expires_at: captured_at.plus_ms(10 * TTL_MS),

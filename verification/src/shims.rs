@@ -1,6 +1,7 @@
 //! The model's synchronization shim for loom and for shuttle: the same reference model runs
 //! under each checker with that checker's mutex, so every lock acquisition in the model is a
-//! point where the checker may switch threads.
+//! point where the checker may switch threads. Also [`loom_spawn`], how every loom model
+//! starts its threads.
 
 use solewriter_models::Shim;
 
@@ -57,4 +58,23 @@ impl Shim for ShuttleShim {
             Err(std::sync::TryLockError::WouldBlock) => None,
         }
     }
+}
+
+/// The stack of every thread a loom model spawns: 1 MiB. loom runs each model thread on a
+/// coroutine whose default stack is far smaller than a real thread's, and a publication's
+/// debug-build frames (composing and parsing a document) outgrew it — the checker then
+/// aborts the execution with "coroutine has overflowed its stack", which is no finding about
+/// the model.
+pub const LOOM_STACK_BYTES: usize = 1 << 20;
+
+/// Spawns a loom model thread with [`LOOM_STACK_BYTES`] of stack.
+pub fn loom_spawn<F, T>(f: F) -> loom::thread::JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    loom::thread::Builder::new()
+        .stack_size(LOOM_STACK_BYTES)
+        .spawn(f)
+        .expect("loom spawns a model thread")
 }

@@ -11,7 +11,7 @@ use solewriter_models::ghost::ReaderCheck;
 use solewriter_models::{Design, Shim, World};
 use solewriter_verification::fixtures::*;
 use solewriter_verification::liveness::{frozen_holder, Seen};
-use solewriter_verification::shims::{LoomShim, ShuttleShim};
+use solewriter_verification::shims::{loom_spawn, LoomShim, ShuttleShim};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Mutex;
 
@@ -54,7 +54,7 @@ fn loom_a_frozen_holder_never_stops_its_successor() {
                 counter.fetch_add(1, SeqCst);
                 let world = loom::sync::Arc::new(world::<LoomShim>(Design::Real));
                 let w = world.clone();
-                let reader = loom::thread::spawn(move || reads(&w, 2));
+                let reader = loom_spawn(move || reads(&w, 2));
                 // The whole scenario (three publications, one frozen) needs a deeper stack than
                 // loom's default.
                 let w = world.clone();

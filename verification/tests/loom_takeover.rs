@@ -26,7 +26,7 @@ use solewriter_models::ghost::ReaderCheck;
 use solewriter_models::world::{ModelAcquire, ModelError, PublishOutcome};
 use solewriter_models::{Design, World};
 use solewriter_verification::fixtures::*;
-use solewriter_verification::shims::LoomShim;
+use solewriter_verification::shims::{loom_spawn, LoomShim};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
@@ -86,9 +86,9 @@ fn check(design: Design, one_shot: bool, stats: &'static Stats) {
         };
 
         let (w, t) = (world.clone(), target.clone());
-        let a = loom::thread::spawn(move || w.publish(&a_lease, None));
+        let a = loom_spawn(move || w.publish(&a_lease, None));
         let (w, t2) = (world.clone(), target.clone());
-        let b = loom::thread::spawn(move || {
+        let b = loom_spawn(move || {
             if one_shot {
                 return match w.publish_now(&t2, &holder(2), token(2), None) {
                     PublishOutcome::Held(_) => None,
@@ -103,7 +103,7 @@ fn check(design: Design, one_shot: bool, stats: &'static Stats) {
             }
         });
         let w = world.clone();
-        let clock = loom::thread::spawn(move || {
+        let clock = loom_spawn(move || {
             w.advance(TTL_MS);
             w.set_clock(START.plus_ms(1));
         });

@@ -228,7 +228,8 @@ fn scenario(design: Design, stats: &'static Stats) -> impl Fn() + Send + Sync + 
         );
         for (published, row) in doc.channels.iter().zip(&rows) {
             assert_eq!(
-                published.source_watermark, 3,
+                published.source_watermark,
+                3.into(),
                 "VIOLATION: a committed submission was lost"
             );
             assert_eq!(

@@ -13,8 +13,11 @@ use crate::projection::store::{begin_immediate, open_existing, ProjectionStore};
 use rusqlite::types::Value;
 use rusqlite::{params_from_iter, Connection};
 use solewriter_core::config::TimingConfig;
+use solewriter_core::projection::adoption::AdoptionPlan;
 use solewriter_core::projection::adoption::{self, js_writer, Param, Survey};
 pub use solewriter_core::projection::adoption::{Adopted, AdoptionRefused, ValueProblem};
+use solewriter_core::projection::channel::ChannelRegistry;
+use solewriter_core::projection::profile::Profile;
 use solewriter_core::projection::schema::TABLE_NAMES;
 use solewriter_core::projection::target::TargetTuple;
 use std::path::Path;
@@ -35,6 +38,16 @@ fn read(
     rows.collect()
 }
 
+/// Runs the statements of `plan` (drop the two tables, create them, insert the rows) in the
+/// caller's transaction.
+pub(crate) fn execute(conn: &Connection, plan: &AdoptionPlan) -> rusqlite::Result<()> {
+    for statement in plan.statements() {
+        let params: Vec<Value> = statement.params.into_iter().map(value).collect();
+        conn.execute(&statement.sql, params_from_iter(params))?;
+    }
+    Ok(())
+}
+
 fn value(param: Param) -> Value {
     match param {
         Param::Null => Value::Null,
@@ -46,10 +59,12 @@ fn value(param: Param) -> Value {
 
 impl ProjectionStore {
     /// Converts the JavaScript writer's `HookProjectionLeases` and `HookProjectionChannels` in
-    /// the host's WAL database at `db_path` into solewriter's two tables, in one
-    /// `BEGIN IMMEDIATE` transaction, at the broker time `clock` reads. `tuples` are the
-    /// attested tuples of the host's targets: the writer's 128-bit target ids map to
-    /// solewriter's through them. What is carried and what is refused:
+    /// the host's WAL database at `db_path` into solewriter's two tables of `profile`, in one
+    /// `BEGIN IMMEDIATE` transaction, at the broker time `clock` reads. Each channel's
+    /// watermarks are carried as the kind `registry` declares. Under the Memory Core profile
+    /// the writer's target ids are kept; under the generic profile `tuples` (the attested
+    /// tuples of the host's targets) map them to solewriter's. What is carried and what is
+    /// refused:
     /// `solewriter_core::projection::adoption::carry` and the README.
     ///
     /// Idempotent: tables already solewriter's answer [`Adopted::AlreadyAdopted`], no tables
@@ -61,6 +76,8 @@ impl ProjectionStore {
         db_path: &Path,
         timing: &TimingConfig,
         clock: &dyn Clock,
+        profile: Profile,
+        registry: &ChannelRegistry,
         tuples: &[TargetTuple],
     ) -> Result<Adopted> {
         let conn = open_existing(db_path, timing)?;
@@ -72,7 +89,7 @@ impl ProjectionStore {
             .into_iter()
             .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(Error::Sqlite)?;
-        match adoption::survey(&catalog, [&columns[0], &columns[1]])? {
+        match adoption::survey(profile, &catalog, [&columns[0], &columns[1]])? {
             Survey::NothingToAdopt => return Ok(Adopted::NothingToAdopt),
             Survey::AlreadyAdopted => return Ok(Adopted::AlreadyAdopted),
             Survey::JsWriterTables => {}
@@ -80,12 +97,8 @@ impl ProjectionStore {
         let [leases, channels] = adoption::read_statements();
         let leases = read(&tx, &leases, &[]).map_err(Error::Sqlite)?;
         let channels = read(&tx, &channels, &[]).map_err(Error::Sqlite)?;
-        let plan = adoption::plan(clock.now(), tuples, &leases, &channels)?;
-        for statement in plan.statements() {
-            let params: Vec<Value> = statement.params.into_iter().map(value).collect();
-            tx.execute(&statement.sql, params_from_iter(params))
-                .map_err(Error::Sqlite)?;
-        }
+        let plan = adoption::plan(clock.now(), profile, registry, tuples, &leases, &channels)?;
+        execute(&tx, &plan).map_err(Error::Sqlite)?;
         tx.commit().map_err(Error::Sqlite)?;
         tracing::info!(adopted = ?plan.adopted(), "JavaScript writer's tables adopted");
         Ok(plan.adopted())

@@ -73,7 +73,7 @@ impl HeldLease<'_> {
         let store = self.store;
         let credential = self.grant.credential.clone();
         let (target, epoch) = (&credential.target_id, credential.epoch);
-        let mut machine = Publish::new(credential.clone(), &store.options.registry);
+        let mut machine = Publish::new(credential.clone(), store.composition()?);
         let mut executor = Executor::new(store, target, epoch, probe);
         executor.run(&mut machine);
         let (result, release) = match machine.into_end() {
@@ -150,7 +150,7 @@ impl ProjectionStore {
                 holder_instance_digest: holder.clone(),
                 ttl: self.options.timing.lease_ttl,
             },
-            &self.options.registry,
+            self.composition()?,
         );
         let mut executor = Executor::new(self, target, 0, probe);
         executor.run(&mut machine);

@@ -7,9 +7,12 @@
 use crate::error::{Error, Result};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use solewriter_core::projection::channel::{ChannelName, ChannelRecord, DegradedReason};
-use solewriter_core::projection::columns::{ChannelColumns, CorruptRow, LeaseColumns};
+use solewriter_core::projection::columns::{
+    ChannelColumns, CorruptRow, LeaseColumns, WatermarkColumn,
+};
 use solewriter_core::projection::lease::{AcquirePlan, LeaseRecord, ReleasePlan};
 use solewriter_core::projection::target::TargetId;
+use solewriter_core::projection::watermark::Watermark;
 
 const LEASE_COLUMNS: &str =
     "target_id, fencing_epoch, holder_token_hash, holder_instance_digest, acquired_at, expires_at, state";
@@ -110,11 +113,27 @@ pub(crate) fn execute_release(conn: &Connection, plan: &ReleasePlan) -> Result<b
     Ok(n == 1)
 }
 
+/// A stored `source_watermark`: an integer or text (anything else is a corrupt row).
+fn watermark_column(row: &Row<'_>, index: usize) -> rusqlite::Result<Result<WatermarkColumn>> {
+    use rusqlite::types::ValueRef;
+    Ok(match row.get_ref(index)? {
+        ValueRef::Integer(n) => Ok(WatermarkColumn::Integer(n)),
+        ValueRef::Text(t) => String::from_utf8(t.to_vec())
+            .map(WatermarkColumn::Text)
+            .map_err(|_| corrupt("source_watermark is not UTF-8")),
+        _ => Err(corrupt("source_watermark is neither an integer nor text")),
+    })
+}
+
 fn decode_channel(row: &Row<'_>) -> rusqlite::Result<Result<ChannelRecord>> {
+    let source_watermark = match watermark_column(row, 2)? {
+        Ok(column) => column,
+        Err(e) => return Ok(Err(e)),
+    };
     let columns = ChannelColumns {
         target_id: row.get(0)?,
         channel: row.get(1)?,
-        source_watermark: row.get(2)?,
+        source_watermark,
         envelope_json: row.get(3)?,
         captured_at: row.get(4)?,
         expires_at: row.get(5)?,
@@ -139,6 +158,17 @@ pub(crate) fn read_channel(
     row.map_err(Error::Sqlite)?.transpose()
 }
 
+/// Every channel row, by target and channel name.
+pub(crate) fn read_all_channels(conn: &Connection) -> Result<Vec<ChannelRecord>> {
+    let sql =
+        format!("SELECT {CHANNEL_COLUMNS} FROM HookProjectionChannels ORDER BY target_id, channel");
+    let mut stmt = conn.prepare(&sql).map_err(Error::Sqlite)?;
+    let rows = stmt
+        .query_map([], decode_channel)
+        .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>);
+    rows.map_err(Error::Sqlite)?.into_iter().collect()
+}
+
 /// The channel rows of `target`, by channel name.
 pub(crate) fn read_channels(conn: &Connection, target: &TargetId) -> Result<Vec<ChannelRecord>> {
     let sql = format!("SELECT {CHANNEL_COLUMNS} FROM HookProjectionChannels WHERE target_id = ?1 ORDER BY channel");
@@ -156,7 +186,10 @@ pub(crate) fn upsert_channel(conn: &Connection, record: &ChannelRecord) -> Resul
         params![
             record.target_id.as_str(),
             record.channel.as_str(),
-            int(record.source_watermark)?,
+            match &record.source_watermark {
+                Watermark::Integer(n) => rusqlite::types::Value::Integer(int(*n)?),
+                Watermark::Text(t) => rusqlite::types::Value::Text(t.clone()),
+            },
             record.envelope_json,
             int(record.captured_at.0)?,
             int(record.expires_at.0)?,
@@ -175,12 +208,13 @@ mod tests {
     use super::*;
     use solewriter_core::names::InstanceDigest;
     use solewriter_core::projection::lease::Grant;
+    use solewriter_core::projection::profile::Profile;
     use solewriter_core::time::Millis;
     use solewriter_core::token::HolderToken;
 
     fn store() -> Connection {
         let conn = Connection::open_in_memory().unwrap();
-        crate::projection::schema::create(&conn).unwrap();
+        crate::projection::schema::create(&conn, Profile::Generic).unwrap();
         conn
     }
 

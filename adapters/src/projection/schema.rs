@@ -3,22 +3,24 @@
 //!
 //! The tables live in the host's database, beside its own tables, so solewriter claims nothing
 //! database-wide: no `application_id`, no `user_version`, no third table. The schema version
-//! is a comment inside each table's `CREATE TABLE` statement (`-- solewriter schema 1`), which
+//! and the store's profile are a comment inside each table's `CREATE TABLE` statement
+//! (`-- solewriter schema 2 profile <name>`), which
 //! SQLite keeps verbatim in `sqlite_master.sql`. A table's shape is verified by comparing that
 //! stored statement with [`create_statement`] byte for byte, so any change — a column added,
 //! a constraint dropped, another version — is seen; and no index, trigger or view may be
 //! attached to either table.
 //!
-//! Stores made by release 0.1.0 carry no marker: their statements are the same without the
-//! comment, and the version was in the database-wide pragmas (`application_id` 0x536f4c57,
-//! `user_version` 1). Such a store opens as it is (the shape is the same); see [`Layout`].
+//! Stores of schema 1 (`-- solewriter schema 1`, and release 0.1.0's, which carry no marker:
+//! their version was in the database-wide pragmas `application_id` 0x536f4c57 and
+//! `user_version` 1) are upgraded by `initialize` in one transaction; `open` refuses them.
 
 use crate::error::{Error, Result};
 use rusqlite::Connection;
 use std::path::Path;
 
+use solewriter_core::projection::profile::Profile;
 pub use solewriter_core::projection::schema::{
-    create_statement, MARKER, SCHEMA_VERSION, TABLE_NAMES,
+    create_statement, marker, Shape, SCHEMA_VERSION, TABLE_NAMES,
 };
 
 /// `application_id` of a release-0.1.0 store ("SoLW"); read only to recognise one.
@@ -29,16 +31,17 @@ pub const LEGACY_APPLICATION_ID: i64 = 0x536f_4c57;
 pub enum Layout {
     /// Neither table exists.
     Absent,
-    /// Both tables, marked with [`SCHEMA_VERSION`].
-    Current,
-    /// Both tables as release 0.1.0 made them (unmarked, with its pragmas): opens as it is.
-    Legacy,
+    /// Both tables, of [`SCHEMA_VERSION`] and this profile.
+    Current(Profile),
+    /// Both tables of schema 1 (marked, or as release 0.1.0 made them, with its pragmas):
+    /// `initialize` upgrades them; `open` refuses them.
+    Earlier,
 }
 
-/// Creates both tables in the caller's transaction.
-pub(crate) fn create(conn: &Connection) -> rusqlite::Result<()> {
+/// Creates both tables of `profile` in the caller's transaction.
+pub(crate) fn create(conn: &Connection, profile: Profile) -> rusqlite::Result<()> {
     for index in 0..TABLE_NAMES.len() {
-        conn.execute_batch(&create_statement(index, true))?;
+        conn.execute_batch(&create_statement(index, Shape::Current(profile)))?;
     }
     Ok(())
 }
@@ -88,59 +91,61 @@ pub(crate) fn layout(conn: &Connection, path: &Path) -> Result<Layout> {
             }
         }
     }
-    let marked: Vec<bool> = (0..TABLE_NAMES.len())
-        .map(|i| statements[i].as_deref() == Some(create_statement(i, true).as_str()))
-        .collect();
-    let unmarked: Vec<bool> = (0..TABLE_NAMES.len())
-        .map(|i| statements[i].as_deref() == Some(create_statement(i, false).as_str()))
-        .collect();
-    if statements.iter().all(Option::is_none) {
-        return Ok(Layout::Absent);
-    }
-    if marked.iter().all(|m| *m) {
-        return Ok(Layout::Current);
-    }
-    if unmarked.iter().all(|m| *m) {
-        let pragma = |name: &str| {
-            conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, i64>(0))
-                .map_err(unreadable)
-        };
-        if pragma("application_id")? != LEGACY_APPLICATION_ID {
-            return Err(foreign(
-                "the two tables carry no schema marker and no release-0.1.0 application_id"
-                    .to_owned(),
-            ));
+    let both = match (&statements[0], &statements[1]) {
+        (None, None) => return Ok(Layout::Absent),
+        (Some(a), Some(b)) => Shape::of([a, b]),
+        _ => None,
+    };
+    match both {
+        Some(Shape::Current(profile)) => return Ok(Layout::Current(profile)),
+        Some(Shape::V1) => return Ok(Layout::Earlier),
+        Some(Shape::Unmarked) => {
+            let pragma = |name: &str| {
+                conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, i64>(0))
+                    .map_err(unreadable)
+            };
+            if pragma("application_id")? != LEGACY_APPLICATION_ID {
+                return Err(foreign(
+                    "the two tables carry no schema marker and no release-0.1.0 application_id"
+                        .to_owned(),
+                ));
+            }
+            return match pragma("user_version")? {
+                1 => Ok(Layout::Earlier),
+                found => Err(Error::SchemaVersion {
+                    path: path.to_owned(),
+                    found,
+                    expected: SCHEMA_VERSION,
+                }),
+            };
         }
-        return match pragma("user_version")? {
-            SCHEMA_VERSION => Ok(Layout::Legacy),
-            found => Err(Error::SchemaVersion {
-                path: path.to_owned(),
-                found,
-                expected: SCHEMA_VERSION,
-            }),
-        };
+        None => {}
     }
+    let known = |index: usize, sql: &str| {
+        Shape::ALL
+            .iter()
+            .any(|shape| sql == create_statement(index, *shape))
+    };
     for (index, statement) in statements.iter().enumerate() {
         let table = TABLE_NAMES[index];
         let Some(sql) = statement else {
             return Err(foreign(format!("table {table} is missing")));
         };
-        if let Some(found) = marked_version(sql).filter(|v| *v != SCHEMA_VERSION) {
+        if let Some(found) = marked_version(sql).filter(|v| *v > SCHEMA_VERSION) {
             return Err(Error::SchemaVersion {
                 path: path.to_owned(),
                 found,
                 expected: SCHEMA_VERSION,
             });
         }
-        if !marked[index] && !unmarked[index] {
+        if !known(index, sql) {
             return Err(foreign(format!("table {table} has another shape: {sql}")));
         }
     }
     Err(foreign(
-        "the two tables are of different releases".to_owned(),
+        "the two tables are of different releases or profiles".to_owned(),
     ))
 }
-
 /// The version in a `-- solewriter schema N` marker of a stored statement, if any.
 fn marked_version(sql: &str) -> Option<i64> {
     let rest = &sql[sql.find("-- solewriter schema ")? + "-- solewriter schema ".len()..];
@@ -167,13 +172,18 @@ pub(crate) fn verify_wal(conn: &Connection, path: &Path) -> Result<()> {
     }
 }
 
-/// Refuses anything but both tables of [`SCHEMA_VERSION`] (or a release-0.1.0 store) in a
-/// WAL database.
-pub(crate) fn verify(conn: &Connection, path: &Path) -> Result<()> {
+/// The profile of a store of both tables of [`SCHEMA_VERSION`] in a WAL database; anything
+/// else is refused (tables of schema 1: [`Error::SchemaVersion`], which `initialize` upgrades).
+pub(crate) fn verify(conn: &Connection, path: &Path) -> Result<Profile> {
     match layout(conn, path)? {
         Layout::Absent => Err(Error::StoreMissing {
             path: path.to_owned(),
         }),
-        Layout::Current | Layout::Legacy => verify_wal(conn, path),
+        Layout::Earlier => Err(Error::SchemaVersion {
+            path: path.to_owned(),
+            found: 1,
+            expected: SCHEMA_VERSION,
+        }),
+        Layout::Current(profile) => verify_wal(conn, path).map(|()| profile),
     }
 }

@@ -14,8 +14,10 @@ use crate::projection::schema;
 use crate::projection::write_gate::{Gate, Pass};
 use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
 use solewriter_core::config::TimingConfig;
+use solewriter_core::projection::adoption::AdoptionPlan;
 use solewriter_core::projection::channel::{ChannelRecord, ChannelRegistry};
 use solewriter_core::projection::lease::LeaseRecord;
+use solewriter_core::projection::profile::{Composition, ConsumerBinding, Profile};
 use solewriter_core::projection::target::{TargetId, TargetTuple};
 use solewriter_files::steps::DurableDirs;
 use std::path::{Path, PathBuf};
@@ -60,6 +62,10 @@ impl StoreOptions {
 /// One connection to the shared store, with the configuration it runs under.
 pub struct ProjectionStore {
     pub(crate) conn: Connection,
+    /// The store's profile, read from its schema marker at `open`.
+    pub(crate) profile: Profile,
+    /// The consumer binding the next publications carry (Memory Core profile only).
+    binding: Option<ConsumerBinding>,
     pub(crate) options: StoreOptions,
     /// The file system publication writes through ([`RealFs`] unless replaced).
     pub(crate) fs: Arc<dyn FileSystem>,
@@ -116,8 +122,11 @@ fn configure(conn: &Connection, timing: &TimingConfig) -> rusqlite::Result<()> {
 pub enum Initialized {
     /// The two tables were created (in a new file, or added to the host's database).
     Created,
-    /// Both tables were already there, of this schema; nothing was changed.
+    /// Both tables were already there, of this schema and profile; nothing was changed.
     AlreadyPresent,
+    /// Both tables were there, of schema 1: they were upgraded to this schema, every row
+    /// kept, in one transaction.
+    Upgraded,
 }
 
 pub(crate) fn open_existing(path: &Path, timing: &TimingConfig) -> Result<Connection> {
@@ -151,20 +160,36 @@ pub(crate) fn begin_immediate<'c>(
     })
 }
 
-/// Adds the two tables to the existing database at `path` in one `BEGIN IMMEDIATE`
-/// transaction, after checking, under the same write lock, that neither exists in another
-/// shape and that the database is in WAL mode.
-fn add_tables(path: &Path, timing: &TimingConfig) -> Result<Initialized> {
+/// Adds the two tables of `profile` to the existing database at `path` (or upgrades tables
+/// of schema 1) in one `BEGIN IMMEDIATE` transaction, after checking, under the same write
+/// lock, that neither exists in another shape or profile and that the database is in WAL mode.
+fn add_tables(path: &Path, timing: &TimingConfig, profile: Profile) -> Result<Initialized> {
     let conn = open_existing(path, timing)?;
     let tx = begin_immediate(&conn, path, timing)?;
     schema::verify_wal(&tx, path)?;
+    let mismatch = |found: Profile| Error::ProfileMismatch {
+        path: path.to_owned(),
+        found: found.name(),
+        wanted: profile.name(),
+    };
     match schema::layout(&tx, path)? {
         schema::Layout::Absent => {
-            schema::create(&tx).map_err(|e| unreadable(path, e))?;
+            schema::create(&tx, profile).map_err(|e| unreadable(path, e))?;
             tx.commit().map_err(|e| unreadable(path, e))?;
             Ok(Initialized::Created)
         }
-        schema::Layout::Current | schema::Layout::Legacy => Ok(Initialized::AlreadyPresent),
+        schema::Layout::Current(found) if found == profile => Ok(Initialized::AlreadyPresent),
+        schema::Layout::Current(found) => Err(mismatch(found)),
+        // Schema 1 knew one profile, the generic one (its target ids are 64 hex digits).
+        schema::Layout::Earlier if profile != Profile::Generic => Err(mismatch(Profile::Generic)),
+        schema::Layout::Earlier => {
+            let plan =
+                AdoptionPlan::upgrade(rows::read_leases(&tx)?, rows::read_all_channels(&tx)?);
+            crate::projection::adoption::execute(&tx, &plan).map_err(|e| unreadable(path, e))?;
+            tx.commit().map_err(|e| unreadable(path, e))?;
+            tracing::info!(path = %path.display(), "store upgraded to schema 2");
+            Ok(Initialized::Upgraded)
+        }
     }
 }
 
@@ -178,7 +203,7 @@ fn parent_dir(path: &Path) -> &Path {
 
 /// Builds a new store under a temp name beside `path` and links it into place. `Ok(false)`:
 /// another initializer's file appeared at `path` first (the temp is removed).
-fn create_database(path: &Path, timing: &TimingConfig) -> Result<bool> {
+fn create_database(path: &Path, timing: &TimingConfig, profile: Profile) -> Result<bool> {
     use std::os::unix::fs::OpenOptionsExt;
     let parent = parent_dir(path);
     let name = path
@@ -210,7 +235,7 @@ fn create_database(path: &Path, timing: &TimingConfig) -> Result<bool> {
             let build = || -> rusqlite::Result<()> {
                 conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))?;
                 conn.execute_batch("BEGIN IMMEDIATE")?;
-                schema::create(&conn)?;
+                schema::create(&conn, profile)?;
                 conn.execute_batch("COMMIT")?;
                 // Everything into the main file before it is linked into place.
                 conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
@@ -265,12 +290,24 @@ impl ProjectionStore {
     /// others find it complete, and a crash leaves either no file or a complete store (plus,
     /// at worst, the temp file of the crashed call).
     pub fn initialize(db_path: &Path, timing: &TimingConfig) -> Result<Initialized> {
+        Self::initialize_profile(db_path, timing, Profile::Generic)
+    }
+
+    /// [`Self::initialize`] for a store of `profile` (the Memory Core's, or the generic one).
+    /// A store's profile is fixed when it is made: tables of another profile are refused
+    /// ([`Error::ProfileMismatch`]), changing nothing. Tables of schema 1 (generic) are
+    /// upgraded in place ([`Initialized::Upgraded`]).
+    pub fn initialize_profile(
+        db_path: &Path,
+        timing: &TimingConfig,
+        profile: Profile,
+    ) -> Result<Initialized> {
         // Nothing at the path (or nothing we can see): create the file, which fails loudly
         // when the path cannot be written; another initializer's file may win the race.
-        if db_path.symlink_metadata().is_err() && create_database(db_path, timing)? {
+        if db_path.symlink_metadata().is_err() && create_database(db_path, timing, profile)? {
             return Ok(Initialized::Created);
         }
-        add_tables(db_path, timing)
+        add_tables(db_path, timing, profile)
     }
 
     /// Opens the store in an existing database. Fails closed — creating nothing — on a
@@ -284,9 +321,15 @@ impl ProjectionStore {
             Err(_) => return Err(Error::StoreMissing { path: path.clone() }),
         }
         let conn = open_existing(path, &options.timing)?;
-        schema::verify(&conn, path)?;
+        let profile = schema::verify(&conn, path)?;
+        options
+            .registry
+            .check_profile(profile)
+            .map_err(|e| Error::Profile(e.to_string()))?;
         Ok(ProjectionStore {
             conn,
+            profile,
+            binding: None,
             options: options.clone(),
             fs: Arc::new(RealFs),
             durable_dirs: DurableDirs::default(),
@@ -365,10 +408,31 @@ impl ProjectionStore {
         }
     }
 
+    /// The store's profile (what its documents, target ids and envelopes look like).
+    pub fn profile(&self) -> Profile {
+        self.profile
+    }
+
+    /// Sets the consumer binding every later publication through this handle carries, as the
+    /// Memory Core's writer takes one with every publication (`publish({tuple,
+    /// consumerBinding})`): set it before each publication whose binding changed. A store of
+    /// the Memory Core profile refuses to publish without one, a generic store with one
+    /// ([`Error::Profile`], nothing written).
+    pub fn set_consumer_binding(&mut self, binding: Option<ConsumerBinding>) {
+        self.binding = binding;
+    }
+
+    /// What a publication composes with: the registry, and the binding the profile needs.
+    pub(crate) fn composition(&self) -> Result<Composition<'_>> {
+        Composition::for_store(self.profile, &self.options.registry, self.binding.as_ref())
+            .map_err(|e| Error::Profile(e.to_string()))
+    }
+
     /// Admits a target: inserts its lease row (unheld, epoch 0) if absent. Idempotent.
-    /// The target id is derived here, from the attested tuple; no caller chooses it.
+    /// The target id is derived here, from the attested tuple, by the store's profile; no
+    /// caller chooses it.
     pub fn admit_target(&self, tuple: &TargetTuple) -> Result<TargetId> {
-        let target = tuple.target_id();
+        let target = self.profile.target_id(tuple);
         let tx = self.begin()?;
         rows::insert_admitted(&tx, &target).map_err(|e| self.map_err(e))?;
         tx.commit().map_err(|e| self.map_err(e))?;

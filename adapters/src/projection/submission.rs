@@ -45,6 +45,7 @@ impl ProjectionStore {
         let existing = rows::read_channel(&tx, &submission.target_id, &submission.channel)?;
         let now = self.options.clock.now();
         let decision = decide_submission(
+            self.profile,
             &self.options.registry,
             producer,
             admitted,
@@ -75,7 +76,7 @@ impl ProjectionStore {
         before_commit(outcome);
         tx.commit().map_err(|e| self.map_err(e))?;
         tracing::info!(target_id = %submission.target_id, channel = %submission.channel,
-            watermark = submission.source_watermark, ?outcome, "submission accepted");
+            watermark = %submission.source_watermark, ?outcome, "submission accepted");
         Ok(outcome)
     }
 }

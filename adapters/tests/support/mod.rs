@@ -12,6 +12,7 @@ use solewriter_core::projection::channel::{
     ChannelName, ChannelRegistry, ChannelSpec, ProducerId, Submission,
 };
 use solewriter_core::projection::target::{TargetId, TargetTuple};
+use solewriter_core::projection::watermark::WatermarkKind;
 use solewriter_core::time::Millis;
 use std::sync::Arc;
 
@@ -31,12 +32,16 @@ pub fn registry(max_envelope_bytes: usize) -> ChannelRegistry {
             owner: ProducerId::parse("router").unwrap(),
             envelope_schema: "computed-route.v1".into(),
             max_envelope_bytes,
+            watermark: WatermarkKind::Integer,
+            envelope_json_schema: None,
         },
         ChannelSpec {
             name: ChannelName::parse("lifecycle-frontier").unwrap(),
             owner: ProducerId::parse("frontier").unwrap(),
             envelope_schema: "lifecycle-frontier.v1".into(),
             max_envelope_bytes,
+            watermark: WatermarkKind::Integer,
+            envelope_json_schema: None,
         },
     ])
     .unwrap()
@@ -123,7 +128,7 @@ pub fn route(target: &TargetId, watermark: u64, body: &str) -> Submission {
     Submission {
         target_id: target.clone(),
         channel: ChannelName::parse("computed-route").unwrap(),
-        source_watermark: watermark,
+        source_watermark: watermark.into(),
         envelope_json: envelope("computed-route.v1", body),
         captured_at: START,
         expires_at: Millis(START.0 + 60_000),

@@ -19,22 +19,23 @@ function bindParam(p) {
 /**
  * Runs the adoption on `db` (inside the caller's `run.immediate()`): `{ outcome:
  * 'nothingToAdopt' | 'alreadyAdopted' }` or `{ outcome: 'converted', leases, channels }`.
- * `addon` is the package's, `answer(call)` runs a call into it and unwraps its answer; `nowMs`
- * the broker time (undefined: system clock).
+ * `addon` is the package's, `answer(call)` runs a call into it and unwraps its answer; `host`:
+ * `{ profile, channelsJson, nowMs }` — the store's profile, its channel registry as JSON (each
+ * channel's watermark kind) and the broker time (undefined: system clock).
  */
-function adoptOn(db, addon, answer, tuples, nowMs) {
+function adoptOn(db, addon, answer, tuples, host) {
   const s = answer(() => addon.adoptionStatements());
   const read = (sql, ...params) => db.prepare(sql).raw(true).all(...params);
   const [leases, channels] = s.tables;
   const { survey } = answer(() =>
-    addon.adoptionSurvey(read(s.catalog), read(s.columns, leases), read(s.columns, channels)),
+    addon.adoptionSurvey(host.profile, read(s.catalog), read(s.columns, leases), read(s.columns, channels)),
   );
   if (survey !== 'jsWriterTables') return { outcome: survey };
   const plan = answer(() =>
-    addon.adoptionPlan(nowMs, JSON.stringify(tuples), read(s.rows[0]), read(s.rows[1])),
+    addon.adoptionPlan(host.nowMs, host.profile, host.channelsJson, JSON.stringify(tuples), read(s.rows[0]), read(s.rows[1])),
   );
   for (const { sql, params } of plan.statements) db.prepare(sql).run(...params.map(bindParam));
   return { outcome: 'converted', leases: plan.leases, channels: plan.channels };
 }
 
-module.exports = { adoptOn };
+module.exports = { adoptOn, bindParam };

@@ -16,7 +16,7 @@ const util = require('node:util');
 const { coded } = require('./answer');
 
 const TOKEN = /^[0-9a-f]{64}$/;
-const TARGET = /^[0-9a-f]{64}$/;
+const TARGET = /^(?:[0-9a-f]{32}|[0-9a-f]{64})$/;
 
 /** Reads the token of a grant: defined in the class's static block, so only this module has it. */
 let tokenOf;
@@ -27,7 +27,7 @@ class Grant {
   /** Made by `acquire` or `Grant.fromSecret`; the fields of an exported grant. */
   constructor({ targetId, epoch, holder, acquiredAt, expiresAt, token }) {
     if (typeof targetId !== 'string' || !TARGET.test(targetId)) {
-      throw coded('INVALID_INPUT', 'grant: targetId must be 64 lowercase hex characters');
+      throw coded('INVALID_INPUT', 'grant: targetId must be 32 or 64 lowercase hex characters');
     }
     for (const [name, value] of Object.entries({ epoch, acquiredAt, expiresAt })) {
       if (!Number.isSafeInteger(value) || value < 0) {

@@ -11,6 +11,8 @@ use super::{from_js, Failure};
 use napi_derive::napi;
 use serde_json::{json, Value};
 use solewriter_core::projection::adoption::{self, js_writer, AdoptionRefused, Param, Survey};
+use solewriter_core::projection::channel::{ChannelRegistry, ChannelSpec};
+use solewriter_core::projection::profile::Profile;
 use solewriter_core::projection::target::TargetTuple;
 use solewriter_core::time::Millis;
 use solewriter_files::clock::{Clock, SystemClock};
@@ -51,21 +53,46 @@ pub fn adoption_statements() -> String {
     })
 }
 
-/// What the database holds: `{"survey": "nothingToAdopt" | "alreadyAdopted" |
-/// "jsWriterTables"}`, or `ADOPTION_REFUSED`.
-#[napi]
-pub fn adoption_survey(catalog: Rows, lease_columns: Rows, channel_columns: Rows) -> String {
-    answer(|| {
-        adoption::survey(&catalog, [&lease_columns, &channel_columns])
-            .map(|survey| {
-                json!({"survey": match survey {
-                    Survey::NothingToAdopt => "nothingToAdopt",
-                    Survey::AlreadyAdopted => "alreadyAdopted",
-                    Survey::JsWriterTables => "jsWriterTables",
-                }})
-            })
-            .map_err(refused)
+/// The profile named by `profile` (the generic one when absent).
+fn profile(profile: Option<&str>) -> Result<Profile, Failure> {
+    profile.map_or(Ok(Profile::Generic), |name| {
+        Profile::parse(name).map_err(|e| super::invalid(format!("profile: {e}")))
     })
+}
+
+/// What the database holds for an adoption into a store of `profile` (the generic one when
+/// absent): `{"survey": "nothingToAdopt" | "alreadyAdopted" | "jsWriterTables"}`, or
+/// `ADOPTION_REFUSED`.
+#[napi]
+pub fn adoption_survey(
+    profile_name: Option<String>,
+    catalog: Rows,
+    lease_columns: Rows,
+    channel_columns: Rows,
+) -> String {
+    answer(|| {
+        adoption::survey(
+            profile(profile_name.as_deref())?,
+            &catalog,
+            [&lease_columns, &channel_columns],
+        )
+        .map(|survey| {
+            json!({"survey": match survey {
+                Survey::NothingToAdopt => "nothingToAdopt",
+                Survey::AlreadyAdopted => "alreadyAdopted",
+                Survey::JsWriterTables => "jsWriterTables",
+            }})
+        })
+        .map_err(refused)
+    })
+}
+
+/// The statements of `plan`, as the JS executor binds them.
+fn statements(plan: &adoption::AdoptionPlan) -> Vec<Value> {
+    plan.statements()
+        .into_iter()
+        .map(|s| json!({"sql": s.sql, "params": s.params.into_iter().map(param).collect::<Vec<_>>()}))
+        .collect()
 }
 
 fn param(p: Param) -> Value {
@@ -77,12 +104,17 @@ fn param(p: Param) -> Value {
     }
 }
 
-/// The conversion of the rows read, at `clock_ms` (the system clock when absent), with the
-/// attested tuples of the host's targets (a JSON array of tuple objects):
-/// `{"statements": [{sql, params}], "leases": n, "channels": m}`, or `ADOPTION_REFUSED`.
+/// The conversion of the rows read into a store of `profile_name` (the generic one when
+/// absent), at `clock_ms` (the system clock when absent), with the host's channel registry
+/// (`channels_json`, as `Options.channelsJson`: each channel's watermark kind) and the
+/// attested tuples of the host's targets (a JSON array of tuple objects; the generic profile
+/// maps the writer's ids through them): `{"statements": [{sql, params}], "leases": n,
+/// "channels": m}`, or `ADOPTION_REFUSED`.
 #[napi]
 pub fn adoption_plan(
     clock_ms: Option<f64>,
+    profile_name: Option<String>,
+    channels_json: String,
     tuples_json: String,
     leases: Rows,
     channels: Rows,
@@ -99,16 +131,46 @@ pub fn adoption_plan(
             .map(|t| TargetTuple::from_json(&t.to_string()))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| super::invalid(format!("tuples: {e}")))?;
-        let plan = adoption::plan(now, &tuples, &leases, &channels).map_err(refused)?;
-        let statements: Vec<Value> = plan
-            .statements()
-            .into_iter()
-            .map(|s| {
-                json!({"sql": s.sql, "params": s.params.into_iter().map(param).collect::<Vec<_>>()})
-            })
-            .collect();
+        let specs: Vec<ChannelSpec> = serde_json::from_str(&channels_json)
+            .map_err(|e| super::invalid(format!("channels: {e}")))?;
+        let registry =
+            ChannelRegistry::new(specs).map_err(|e| super::invalid(format!("channels: {e}")))?;
+        let plan = adoption::plan(
+            now,
+            profile(profile_name.as_deref())?,
+            &registry,
+            &tuples,
+            &leases,
+            &channels,
+        )
+        .map_err(refused)?;
+        let statements = statements(&plan);
         Ok(
             json!({"statements": statements, "leases": plan.leases.len(), "channels": plan.channels.len()}),
         )
+    })
+}
+
+/// The upgrade of tables of schema 1 (generic) to the current schema, from every row the
+/// caller read (`readLeases`, `readAllChannels`: decoded strictly, a corrupt row refuses the
+/// upgrade): `{"statements": [{sql, params}]}` — drop both tables, create them, insert the
+/// rows (the same plan the Rust adapter runs).
+#[napi]
+pub fn upgrade_statements(
+    leases: Vec<super::LeaseRow>,
+    channels: Vec<super::ChannelRow>,
+) -> String {
+    answer(|| {
+        let leases = leases
+            .into_iter()
+            .map(|row| row.columns().decode())
+            .collect::<Result<Vec<_>, _>>()?;
+        let channels = channels
+            .into_iter()
+            .map(|row| row.columns().decode())
+            .collect::<Result<Vec<_>, _>>()?;
+        let plan = adoption::AdoptionPlan::upgrade(leases, channels);
+        let statements = statements(&plan);
+        Ok(json!({"statements": statements}))
     })
 }

@@ -14,13 +14,15 @@
 //! transaction never spans an event-loop turn. Outcomes come back as JSON text (the JS layer
 //! turns `{"error": …}` into a thrown `Error` with a `code`).
 
-use napi::bindgen_prelude::{Buffer, Function, Uint8Array};
+use napi::bindgen_prelude::{Buffer, Either, Function, Uint8Array};
 use napi_derive::napi;
 use serde_json::{json, Value};
 use solewriter_core::config::LeaseTtl;
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::channel::{ChannelRegistry, ChannelSpec, ProducerId, Submission};
-use solewriter_core::projection::columns::{ChannelColumns, CorruptRow, LeaseColumns};
+use solewriter_core::projection::columns::{
+    ChannelColumns, CorruptRow, LeaseColumns, WatermarkColumn,
+};
 use solewriter_core::projection::lease::{observe, Credential, Fenced, HeldBy, Observed};
 use solewriter_core::projection::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
 use solewriter_core::projection::machine::publish::{
@@ -31,9 +33,11 @@ use solewriter_core::projection::machine::release::{
     EndOutcome, Release, ReleaseFailure, ReleaseOutcome,
 };
 use solewriter_core::projection::machine::{drive, Effect, Input, Machine};
+use solewriter_core::projection::profile::{Composition, ConsumerBinding, Profile};
 use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::{TargetId, TargetTuple};
-use solewriter_core::projection::watermark::{self, SubmissionPlan};
+use solewriter_core::projection::watermark::{self, SubmissionPlan, Watermark};
+use solewriter_core::projection::DocumentError;
 use solewriter_core::time::Millis;
 use solewriter_core::token::{HolderToken, TokenHash};
 use solewriter_files::atomic_file::RealFs;
@@ -155,10 +159,17 @@ pub struct Options {
     pub runtime_root: Option<String>,
     /// A fixed broker clock for this call (tests); the system clock when absent.
     pub clock_ms: Option<f64>,
+    /// The store's profile: `solewriter.hook-projection.v2` (when absent) or
+    /// `live-lane-awareness-projection.v1` (the Memory Core's).
+    pub profile: Option<String>,
+    /// A publication's consumer binding, as JSON (Memory Core profile: required to publish).
+    pub consumer_binding_json: Option<String>,
 }
 
 struct Config {
     registry: ChannelRegistry,
+    profile: Profile,
+    binding: Option<ConsumerBinding>,
     ttl: LeaseTtl,
     busy_timeout: Duration,
     root: RuntimeRoot,
@@ -210,8 +221,23 @@ impl Config {
             Some(ms) => Some(Millis(from_js(ms, "clock")?)),
             None => None,
         };
+        let profile = match options.profile.as_deref() {
+            None => Profile::Generic,
+            Some(name) => Profile::parse(name).map_err(|e| bad_config("profile", e))?,
+        };
+        registry
+            .check_profile(profile)
+            .map_err(|e| bad_config("channels", e))?;
+        let binding = options
+            .consumer_binding_json
+            .as_deref()
+            .map(ConsumerBinding::from_json)
+            .transpose()
+            .map_err(|e| invalid(format!("consumerBinding: {e}; nothing was written")))?;
         Ok(Config {
             registry,
+            profile,
+            binding,
             ttl,
             busy_timeout,
             root: RuntimeRoot::new(runtime_root),
@@ -221,6 +247,24 @@ impl Config {
 
     fn now(&self) -> Millis {
         now(self.clock)
+    }
+
+    /// [`Config::parse`] for a publication: its consumer binding must fit the profile
+    /// (`INVALID_INPUT` otherwise, before anything is done), so [`Config::composition`] is the
+    /// profile's.
+    fn parse_publication(options: &Options) -> Result<Self, Failure> {
+        let config = Self::parse(options)?;
+        Composition::for_store(config.profile, &config.registry, config.binding.as_ref())
+            .map_err(|e| invalid(format!("{e}; nothing was written")))?;
+        Ok(config)
+    }
+
+    /// What a publication composes with (checked by [`Config::parse_publication`]).
+    fn composition(&self) -> Composition<'_> {
+        match &self.binding {
+            Some(binding) => Composition::memory_core(&self.registry, binding),
+            None => (&self.registry).into(),
+        }
     }
 }
 
@@ -295,7 +339,7 @@ pub struct ChannelRow {
     pub target_id: String,
     pub channel: String,
     #[napi(js_name = "source_watermark")]
-    pub source_watermark: i64,
+    pub source_watermark: Either<i64, String>,
     #[napi(js_name = "envelope_json")]
     pub envelope_json: String,
     #[napi(js_name = "captured_at")]
@@ -309,7 +353,7 @@ pub struct ChannelRow {
 }
 
 impl LeaseRow {
-    fn columns(self) -> LeaseColumns {
+    pub(crate) fn columns(self) -> LeaseColumns {
         LeaseColumns {
             target_id: self.target_id,
             fencing_epoch: self.fencing_epoch,
@@ -323,11 +367,14 @@ impl LeaseRow {
 }
 
 impl ChannelRow {
-    fn columns(self) -> ChannelColumns {
+    pub(crate) fn columns(self) -> ChannelColumns {
         ChannelColumns {
             target_id: self.target_id,
             channel: self.channel,
-            source_watermark: self.source_watermark,
+            source_watermark: match self.source_watermark {
+                Either::A(n) => WatermarkColumn::Integer(n),
+                Either::B(t) => WatermarkColumn::Text(t),
+            },
             envelope_json: self.envelope_json,
             captured_at: self.captured_at,
             expires_at: self.expires_at,
@@ -769,7 +816,7 @@ fn publish_now_answer(
 
 fn publish_with(config: &Config, execute: &Execute<'_>, credential: Credential) -> Outcome {
     let target = credential.target_id.clone();
-    let mut machine = Publish::new(credential.clone(), &config.registry);
+    let mut machine = Publish::new(credential.clone(), config.composition());
     Run::new(execute, &target, config).drive(&mut machine);
     publish_answer(config, &target, machine.into_end()).unwrap_or_else(|failure| {
         if !releases_unused(&failure) {
@@ -864,13 +911,18 @@ pub fn check_options(options: Options) -> String {
     answer(|| Config::parse(&options).map(|_| json!({})))
 }
 
-/// The target id (64 hex) of an attested tuple given as JSON (an object with exactly its
-/// seven camelCase fields).
+/// The target id of an attested tuple given as JSON (an object with exactly its seven
+/// camelCase fields) in a store of `profile` (64 hex digits for the generic profile, when
+/// absent; 32 for the Memory Core's).
 #[napi]
-pub fn target_id(tuple_json: String) -> String {
+pub fn target_id(tuple_json: String, profile: Option<String>) -> String {
     answer(|| {
+        let profile = match profile.as_deref() {
+            None => Profile::Generic,
+            Some(name) => Profile::parse(name).map_err(|e| invalid(format!("profile: {e}")))?,
+        };
         TargetTuple::from_json(&tuple_json)
-            .map(|t| json!({"targetId": t.target_id().as_str()}))
+            .map(|t| json!({"targetId": profile.target_id(&t).as_str()}))
             .map_err(|e| invalid(format!("tuple: {e}")))
     })
 }
@@ -914,7 +966,7 @@ pub fn acquire(
 #[napi]
 pub fn publish(options: Options, grant: GrantIn, execute: Execute<'_>) -> String {
     answer(|| {
-        Config::parse(&options)
+        Config::parse_publication(&options)
             .and_then(|config| publish_with(&config, &execute, credential(&grant)?))
     })
 }
@@ -929,10 +981,10 @@ pub fn publish_now(
     token_hex: Option<String>,
 ) -> String {
     answer(|| {
-        let config = Config::parse(&options)?;
+        let config = Config::parse_publication(&options)?;
         let target = parse_target(&target)?;
         let (applicant, token_hash) = applicant(&config, &holder, token_hex)?;
-        let mut machine = PublishNow::new(applicant, &config.registry);
+        let mut machine = PublishNow::new(applicant, config.composition());
         Run::new(&execute, &target, &config).drive(&mut machine);
         match publish_now_answer(&config, &target, machine.into_end(), token_hash) {
             Ok(outcome) => outcome,
@@ -995,7 +1047,8 @@ pub fn end_lease(options: Options, target: String, execute: Execute<'_>) -> Stri
 pub struct SubmissionIn {
     pub target_id: String,
     pub channel: String,
-    pub source_watermark: f64,
+    /// A number (channels of kind `integer`) or a string (the other kinds).
+    pub source_watermark: Either<f64, String>,
     pub envelope_json: String,
     pub captured_at: f64,
     pub expires_at: f64,
@@ -1021,12 +1074,16 @@ pub fn decide_submission(
             target_id: parse_target(&submission.target_id)?,
             channel: solewriter_core::projection::channel::ChannelName::parse(&submission.channel)
                 .map_err(|e| invalid(format!("channel: {e}")))?,
-            source_watermark: from_js(submission.source_watermark, "sourceWatermark")?,
+            source_watermark: match submission.source_watermark {
+                Either::A(n) => Watermark::Integer(from_js(n, "sourceWatermark")?),
+                Either::B(t) => Watermark::Text(t),
+            },
             envelope_json: submission.envelope_json,
             captured_at: Millis(from_js(submission.captured_at, "capturedAt")?),
             expires_at: Millis(from_js(submission.expires_at, "expiresAt")?),
         };
         let plan = watermark::decide_submission(
+            config.profile,
             &config.registry,
             &producer,
             admitted,
@@ -1051,7 +1108,10 @@ pub fn decide_submission(
             Some(r) => json!({
                 "target_id": r.target_id.as_str(),
                 "channel": r.channel.as_str(),
-                "source_watermark": js_int(r.source_watermark)?,
+                "source_watermark": match &r.source_watermark {
+                    Watermark::Integer(n) => json!(js_int(*n)?),
+                    Watermark::Text(t) => json!(t),
+                },
                 "envelope_json": r.envelope_json,
                 "captured_at": js_int(r.captured_at.0)?,
                 "expires_at": js_int(r.expires_at.0)?,
@@ -1063,26 +1123,57 @@ pub fn decide_submission(
     })
 }
 
-/// Reads and validates the published document of `target`: `{"document": {...}}`.
+/// Reads and validates the published document of `target` in the format of `profile` (the
+/// generic one when absent): `{"document": {...}}`. A Memory Core document is checked for its
+/// format, its epoch and its target; judging it further is the hooks' reader's work.
 #[napi]
-pub fn read_projection(runtime_root: String, target: String) -> String {
+pub fn read_projection(runtime_root: String, target: String, profile: Option<String>) -> String {
     answer(|| {
         let target = parse_target(&target)?;
-        let doc =
-            solewriter_files::runtime::read_projection(&RuntimeRoot::new(runtime_root), &target)?;
+        let root = RuntimeRoot::new(runtime_root);
+        let profile = match profile.as_deref() {
+            None => Profile::Generic,
+            Some(name) => Profile::parse(name).map_err(|e| invalid(format!("profile: {e}")))?,
+        };
+        if profile == Profile::Generic {
+            let doc = solewriter_files::runtime::read_projection(&root, &target)?;
+            return Ok(json!({"document": doc}));
+        }
+        let bytes = solewriter_files::runtime::read_current(&root, &target)?;
+        let malformed = |why: String| {
+            Failure::from(solewriter_files::Error::Document(DocumentError::Malformed(
+                why,
+            )))
+        };
+        if solewriter_core::projection::memory_core::published_epoch(&bytes).is_none() {
+            return Err(malformed(format!(
+                "not a {} document with a fencing epoch",
+                profile.name()
+            )));
+        }
+        let doc: Value = serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string()))?;
+        if doc["publication"]["targetId"] != json!(target.as_str()) {
+            return Err(malformed(format!(
+                "the document names another target than {target}"
+            )));
+        }
         Ok(json!({"document": doc}))
     })
 }
 
 /// The `CREATE TABLE` statements of the two tables, in creation order, exactly as the SQLite
-/// adapter writes them (`solewriter_core::projection::schema`): a JSON array of two strings.
+/// adapter writes them (`solewriter_core::projection::schema`): `{"current": {<profile
+/// name>: [two strings]}, "earlier": [[two strings of schema 1], [two of release 0.1.0]]}`.
 #[napi]
 pub fn schema_statements() -> String {
+    use solewriter_core::projection::schema::{create_statement, Shape};
     answer(|| {
-        let statements: Vec<String> = (0..solewriter_core::projection::schema::TABLE_NAMES.len())
-            .map(|i| solewriter_core::projection::schema::create_statement(i, true))
+        let both = |shape| [create_statement(0, shape), create_statement(1, shape)];
+        let current: serde_json::Map<String, Value> = Profile::ALL
+            .into_iter()
+            .map(|p| (p.name().to_owned(), json!(both(Shape::Current(p)))))
             .collect();
-        Ok(json!(statements))
+        Ok(json!({"current": current, "earlier": [both(Shape::V1), both(Shape::Unmarked)]}))
     })
 }
 

@@ -82,7 +82,7 @@ impl Job<'_> {
     /// The publication of `credential`'s grant.
     fn publish(credential: Credential, config: &Config) -> Job<'_> {
         Job::Publish(
-            Box::new(Publish::new(credential.clone(), &config.registry)),
+            Box::new(Publish::new(credential.clone(), config.composition())),
             credential,
         )
     }
@@ -290,7 +290,7 @@ impl NativePublication {
                     job: match start {
                         Start::Publish(credential) => Job::publish(credential, &owned.config),
                         Start::PublishNow(applicant, token_hash) => Job::PublishNow(
-                            Box::new(PublishNow::new(applicant, &owned.config.registry)),
+                            Box::new(PublishNow::new(applicant, owned.config.composition())),
                             token_hash,
                         ),
                     },
@@ -312,7 +312,7 @@ impl NativePublication {
     #[napi(factory)]
     pub fn publish(options: Options, grant: GrantIn) -> Self {
         Self::start(|| {
-            let config = Config::parse(&options)?;
+            let config = Config::parse_publication(&options)?;
             let credential = credential(&grant)?;
             Ok((
                 config,
@@ -331,7 +331,7 @@ impl NativePublication {
         token_hex: Option<String>,
     ) -> Self {
         Self::start(|| {
-            let config = Config::parse(&options)?;
+            let config = Config::parse_publication(&options)?;
             let target = parse_target(&target)?;
             let (applicant, token_hash) = applicant(&config, &holder, token_hex)?;
             Ok((config, target, Start::PublishNow(applicant, token_hash)))

@@ -82,7 +82,7 @@ test('adoption continues epochs, ends grants, carries channels and conflicts; pu
   const { dir, db } = host();
   const jobs = () => db.prepare('SELECT * FROM SummarizationJobs ORDER BY id').all();
   const jobsBefore = jobs();
-  assert.deepEqual(adoptJsWriterTables(db, AGENTS, { clock }), { outcome: 'converted', leases: 3, channels: 3 });
+  assert.deepEqual(adoptJsWriterTables(db, AGENTS, { clock, channels: CHANNELS }), { outcome: 'converted', leases: 3, channels: 3 });
   const store = new ProjectionStore(db, { runtimeRoot: path.join(dir, 'runtime'), channels: CHANNELS, leaseTtlMs: 5000, busyTimeoutMs: 1000, clock });
   const [a, b, c] = AGENTS.map(targetId);
   const seen = store.inspect();
@@ -108,7 +108,7 @@ test('adoption continues epochs, ends grants, carries channels and conflicts; pu
   assert.deepEqual(jobs(), jobsBefore, "the host's rows are untouched");
 
   const before = dump(db);
-  assert.deepEqual(adoptJsWriterTables(db, AGENTS, { clock }), { outcome: 'alreadyAdopted' });
+  assert.deepEqual(adoptJsWriterTables(db, AGENTS, { clock, channels: CHANNELS }), { outcome: 'alreadyAdopted' });
   assert.deepEqual(dump(db), before);
 });
 
@@ -141,13 +141,13 @@ test('each refusal names what it did not understand and changes nothing', () => 
     const { db } = host();
     db.exec(plant);
     const before = dump(db);
-    assert.throws(() => adoptJsWriterTables(db, AGENTS, { clock }), (e) => e.code === 'ADOPTION_REFUSED' && e.column === column, plant);
+    assert.throws(() => adoptJsWriterTables(db, AGENTS, { clock, channels: CHANNELS }), (e) => e.code === 'ADOPTION_REFUSED' && e.column === column, plant);
     assert.deepEqual(dump(db), before, plant);
   }
   const { db } = host();
   db.exec('ALTER TABLE HookProjectionChannels ADD COLUMN note TEXT');
   const before = dump(db);
-  assert.throws(() => adoptJsWriterTables(db, AGENTS, { clock }), (e) => e.code === 'ADOPTION_REFUSED' && e.reason === 'unknown column note');
+  assert.throws(() => adoptJsWriterTables(db, AGENTS, { clock, channels: CHANNELS }), (e) => e.code === 'ADOPTION_REFUSED' && e.reason === 'unknown column note');
   assert.deepEqual(dump(db), before);
   const other = host().db;
   const untouched = dump(other);
@@ -163,7 +163,7 @@ test('a failure midway through the conversion rolls all of it back', () => {
   db.exec(`CREATE TABLE HostRefs (target TEXT REFERENCES HookProjectionLeases (target_id));`);
   db.prepare('INSERT INTO HostRefs VALUES (?)').run(js.legacyTargetId(AGENTS[0]));
   const before = dump(db);
-  assert.throws(() => adoptJsWriterTables(db, AGENTS, { clock }), { code: 'SQLITE', sqliteCode: 'SQLITE_CONSTRAINT_FOREIGNKEY' });
+  assert.throws(() => adoptJsWriterTables(db, AGENTS, { clock, channels: CHANNELS }), { code: 'SQLITE', sqliteCode: 'SQLITE_CONSTRAINT_FOREIGNKEY' });
   assert.deepEqual(dump(db), before);
   assert.equal(db.inTransaction, false);
 });

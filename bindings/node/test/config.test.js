@@ -9,7 +9,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
 const Database = require('better-sqlite3');
-const { ProjectionStore, ERROR_CODES } = require('..');
+const { ProjectionStore, ERROR_CODES, initialize } = require('..');
 const { setup, CHANNELS, scratch } = require('./helpers');
 
 function valid() {
@@ -68,6 +68,13 @@ test('a valid configuration is copied: changing the caller\'s object later chang
 test('an empty channel registry is a choice, not a default', () => {
   const dir = scratch();
   const db = new Database(path.join(dir, 'h.sqlite'));
+  db.pragma('journal_mode = WAL');
+  // A store is made explicitly: the constructor refuses missing tables, naming what to run.
+  assert.throws(
+    () => new ProjectionStore(db, { runtimeRoot: dir, channels: [], leaseTtlMs: 1, busyTimeoutMs: 1 }),
+    (e) => e.code === 'FOREIGN_SCHEMA' && /the two tables are missing \(initialize makes them\)/.test(e.message),
+  );
+  initialize(db);
   const store = new ProjectionStore(db, { runtimeRoot: dir, channels: [], leaseTtlMs: 1, busyTimeoutMs: 1 });
   assert.deepEqual(store.config.channels, []);
   db.close();

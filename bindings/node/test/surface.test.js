@@ -258,7 +258,7 @@ test('a grant is known by its brand: malformed exports and look-alikes are refus
   for (const token of [`${exported.token}0`, `0${exported.token}`, exported.token.toUpperCase(), 5, disguised(exported.token)]) {
     refused({ token }, /grant: token must be 64 lowercase hex/);
   }
-  for (const targetId of [`${t}0`, `0${t}`, 5, disguised(t)]) refused({ targetId }, /grant: targetId must be 64 lowercase hex/);
+  for (const targetId of [`${t}0`, `0${t}`, 5, disguised(t)]) refused({ targetId }, /grant: targetId must be 32 or 64 lowercase hex/);
   for (const epoch of [-1, 1.5, 2 ** 53]) refused({ epoch }, /grant: epoch must be a non-negative safe integer/);
   refused({ holder: 5 }, /grant: holder must be a string/);
   assert.equal(Grant.fromSecret({ ...exported, epoch: 0 }).epoch, 0, 'epoch 0 is an epoch');

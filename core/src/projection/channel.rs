@@ -5,7 +5,10 @@
 //! target id; it never names a path.
 
 pub use crate::names::{ChannelName, NameError, ProducerId};
+use crate::projection::envelope_schema::EnvelopeSchema;
+use crate::projection::profile::Profile;
 use crate::projection::target::TargetId;
+use crate::projection::watermark::{Watermark, WatermarkKind};
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -20,6 +23,17 @@ pub enum RegistryError {
     /// A channel's size bound is zero.
     #[error("channel `{0}` has a zero size bound")]
     ZeroSizeBound(String),
+    /// A channel declares a watermark kind its store's profile does not publish: the generic
+    /// document (`solewriter.hook-projection.v2`) carries integer watermarks only.
+    #[error("channel `{channel}` declares {kind} watermarks; a store of profile {profile} publishes integer watermarks only")]
+    KindOutsideProfile {
+        /// The channel.
+        channel: String,
+        /// Its declared kind.
+        kind: WatermarkKind,
+        /// The store's profile.
+        profile: &'static str,
+    },
 }
 
 /// One registered channel.
@@ -34,6 +48,13 @@ pub struct ChannelSpec {
     pub envelope_schema: String,
     /// Largest accepted envelope, in bytes.
     pub max_envelope_bytes: usize,
+    /// The kind of watermark the producer emits (`integer` when not given).
+    #[serde(default)]
+    pub watermark: WatermarkKind,
+    /// The JSON Schema every envelope of the channel must satisfy, beyond its schema id and
+    /// `notAuthority` (none when not given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope_json_schema: Option<EnvelopeSchema>,
 }
 
 /// The host's registry of channels. Every registered channel appears in every published
@@ -62,6 +83,27 @@ impl ChannelRegistry {
     /// The spec of `name`, if registered.
     pub fn get(&self, name: &ChannelName) -> Option<&ChannelSpec> {
         self.channels.get(name)
+    }
+
+    /// Refuses a registry whose watermark kinds a store of `profile` cannot publish: the
+    /// generic profile's document carries integers only; the Memory Core's carries every kind
+    /// (as text).
+    pub fn check_profile(&self, profile: Profile) -> Result<(), RegistryError> {
+        if profile == Profile::MemoryCore {
+            return Ok(());
+        }
+        match self
+            .channels
+            .values()
+            .find(|spec| spec.watermark != WatermarkKind::Integer)
+        {
+            Some(spec) => Err(RegistryError::KindOutsideProfile {
+                channel: spec.name.to_string(),
+                kind: spec.watermark,
+                profile: profile.name(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// All registered channels, in name order.
@@ -99,8 +141,8 @@ pub struct Submission {
     pub target_id: TargetId,
     /// The producer's channel.
     pub channel: ChannelName,
-    /// Monotonic source watermark.
-    pub source_watermark: u64,
+    /// Monotonic source watermark, of the channel's declared kind.
+    pub source_watermark: Watermark,
     /// The envelope, as JSON text; published byte for byte.
     pub envelope_json: String,
     /// When the producer captured the envelope.
@@ -117,7 +159,7 @@ pub struct ChannelRecord {
     /// Channel.
     pub channel: ChannelName,
     /// Watermark of the stored envelope.
-    pub source_watermark: u64,
+    pub source_watermark: Watermark,
     /// The stored envelope text.
     pub envelope_json: String,
     /// Producer capture time.
@@ -136,7 +178,7 @@ impl ChannelRecord {
         ChannelRecord {
             target_id: submission.target_id.clone(),
             channel: submission.channel.clone(),
-            source_watermark: submission.source_watermark,
+            source_watermark: submission.source_watermark.clone(),
             envelope_json: submission.envelope_json.clone(),
             captured_at: submission.captured_at,
             expires_at: submission.expires_at,
@@ -164,6 +206,8 @@ mod tests {
             owner: ProducerId::parse(owner).unwrap(),
             envelope_schema: format!("{name}.v1"),
             max_envelope_bytes: 1024,
+            watermark: WatermarkKind::Integer,
+            envelope_json_schema: None,
         }
     }
 
@@ -182,5 +226,19 @@ mod tests {
         let reg = ChannelRegistry::new([spec("b", "p"), spec("a", "q")]).unwrap();
         let names: Vec<_> = reg.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
+    }
+
+    #[test]
+    fn the_generic_profile_publishes_integer_watermarks_only() {
+        let mut instant = spec("b", "p");
+        instant.watermark = WatermarkKind::Instant;
+        let reg = ChannelRegistry::new([spec("a", "q"), instant]).unwrap();
+        assert!(reg.check_profile(Profile::MemoryCore).is_ok());
+        assert!(matches!(
+            reg.check_profile(Profile::Generic),
+            Err(RegistryError::KindOutsideProfile { channel, kind: WatermarkKind::Instant, .. }) if channel == "b"
+        ));
+        let integers = ChannelRegistry::new([spec("a", "q")]).unwrap();
+        assert!(integers.check_profile(Profile::Generic).is_ok());
     }
 }

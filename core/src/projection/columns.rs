@@ -8,6 +8,7 @@ use crate::names::InstanceDigest;
 use crate::projection::channel::{ChannelName, ChannelRecord, DegradedReason};
 use crate::projection::lease::{Grant, LeaseRecord, LeaseState};
 use crate::projection::target::TargetId;
+use crate::projection::watermark::{Watermark, MAX_TEXT_WATERMARK_BYTES};
 use crate::time::Millis;
 use crate::token::TokenHash;
 
@@ -87,6 +88,28 @@ impl LeaseColumns {
     }
 }
 
+/// A `source_watermark` as stored: its storage class and value (the column holds an integer for
+/// channels of kind `integer`, text for the others).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatermarkColumn {
+    /// An `INTEGER` value.
+    Integer(i64),
+    /// A `TEXT` value.
+    Text(String),
+}
+
+impl WatermarkColumn {
+    fn decode(self) -> Result<Watermark, CorruptRow> {
+        match self {
+            WatermarkColumn::Integer(n) => Ok(Watermark::Integer(exact(n, "source_watermark")?)),
+            WatermarkColumn::Text(t) if !t.is_empty() && t.len() <= MAX_TEXT_WATERMARK_BYTES => {
+                Ok(Watermark::Text(t))
+            }
+            WatermarkColumn::Text(_) => Err(corrupt("source_watermark text length")),
+        }
+    }
+}
+
 /// The columns of a `HookProjectionChannels` row, as stored.
 #[derive(Debug, Clone)]
 pub struct ChannelColumns {
@@ -95,7 +118,7 @@ pub struct ChannelColumns {
     /// `channel`.
     pub channel: String,
     /// `source_watermark`.
-    pub source_watermark: i64,
+    pub source_watermark: WatermarkColumn,
     /// `envelope_json`.
     pub envelope_json: String,
     /// `captured_at`.
@@ -115,7 +138,7 @@ impl ChannelColumns {
             target_id: TargetId::parse(&self.target_id)
                 .map_err(|_| corrupt("channel target_id"))?,
             channel: ChannelName::parse(&self.channel).map_err(corrupt)?,
-            source_watermark: exact(self.source_watermark, "source_watermark")?,
+            source_watermark: self.source_watermark.decode()?,
             envelope_json: self.envelope_json,
             captured_at: Millis(exact(self.captured_at, "captured_at")?),
             expires_at: Millis(exact(self.expires_at, "expires_at")?),
@@ -138,7 +161,7 @@ mod tests {
         ChannelColumns {
             target_id: "1".repeat(64),
             channel: "computed-route".into(),
-            source_watermark: watermark,
+            source_watermark: WatermarkColumn::Integer(watermark),
             envelope_json: "{}".into(),
             captured_at: captured,
             expires_at: expires,
@@ -167,5 +190,20 @@ mod tests {
             row(-1, 1, 2, 3).decode().unwrap_err(),
             CorruptRow("negative source_watermark".into())
         );
+        let text = |t: &str| {
+            let mut r = row(1, 1, 2, 3);
+            r.source_watermark = WatermarkColumn::Text(t.to_owned());
+            r.decode()
+        };
+        assert_eq!(
+            text("2026-07-28T18:29:00.000Z:9").unwrap().source_watermark,
+            Watermark::Text("2026-07-28T18:29:00.000Z:9".into())
+        );
+        for bad in [String::new(), "x".repeat(MAX_TEXT_WATERMARK_BYTES + 1)] {
+            assert_eq!(
+                text(&bad).unwrap_err(),
+                CorruptRow("source_watermark text length".into())
+            );
+        }
     }
 }

@@ -14,6 +14,7 @@ use crate::projection::channel::{
     ChannelName, ChannelRecord, ChannelRegistry, DegradedReason, ProducerId,
 };
 use crate::projection::target::TargetId;
+use crate::projection::watermark::Watermark;
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -88,8 +89,9 @@ pub struct PublishedChannel {
     /// Owning producer; `null` if the channel is no longer registered.
     #[serde(deserialize_with = "nullable")]
     pub producer: Option<ProducerId>,
-    /// Watermark of the envelope.
-    pub source_watermark: u64,
+    /// Watermark of the envelope: a JSON integer, or a string for a channel whose watermarks
+    /// are text (instants, instant-plus-sequence, declared text).
+    pub source_watermark: Watermark,
     /// Producer capture time.
     pub captured_at: Millis,
     /// Producer expiry time.
@@ -142,7 +144,7 @@ impl Coverage {
 }
 
 /// Each producer's channels and their watermarks, as published.
-pub type ProducerWatermarks = BTreeMap<ProducerId, BTreeMap<ChannelName, u64>>;
+pub type ProducerWatermarks = BTreeMap<ProducerId, BTreeMap<ChannelName, Watermark>>;
 
 /// The watermarks `channels` imply: every channel with a producer, under its producer.
 pub fn producer_watermarks(channels: &[PublishedChannel]) -> ProducerWatermarks {
@@ -151,7 +153,7 @@ pub fn producer_watermarks(channels: &[PublishedChannel]) -> ProducerWatermarks 
         if let Some(producer) = &c.producer {
             map.entry(producer.clone())
                 .or_default()
-                .insert(c.channel.clone(), c.source_watermark);
+                .insert(c.channel.clone(), c.source_watermark.clone());
         }
     }
     map
@@ -218,7 +220,7 @@ pub(crate) fn compose(
             PublishedChannel {
                 channel: row.channel.clone(),
                 producer: registry.get(&row.channel).map(|s| s.owner.clone()),
-                source_watermark: row.source_watermark,
+                source_watermark: row.source_watermark.clone(),
                 captured_at: row.captured_at,
                 expires_at: row.expires_at,
                 updated_at: row.updated_at,
@@ -262,11 +264,15 @@ impl ProjectionDocument {
         Ok(bytes)
     }
 
-    /// The fencing epoch of `bytes` if they are a complete document of this format (`None`
-    /// for anything else). Acquisition numbers past it ([`crate::projection::lease::AcquireRequest`]),
-    /// never fences with it.
+    /// The fencing epoch of `bytes` if they are a complete document of this format or of the
+    /// Memory Core's ([`crate::projection::memory_core::published_epoch`]); `None` for anything
+    /// else. Acquisition numbers past it ([`crate::projection::lease::AcquireRequest`]), never
+    /// fences with it.
     pub fn published_epoch(bytes: &[u8]) -> Option<u64> {
-        Self::parse(bytes).ok().map(|doc| doc.fencing_epoch)
+        Self::parse(bytes)
+            .ok()
+            .map(|doc| doc.fencing_epoch)
+            .or_else(|| crate::projection::memory_core::published_epoch(bytes))
     }
 
     /// Parses a complete document; anything else (truncated, foreign format, larger than
@@ -364,7 +370,8 @@ fn unique_keys<'de, D>(deserializer: D) -> Result<ProducerWatermarks, D::Error>
 where
     D: serde::Deserializer<'de>,
 {
-    let outer = UniqueMap::<ProducerId, UniqueMap<ChannelName, u64>>::deserialize(deserializer)?;
+    let outer =
+        UniqueMap::<ProducerId, UniqueMap<ChannelName, Watermark>>::deserialize(deserializer)?;
     Ok(outer.0.into_iter().map(|(k, v)| (k, v.0)).collect())
 }
 
@@ -454,7 +461,7 @@ where
     Option::<T>::deserialize(deserializer)
 }
 
-fn check_size(size: usize) -> Result<(), DocumentError> {
+pub(crate) fn check_size(size: usize) -> Result<(), DocumentError> {
     if size > MAX_DOCUMENT_BYTES {
         return Err(DocumentError::TooLarge { size });
     }
@@ -476,6 +483,8 @@ mod tests {
             owner: ProducerId::parse(&format!("{name}-producer")).unwrap(),
             envelope_schema: "s".into(),
             max_envelope_bytes: 100,
+            watermark: crate::projection::watermark::WatermarkKind::Integer,
+            envelope_json_schema: None,
         }
     }
 
@@ -488,7 +497,7 @@ mod tests {
         ChannelRecord {
             target_id: TargetId::parse(&"1".repeat(64)).unwrap(),
             channel: ChannelName::parse(name).unwrap(),
-            source_watermark: 7,
+            source_watermark: 7.into(),
             envelope_json: envelope.into(),
             captured_at: Millis(1),
             expires_at: Millis(expires),

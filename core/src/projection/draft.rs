@@ -11,9 +11,11 @@
 //! into place lists the rows committed at the rename, each with its freshness at the
 //! revalidation.
 
-use crate::projection::channel::{ChannelRecord, ChannelRegistry};
-use crate::projection::document::compose;
+use crate::projection::channel::ChannelRecord;
+use crate::projection::document::{check_size, compose};
 use crate::projection::lease::Authority;
+use crate::projection::memory_core;
+use crate::projection::profile::{Composition, Form};
 use crate::projection::target::TargetId;
 use crate::projection::DocumentError;
 use crate::time::Millis;
@@ -30,15 +32,23 @@ pub struct Draft {
 
 impl Draft {
     /// Composes the document of the grant at `epoch` on `target_id` from the committed `rows`
-    /// at broker time `now` (refused past [`crate::projection::MAX_DOCUMENT_BYTES`]).
-    pub fn compose(
+    /// at broker time `now`, in the profile of `composition` (refused past
+    /// [`crate::projection::MAX_DOCUMENT_BYTES`]).
+    pub fn compose<'r>(
         target_id: &TargetId,
         epoch: u64,
-        registry: &ChannelRegistry,
+        composition: impl Into<Composition<'r>>,
         rows: Vec<ChannelRecord>,
         now: Millis,
     ) -> Result<Self, DocumentError> {
-        let bytes = compose(target_id, epoch, registry, &rows, now).to_bounded_bytes()?;
+        let composition = composition.into();
+        let bytes = match composition.form {
+            Form::Generic => compose(target_id, epoch, composition.registry, &rows, now).to_bytes(),
+            Form::MemoryCore(binding) => {
+                memory_core::compose(target_id, epoch, binding, &rows, now)
+            }
+        };
+        check_size(bytes.len())?;
         Ok(Draft {
             target_id: target_id.clone(),
             epoch,
@@ -112,12 +122,14 @@ mod tests {
             .unwrap()
     }
 
-    fn registry() -> ChannelRegistry {
-        ChannelRegistry::new(vec![ChannelSpec {
+    fn registry() -> crate::projection::channel::ChannelRegistry {
+        crate::projection::channel::ChannelRegistry::new(vec![ChannelSpec {
             name: ChannelName::parse("c").unwrap(),
             owner: ProducerId::parse("p").unwrap(),
             envelope_schema: "s".into(),
             max_envelope_bytes: 100,
+            watermark: crate::projection::watermark::WatermarkKind::Integer,
+            envelope_json_schema: None,
         }])
         .unwrap()
     }
@@ -126,7 +138,7 @@ mod tests {
         ChannelRecord {
             target_id: target.clone(),
             channel: ChannelName::parse("c").unwrap(),
-            source_watermark: watermark,
+            source_watermark: watermark.into(),
             envelope_json: format!(r#"{{"schema":"s","w":{watermark}}}"#),
             captured_at: Millis(1),
             expires_at: Millis(10_000),

@@ -4,7 +4,11 @@
 //! - [`lease`]: the lease type-state (`Lease<Unheld|Held|Expired|Released>`) and its plans.
 //! - [`adoption`]: taking over the tables of the Memory Core's own JavaScript writer.
 //! - [`channel`]: producers, channels, the channel registry and channel rows.
-//! - [`watermark`]: producer-submission admission.
+//! - [`envelope_schema`]: a channel's envelope JSON Schema, compiled once.
+//! - [`watermark`]: watermarks of every kind, and producer-submission admission.
+//! - [`profile`]: what a store's documents, target ids and envelopes look like (solewriter's
+//!   own, or the Memory Core's).
+//! - [`memory_core`]: composition of the Memory Core's `live-lane-awareness-projection.v1`.
 //! - the document (this module's own items: [`ProjectionDocument`], [`compose`]): composition
 //!   of committed channel rows into the published `current.json`.
 //! - [`publication`]: the named steps of the fenced publication sequence.
@@ -18,8 +22,11 @@ pub mod channel;
 pub mod columns;
 mod document;
 mod draft;
+pub mod envelope_schema;
 pub mod lease;
 pub mod machine;
+pub mod memory_core;
+pub mod profile;
 pub mod publication;
 pub mod schema;
 pub mod target;

@@ -49,8 +49,8 @@ pub enum TargetError {
     /// The input is not a JSON object or is too large.
     #[error("attested tuple is malformed: {0}")]
     Malformed(String),
-    /// A target id is not exactly 64 lowercase hex characters.
-    #[error("target id must be 64 lowercase hex characters")]
+    /// A target id is not exactly 32 or 64 lowercase hex characters.
+    #[error("target id must be 32 or 64 lowercase hex characters")]
     InvalidTargetId,
 }
 
@@ -162,9 +162,10 @@ impl TargetTuple {
     }
 }
 
-/// Refuses anything but 64 lowercase hex characters.
+/// Refuses anything but 32 or 64 lowercase hex characters (the length a store accepts is its
+/// profile's, [`crate::projection::profile::Profile::target_id_len`]).
 fn check_target_id(text: &str) -> Result<(), TargetError> {
-    let ok = text.len() == 64
+    let ok = (text.len() == 64 || text.len() == 32)
         && text
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
@@ -176,8 +177,8 @@ fn check_target_id(text: &str) -> Result<(), TargetError> {
 }
 
 crate::names::validated_text!(
-    /// A target id: exactly 64 lowercase hex characters, so a path built from it cannot escape
-    /// its directory.
+    /// A target id: exactly 32 or 64 lowercase hex characters, so a path built from it cannot
+    /// escape its directory.
     TargetId,
     TargetError,
     check_target_id
@@ -263,12 +264,15 @@ mod tests {
     }
 
     #[test]
-    fn target_id_parses_only_lowercase_hex_of_length_64() {
+    fn target_id_parses_only_lowercase_hex_of_length_32_or_64() {
         assert!(TargetId::parse(VECTOR_ID).is_ok());
+        assert!(TargetId::parse(&VECTOR_ID[..32]).is_ok());
         for bad in [
             "../x",
             &VECTOR_ID.to_uppercase(),
             &VECTOR_ID[..63],
+            &VECTOR_ID[..31],
+            &VECTOR_ID[..33],
             &format!("{VECTOR_ID}0"),
             &format!("../{}", &VECTOR_ID[3..]),
             "",

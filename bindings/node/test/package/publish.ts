@@ -19,7 +19,7 @@ import {
 const dir: string = process.argv[2];
 const db = new Database(path.join(dir, 'host.sqlite'), { timeout: 5000 });
 db.pragma('journal_mode = WAL');
-const created: 'created' | 'present' = initialize(db);
+const created: 'created' | 'present' | 'upgraded' = initialize(db);
 const runtimeRoot = path.join(dir, 'runtime');
 fs.mkdirSync(runtimeRoot);
 const channels: ChannelSpec[] = [

@@ -13,19 +13,25 @@
 //!   time when it was later — observed as expired, its holder fenced, the target acquirable at
 //!   epoch + 1. A `released` row (the writer nulled its hash and zeroed its expiry) is carried
 //!   as `released`, its hash [`NO_SURVIVING_HASH`] and its expiry the adoption's time.
-//! - Channel rows: the decimal watermark as an integer, the ISO times as milliseconds, the
+//! - Under the Memory Core profile the writer's target ids are the store's own; under the
+//!   generic profile they map through the tuples as above.
+//! - Channel rows: the watermark as a watermark of its channel's declared kind (the decimal
+//!   text of an `integer` channel as an integer; the text of the other kinds as it is, checked
+//!   to be of the kind; an unregistered channel's as text), the ISO times as milliseconds, the
 //!   envelope byte for byte, the writer's conflict reason as `source-conflict`. A target with
 //!   channel rows and no lease row (admitted, never granted) gets its admission row.
 
-use super::iso_time;
 use super::js_writer::{self, CHANNEL_COLUMNS, LEASE_COLUMNS};
 use super::refusal::{AdoptionRefused, ValueProblem};
 use super::values::StoredRow;
 use crate::names::{ChannelName, InstanceDigest};
-use crate::projection::channel::{ChannelRecord, DegradedReason};
+use crate::projection::channel::{ChannelRecord, ChannelRegistry, DegradedReason};
 use crate::projection::lease::{Grant, LeaseRecord, LeaseState};
+use crate::projection::profile::Profile;
 use crate::projection::schema::TABLE_NAMES;
 use crate::projection::target::{TargetId, TargetTuple};
+use crate::projection::watermark::{Watermark, WatermarkKind};
+use crate::time::iso;
 use crate::time::Millis;
 use crate::token::TokenHash;
 use std::collections::BTreeMap;
@@ -35,12 +41,23 @@ use std::collections::BTreeMap;
 /// nothing whatever its hash.
 pub const NO_SURVIVING_HASH: [u8; 32] = [0; 32];
 
-/// The writer's 128-bit target ids of the attested tuples, and their solewriter ids.
-pub(super) struct TargetMap(BTreeMap<String, TargetId>);
+/// How the writer's 128-bit target ids become solewriter's: under the Memory Core profile
+/// they are the profile's own ids (kept as they are); under the generic profile, the attested
+/// tuples whose writer ids they are give their solewriter ids.
+pub(super) enum TargetMap {
+    /// The Memory Core profile.
+    Kept,
+    /// The generic profile: writer id → solewriter id.
+    Tuples(BTreeMap<String, TargetId>),
+}
 
 impl TargetMap {
-    /// The map of `tuples`; two different tuples of one writer id are refused.
-    pub(super) fn new(tuples: &[TargetTuple]) -> Result<Self, AdoptionRefused> {
+    /// The map of a store of `profile`; under the generic profile, two different tuples of one
+    /// writer id are refused.
+    pub(super) fn new(profile: Profile, tuples: &[TargetTuple]) -> Result<Self, AdoptionRefused> {
+        if profile == Profile::MemoryCore {
+            return Ok(TargetMap::Kept);
+        }
         let mut map = BTreeMap::new();
         for tuple in tuples {
             let legacy_id = js_writer::target_id(tuple);
@@ -52,7 +69,7 @@ impl TargetMap {
                 _ => {}
             }
         }
-        Ok(TargetMap(map))
+        Ok(TargetMap::Tuples(map))
     }
 
     /// The solewriter id of the writer id in column `index` of `row`.
@@ -62,10 +79,13 @@ impl TargetMap {
         if !hex {
             return Err(row.refuse(index, ValueProblem::BadHex(text.to_owned())));
         }
-        self.0
-            .get(text)
-            .cloned()
-            .ok_or_else(|| row.refuse(index, ValueProblem::UnmappedTarget(text.to_owned())))
+        match self {
+            TargetMap::Kept => Ok(TargetId::parse(text).expect("32 lowercase hex digits")),
+            TargetMap::Tuples(map) => map
+                .get(text)
+                .cloned()
+                .ok_or_else(|| row.refuse(index, ValueProblem::UnmappedTarget(text.to_owned()))),
+        }
     }
 }
 
@@ -141,33 +161,51 @@ pub(super) fn lease(
     })
 }
 
-/// A watermark the writer stored as text, as the integer it spells: decimal digits without
-/// sign or leading zero, at most [`crate::EXACT_INTEGER_MAX`] (as admission requires).
-fn watermark(text: &str) -> Option<u64> {
-    let canonical = !text.is_empty()
-        && text.bytes().all(|b| b.is_ascii_digit())
-        && (text == "0" || !text.starts_with('0'));
-    canonical
-        .then(|| text.parse::<u64>().ok())
-        .flatten()
-        .filter(|w| *w <= crate::EXACT_INTEGER_MAX)
+/// A watermark the writer stored as text, as a watermark of `kind`: for `integer`, the
+/// integer it spells (decimal digits without sign or leading zero); for the other kinds, the
+/// text itself, which must be of the kind.
+fn watermark(kind: WatermarkKind, text: &str) -> Option<Watermark> {
+    let watermark = match kind {
+        WatermarkKind::Integer => {
+            let canonical =
+                text.bytes().all(|b| b.is_ascii_digit()) && (text == "0" || !text.starts_with('0'));
+            Watermark::Integer(text.parse::<u64>().ok().filter(|_| canonical)?)
+        }
+        _ => Watermark::Text(text.to_owned()),
+    };
+    kind.key(&watermark).ok().map(|_| watermark)
 }
 
 /// The solewriter row of one stored `HookProjectionChannels` row.
 pub(super) fn channel(
     raw: &[Option<String>],
     targets: &TargetMap,
+    registry: &ChannelRegistry,
 ) -> Result<ChannelRecord, AdoptionRefused> {
     let row = StoredRow::new(TABLE_NAMES[1], &CHANNEL_COLUMNS, raw)?;
     let target_id = targets.map(&row, 0)?;
     let name = row.text(1)?;
     let channel = ChannelName::parse(name)
         .map_err(|_| row.refuse(1, ValueProblem::BadName(name.to_owned())))?;
+    // A channel no longer registered: under the Memory Core profile its watermark is kept as
+    // text (nothing orders against it until the channel is registered again, with the kind
+    // its producer emits); under the generic profile, whose document carries integers only,
+    // it must be an integer.
+    let kind = registry.get(&channel).map_or(
+        match targets {
+            TargetMap::Kept => WatermarkKind::Text,
+            TargetMap::Tuples(_) => WatermarkKind::Integer,
+        },
+        |spec| spec.watermark,
+    );
     let watermark_text = row.text(2)?;
-    let source_watermark = watermark(watermark_text).ok_or_else(|| {
+    let source_watermark = watermark(kind, watermark_text).ok_or_else(|| {
         row.refuse(
             2,
-            ValueProblem::UnorderableWatermark(watermark_text.to_owned()),
+            ValueProblem::UnorderableWatermark {
+                watermark: watermark_text.to_owned(),
+                kind,
+            },
         )
     })?;
     let envelope_json = row.text(3)?;
@@ -176,7 +214,7 @@ pub(super) fn channel(
     }
     let time = |index: usize| -> Result<Millis, AdoptionRefused> {
         let text = row.text(index)?;
-        iso_time::parse(text)
+        iso::parse(text)
             .ok_or_else(|| row.refuse(index, ValueProblem::UnparsableTime(text.to_owned())))
     };
     let (captured_at, expires_at, updated_at) = (time(4)?, time(5)?, time(6)?);

@@ -25,8 +25,8 @@
 //! as its storage class and its text, so no executor converts anything), the writer's target
 //! id, and its conflict reason.
 
-use crate::projection::target::{TargetTuple, FIELDS};
-use sha2::{Digest, Sha256};
+use crate::projection::profile::Profile;
+use crate::projection::target::TargetTuple;
 
 /// A column as `pragma_table_info` reports it: name, declared type, NOT NULL, primary-key
 /// position.
@@ -81,15 +81,9 @@ pub fn read_rows(table: &str, columns: &[ColumnInfo]) -> String {
 }
 
 /// The JavaScript writer's 128-bit target id of `tuple` (`deriveTargetId` in
-/// `hookProjectionWriter.mjs`): 32 lowercase hex digits.
+/// `hookProjectionWriter.mjs`): the Memory Core profile's target id.
 pub fn target_id(tuple: &TargetTuple) -> String {
-    let canonical: Vec<String> = FIELDS
-        .iter()
-        .zip(tuple.values())
-        .map(|(field, value)| format!("{field}={value}"))
-        .collect();
-    let digest = Sha256::digest(canonical.join("\0").as_bytes());
-    crate::hex::encode(&digest[..16])
+    Profile::MemoryCore.target_id(tuple).as_str().to_owned()
 }
 
 /// The `conflict_reason` the writer records for a row at `watermark`.
@@ -100,22 +94,6 @@ pub fn conflict_reason(watermark: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Printed by Node with the writer's own derivation over the README's worked tuple.
-    #[test]
-    fn target_id_matches_the_writer() {
-        let tuple = TargetTuple::new([
-            "1",
-            "hook-projection",
-            "agent-7",
-            "claude-code",
-            "inst-1",
-            "ws-1",
-            "live-lane",
-        ])
-        .unwrap();
-        assert_eq!(target_id(&tuple), "ade4faf905981c8a3abe4c13ef31779f");
-    }
 
     #[test]
     fn rows_are_read_as_storage_class_and_text() {

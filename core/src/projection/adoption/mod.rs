@@ -15,11 +15,9 @@
 //!
 //! - [`js_writer`]: the writer's shape, its target id, its conflict reason.
 //! - [`carry`]: how each row is carried over.
-//! - [`iso_time`]: the writer's time format.
 //! - [`refusal`]: the refusals.
 
 pub mod carry;
-mod iso_time;
 pub mod js_writer;
 pub mod refusal;
 mod statements;
@@ -30,9 +28,10 @@ mod values;
 pub use refusal::{AdoptionRefused, ValueProblem};
 pub use statements::{Param, Statement};
 
-use crate::projection::channel::ChannelRecord;
+use crate::projection::channel::{ChannelRecord, ChannelRegistry};
 use crate::projection::lease::LeaseRecord;
-use crate::projection::schema::{create_statement, TABLE_NAMES};
+use crate::projection::profile::Profile;
+use crate::projection::schema::{Shape, TABLE_NAMES};
 use crate::projection::target::TargetTuple;
 use crate::time::Millis;
 use js_writer::{ColumnInfo, CHANNEL_COLUMNS, LEASE_COLUMNS};
@@ -77,10 +76,15 @@ pub fn read_statements() -> [String; 2] {
 }
 
 /// Decides from the catalog rows ([`js_writer::READ_CATALOG`]) and the column rows of each
-/// table ([`js_writer::READ_COLUMNS`], in [`TABLE_NAMES`] order) what the database holds.
-/// Refuses anything else: one table of the two, an index, trigger or view attached, a column
-/// unknown, missing or declared otherwise.
-pub fn survey(catalog: &Rows, columns: [&Rows; 2]) -> Result<Survey, AdoptionRefused> {
+/// table ([`js_writer::READ_COLUMNS`], in [`TABLE_NAMES`] order) what the database holds, for
+/// an adoption into a store of `profile`. Refuses anything else: one table of the two, an
+/// index, trigger or view attached, a column unknown, missing or declared otherwise;
+/// solewriter's tables of another profile or of an earlier schema.
+pub fn survey(
+    profile: Profile,
+    catalog: &Rows,
+    columns: [&Rows; 2],
+) -> Result<Survey, AdoptionRefused> {
     let mut statements = [None, None];
     for (index, table) in TABLE_NAMES.into_iter().enumerate() {
         let shape = |reason: String| AdoptionRefused::Shape { table, reason };
@@ -108,11 +112,17 @@ pub fn survey(catalog: &Rows, columns: [&Rows; 2]) -> Result<Survey, AdoptionRef
     }
     match &statements {
         [None, None] => return Ok(Survey::NothingToAdopt),
-        [Some(a), Some(b)]
-            if *a == create_statement(0, true) && *b == create_statement(1, true) =>
-        {
-            return Ok(Survey::AlreadyAdopted)
-        }
+        [Some(a), Some(b)] => match Shape::of([a, b]) {
+            Some(Shape::Current(found)) if found == profile => return Ok(Survey::AlreadyAdopted),
+            Some(Shape::Current(found)) => {
+                return Err(AdoptionRefused::OtherProfile {
+                    found: found.name(),
+                    wanted: profile.name(),
+                })
+            }
+            Some(Shape::V1 | Shape::Unmarked) => return Err(AdoptionRefused::EarlierSchema),
+            None => {}
+        },
         _ => {}
     }
     for (index, table) in TABLE_NAMES.into_iter().enumerate() {
@@ -171,20 +181,26 @@ fn check_columns(
     Ok(())
 }
 
-/// The rows solewriter stores in place of the writer's.
+/// The rows solewriter stores in place of the writer's (or of its own earlier schema's).
 #[derive(Clone, Debug)]
 pub struct AdoptionPlan {
+    /// The profile of the store the tables are created in.
+    pub profile: Profile,
     /// One per target, by target id.
     pub leases: Vec<LeaseRecord>,
     /// In the order read.
     pub channels: Vec<ChannelRecord>,
 }
 
-/// Decides the adoption of the writer's rows (read by [`read_statements`]) at broker time
-/// `now`, with the attested tuples of the host's targets (their writer ids map them to
-/// solewriter's). Every row is carried ([`carry`]) or the whole adoption is refused.
+/// Decides the adoption of the writer's rows (read by [`read_statements`]) into a store of
+/// `profile` at broker time `now`, with the host's channel `registry` (each channel's
+/// watermark kind) and, under the generic profile, the attested tuples of the host's targets
+/// (their writer ids map them to solewriter's). Every row is carried ([`carry`]) or the whole
+/// adoption is refused.
 pub fn plan(
     now: Millis,
+    profile: Profile,
+    registry: &ChannelRegistry,
     tuples: &[TargetTuple],
     leases: &Rows,
     channels: &Rows,
@@ -192,7 +208,10 @@ pub fn plan(
     if now.0 > crate::STORAGE_INTEGER_MAX {
         return Err(AdoptionRefused::ClockOutOfRange(now.0));
     }
-    let targets = carry::TargetMap::new(tuples)?;
+    registry
+        .check_profile(profile)
+        .map_err(AdoptionRefused::Registry)?;
+    let targets = carry::TargetMap::new(profile, tuples)?;
     let mut by_target = BTreeMap::new();
     for raw in leases {
         let record = carry::lease(raw, &targets, now)?;
@@ -200,7 +219,7 @@ pub fn plan(
     }
     let channels = channels
         .iter()
-        .map(|raw| carry::channel(raw, &targets))
+        .map(|raw| carry::channel(raw, &targets, registry))
         .collect::<Result<Vec<_>, _>>()?;
     for row in &channels {
         by_target
@@ -208,12 +227,25 @@ pub fn plan(
             .or_insert_with(|| LeaseRecord::admitted(row.target_id.clone()));
     }
     Ok(AdoptionPlan {
+        profile,
         leases: by_target.into_values().collect(),
         channels,
     })
 }
 
 impl AdoptionPlan {
+    /// The upgrade of a store of an earlier schema ([`Shape::V1`], [`Shape::Unmarked`]; always
+    /// of the generic profile) to the current one: its own rows, read and decoded as usual
+    /// (the earlier tables have the same columns, less `conflict_reason`), written back into
+    /// tables created again.
+    pub fn upgrade(leases: Vec<LeaseRecord>, channels: Vec<ChannelRecord>) -> Self {
+        AdoptionPlan {
+            profile: Profile::Generic,
+            leases,
+            channels,
+        }
+    }
+
     /// What the executor runs, in order, inside the adoption's transaction.
     pub fn statements(&self) -> Vec<Statement> {
         statements::of(self)

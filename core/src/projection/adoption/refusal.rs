@@ -33,6 +33,21 @@ pub enum AdoptionRefused {
         /// The 32-hex-digit id.
         legacy_id: String,
     },
+    /// The tables are solewriter's, of another profile than the one asked for (a store's
+    /// profile is fixed when it is made).
+    #[error("the store's tables are solewriter's, of profile {found}, not {wanted}; nothing was changed")]
+    OtherProfile {
+        /// The store's profile.
+        found: &'static str,
+        /// The profile asked for.
+        wanted: &'static str,
+    },
+    /// The tables are solewriter's, of an earlier schema: `initialize` upgrades them.
+    #[error("the store's tables are solewriter's, of an earlier schema: initialize upgrades them; nothing was changed")]
+    EarlierSchema,
+    /// The registry declares a watermark kind the store's profile does not publish.
+    #[error("{0}; nothing was changed")]
+    Registry(crate::projection::channel::RegistryError),
     /// The adoption's broker time is beyond what the store holds.
     #[error("broker time {0} ms is out of range; nothing was changed")]
     ClockOutOfRange(u64),
@@ -60,10 +75,17 @@ pub enum ValueProblem {
     /// token hash).
     #[error("`{0}` is not lowercase hex of the expected length")]
     BadHex(String),
-    /// A watermark that is not a decimal integer without sign or leading zeros, or is above
-    /// [`crate::EXACT_INTEGER_MAX`].
-    #[error("watermark `{0}` is not a decimal integer solewriter can order")]
-    UnorderableWatermark(String),
+    /// A watermark that is not of its channel's declared kind (for `integer`: a decimal
+    /// without sign or leading zeros, at most [`crate::EXACT_INTEGER_MAX`]).
+    #[error(
+        "watermark `{watermark}` is not a valid {kind} watermark, the kind its channel declares"
+    )]
+    UnorderableWatermark {
+        /// The stored text.
+        watermark: String,
+        /// The channel's declared kind (`text` for a channel no longer registered).
+        kind: crate::projection::watermark::WatermarkKind,
+    },
     /// A negative number, or one beyond what the store holds.
     #[error("{0} is out of range")]
     OutOfRange(i64),

@@ -1,12 +1,13 @@
-//! The statements that replace the JavaScript writer's tables by solewriter's, with the rows
-//! of an [`AdoptionPlan`]: drop the writer's two tables, create solewriter's (the text of
-//! `projection::schema`), insert every row. Positional `?` parameters (better-sqlite3 binds no `?N`), bound by the
+//! The statements that replace the JavaScript writer's tables (or solewriter's of an earlier
+//! schema) by solewriter's, with the rows of an [`AdoptionPlan`]: drop the two tables, create
+//! solewriter's of the plan's profile (the text of `projection::schema`), insert every row. Positional `?` parameters (better-sqlite3 binds no `?N`), bound by the
 //! executor from [`Param`]s.
 
 use super::AdoptionPlan;
 use crate::projection::channel::ChannelRecord;
 use crate::projection::lease::LeaseRecord;
-use crate::projection::schema::{create_statement, TABLE_NAMES};
+use crate::projection::schema::{create_statement, Shape, TABLE_NAMES};
+use crate::projection::watermark::Watermark;
 
 /// A value to bind.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,7 +70,10 @@ fn channel(record: &ChannelRecord) -> Statement {
         params: vec![
             Param::Text(record.target_id.as_str().to_owned()),
             Param::Text(record.channel.as_str().to_owned()),
-            int(record.source_watermark),
+            match &record.source_watermark {
+                Watermark::Integer(n) => int(*n),
+                Watermark::Text(t) => Param::Text(t.clone()),
+            },
             Param::Text(record.envelope_json.clone()),
             int(record.captured_at.0),
             int(record.expires_at.0),
@@ -91,8 +95,8 @@ pub(super) fn of(plan: &AdoptionPlan) -> Vec<Statement> {
     let mut out = vec![
         bare(format!("DROP TABLE {}", TABLE_NAMES[1])),
         bare(format!("DROP TABLE {}", TABLE_NAMES[0])),
-        bare(create_statement(0, true)),
-        bare(create_statement(1, true)),
+        bare(create_statement(0, Shape::Current(plan.profile))),
+        bare(create_statement(1, Shape::Current(plan.profile))),
     ];
     out.extend(plan.leases.iter().map(lease));
     out.extend(plan.channels.iter().map(channel));

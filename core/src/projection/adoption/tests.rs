@@ -3,8 +3,10 @@
 use super::carry::NO_SURVIVING_HASH;
 use super::js_writer::{self, CHANNEL_COLUMNS, LEASE_COLUMNS};
 use super::*;
-use crate::projection::channel::DegradedReason;
+use crate::projection::channel::{ChannelName, ChannelSpec, DegradedReason, ProducerId};
 use crate::projection::lease::LeaseState;
+use crate::projection::schema::{create_statement, Shape};
+use crate::projection::watermark::{Watermark, WatermarkKind};
 use crate::token::HolderToken;
 
 const NOW: Millis = Millis(1_784_203_500_000); // 2026-07-16T12:05:00.000Z
@@ -91,8 +93,32 @@ fn tuples() -> Vec<TargetTuple> {
     ["a", "b", "c", "d"].map(tuple).to_vec()
 }
 
+/// The host's registry: `computed-route`, of integer watermarks.
+fn registry() -> ChannelRegistry {
+    registry_of(WatermarkKind::Integer)
+}
+
+fn registry_of(kind: WatermarkKind) -> ChannelRegistry {
+    ChannelRegistry::new([ChannelSpec {
+        name: ChannelName::parse("computed-route").unwrap(),
+        owner: ProducerId::parse("router").unwrap(),
+        envelope_schema: "computed-route.v1".into(),
+        max_envelope_bytes: 4096,
+        watermark: kind,
+        envelope_json_schema: None,
+    }])
+    .unwrap()
+}
+
 fn adopt(leases: &Rows, channels: &Rows) -> Result<AdoptionPlan, AdoptionRefused> {
-    plan(NOW, &tuples(), leases, channels)
+    plan(
+        NOW,
+        Profile::Generic,
+        &registry(),
+        &tuples(),
+        leases,
+        channels,
+    )
 }
 
 #[test]
@@ -152,7 +178,7 @@ fn grants_end_at_the_adoption_epochs_stay_and_channels_carry_over() {
     assert_eq!(plan.leases.len(), 4);
     assert_eq!(plan.channels.len(), 2);
     let (first, second) = (&plan.channels[0], &plan.channels[1]);
-    assert_eq!(first.source_watermark, 41);
+    assert_eq!(first.source_watermark, Watermark::Integer(41));
     assert_eq!(first.degraded_reason, None);
     assert_eq!(first.captured_at, Millis(NOW.0 - 300_000));
     assert_eq!(first.expires_at, Millis(NOW.0 + 3_300_000));
@@ -174,8 +200,14 @@ fn grants_end_at_the_adoption_epochs_stay_and_channels_carry_over() {
     assert_eq!(statements.len(), 4 + 4 + 2);
     assert_eq!(statements[0].sql, "DROP TABLE HookProjectionChannels");
     assert_eq!(statements[1].sql, "DROP TABLE HookProjectionLeases");
-    assert_eq!(statements[2].sql, create_statement(0, true));
-    assert_eq!(statements[3].sql, create_statement(1, true));
+    assert_eq!(
+        statements[2].sql,
+        create_statement(0, Shape::Current(Profile::Generic))
+    );
+    assert_eq!(
+        statements[3].sql,
+        create_statement(1, Shape::Current(Profile::Generic))
+    );
     assert!(statements[4..8]
         .iter()
         .all(|s| s.sql.starts_with("INSERT INTO HookProjectionLeases")));
@@ -378,22 +410,34 @@ fn each_channel_value_the_writer_would_not_store_is_refused_by_name() {
         (
             with(2, text("w-1")),
             "source_watermark",
-            ValueProblem::UnorderableWatermark("w-1".into()),
+            ValueProblem::UnorderableWatermark {
+                watermark: "w-1".into(),
+                kind: WatermarkKind::Integer,
+            },
         ),
         (
             with(2, text("01")),
             "source_watermark",
-            ValueProblem::UnorderableWatermark("01".into()),
+            ValueProblem::UnorderableWatermark {
+                watermark: "01".into(),
+                kind: WatermarkKind::Integer,
+            },
         ),
         (
             with(2, text("")),
             "source_watermark",
-            ValueProblem::UnorderableWatermark("".into()),
+            ValueProblem::UnorderableWatermark {
+                watermark: "".into(),
+                kind: WatermarkKind::Integer,
+            },
         ),
         (
             with(2, text("9007199254740992")),
             "source_watermark",
-            ValueProblem::UnorderableWatermark("9007199254740992".into()),
+            ValueProblem::UnorderableWatermark {
+                watermark: "9007199254740992".into(),
+                kind: WatermarkKind::Integer,
+            },
         ),
         (
             with(2, integer(1)),
@@ -449,11 +493,11 @@ fn each_channel_value_the_writer_would_not_store_is_refused_by_name() {
     let top = with(2, text("9007199254740991"));
     assert_eq!(
         adopt(&[], &[row(1, top)]).unwrap().channels[0].source_watermark,
-        crate::EXACT_INTEGER_MAX
+        Watermark::Integer(crate::EXACT_INTEGER_MAX)
     );
     assert_eq!(
         adopt(&[], &[row(1, with(2, text("0")))]).unwrap().channels[0].source_watermark,
-        0
+        Watermark::Integer(0)
     );
 }
 
@@ -478,13 +522,23 @@ fn a_row_of_another_width_ambiguous_tuples_and_an_impossible_clock_are_refused()
     ));
     let beyond = crate::STORAGE_INTEGER_MAX + 1;
     assert_eq!(
-        plan(Millis(beyond), &[], &[], &[]).unwrap_err(),
+        plan(Millis(beyond), Profile::Generic, &registry(), &[], &[], &[]).unwrap_err(),
         AdoptionRefused::ClockOutOfRange(beyond)
     );
-    assert!(plan(Millis(crate::STORAGE_INTEGER_MAX), &[], &[], &[]).is_ok());
+    assert!(plan(
+        Millis(crate::STORAGE_INTEGER_MAX),
+        Profile::Generic,
+        &registry(),
+        &[],
+        &[],
+        &[]
+    )
+    .is_ok());
     // The same tuple twice is one target.
     assert!(plan(
         NOW,
+        Profile::Generic,
+        &registry(),
         &[tuple("a"), tuple("a")],
         &[row(1, held("a", 1, 1, 2))],
         &[]
@@ -556,10 +610,16 @@ fn the_survey_tells_the_writer_s_tables_solewriter_s_and_none_apart() {
         ),
     ]);
     let (lc, cc) = (columns(&LEASE_COLUMNS), columns(&CHANNEL_COLUMNS));
-    assert_eq!(survey(&js, [&lc, &cc]), Ok(Survey::JsWriterTables));
-    assert_eq!(survey(&[], [&[], &[]]), Ok(Survey::NothingToAdopt));
-    let s0 = create_statement(0, true);
-    let s1 = create_statement(1, true);
+    assert_eq!(
+        survey(Profile::Generic, &js, [&lc, &cc]),
+        Ok(Survey::JsWriterTables)
+    );
+    assert_eq!(
+        survey(Profile::Generic, &[], [&[], &[]]),
+        Ok(Survey::NothingToAdopt)
+    );
+    let s0 = create_statement(0, Shape::Current(Profile::Generic));
+    let s1 = create_statement(1, Shape::Current(Profile::Generic));
     let ours = catalog(&[
         (
             "table",
@@ -574,11 +634,15 @@ fn the_survey_tells_the_writer_s_tables_solewriter_s_and_none_apart() {
             Some(&s1),
         ),
     ]);
-    assert_eq!(survey(&ours, [&[], &[]]), Ok(Survey::AlreadyAdopted));
-    let shape = |catalog: &Rows, lc: &Rows, cc: &Rows| match survey(catalog, [lc, cc]) {
-        Err(AdoptionRefused::Shape { table, reason }) => format!("{table}: {reason}"),
-        other => panic!("{other:?}"),
-    };
+    assert_eq!(
+        survey(Profile::Generic, &ours, [&[], &[]]),
+        Ok(Survey::AlreadyAdopted)
+    );
+    let shape =
+        |catalog: &Rows, lc: &Rows, cc: &Rows| match survey(Profile::Generic, catalog, [lc, cc]) {
+            Err(AdoptionRefused::Shape { table, reason }) => format!("{table}: {reason}"),
+            other => panic!("{other:?}"),
+        };
     assert_eq!(
         shape(&js[..2], &[], &cc),
         "HookProjectionLeases: the table is missing"

@@ -36,10 +36,11 @@
 use super::release::{ReleaseFailure, ReleaseOutcome, ReleaseSteps};
 use super::serialized::{Body, End, Serialized};
 use super::{protocol_violation, Effect, Input, Machine};
-use crate::projection::channel::{ChannelRecord, ChannelRegistry};
+use crate::projection::channel::ChannelRecord;
 use crate::projection::lease::{
     observe, Authority, Credential, DeadlinePassed, Fenced, InconsistentLease,
 };
+use crate::projection::profile::Composition;
 use crate::projection::publication::PublishStep;
 use crate::projection::{DocumentError, Draft};
 use crate::time::Millis;
@@ -136,7 +137,7 @@ fn after(step: PublishStep) -> Stage {
 #[derive(Debug)]
 pub(crate) struct Steps<'r, E> {
     credential: Credential,
-    registry: &'r ChannelRegistry,
+    composition: Composition<'r>,
     stage: Stage,
     /// Inside the transaction (decides where the shared file steps lead).
     in_tx: bool,
@@ -157,11 +158,11 @@ pub(crate) struct Steps<'r, E> {
 impl<'r, E> Steps<'r, E> {
     /// The steps publishing for the holder of `credential` (a one-shot: the credential it
     /// expects to be granted, replaced by [`Steps::granted`]).
-    pub(crate) fn new(credential: Credential, registry: &'r ChannelRegistry) -> Self {
+    pub(crate) fn new(credential: Credential, composition: Composition<'r>) -> Self {
         let release = ReleaseSteps::new(credential.clone());
         Steps {
             credential,
-            registry,
+            composition,
             stage: Stage::DraftClock,
             in_tx: false,
             record: None,
@@ -179,10 +180,10 @@ impl<'r, E> Steps<'r, E> {
     /// Steps that draft nothing before the transaction (a one-shot over an expired grant,
     /// which is not expected to publish in its envelope): if they publish after all, they
     /// compose inside the transaction.
-    pub(crate) fn undrafted(credential: Credential, registry: &'r ChannelRegistry) -> Self {
+    pub(crate) fn undrafted(credential: Credential, composition: Composition<'r>) -> Self {
         Steps {
             stage: Stage::Ready,
-            ..Self::new(credential, registry)
+            ..Self::new(credential, composition)
         }
     }
 
@@ -238,7 +239,7 @@ impl<E> Steps<'_, E> {
         match Draft::compose(
             &self.credential.target_id,
             self.credential.epoch,
-            self.registry,
+            self.composition,
             rows,
             self.now,
         ) {
@@ -452,10 +453,11 @@ pub struct Publish<'r, E> {
 }
 
 impl<'r, E> Publish<'r, E> {
-    /// A publication of the target of `credential`, composed with `registry`.
-    pub fn new(credential: Credential, registry: &'r ChannelRegistry) -> Self {
+    /// A publication of the target of `credential`, composed with `composition` (a
+    /// `&ChannelRegistry` is the generic profile's).
+    pub fn new(credential: Credential, composition: impl Into<Composition<'r>>) -> Self {
         Publish {
-            inner: Serialized::new(Steps::new(credential, registry)),
+            inner: Serialized::new(Steps::new(credential, composition.into())),
         }
     }
 

@@ -25,8 +25,8 @@ use super::publish::{PublishFailure, Published, Steps};
 use super::release::{ReleaseFailure, ReleaseOutcome};
 use super::serialized::{Body, End};
 use super::{Effect, Input, Machine};
-use crate::projection::channel::ChannelRegistry;
 use crate::projection::lease::{Credential, Observed};
+use crate::projection::profile::Composition;
 
 /// How a one-shot publication ended.
 #[derive(Debug)]
@@ -126,16 +126,17 @@ impl<E> Body<E> for Stage<'_, E> {
 #[derive(Debug)]
 pub struct PublishNow<'r, E> {
     applicant: Option<Applicant>,
-    registry: &'r ChannelRegistry,
+    composition: Composition<'r>,
     phase: Gated<E, Stage<'r, E>>,
 }
 
 impl<'r, E> PublishNow<'r, E> {
-    /// A one-shot publication for `applicant`, composed with `registry`.
-    pub fn new(applicant: Applicant, registry: &'r ChannelRegistry) -> Self {
+    /// A one-shot publication for `applicant`, composed with `composition` (a
+    /// `&ChannelRegistry` is the generic profile's).
+    pub fn new(applicant: Applicant, composition: impl Into<Composition<'r>>) -> Self {
         PublishNow {
             applicant: Some(applicant),
-            registry,
+            composition: composition.into(),
             phase: Gated::new(),
         }
     }
@@ -188,7 +189,7 @@ impl<E> Machine<E> for PublishNow<'_, E> {
     }
 
     fn handle(&mut self, input: Input<E>) {
-        let (applicant, registry) = (&mut self.applicant, self.registry);
+        let (applicant, composition) = (&mut self.applicant, self.composition);
         self.phase.handle(input, |seen| match applicant.take() {
             Some(applicant) => {
                 // The draft is composed for the epoch a grant over the row seen would get; if
@@ -200,8 +201,8 @@ impl<E> Machine<E> for PublishNow<'_, E> {
                     token_hash: applicant.token_hash,
                 };
                 let steps = match seen {
-                    Observed::Expired(_) => Steps::undrafted(expected, registry),
-                    _ => Steps::new(expected, registry),
+                    Observed::Expired(_) => Steps::undrafted(expected, composition),
+                    _ => Steps::new(expected, composition),
                 };
                 Stage {
                     grant: Some(Box::new(Grant::new(applicant))),

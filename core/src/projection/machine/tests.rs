@@ -584,7 +584,7 @@ fn channel_row(watermark: u64) -> ChannelRecord {
     ChannelRecord {
         target_id: target(),
         channel: ChannelName::parse("c").unwrap(),
-        source_watermark: watermark,
+        source_watermark: watermark.into(),
         envelope_json: r#"{"schema":"s"}"#.into(),
         captured_at: Millis(1),
         expires_at: Millis(TTL * 10),

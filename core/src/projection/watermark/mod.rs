@@ -5,6 +5,9 @@
 //! admitted; the envelope is within its channel's size bound; the envelope passes the schema
 //! check; the times and watermark are in range. Then the watermark decides:
 //!
+//! Watermarks are ordered by their channel's declared kind ([`value`]: integers, ISO-8601
+//! instants, instant-plus-sequence, or explicitly text-ordered), never by their text.
+//!
 //! | stored row            | incoming                         | plan                        |
 //! |-----------------------|----------------------------------|-----------------------------|
 //! | none                  | any                              | `Insert`                    |
@@ -16,9 +19,15 @@
 //! "Identical content" means byte-identical envelope text and equal `captured_at` and
 //! `expires_at`. A conflict against an already degraded row is again `Degrade` (idempotent).
 
+mod value;
+
+pub use value::{Watermark, WatermarkError, WatermarkKey, WatermarkKind, MAX_TEXT_WATERMARK_BYTES};
+
 use crate::projection::channel::{
     ChannelRecord, ChannelRegistry, DegradedReason, ProducerId, Submission,
 };
+use crate::projection::envelope_schema::EnvelopeSchema;
+use crate::projection::profile::Profile;
 use crate::time::Millis;
 
 /// Why a submission was rejected. A rejected submission writes nothing.
@@ -50,16 +59,23 @@ pub enum SubmissionRejected {
     /// The envelope fails the schema check.
     #[error("envelope fails the schema check: {0}")]
     SchemaInvalid(String),
-    /// `expires_at` is not after `captured_at`, or a value is above [`crate::EXACT_INTEGER_MAX`] (2^53 − 1).
-    #[error("submission times or watermark are invalid: {0}")]
+    /// `expires_at` is not after `captured_at`, or a time is above [`crate::EXACT_INTEGER_MAX`] (2^53 − 1).
+    #[error("submission times are invalid: {0}")]
     InvalidRange(&'static str),
-    /// The watermark is lower than the stored one.
+    /// The watermark is not of the kind the channel declares.
+    #[error("{0}")]
+    InvalidWatermark(WatermarkError),
+    /// The stored row's watermark is not of the kind the channel now declares (the registry
+    /// changed the channel's kind): nothing can be ordered against it, so nothing is written.
+    #[error("the stored row cannot be ordered against: {0} (the channel's declared watermark kind changed)")]
+    StoredWatermarkOfAnotherKind(WatermarkError),
+    /// The watermark orders before the stored one.
     #[error("watermark {submitted} regressed below the stored {stored}")]
     Regressed {
         /// The submitted watermark.
-        submitted: u64,
+        submitted: Watermark,
         /// The stored watermark.
-        stored: u64,
+        stored: Watermark,
     },
 }
 
@@ -79,36 +95,59 @@ pub enum SubmissionPlan {
     },
 }
 
-/// Checks the envelope against its channel's schema: a JSON object whose `schema` field is the
-/// channel's `envelope_schema` and whose `notAuthority` field is `true`.
+/// Checks the envelope against its channel's schema: a JSON object whose schema-id field (the
+/// profile's [`Profile::schema_field`]: `schema`, or the Memory Core's `schemaVersion`) is the
+/// channel's `envelope_schema` and whose `notAuthority` field is `true`. Under the Memory Core
+/// profile an envelope that carries its own `sourceWatermark` must carry the submitted one (the
+/// hooks' reader degrades a channel whose envelope and slot disagree). Last, the channel's JSON
+/// Schema, if it has one, with the validator's reasons.
 pub fn check_envelope(
+    profile: Profile,
     envelope_json: &str,
     expected_schema: &str,
+    watermark: &Watermark,
+    json_schema: Option<&EnvelopeSchema>,
 ) -> Result<(), SubmissionRejected> {
+    let field = profile.schema_field();
     let invalid = |m: String| SubmissionRejected::SchemaInvalid(m);
     let value: serde_json::Value =
         serde_json::from_str(envelope_json).map_err(|e| invalid(format!("not JSON: {e}")))?;
     let object = value
         .as_object()
         .ok_or_else(|| invalid("not a JSON object".into()))?;
-    match object.get("schema").and_then(|s| s.as_str()) {
+    match object.get(field).and_then(|s| s.as_str()) {
         Some(s) if s == expected_schema => {}
         Some(s) => {
             return Err(invalid(format!(
-                "schema `{s}`, expected `{expected_schema}`"
+                "{field} `{s}`, expected `{expected_schema}`"
             )))
         }
-        None => return Err(invalid("missing string field `schema`".into())),
+        None => return Err(invalid(format!("missing string field `{field}`"))),
     }
     if object.get("notAuthority") != Some(&serde_json::Value::Bool(true)) {
         return Err(invalid("field `notAuthority` must be true".into()));
     }
-    Ok(())
+    let own = object.get("sourceWatermark");
+    if profile == Profile::MemoryCore && own.is_some_and(|w| w.as_str() != Some(&watermark.text()))
+    {
+        return Err(invalid(format!(
+            "the envelope's sourceWatermark {} is not the submitted watermark `{watermark}`",
+            own.map_or_else(String::new, ToString::to_string)
+        )));
+    }
+    match json_schema {
+        Some(schema) => schema
+            .validate(&value)
+            .map_err(|why| invalid(format!("the channel's JSON Schema refuses it: {why}"))),
+        None => Ok(()),
+    }
 }
 
-/// Decides a producer submission. `existing` is the stored row for the same target and
-/// channel, read inside the same serialized transaction the plan will be executed in.
+/// Decides a producer submission to a store of `profile`. `existing` is the stored row for the
+/// same target and channel, read inside the same serialized transaction the plan will be
+/// executed in.
 pub fn decide_submission(
+    profile: Profile,
     registry: &ChannelRegistry,
     producer: &ProducerId,
     target_admitted: bool,
@@ -137,32 +176,45 @@ pub fn decide_submission(
             limit: spec.max_envelope_bytes,
         });
     }
-    check_envelope(&submission.envelope_json, &spec.envelope_schema)?;
+    check_envelope(
+        profile,
+        &submission.envelope_json,
+        &spec.envelope_schema,
+        &submission.source_watermark,
+        spec.envelope_json_schema.as_ref(),
+    )?;
     if submission.expires_at <= submission.captured_at {
         return Err(SubmissionRejected::InvalidRange(
             "expires_at must be after captured_at",
         ));
     }
     let max = crate::EXACT_INTEGER_MAX;
-    if submission.source_watermark > max || submission.expires_at.0 > max || now.0 > max {
+    if submission.expires_at.0 > max || now.0 > max {
         return Err(SubmissionRejected::InvalidRange(
             "value exceeds 2^53-1, the largest integer every reader holds exactly",
         ));
     }
+    let submitted = spec
+        .watermark
+        .key(&submission.source_watermark)
+        .map_err(SubmissionRejected::InvalidWatermark)?;
     let Some(stored) = existing else {
         return Ok(SubmissionPlan::Insert(ChannelRecord::from_submission(
             submission, now,
         )));
     };
-    let (submitted, stored_w) = (submission.source_watermark, stored.source_watermark);
-    if submitted > stored_w {
+    let stored_key = spec
+        .watermark
+        .key(&stored.source_watermark)
+        .map_err(SubmissionRejected::StoredWatermarkOfAnotherKind)?;
+    if submitted > stored_key {
         Ok(SubmissionPlan::Advance(ChannelRecord::from_submission(
             submission, now,
         )))
-    } else if submitted < stored_w {
+    } else if submitted < stored_key {
         Err(SubmissionRejected::Regressed {
-            submitted,
-            stored: stored_w,
+            submitted: submission.source_watermark.clone(),
+            stored: stored.source_watermark.clone(),
         })
     } else if stored.same_content(submission) {
         Ok(SubmissionPlan::Replay)
@@ -180,21 +232,27 @@ mod tests {
     use crate::projection::channel::{ChannelName, ChannelSpec};
     use crate::projection::target::TargetId;
 
-    fn registry() -> ChannelRegistry {
+    fn registry_of(kind: WatermarkKind) -> ChannelRegistry {
         ChannelRegistry::new([ChannelSpec {
             name: ChannelName::parse("route").unwrap(),
             owner: ProducerId::parse("router").unwrap(),
             envelope_schema: "computed-route.v1".into(),
             max_envelope_bytes: 200,
+            watermark: kind,
+            envelope_json_schema: None,
         }])
         .unwrap()
+    }
+
+    fn registry() -> ChannelRegistry {
+        registry_of(WatermarkKind::Integer)
     }
 
     fn envelope(body: &str) -> String {
         format!(r#"{{"schema":"computed-route.v1","notAuthority":true,"body":"{body}"}}"#)
     }
 
-    fn sub(watermark: u64, body: &str) -> Submission {
+    fn sub_of(watermark: Watermark, body: &str) -> Submission {
         Submission {
             target_id: TargetId::parse(&"0".repeat(64)).unwrap(),
             channel: ChannelName::parse("route").unwrap(),
@@ -205,11 +263,16 @@ mod tests {
         }
     }
 
+    fn sub(watermark: u64, body: &str) -> Submission {
+        sub_of(watermark.into(), body)
+    }
+
     fn decide(
         existing: Option<&ChannelRecord>,
         s: &Submission,
     ) -> Result<SubmissionPlan, SubmissionRejected> {
         decide_submission(
+            Profile::Generic,
             &registry(),
             &ProducerId::parse("router").unwrap(),
             true,
@@ -226,11 +289,15 @@ mod tests {
             panic!()
         };
         assert_eq!(
-            (row.source_watermark, row.updated_at, row.degraded_reason),
-            (5, Millis(50), None)
+            (
+                row.source_watermark.clone(),
+                row.updated_at,
+                row.degraded_reason
+            ),
+            (5.into(), Millis(50), None)
         );
         assert!(
-            matches!(decide(Some(&row), &sub(6, "b")).unwrap(), SubmissionPlan::Advance(r) if r.source_watermark == 6)
+            matches!(decide(Some(&row), &sub(6, "b")).unwrap(), SubmissionPlan::Advance(r) if r.source_watermark == 6.into())
         );
         assert_eq!(decide(Some(&row), &first).unwrap(), SubmissionPlan::Replay);
         let SubmissionPlan::Degrade { record } = decide(Some(&row), &sub(5, "other")).unwrap()
@@ -251,8 +318,8 @@ mod tests {
         assert_eq!(
             decide(Some(&row), &sub(4, "a")).unwrap_err(),
             SubmissionRejected::Regressed {
-                submitted: 4,
-                stored: 5
+                submitted: 4.into(),
+                stored: 5.into()
             }
         );
         // Advancing clears a degradation.
@@ -260,6 +327,50 @@ mod tests {
             panic!()
         };
         assert_eq!(clean.degraded_reason, None);
+    }
+
+    /// The Memory Core route producer's `${capturedAt}:${n}`: `:10` advances past `:9` (text
+    /// order would call it a regression), and an earlier instant regresses whatever its
+    /// sequence.
+    #[test]
+    fn instant_sequences_are_admitted_in_their_own_order() {
+        let reg = registry_of(WatermarkKind::InstantSequence);
+        let router = ProducerId::parse("router").unwrap();
+        let text = |t: &str| sub_of(Watermark::Text(t.into()), t);
+        let d = |existing: Option<&ChannelRecord>, s: &Submission| {
+            decide_submission(
+                Profile::Generic,
+                &reg,
+                &router,
+                true,
+                existing,
+                s,
+                Millis(50),
+            )
+        };
+        let SubmissionPlan::Insert(nine) = d(None, &text("2026-07-28T18:29:00.000Z:9")).unwrap()
+        else {
+            panic!()
+        };
+        assert!(matches!(
+            d(Some(&nine), &text("2026-07-28T18:29:00.000Z:10")).unwrap(),
+            SubmissionPlan::Advance(_)
+        ));
+        assert!(matches!(
+            d(Some(&nine), &text("2026-07-28T18:28:59.999Z:99")).unwrap_err(),
+            SubmissionRejected::Regressed { .. }
+        ));
+        assert!(matches!(
+            d(Some(&nine), &text("2026-07-28T18:29:00.000Z:09")).unwrap_err(),
+            SubmissionRejected::InvalidWatermark(e) if e.kind == WatermarkKind::InstantSequence
+        ));
+        // A row stored under another kind cannot be ordered against: refused, nothing written.
+        let mut integer_row = nine.clone();
+        integer_row.source_watermark = 3.into();
+        assert!(matches!(
+            d(Some(&integer_row), &text("2026-07-28T18:29:00.000Z:10")).unwrap_err(),
+            SubmissionRejected::StoredWatermarkOfAnotherKind(e) if e.watermark == "3"
+        ));
     }
 
     /// The rules are checked in a fixed order: a submission breaking rule `k` and every rule
@@ -272,10 +383,15 @@ mod tests {
         let other = ProducerId::parse("frontier").unwrap();
         let stored = ChannelRecord::from_submission(&sub(5, "a"), Millis(0));
         // Breaks rules `from..` (0 unknown channel, 1 foreign producer, 2 target not admitted,
-        // 3 oversized, 4 schema, 5 expiry before capture, 6 above 2^53-1, 7 a
-        // regressed watermark) and keeps the rules before `from`.
+        // 3 oversized, 4 schema, 5 expiry before capture, 6 above 2^53-1, 7 a watermark not of
+        // the channel's kind, 8 a regressed watermark) and keeps the rules before `from`.
         let decide_breaking = |from: usize| {
-            let mut s = sub(1, "a"); // below the stored 5: always regressed
+            let watermark = if from <= 7 {
+                Watermark::Text("1".into())
+            } else {
+                1.into() // below the stored 5: regressed
+            };
+            let mut s = sub_of(watermark, "a");
             if from == 0 {
                 s.channel = ChannelName::parse("nope").unwrap();
             }
@@ -297,10 +413,18 @@ mod tests {
             } else {
                 Millis(0)
             };
-            decide_submission(&reg, producer, admitted, Some(&stored), &s, now)
+            decide_submission(
+                Profile::Generic,
+                &reg,
+                producer,
+                admitted,
+                Some(&stored),
+                &s,
+                now,
+            )
         };
-        let answers: Vec<_> = (0..8).map(decide_breaking).collect();
-        let expected: [fn(&SubmissionRejected) -> bool; 8] = [
+        let answers: Vec<_> = (0..9).map(decide_breaking).collect();
+        let expected: [fn(&SubmissionRejected) -> bool; 9] = [
             |r| matches!(r, SubmissionRejected::UnknownChannel(c) if c == "nope"),
             |r| matches!(r, SubmissionRejected::NotChannelOwner { .. }),
             |r| matches!(r, SubmissionRejected::TargetNotAdmitted(_)),
@@ -308,13 +432,12 @@ mod tests {
             |r| matches!(r, SubmissionRejected::SchemaInvalid(m) if m.contains("other.v1")),
             |r| matches!(r, SubmissionRejected::InvalidRange(m) if m.contains("after captured_at")),
             |r| matches!(r, SubmissionRejected::InvalidRange(m) if m.contains("2^53-1")),
+            |r| matches!(r, SubmissionRejected::InvalidWatermark(e) if e.kind == WatermarkKind::Integer),
             |r| {
                 matches!(
                     r,
-                    SubmissionRejected::Regressed {
-                        submitted: 1,
-                        stored: 5
-                    }
+                    SubmissionRejected::Regressed { submitted, stored }
+                        if *submitted == 1.into() && *stored == 5.into()
                 )
             },
         ];
@@ -324,17 +447,27 @@ mod tests {
                 "rule {rule} (and every later one) broken: {answer:?}"
             );
         }
-        // A watermark beyond 2^53-1 is refused like the clock.
+        // A watermark beyond 2^53-1 is not an integer watermark.
         let huge = sub(u64::MAX, "a");
         assert!(matches!(
-            decide_submission(&reg, &router, true, None, &huge, Millis(0)),
-            Err(SubmissionRejected::InvalidRange(m)) if m.contains("2^53-1")
+            decide_submission(
+                Profile::Generic,
+                &reg,
+                &router,
+                true,
+                None,
+                &huge,
+                Millis(0)
+            ),
+            Err(SubmissionRejected::InvalidWatermark(_))
         ));
     }
 
     #[test]
     fn schema_check() {
-        assert!(check_envelope(&envelope("x"), "computed-route.v1").is_ok());
+        let generic = Profile::Generic;
+        let w = Watermark::Integer(1);
+        assert!(check_envelope(generic, &envelope("x"), "computed-route.v1", &w, None).is_ok());
         for bad in [
             "not json",
             "[1]",
@@ -342,15 +475,95 @@ mod tests {
             r#"{"schema":"computed-route.v1"}"#,
             r#"{"schema":"computed-route.v1","notAuthority":false}"#,
             r#"{"schema":1,"notAuthority":true}"#,
+            r#"{"schemaVersion":"computed-route.v1","notAuthority":true}"#,
         ] {
             assert!(
                 matches!(
-                    check_envelope(bad, "computed-route.v1"),
+                    check_envelope(generic, bad, "computed-route.v1", &w, None),
                     Err(SubmissionRejected::SchemaInvalid(_))
                 ),
                 "{bad}"
             );
         }
+        // The Memory Core's producers name their schema in `schemaVersion`.
+        let memory_core = Profile::MemoryCore;
+        let theirs = r#"{"schemaVersion":"computed-route.v1","notAuthority":true}"#;
+        assert!(check_envelope(memory_core, theirs, "computed-route.v1", &w, None).is_ok());
+        assert!(matches!(
+            check_envelope(memory_core, &envelope("x"), "computed-route.v1", &w, None),
+            Err(SubmissionRejected::SchemaInvalid(m)) if m.contains("schemaVersion")
+        ));
+        // An envelope stamped with its own watermark must carry the submitted one.
+        let at = Watermark::Text("2026-07-28T18:29:00.000Z:9".into());
+        let stamped = |own: &str| {
+            format!(
+                r#"{{"schemaVersion":"computed-route.v1","sourceWatermark":{own},"notAuthority":true}}"#
+            )
+        };
+        assert!(check_envelope(
+            memory_core,
+            &stamped(r#""2026-07-28T18:29:00.000Z:9""#),
+            "computed-route.v1",
+            &at,
+            None
+        )
+        .is_ok());
+        for other in [r#""2026-07-28T18:29:00.000Z:10""#, "9", "null"] {
+            assert!(
+                matches!(
+                    check_envelope(memory_core, &stamped(other), "computed-route.v1", &at, None),
+                    Err(SubmissionRejected::SchemaInvalid(m)) if m.contains("not the submitted watermark")
+                ),
+                "{other}"
+            );
+        }
+        assert!(
+            check_envelope(
+                generic,
+                &stamped("5").replace("schemaVersion", "schema"),
+                "computed-route.v1",
+                &at,
+                None
+            )
+            .is_ok(),
+            "the generic profile does not read the envelope's own watermark"
+        );
+    }
+
+    /// A channel's JSON Schema is applied after its schema id: a violating envelope is refused
+    /// with the validator's reason, a conforming one admitted.
+    #[test]
+    fn the_channel_json_schema_decides_last() {
+        let mut spec = registry()
+            .get(&ChannelName::parse("route").unwrap())
+            .unwrap()
+            .clone();
+        spec.envelope_json_schema = Some(
+            EnvelopeSchema::compile(serde_json::json!({
+                "type": "object",
+                "required": ["body"],
+                "properties": {"body": {"type": "string", "maxLength": 3}}
+            }))
+            .unwrap(),
+        );
+        let reg = ChannelRegistry::new([spec]).unwrap();
+        let router = ProducerId::parse("router").unwrap();
+        let d = |s: &Submission| {
+            decide_submission(Profile::Generic, &reg, &router, true, None, s, Millis(50))
+        };
+        assert!(matches!(d(&sub(1, "abc")), Ok(SubmissionPlan::Insert(_))));
+        let too_long = d(&sub(1, "abcd")).unwrap_err();
+        assert!(
+            matches!(&too_long, SubmissionRejected::SchemaInvalid(m)
+                if m.contains("JSON Schema") && m.contains("/body")),
+            "{too_long}"
+        );
+        let mut wrong_id = sub(1, "abcd");
+        wrong_id.envelope_json = wrong_id.envelope_json.replace("computed-route.v1", "x.v1");
+        assert!(
+            matches!(d(&wrong_id), Err(SubmissionRejected::SchemaInvalid(m)) if m.contains("x.v1")),
+            "the schema id is checked first"
+        );
     }
 
     #[test]
@@ -358,8 +571,9 @@ mod tests {
         let reg = registry();
         let router = ProducerId::parse("router").unwrap();
         let max = crate::EXACT_INTEGER_MAX;
-        let d =
-            |s: &Submission, now: u64| decide_submission(&reg, &router, true, None, s, Millis(now));
+        let d = |s: &Submission, now: u64| {
+            decide_submission(Profile::Generic, &reg, &router, true, None, s, Millis(now))
+        };
         let mut at_limit = sub(1, "");
         let pad = 200 - at_limit.envelope_json.len();
         at_limit = sub(1, &"x".repeat(pad));
@@ -373,7 +587,7 @@ mod tests {
         assert!(d(&top, max).is_ok(), "2^53-1 itself is accepted");
         assert!(matches!(
             d(&sub(max + 1, "a"), 0),
-            Err(SubmissionRejected::InvalidRange(why)) if why.contains("2^53-1")
+            Err(SubmissionRejected::InvalidWatermark(_))
         ));
         let mut late = sub(1, "a");
         late.expires_at = Millis(max + 1);

@@ -1,4 +1,8 @@
 //! Broker time as a value. The core never reads a clock: callers pass [`Millis`] in.
+//!
+//! - [`iso`]: the one ISO-8601 form read and written (JavaScript's `toISOString()`).
+
+pub mod iso;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

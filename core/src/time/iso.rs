@@ -1,8 +1,9 @@
-//! The one time format the JavaScript writer stores in `HookProjectionChannels`: what
-//! JavaScript's `Date.prototype.toISOString()` prints for a time after 1970,
-//! `YYYY-MM-DDTHH:MM:SS.sssZ` (`hookProjectionWriter.mjs` passes `new Date(clock()).toISOString()`
-//! as `updated_at`). Anything else is refused, never guessed: another offset, a missing
-//! fraction, a date before 1970, an impossible day.
+//! The one ISO-8601 form solewriter reads and writes: what JavaScript's
+//! `Date.prototype.toISOString()` prints for a time from 1970 to 9999,
+//! `YYYY-MM-DDTHH:MM:SS.sssZ`. The Memory Core's JavaScript writer stores its times in it, its
+//! producers stamp their watermarks with it, and its document format carries it. Anything else
+//! is refused, never guessed: another offset, a missing fraction, a date before 1970, an
+//! impossible day. [`format`] is [`parse`]'s inverse.
 
 use crate::time::Millis;
 
@@ -43,6 +44,42 @@ pub fn parse(text: &str) -> Option<Millis> {
     ))
 }
 
+/// The latest instant [`format`] prints: 9999-12-31T23:59:59.999Z.
+pub const LATEST: Millis = Millis(253_402_300_799_999);
+
+/// `at` as `YYYY-MM-DDTHH:MM:SS.sssZ` (what JavaScript's `toISOString()` prints); `None` past
+/// [`LATEST`], where JavaScript switches to a six-digit signed year.
+pub fn format(at: Millis) -> Option<String> {
+    if at > LATEST {
+        return None;
+    }
+    let (mut days, in_day) = (at.0 / 86_400_000, at.0 % 86_400_000);
+    let mut year = 1970;
+    while days >= year_days(year) {
+        days -= year_days(year);
+        year += 1;
+    }
+    let mut month = 1;
+    while days >= days_in_month(year, month) {
+        days -= days_in_month(year, month);
+        month += 1;
+    }
+    let (hour, minute) = (in_day / 3_600_000, in_day / 60_000 % 60);
+    let (second, milli) = (in_day / 1000 % 60, in_day % 1000);
+    Some(format!(
+        "{year:04}-{month:02}-{:02}T{hour:02}:{minute:02}:{second:02}.{milli:03}Z",
+        days + 1
+    ))
+}
+
+fn year_days(year: u64) -> u64 {
+    if is_leap(year) {
+        366
+    } else {
+        365
+    }
+}
+
 fn is_leap(year: u64) -> bool {
     (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
 }
@@ -58,9 +95,7 @@ fn days_in_month(year: u64, month: u64) -> u64 {
 
 /// Days from 1970-01-01 to the given date (year ≥ 1970).
 fn days_since_epoch(year: u64, month: u64, day: u64) -> u64 {
-    let whole_years: u64 = (1970..year)
-        .map(|y| if is_leap(y) { 366 } else { 365 })
-        .sum();
+    let whole_years: u64 = (1970..year).map(year_days).sum();
     let whole_months: u64 = (1..month).map(|m| days_in_month(year, m)).sum();
     whole_years + whole_months + day - 1
 }
@@ -79,6 +114,22 @@ mod tests {
             ("2000-03-01T00:00:00.001Z", 951_868_800_001),
         ] {
             assert_eq!(parse(text), Some(Millis(ms)), "{text}");
+            assert_eq!(format(Millis(ms)).as_deref(), Some(text), "{ms}");
+        }
+        assert_eq!(format(LATEST).as_deref(), Some("9999-12-31T23:59:59.999Z"));
+        assert_eq!(format(Millis(LATEST.0 + 1)), None);
+    }
+
+    /// `format` and `parse` are inverses at every day boundary of four centuries (leap days of
+    /// 2000 and 2100 included) and at an instant inside each day.
+    #[test]
+    fn format_inverts_parse() {
+        for day in (0..400 * 366).step_by(7) {
+            for offset in [0, 1, 86_399_999, 45_296_789] {
+                let at = Millis(day * 86_400_000 + offset);
+                let text = format(at).unwrap();
+                assert_eq!(parse(&text), Some(at), "{text}");
+            }
         }
     }
 

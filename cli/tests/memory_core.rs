@@ -1,0 +1,133 @@
+//! A store of the Memory Core profile from the command line: `init` makes it from the
+//! configuration's `profile`, `admit` prints the Memory Core's 32-hex id, `submit` takes the
+//! route producer's `<instant>:<n>` watermarks in their own order and applies the channel's
+//! JSON Schema, `publish` needs the consumer binding and writes the Memory Core's document.
+
+mod support;
+
+use support::*;
+
+const PROFILE: &str = "live-lane-awareness-projection.v1";
+const BINDING: &str = r#"{"capability":"hook-projection","agentId":"agent-7","harnessType":"claude-code","status":"attested","scopeResolution":"agent-instance","provenance":{"producer":"ops"},"conflicts":[],"assertedAt":"2026-07-28T18:00:00.000Z","expiresAt":"2026-07-28T19:00:00.000Z"}"#;
+
+fn memory_core_env() -> Env {
+    let env = Env::with(LONG_LEASE);
+    let config = format!(
+        r#"store = "store.sqlite"
+runtime_root = "runtime"
+{LONG_LEASE}
+profile = "{PROFILE}"
+
+[[channels]]
+name = "computed-route"
+owner = "golden-path"
+envelope_schema = "computed-route.v1"
+max_envelope_bytes = 4096
+watermark = "instant-sequence"
+envelope_json_schema = '{{"type": "object", "required": ["route"]}}'
+"#
+    );
+    std::fs::write(&env.config, config).unwrap();
+    env
+}
+
+fn submit(env: &Env, target: &str, watermark: &str, envelope: &str) -> std::process::Output {
+    env.run(&[
+        "submit",
+        "--producer",
+        "golden-path",
+        "--target",
+        target,
+        "--channel",
+        "computed-route",
+        "--watermark",
+        watermark,
+        "--envelope",
+        envelope,
+        "--captured-at",
+        "1785263340000",
+        "--expires-in-ms",
+        "4102444800000",
+    ])
+}
+
+fn route(watermark: &str) -> String {
+    format!(
+        r#"{{"schemaVersion":"computed-route.v1","sourceWatermark":"{watermark}","notAuthority":true,"route":{{"items":[]}}}}"#
+    )
+}
+
+#[test]
+fn a_memory_core_store_from_the_command_line() {
+    let env = memory_core_env();
+    assert!(env.ok(&["init"]).starts_with("initialized store"));
+    let target = env.ok(&["admit", TUPLE]).trim().to_owned();
+    assert_eq!(
+        target, "ade4faf905981c8a3abe4c13ef31779f",
+        "the Memory Core's own id"
+    );
+    let (nine, ten) = ("2026-07-28T18:29:00.000Z:9", "2026-07-28T18:29:00.000Z:10");
+    for watermark in [nine, ten] {
+        let out = submit(&env, &target, watermark, &route(watermark));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // `:9` after `:10` is a regression in the channel's own order (not in text order).
+    expect_failure(
+        &submit(&env, &target, nine, &route(nine)),
+        5,
+        "regressed",
+        &"nine",
+    );
+    let no_route = format!(
+        r#"{{"schemaVersion":"computed-route.v1","sourceWatermark":"{0}:11","notAuthority":true}}"#,
+        "2026-07-28T18:29:00.000Z"
+    );
+    let eleven = "2026-07-28T18:29:00.000Z:11";
+    expect_failure(
+        &submit(&env, &target, eleven, &no_route),
+        5,
+        "JSON Schema refuses it",
+        &"no route",
+    );
+    // No binding: refused, nothing written.
+    env.fails(
+        &["publish", &target, "--instance", "ops-1"],
+        5,
+        "consumer binding",
+    );
+    let current = env
+        .dir
+        .path()
+        .join(format!("runtime/hook-projections/{target}/current.json"));
+    assert!(!current.exists());
+    let binding = env.dir.path().join("binding.json");
+    std::fs::write(&binding, BINDING).unwrap();
+    let binding = binding.to_str().unwrap();
+    env.ok(&[
+        "publish",
+        &target,
+        "--instance",
+        "ops-1",
+        "--consumer-binding-file",
+        binding,
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&current).unwrap()).unwrap();
+    assert_eq!(doc["schemaVersion"], PROFILE);
+    assert_eq!(doc["publication"]["targetId"], target.as_str());
+    assert_eq!(
+        doc["publication"]["producerWatermarks"]["computed-route"],
+        ten
+    );
+    assert_eq!(doc["consumerBinding"]["agentId"], "agent-7");
+    // The store's profile is fixed: a generic `init` over it is refused.
+    let generic = std::fs::read_to_string(&env.config)
+        .unwrap()
+        .replace(&format!("profile = \"{PROFILE}\"\n"), "")
+        .replace("watermark = \"instant-sequence\"\n", "");
+    std::fs::write(&env.config, generic).unwrap();
+    env.fails(&["init"], 4, "profile");
+}

@@ -1,0 +1,287 @@
+//! Profiles: what a store's documents, target ids and envelopes look like, for the hooks that
+//! read them.
+//!
+//! A profile is a setting of the store (recorded in its schema marker, [`crate::projection::schema`]),
+//! so every process writing or reading one store agrees on it:
+//!
+//! | profile | document | target id | envelope schema field |
+//! |---|---|---|---|
+//! | [`Profile::Generic`] (default) | `solewriter.hook-projection.v2` | 64 hex: SHA-256 of [`TargetTuple::canonical_bytes`] | `schema` |
+//! | [`Profile::MemoryCore`] | `live-lane-awareness-projection.v1`, the Memory Core's hooks' format | 32 hex: the first 128 bits of SHA-256 of the NUL-joined `field=value` pairs | `schemaVersion` |
+//!
+//! Under the Memory Core profile every publication carries the hooks' consumer binding
+//! ([`ConsumerBinding`]), as the Memory Core's own writer takes it with every publication: it
+//! is not derivable from the tuple. A [`Composition`] is what a publication composes with: the
+//! channel registry and, per profile, what the document needs beyond the stored rows.
+
+use crate::projection::channel::ChannelRegistry;
+use crate::projection::target::{TargetId, TargetTuple, FIELDS};
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+
+/// Largest consumer binding, in bytes.
+pub const MAX_BINDING_BYTES: usize = 64 << 10;
+
+/// A store's profile.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Profile {
+    /// solewriter's own document format, `solewriter.hook-projection.v2`.
+    #[default]
+    Generic,
+    /// The Memory Core's document format, `live-lane-awareness-projection.v1`.
+    MemoryCore,
+}
+
+/// A profile name that is not one of [`Profile::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown profile `{0}` (expected `solewriter.hook-projection.v2` or `live-lane-awareness-projection.v1`)")]
+pub struct UnknownProfile(pub String);
+
+impl Profile {
+    /// Every profile.
+    pub const ALL: [Profile; 2] = [Profile::Generic, Profile::MemoryCore];
+
+    /// The profile's name: the format of its documents.
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Generic => crate::projection::FORMAT,
+            Profile::MemoryCore => crate::projection::memory_core::SCHEMA_VERSION,
+        }
+    }
+
+    /// The profile named `text`.
+    pub fn parse(text: &str) -> Result<Self, UnknownProfile> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.name() == text)
+            .ok_or_else(|| UnknownProfile(text.to_owned()))
+    }
+
+    /// The envelope field a producer names its schema in.
+    pub fn schema_field(self) -> &'static str {
+        match self {
+            Profile::Generic => "schema",
+            Profile::MemoryCore => "schemaVersion",
+        }
+    }
+
+    /// The length of the profile's target ids, in hex characters.
+    pub fn target_id_len(self) -> usize {
+        match self {
+            Profile::Generic => 64,
+            Profile::MemoryCore => 32,
+        }
+    }
+
+    /// The target id of `tuple` under this profile.
+    pub fn target_id(self, tuple: &TargetTuple) -> TargetId {
+        match self {
+            Profile::Generic => tuple.target_id(),
+            Profile::MemoryCore => memory_core_target_id(tuple),
+        }
+    }
+}
+
+/// The Memory Core's target id (`deriveTargetId` in its `hookProjectionWriter.mjs`): the seven
+/// fields in [`FIELDS`] order as `field=value`, joined by one NUL byte, SHA-256, the first 16
+/// bytes as 32 lowercase hex characters. A field never contains NUL (a tuple refuses control
+/// characters), so the joined text names one tuple only.
+fn memory_core_target_id(tuple: &TargetTuple) -> TargetId {
+    let pairs: Vec<String> = FIELDS
+        .iter()
+        .zip(tuple.values())
+        .map(|(field, value)| format!("{field}={value}"))
+        .collect();
+    let digest = Sha256::digest(pairs.join("\0").as_bytes());
+    TargetId::parse(&crate::hex::encode(&digest[..16]))
+        .expect("32 lowercase hex characters are a target id")
+}
+
+/// Why a consumer binding was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BindingError {
+    /// Not a JSON object.
+    #[error("consumer binding must be a JSON object: {0}")]
+    NotAnObject(String),
+    /// Larger than [`MAX_BINDING_BYTES`].
+    #[error("consumer binding of {0} bytes exceeds the bound of {MAX_BINDING_BYTES} bytes")]
+    TooLarge(usize),
+}
+
+/// The hooks' consumer binding a Memory Core publication carries (status, scope resolution,
+/// provenance, conflicts, assertion and expiry times, the binding's identity fields): a JSON
+/// object, published verbatim. solewriter checks only that it is an object of bounded size;
+/// the hooks' reader judges it (a binding it finds foreign withholds the projection).
+#[derive(Clone, Debug)]
+pub struct ConsumerBinding(Box<RawValue>);
+
+impl PartialEq for ConsumerBinding {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl Eq for ConsumerBinding {}
+
+impl ConsumerBinding {
+    /// Parses a binding from JSON text (surrounding whitespace is dropped).
+    pub fn from_json(text: &str) -> Result<Self, BindingError> {
+        let text = text.trim();
+        if text.len() > MAX_BINDING_BYTES {
+            return Err(BindingError::TooLarge(text.len()));
+        }
+        serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
+            .map_err(|e| BindingError::NotAnObject(e.to_string()))?;
+        let raw = RawValue::from_string(text.to_owned())
+            .map_err(|e| BindingError::NotAnObject(e.to_string()))?;
+        Ok(ConsumerBinding(raw))
+    }
+
+    /// The binding's JSON text.
+    pub fn as_json(&self) -> &RawValue {
+        &self.0
+    }
+}
+
+/// What a publication composes its document with.
+#[derive(Clone, Copy, Debug)]
+pub struct Composition<'r> {
+    /// The host's channel registry.
+    pub registry: &'r ChannelRegistry,
+    /// What the profile's document needs beyond the rows.
+    pub form: Form<'r>,
+}
+
+/// The profile of a [`Composition`], with what its document needs beyond the stored rows.
+#[derive(Clone, Copy, Debug)]
+pub enum Form<'r> {
+    /// [`Profile::Generic`].
+    Generic,
+    /// [`Profile::MemoryCore`], with the publication's consumer binding.
+    MemoryCore(&'r ConsumerBinding),
+}
+
+/// A publication's consumer binding that does not fit its store's profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BindingMismatch {
+    /// A Memory Core store publishes a binding with every document, and none was given.
+    #[error("a store of the Memory Core profile publishes a consumer binding with every document, and none was given")]
+    Missing,
+    /// A generic store publishes no binding, and one was given.
+    #[error("a consumer binding is published only by a store of the Memory Core profile; this store is generic")]
+    Unexpected,
+}
+
+impl<'r> Composition<'r> {
+    /// What a publication on a store of `profile` composes with, given the publication's
+    /// consumer binding, if any: every executor asks this one function.
+    pub fn for_store(
+        profile: Profile,
+        registry: &'r ChannelRegistry,
+        binding: Option<&'r ConsumerBinding>,
+    ) -> Result<Self, BindingMismatch> {
+        match (profile, binding) {
+            (Profile::Generic, None) => Ok(registry.into()),
+            (Profile::MemoryCore, Some(binding)) => Ok(Self::memory_core(registry, binding)),
+            (Profile::MemoryCore, None) => Err(BindingMismatch::Missing),
+            (Profile::Generic, Some(_)) => Err(BindingMismatch::Unexpected),
+        }
+    }
+
+    /// A composition of the Memory Core profile.
+    pub fn memory_core(registry: &'r ChannelRegistry, binding: &'r ConsumerBinding) -> Self {
+        Composition {
+            registry,
+            form: Form::MemoryCore(binding),
+        }
+    }
+
+    /// The profile this composition publishes (an executor refuses it on a store of another).
+    pub fn profile(&self) -> Profile {
+        match self.form {
+            Form::Generic => Profile::Generic,
+            Form::MemoryCore(_) => Profile::MemoryCore,
+        }
+    }
+}
+
+impl<'r> From<&'r ChannelRegistry> for Composition<'r> {
+    /// A composition of the generic profile.
+    fn from(registry: &'r ChannelRegistry) -> Self {
+        Composition {
+            registry,
+            form: Form::Generic,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for p in Profile::ALL {
+            assert_eq!(Profile::parse(p.name()), Ok(p));
+        }
+        assert!(Profile::parse("v2").is_err());
+        assert_eq!(Profile::default(), Profile::Generic);
+    }
+
+    /// Printed by Node with the Memory Core writer's own `deriveTargetId` over the README's
+    /// worked tuple.
+    #[test]
+    fn memory_core_target_id_matches_the_writer() {
+        let tuple = TargetTuple::new([
+            "1",
+            "hook-projection",
+            "agent-7",
+            "claude-code",
+            "inst-1",
+            "ws-1",
+            "live-lane",
+        ])
+        .unwrap();
+        assert_eq!(
+            Profile::MemoryCore.target_id(&tuple).as_str(),
+            "ade4faf905981c8a3abe4c13ef31779f"
+        );
+        assert_eq!(Profile::Generic.target_id(&tuple), tuple.target_id());
+    }
+
+    #[test]
+    fn a_binding_goes_with_the_memory_core_profile_only() {
+        let registry = ChannelRegistry::new([]).unwrap();
+        let binding = ConsumerBinding::from_json("{}").unwrap();
+        let of = |p, b| Composition::for_store(p, &registry, b).map(|c| c.profile());
+        assert_eq!(of(Profile::Generic, None), Ok(Profile::Generic));
+        assert_eq!(
+            of(Profile::MemoryCore, Some(&binding)),
+            Ok(Profile::MemoryCore)
+        );
+        assert_eq!(of(Profile::MemoryCore, None), Err(BindingMismatch::Missing));
+        assert_eq!(
+            of(Profile::Generic, Some(&binding)),
+            Err(BindingMismatch::Unexpected)
+        );
+    }
+
+    #[test]
+    fn bindings_are_objects_of_bounded_size() {
+        let b = ConsumerBinding::from_json(" {\"status\":\"attested\"}\n").unwrap();
+        assert_eq!(b.as_json().get(), "{\"status\":\"attested\"}");
+        for bad in ["[]", "null", "\"x\"", "{", ""] {
+            assert!(matches!(
+                ConsumerBinding::from_json(bad),
+                Err(BindingError::NotAnObject(_))
+            ));
+        }
+        let big = format!("{{\"a\":\"{}\"}}", "x".repeat(MAX_BINDING_BYTES));
+        assert!(matches!(
+            ConsumerBinding::from_json(&big),
+            Err(BindingError::TooLarge(_))
+        ));
+    }
+}
