@@ -38,6 +38,9 @@ listing() { tar -tzf "$1" | sort | tr '\n' ' '; }
 [[ "$(listing "$platform_tgz")" == "package/README.md package/package.json package/solewriter.linux-x64-gnu.node " ]] ||
   fail "the platform package holds: $(listing "$platform_tgz")"
 [[ "$(listing "$main_tgz")" != *.node* ]] || fail "the main package holds an addon: $(listing "$main_tgz")"
+for file in memory-core.mjs memory-core.d.ts lib/memory-core-writer.js; do
+  [[ "$(listing "$main_tgz")" == *"package/$file "* ]] || fail "the main package lacks $file (solewriter/memory-core)"
+done
 tar -xzOf "$main_tgz" package/package.json |
   node -e "const m = JSON.parse(require('fs').readFileSync(0, 'utf8'));
     const want = { 'solewriter-linux-x64-gnu': '$version' };
@@ -88,7 +91,7 @@ npm ls --all --json | node -e "const t = JSON.parse(require('fs').readFileSync(0
 say "installed $versions and both tarballs"
 
 # --- 3. a publication from CommonJS, from ESM and from TypeScript
-cp "$examples"/publish.cjs "$examples"/publish.mjs "$examples"/publish.ts "$examples"/tsconfig.json "$examples"/check.cjs .
+cp "$examples"/publish.cjs "$examples"/publish.mjs "$examples"/publish.ts "$examples"/memory_core.ts "$examples"/tsconfig.json "$examples"/check.cjs .
 mkdir cjs esm ts
 node publish.cjs "$host/cjs" >cjs.json || fail "the CommonJS publication failed"
 node check.cjs commonjs "$host/node_modules/solewriter-linux-x64-gnu/solewriter.linux-x64-gnu.node" <cjs.json

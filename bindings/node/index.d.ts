@@ -97,6 +97,15 @@ export interface SolewriterError extends Error {
   path?: string;
   /** For SQLITE: better-sqlite3's code (e.g. `SQLITE_CONSTRAINT_FOREIGNKEY`). */
   sqliteCode?: string;
+  /**
+   * For REJECTED: why the submission was refused — `unknown-channel`, `not-channel-owner`,
+   * `target-not-admitted`, `oversized`, `schema-invalid`, `invalid-range`, `invalid-watermark`,
+   * `stored-watermark-of-another-kind`, `regressed` (or `other`, a kind of a later core).
+   */
+  rejection?: string;
+  /** For REJECTED regressed: the submitted and the stored watermark, as text. */
+  submitted?: string;
+  stored?: string;
 }
 
 /** Every code an error of this package carries (`SolewriterError.code`); no call throws another. */

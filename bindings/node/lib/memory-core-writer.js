@@ -1,0 +1,275 @@
+'use strict';
+/**
+ * The Memory Core's writer, on solewriter: `makeHookProjectionWriter({getDb, config, fs,
+ * clock})` with the surface of its own JavaScript writer (`ai/services/memory-core/`
+ * `hookProjectionWriter.mjs` of the public neomjs/neo repository) — `{deriveTargetId,
+ * ensureSchema, submitChannel, publish}`, the same arguments, the same result shapes — built on
+ * a `ProjectionStore` of the Memory Core profile. The Memory Core switches by changing one
+ * import (`require('solewriter/memory-core')` or `import … from 'solewriter/memory-core'`) and
+ * adding two configuration leaves (README, "Switching the Memory Core").
+ *
+ * What changes under the same calls: submissions are ordered by each channel's declared
+ * watermark kind, not as text; a channel is produced by its registered owner, checked after
+ * the host's own `mayProduceChannel`; every publication is fenced and durable; and what no
+ * upstream outcome names is thrown as solewriter's coded error (`Error` with a `code`).
+ */
+
+const path = require('node:path');
+const { initialize, adoptJsWriterTables, ProjectionStore, targetIdFor } = require('../index.js');
+
+/** The Memory Core's profile: its hook document, its 32-hex target ids. */
+const PROFILE = 'live-lane-awareness-projection.v1';
+
+/** The attested tuple's fields, in the order the target id is derived from. */
+const TARGET_TUPLE_FIELDS = Object.freeze([
+  'schemaVersion',
+  'capability',
+  'agentId',
+  'harnessType',
+  'instanceKeyDigest',
+  'workspaceKeyDigest',
+  'projectionKind',
+]);
+
+/** The holder recorded when the tuple's instanceKeyDigest is not a valid holder name. */
+const FALLBACK_HOLDER = 'memory-core';
+
+/** A holder name solewriter takes: 1 to 64 of `a-z 0-9 . _ -`, starting with a letter or digit. */
+const HOLDER = /^[0-9a-z][0-9a-z._-]{0,63}$/;
+
+/** A canonical decimal: the text of an `integer` channel's watermark. */
+const DECIMAL = /^(?:0|[1-9][0-9]*)$/;
+
+/** Fencing reasons as the JavaScript writer names its refusals. */
+const FENCED_REASONS = Object.freeze({
+  superseded: 'superseded-epoch',
+  'token-mismatch': 'foreign-token',
+  expired: 'lease-expired',
+  released: 'not-held',
+  'never-granted': 'not-held',
+});
+
+const missingLeaf = (leaf) => new TypeError(`[hookProjectionWriter] ${leaf} is required from config — no local default`);
+
+/**
+ * The target id of an attested tuple: the JavaScript writer's (the first 128 bits of SHA-256
+ * of the seven fields as `field=value` joined by NUL). A missing or empty field throws the
+ * writer's TypeError.
+ */
+function deriveTargetId(tuple) {
+  const missing = TARGET_TUPLE_FIELDS.filter((field) => typeof tuple?.[field] !== 'string' || tuple[field].length === 0);
+  if (missing.length > 0) {
+    throw new TypeError(`[hookProjectionWriter] the attested target tuple is missing: ${missing.join(', ')}`);
+  }
+  return targetIdFor(PROFILE, tuple);
+}
+
+/** The checks of the writer's `submitProjectionChannel`, in its order, with its TypeErrors. */
+function checkSubmission({ targetId, channel, envelope, sourceWatermark, capturedAt, expiresAt, isTargetAdmitted, mayProduceChannel }) {
+  const fail = (message) => {
+    throw new TypeError(`[hookProjectionSubmission] ${message}`);
+  };
+  if (typeof targetId !== 'string' || !targetId.length || typeof channel !== 'string' || !channel.length) {
+    fail('a server-derived targetId and a channel are required');
+  }
+  if (typeof sourceWatermark !== 'string' || !sourceWatermark.length) {
+    fail('a sourceWatermark is required — an unwatermarked channel cannot be ordered');
+  }
+  if (typeof isTargetAdmitted !== 'function' || typeof mayProduceChannel !== 'function') {
+    fail('isTargetAdmitted and mayProduceChannel must be injected');
+  }
+  if (!envelope || typeof envelope !== 'object' || Array.isArray(envelope)) fail('an envelope must be a plain object');
+  if (typeof envelope.schemaVersion !== 'string' || envelope.schemaVersion.length === 0) {
+    fail('an envelope must carry a schemaVersion — a reader binds to it');
+  }
+  const captured = Date.parse(capturedAt);
+  const expires = Date.parse(expiresAt);
+  if (!Number.isFinite(captured)) fail(`capturedAt must be a parseable timestamp; got ${JSON.stringify(capturedAt)}`);
+  if (!Number.isFinite(expires)) fail(`expiresAt must be a parseable timestamp; got ${JSON.stringify(expiresAt)}`);
+  if (expires <= captured) fail(`expiresAt ${expiresAt} is not after capturedAt ${capturedAt}`);
+  return { captured, expires };
+}
+
+/**
+ * The writer's surface on solewriter.
+ *
+ * @param {Object} params
+ * @param {Function} params.getDb `() => db` (better-sqlite3, WAL), resolved on every call.
+ * @param {Object} params.config `{hookProjectionRoot, hookProjectionLeaseTtlMs,
+ *   hookProjectionBusyTimeoutMs, hookProjectionChannels}`: the root is the directory named
+ *   `hook-projections` that holds `<targetId>/current.json` (solewriter's runtime root is its
+ *   parent, an existing directory); the busy timeout is how long a publication waits for the
+ *   target's lock (ms); the channels are the registry `[{name, owner, envelopeSchema,
+ *   maxEnvelopeBytes, watermark, envelopeJsonSchema?}]`. No leaf has a default.
+ * @param {Object} [params.fs] Accepted for the writer's call shape and unused: solewriter's
+ *   addon runs the file steps (temp file, fsync, rename, directory fsync) itself.
+ * @param {Function} [params.clock] `() => epochMs`, the broker clock; the system clock when absent.
+ * @throws {TypeError} When `getDb` or a config leaf is missing or malformed.
+ */
+function makeHookProjectionWriter({ getDb, config, fs, clock } = {}) {
+  void fs;
+  if (typeof getDb !== 'function') {
+    throw new TypeError('[hookProjectionWriter] an injected getDb resolver is required');
+  }
+  const root = config?.hookProjectionRoot;
+  if (typeof root !== 'string' || root.length === 0) throw missingLeaf('hookProjectionRoot');
+  if (path.basename(root) !== 'hook-projections') {
+    throw new TypeError(
+      `[hookProjectionWriter] hookProjectionRoot must be the directory named hook-projections (solewriter publishes ` +
+        `<runtimeRoot>/hook-projections/<targetId>/current.json, its runtime root being that directory's parent); got ${JSON.stringify(root)}`,
+    );
+  }
+  const leaseTtlMs = config.hookProjectionLeaseTtlMs;
+  if (!Number.isFinite(leaseTtlMs) || leaseTtlMs <= 0) throw missingLeaf('hookProjectionLeaseTtlMs');
+  const busyTimeoutMs = config.hookProjectionBusyTimeoutMs;
+  if (!Number.isFinite(busyTimeoutMs) || busyTimeoutMs <= 0) throw missingLeaf('hookProjectionBusyTimeoutMs');
+  const channels = config.hookProjectionChannels;
+  if (!Array.isArray(channels) || !channels.every((c) => c && typeof c.name === 'string' && typeof c.owner === 'string')) {
+    throw missingLeaf('hookProjectionChannels');
+  }
+  if (clock !== undefined && typeof clock !== 'function') {
+    throw new TypeError('[hookProjectionWriter] clock must be a function () => epochMs');
+  }
+  const registry = new Map(channels.map((c) => [c.name, c]));
+  const storeConfig = {
+    runtimeRoot: path.dirname(path.resolve(root)),
+    channels,
+    leaseTtlMs,
+    busyTimeoutMs,
+    profile: PROFILE,
+    ...(clock ? { clock } : {}),
+  };
+
+  /** One store per database handle, with the targets it has admitted. */
+  const stores = new WeakMap();
+
+  const requireDb = () => {
+    const db = getDb();
+    if (!db) throw new Error('[hookProjectionWriter] the Memory Core SQLite store is unavailable');
+    return db;
+  };
+
+  const storeOf = (db) => {
+    let entry = stores.get(db);
+    if (!entry) {
+      entry = { store: new ProjectionStore(db, storeConfig), admitted: new Set() };
+      stores.set(db, entry);
+    }
+    return entry;
+  };
+
+  /**
+   * Makes or finds the two tables of the Memory Core profile; idempotent, safe at every boot.
+   * At the first boot after the switch the database holds the JavaScript writer's tables:
+   * ensureSchema adopts them first (`adoptJsWriterTables`, in one transaction: ids, epochs,
+   * rows and conflicts kept, the writer's grants ended), then `initialize` finds them.
+   * Returns `{schema: 'created' | 'present' | 'upgraded', adoption: 'converted' |
+   * 'alreadyAdopted' | 'nothingToAdopt'}` (the writer's returned nothing).
+   */
+  const ensureSchema = () => {
+    const db = requireDb();
+    const adoption = adoptJsWriterTables(db, [], { profile: PROFILE, channels, ...(clock ? { clock } : {}) }).outcome;
+    const schema = initialize(db, { profile: PROFILE });
+    return { schema, adoption };
+  };
+
+  /**
+   * Submits one producer's channel for an attested target: `{accepted, outcome, reason?}`,
+   * outcome `advanced`, `replayed`, `source-conflict`, `regressed-watermark`,
+   * `target-not-admitted`, `foreign-producer`, `unknown-channel` or `schema-mismatch`. What no
+   * outcome names (an oversized envelope, a watermark not of the channel's kind, ...) throws
+   * solewriter's REJECTED error, with `rejection` naming why.
+   */
+  const submitChannel = ({ tuple, channel, envelope, sourceWatermark, capturedAt, expiresAt, isTargetAdmitted, mayProduceChannel }) => {
+    const db = requireDb();
+    const targetId = deriveTargetId(tuple);
+    const { captured, expires } = checkSubmission({
+      targetId,
+      channel,
+      envelope,
+      sourceWatermark,
+      capturedAt,
+      expiresAt,
+      isTargetAdmitted,
+      mayProduceChannel,
+    });
+    if (!isTargetAdmitted(targetId)) {
+      return { accepted: false, outcome: 'target-not-admitted', reason: `target ${targetId} is not admitted` };
+    }
+    if (!mayProduceChannel({ targetId, channel })) {
+      return { accepted: false, outcome: 'foreign-producer', reason: `this producer may not write channel ${channel}` };
+    }
+    const spec = registry.get(channel);
+    if (!spec) {
+      return { accepted: false, outcome: 'unknown-channel', reason: `channel ${channel} has no pinned schema contract (it is not in hookProjectionChannels)` };
+    }
+    if (envelope.schemaVersion !== spec.envelopeSchema) {
+      return {
+        accepted: false,
+        outcome: 'schema-mismatch',
+        reason: `channel ${channel} requires ${spec.envelopeSchema}; envelope carries ${envelope.schemaVersion}`,
+      };
+    }
+    const { store, admitted } = storeOf(db);
+    if (!admitted.has(targetId)) {
+      store.admitTarget(tuple);
+      admitted.add(targetId);
+    }
+    const integer = (spec.watermark ?? 'integer') === 'integer' && DECIMAL.test(sourceWatermark) && Number.isSafeInteger(Number(sourceWatermark));
+    let outcome;
+    try {
+      outcome = store.submit(spec.owner, {
+        targetId,
+        channel,
+        sourceWatermark: integer ? Number(sourceWatermark) : sourceWatermark,
+        envelopeJson: JSON.stringify(envelope),
+        capturedAt: captured,
+        expiresAt: expires,
+      });
+    } catch (e) {
+      if (e.code !== 'REJECTED') throw e;
+      if (e.rejection === 'regressed') {
+        return { accepted: false, outcome: 'regressed-watermark', reason: `watermark ${e.submitted} is older than the stored ${e.stored}` };
+      }
+      if (e.rejection === 'schema-invalid') return { accepted: false, outcome: 'schema-mismatch', reason: e.message };
+      throw e;
+    }
+    if (outcome === 'degraded') {
+      return { accepted: false, outcome: 'source-conflict', reason: `two payloads claim watermark ${sourceWatermark}` };
+    }
+    if (outcome === 'replayed') return { accepted: true, outcome: 'replayed' };
+    return { accepted: true, outcome: 'advanced' }; // inserted or advanced
+  };
+
+  /**
+   * One fenced publication of the target's document with the hooks' consumer binding (grant,
+   * compose, write, release): `{published: true, channels, targetId, epoch}`; contention
+   * `{published: false, reason: 'held', retryAfterMs, targetId}`; a refusal the writer names
+   * `{published: false, reason, targetId}` (`superseded-epoch`, `foreign-token`,
+   * `lease-expired`, `not-held`, `lease-expired-at-write`, `write-failed: …`). Anything else
+   * (NOT_ADMITTED: no submission was ever accepted for the target; BUSY; NOT_DURABLE; ...)
+   * throws solewriter's coded error.
+   */
+  const publish = ({ tuple, consumerBinding }) => {
+    const db = requireDb();
+    const targetId = deriveTargetId(tuple);
+    const { store } = storeOf(db);
+    const holder = HOLDER.test(tuple.instanceKeyDigest) ? tuple.instanceKeyDigest : FALLBACK_HOLDER;
+    let answer;
+    try {
+      answer = store.publishNow(targetId, holder, { consumerBinding });
+    } catch (e) {
+      if (e.code === 'FENCED' && FENCED_REASONS[e.reason]) return { published: false, reason: FENCED_REASONS[e.reason], targetId };
+      if (e.code === 'LEASE_EXPIRED') return { published: false, reason: 'lease-expired-at-write', targetId };
+      if (e.code === 'IO' || e.code === 'UNSAFE_RUNTIME_DIR') return { published: false, reason: `write-failed: ${e.message}`, targetId };
+      throw e;
+    }
+    if (answer.held) return { published: false, reason: 'held', retryAfterMs: answer.held.retryAfterMs, targetId };
+    const { n } = db.prepare('SELECT count(*) AS n FROM HookProjectionChannels WHERE target_id = ?').get(targetId);
+    return { published: true, channels: Number(n), targetId, epoch: answer.published.epoch };
+  };
+
+  return { deriveTargetId, ensureSchema, submitChannel, publish };
+}
+
+module.exports = { makeHookProjectionWriter, deriveTargetId, TARGET_TUPLE_FIELDS, PROFILE };

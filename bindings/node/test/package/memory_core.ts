@@ -1,0 +1,46 @@
+// The Memory Core's writer through `solewriter/memory-core`, typed (`npm run typecheck`): the
+// calls the Memory Core makes, unchanged but for the import and two configuration leaves.
+import fs from 'node:fs';
+import Database from 'better-sqlite3';
+import { makeHookProjectionWriter, type PublishResult, type SubmissionResult } from 'solewriter/memory-core';
+
+export function wire(file: string, root: string): [SubmissionResult, PublishResult] {
+  const db = new Database(file);
+  const writer = makeHookProjectionWriter({
+    getDb: () => db,
+    config: {
+      hookProjectionRoot: root,
+      hookProjectionLeaseTtlMs: 15000,
+      hookProjectionBusyTimeoutMs: 1000,
+      hookProjectionChannels: [
+        { name: 'computed-route', owner: 'golden-path', envelopeSchema: 'computed-route.v1', maxEnvelopeBytes: 262144, watermark: 'instant-sequence' },
+      ],
+    },
+    fs,
+    clock: () => Date.now(),
+  });
+  writer.ensureSchema();
+  const tuple = {
+    schemaVersion: 'live-lane-awareness-projection.v1',
+    capability: 'self-awareness',
+    agentId: '@neo-gpt',
+    harnessType: 'codex',
+    instanceKeyDigest: 'instance-digest',
+    workspaceKeyDigest: 'workspace-digest',
+    projectionKind: 'live-lane-awareness',
+  };
+  const targetId: string = writer.deriveTargetId(tuple);
+  const submitted = writer.submitChannel({
+    tuple,
+    channel: 'computed-route',
+    envelope: { schemaVersion: 'computed-route.v1', targetId },
+    sourceWatermark: '2026-07-28T18:29:00.000Z:1',
+    capturedAt: '2026-07-28T18:29:00.000Z',
+    expiresAt: '2026-07-28T18:40:00.000Z',
+    isTargetAdmitted: () => true,
+    mayProduceChannel: () => true,
+  });
+  const published = writer.publish({ tuple, consumerBinding: { status: 'attested' } });
+  if (!published.published && published.reason === 'held') console.log(published.retryAfterMs);
+  return [submitted, published];
+}
