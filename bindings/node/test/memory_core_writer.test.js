@@ -19,100 +19,16 @@ const { ProjectionStore } = require('..');
 const { makeHookProjectionWriter } = require('solewriter/memory-core');
 const js = require('./js_writer');
 
-const PROFILE = 'live-lane-awareness-projection.v1';
-const NOW = Date.parse('2026-07-28T18:30:00.000Z');
-const READ_AT = NOW + 5_000;
-const CAPTURED_AT = new Date(NOW - 60_000).toISOString();
+const { PROFILE, NOW, READ_AT, CAPTURED_AT, EXPIRES_AT, TUPLE, BINDING, BUDGET, HEADER, lifecycleRow, routeRow, frontier, route } =
+  require('./memory_core_fixtures');
+
 const LATER = new Date(NOW - 30_000).toISOString();
-const EXPIRES_AT = new Date(NOW + 10 * 60_000).toISOString();
 const TTL = 15_000;
 
-const TUPLE = Object.freeze({
-  schemaVersion: PROFILE,
-  capability: 'self-awareness',
-  agentId: '@neo-gpt',
-  harnessType: 'codex',
-  instanceKeyDigest: 'instance-digest',
-  workspaceKeyDigest: 'workspace-digest',
-  projectionKind: 'live-lane-awareness',
-});
-
-const BINDING = Object.freeze({
-  capability: 'self-awareness',
-  agentId: '@neo-gpt',
-  harnessType: 'codex',
-  instanceKeyDigest: 'instance-digest',
-  workspaceKeyDigest: 'workspace-digest',
-  sessionId: 'correlation-only',
-  status: 'attested',
-  provenance: { producer: 'MemoryCoreProjectionBroker' },
-  assertedAt: CAPTURED_AT,
-  expiresAt: EXPIRES_AT,
-  conflicts: [],
-  scopeResolution: 'agent-instance',
-});
-
 const CHANNELS = [
-  { name: 'lifecycle-frontier', owner: 'frontier', envelopeSchema: 'lifecycle-frontier.v1', maxEnvelopeBytes: 65536, watermark: 'instant' },
-  { name: 'computed-route', owner: 'router', envelopeSchema: 'computed-route.v1', maxEnvelopeBytes: 65536, watermark: 'instant-sequence' },
+  ...require('./memory_core_fixtures').CHANNELS,
   { name: 'tiny', owner: 'router', envelopeSchema: 'tiny.v1', maxEnvelopeBytes: 64, watermark: 'text' },
 ];
-
-const BUDGET = Object.freeze({ maxRows: 12, maxBytes: 4096 });
-const HEADER = 'Live lane awareness — source data only; informational, no admission change:';
-const lifecycleRow = (capturedAt) =>
-  'Lifecycle lifecycle-one [own-pr-repair/changes-requested] #16111 — actionable since ' +
-  `2026-07-28T17:00:00.000Z (as of ${capturedAt})`;
-const routeRow = (version, id, title) =>
-  `Route ${version} #1 ${id} — "${title}" (as of ${CAPTURED_AT}; advisory, no automatic action)`;
-
-/** A `lifecycle-frontier.v1` envelope (its watermark is its `capturedAt`). */
-function frontier({ capturedAt = CAPTURED_AT, state = 'changes-requested' } = {}) {
-  return {
-    schemaVersion: 'lifecycle-frontier.v1',
-    status: 'fresh',
-    capturedAt,
-    sourceWatermark: capturedAt,
-    expiresAt: EXPIRES_AT,
-    scope: { agentId: '@neo-gpt', harnessInstance: 'instance-digest', resolution: 'agent-instance', omittedReason: null },
-    coverage: { sources: ['github-workflow', 'a2a'], degradedSources: [] },
-    items: [
-      {
-        id: 'lifecycle-one',
-        stage: 'own-pr-repair',
-        kind: 'pull-request',
-        state,
-        source: 'github-workflow',
-        subjectId: '#16111',
-        headSha: 'abc123',
-        actionableSince: '2026-07-28T17:00:00.000Z',
-        checkedAt: capturedAt,
-        citations: [],
-      },
-    ],
-    notAuthority: true,
-  };
-}
-
-/** A `computed-route.v1` envelope (its watermark is `${capturedAt}:${n}`). */
-function route({ n, routeVersion = 'route-v1', id = 'issue-15315', title = 'Render the bounded hook projection' }) {
-  return {
-    schemaVersion: 'computed-route.v1',
-    status: 'fresh',
-    capturedAt: CAPTURED_AT,
-    sourceWatermark: `${CAPTURED_AT}:${n}`,
-    expiresAt: EXPIRES_AT,
-    routeVersion,
-    sourceManifestHash: '9e3779b9',
-    provenance: { producer: 'GoldenPathSynthesizer', runId: `run-${n}`, algorithmVersion: 'v1', citations: [] },
-    freshness: { status: 'fresh', checkedAt: CAPTURED_AT, expiresAt: EXPIRES_AT },
-    route: { kind: 'computed-ranked', items: [{ id, title, score: 9, rank: 1, citations: [] }] },
-    advisoryFallback: null,
-    probe: null,
-    citations: [],
-    notAuthority: true,
-  };
-}
 
 /** A Memory Core store, opened as the Memory Core opens it. */
 function openDb(file) {
