@@ -299,6 +299,15 @@ fn stores_of_schema_1_are_upgraded_by_initialize_with_every_row() {
             before,
             "open changed nothing"
         );
+        // Schema 1 knew the generic profile only: asked for another, nothing is upgraded.
+        assert!(matches!(
+            ProjectionStore::initialize_profile(&path, &options.timing, Profile::MemoryCore),
+            Err(Error::ProfileMismatch {
+                found: "solewriter.hook-projection.v2",
+                ..
+            })
+        ));
+        assert_eq!(std::fs::read(&path).unwrap(), before, "nothing changed");
         assert_eq!(
             ProjectionStore::initialize(&path, &options.timing).unwrap(),
             Initialized::Upgraded,
