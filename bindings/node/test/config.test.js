@@ -75,6 +75,11 @@ test('an empty channel registry is a choice, not a default', () => {
     (e) => e.code === 'FOREIGN_SCHEMA' && /the two tables are missing \(initialize makes them\)/.test(e.message),
   );
   initialize(db);
+  // Tables of the generic profile are not a Memory Core store.
+  assert.throws(
+    () => new ProjectionStore(db, { runtimeRoot: dir, channels: [], leaseTtlMs: 1, busyTimeoutMs: 1, profile: 'live-lane-awareness-projection.v1' }),
+    (e) => e.code === 'FOREIGN_SCHEMA' && /of profile solewriter\.hook-projection\.v2, not live-lane-awareness-projection\.v1/.test(e.message),
+  );
   const store = new ProjectionStore(db, { runtimeRoot: dir, channels: [], leaseTtlMs: 1, busyTimeoutMs: 1 });
   assert.deepEqual(store.config.channels, []);
   db.close();

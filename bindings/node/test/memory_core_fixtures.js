@@ -1,13 +1,24 @@
 'use strict';
 /**
- * What the Memory Core tests share: its profile, the broker clock, the attested tuple, the
+ * What the Memory Core tests share: its store opened its way, its profile, the broker clock, the attested tuple, the
  * consumer binding its hooks' reader expects, the channel registry of its two producers, the
  * reader's budget and rendered rows, and the producers' envelopes in the key order of their
  * builders (`lifecycleFrontier.mjs`, `computedRouteResult.mjs` of neomjs/neo); the watermark
  * each producer stamps is the one it submits.
  */
 
+const Database = require('better-sqlite3');
+
 const PROFILE = 'live-lane-awareness-projection.v1';
+
+/** A database opened as the Memory Core opens its store (`ai/graph/storage/SQLite.mjs`). */
+function openMemoryCoreDb(file) {
+  const db = new Database(file);
+  db.pragma('journal_mode = WAL');
+  db.pragma('busy_timeout = 5000');
+  db.pragma('foreign_keys = ON');
+  return db;
+}
 
 // The broker clock: the JS writer publishes at NOW, the hooks read at READ_AT.
 const NOW = Date.parse('2026-07-28T18:30:00.000Z');
@@ -110,6 +121,7 @@ function route({ n, routeVersion = 'route-v1', id = 'issue-15315', title = 'Rend
 }
 
 module.exports = {
+  openMemoryCoreDb,
   PROFILE,
   NOW,
   READ_AT,

@@ -31,6 +31,7 @@ const { initialize, ProjectionStore, adoptJsWriterTables, targetIdFor } = requir
 const js = require('./js_writer');
 
 const {
+  openMemoryCoreDb,
   PROFILE,
   NOW,
   READ_AT,
@@ -58,10 +59,7 @@ const ROUTE_ROW = routeRow('route-v1', 'issue-15315', 'Render the bounded hook p
 
 /** A Memory Core store: opened as `ai/graph/storage/SQLite.mjs` opens it, with its own tables. */
 function openMemoryCore(dir) {
-  const db = new Database(path.join(dir, 'memory-core.sqlite'));
-  db.pragma('journal_mode = WAL');
-  db.pragma('busy_timeout = 5000');
-  db.pragma('foreign_keys = ON');
+  const db = openMemoryCoreDb(path.join(dir, 'memory-core.sqlite'));
   db.exec(`
     CREATE TABLE Nodes (id TEXT PRIMARY KEY, label TEXT NOT NULL);
     CREATE TABLE Edges (

@@ -14,7 +14,6 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { pathToFileURL } = require('node:url');
-const Database = require('better-sqlite3');
 const { ProjectionStore } = require('..');
 const { makeHookProjectionWriter } = require('solewriter/memory-core');
 const js = require('./js_writer');
@@ -30,14 +29,7 @@ const CHANNELS = [
   { name: 'tiny', owner: 'router', envelopeSchema: 'tiny.v1', maxEnvelopeBytes: 64, watermark: 'text' },
 ];
 
-/** A Memory Core store, opened as the Memory Core opens it. */
-function openDb(file) {
-  const db = new Database(file);
-  db.pragma('journal_mode = WAL');
-  db.pragma('busy_timeout = 5000');
-  db.pragma('foreign_keys = ON');
-  return db;
-}
+const openDb = require('./memory_core_fixtures').openMemoryCoreDb;
 
 /** The writer's config for `runtimeRoot`. */
 const configFor = (runtimeRoot, more = {}) => ({
