@@ -11,7 +11,8 @@
 //! writer would see. Both run with the system process probe and `git` from `PATH`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use solewriter_adapters::ledger::git_source::{commit_fact, hunk_fact, GitSource};
+use solewriter_adapters::ledger::git_source::GitSource;
+use solewriter_adapters::ledger::history::HistoryQuery;
 use solewriter_adapters::ledger::{Derive, Ledger, LedgerError, Persisted};
 use solewriter_adapters::project_lock::process::SystemProbe;
 use solewriter_adapters::project_lock::Wait;
@@ -50,13 +51,17 @@ fn git(repo: &Path, args: &[&str]) {
 }
 
 fn history(d: &mut Derive<'_>, head: &Oid) -> Result<usize, LedgerError> {
-    let mut next = Some(head.clone());
-    let mut hunks = 0;
-    while let Some(oid) = next {
-        hunks += hunk_fact(d, &oid)?.files.len();
-        next = commit_fact(d, &oid)?.parents.first().cloned();
-    }
-    Ok(hunks)
+    let query = HistoryQuery {
+        heads: vec![head.clone()],
+        limit: None,
+        hunks: true,
+    };
+    let entries = solewriter_adapters::ledger::history::history(d, &query)?;
+    Ok(entries
+        .iter()
+        .filter_map(|e| e.hunks.as_ref())
+        .map(|h| h.files.len())
+        .sum())
 }
 
 /// Holds the ledger's project lock in a writer thread until `release` is dropped or sent.

@@ -15,15 +15,15 @@
 //!   process identities it is judged by (from `solewriter-files`, which holds it without
 //!   SQLite so that the Node binding shares it).
 //! - [`ledger`]: the event ledger's sole-writer build transaction and the demand read, and
-//!   the reference Git source.
+//!   the reference Git source (from `solewriter-files`, for the Node binding's sake too).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub use solewriter_files::atomic_file;
+pub use solewriter_files::ledger;
 pub use solewriter_files::project_lock;
 pub mod clock;
 pub mod error;
-pub mod ledger;
 pub mod projection;
 pub mod subtree;
 

@@ -9,16 +9,19 @@ mod scripted_fs;
 
 use children::{commands, role, say, ChildProc};
 use scripted_fs::{Call, Script, ScriptedFs};
-use solewriter_adapters::ledger::git_source::{commit_fact, hunk_fact, GitSource};
+use solewriter_adapters::ledger::git_source::{commit_fact, GitSource};
+use solewriter_adapters::ledger::history::{HistoryEntry, HistoryQuery};
 use solewriter_adapters::ledger::{
-    Derive, Ledger, LedgerError, Outcome, Persisted, SnapshotState, Source,
+    Derive, Ledger, LedgerError, Outcome, Persisted, SnapshotState, Source, SourceError,
 };
 use solewriter_adapters::project_lock::process::{ProcessProbe, SystemProbe};
 use solewriter_adapters::project_lock::{
     LockError, LockProbe, LockStep, ProjectLock, Wait, KERNEL_LOCK_FILE, LOCK_FILE,
 };
-use solewriter_core::ledger::git_facts::{CommitFact, HunkFact, Oid};
-use solewriter_core::ledger::{Snapshot, SnapshotError, MAX_SNAPSHOT_BYTES};
+use solewriter_core::ledger::git_facts::Oid;
+use solewriter_core::ledger::{
+    FactId, Interpretation, Snapshot, SnapshotError, MAX_SNAPSHOT_BYTES,
+};
 use solewriter_core::project_lock::ownership::{
     Guard, LockNonce, LockRecord, OwnerIdentity, ProbeReport, ProcessSeen, UnknownReason,
 };
@@ -75,24 +78,21 @@ fn ledger_in(root: &Path, probe: Arc<dyn ProcessProbe>) -> Ledger<GitSource> {
     Ledger::new(root.join("project"), source(&root.join("repo")), probe)
 }
 
-type History = Vec<(CommitFact, HunkFact)>;
+type History = Vec<HistoryEntry>;
 
-/// The nested consumers of a product read: walk first parents from `head`, reading each
+/// The nested consumers of a product read: the first-parent history from `head`, each
 /// commit's history fact and hunk facts.
 fn history(d: &mut Derive<'_>, head: &Oid) -> Result<History, LedgerError> {
-    let mut out = Vec::new();
-    let mut next = Some(head.clone());
-    while let Some(oid) = next {
-        let commit = commit_fact(d, &oid)?;
-        let hunks = hunk_fact(d, &oid)?;
-        next = commit.parents.first().cloned();
-        out.push((commit, hunks));
-    }
-    Ok(out)
+    let query = HistoryQuery {
+        heads: vec![head.clone()],
+        limit: None,
+        hunks: true,
+    };
+    solewriter_adapters::ledger::history::history(d, &query)
 }
 
 fn subjects(h: &History) -> Vec<&str> {
-    h.iter().map(|(c, _)| c.subject.as_str()).collect()
+    h.iter().map(|e| e.commit.subject.as_str()).collect()
 }
 
 fn read_history(ledger: &Ledger<GitSource>) -> Outcome<History> {
@@ -112,7 +112,7 @@ fn an_uncontended_read_is_the_writer_and_persists_its_facts() {
     let first = read_history(&ledger);
     assert_eq!(subjects(&first.value), ["change 2", "change 1", "change 0"]);
     assert_eq!(first.persisted, Persisted::Replaced { added: 6 });
-    let (_, newest) = &first.value[0];
+    let newest = first.value[0].hunks.as_ref().unwrap();
     assert_eq!(newest.files[0].path, "f.txt");
     assert_eq!(
         (
@@ -675,6 +675,80 @@ fn a_demand_whose_facts_are_all_present_never_touches_the_lock() {
     held.release().unwrap();
 }
 
+/// A source that counts every question it is asked (its interpretation, a fact).
+struct Counted {
+    git: GitSource,
+    asked: AtomicUsize,
+}
+
+impl Source for Counted {
+    fn interpretation(&self) -> Result<Interpretation, SourceError> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        self.git.interpretation()
+    }
+    fn derive(&self, id: &FactId) -> Result<serde_json::Value, SourceError> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        self.git.derive(id)
+    }
+}
+
+/// Seed 003: "a replay that needs no ledger fact never consults an unrelated writer lock" —
+/// nor Git, nor the snapshot, even a malformed one beside a live writer.
+#[test]
+fn a_demand_that_needs_no_fact_touches_neither_the_source_nor_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    repo(dir.path());
+    let ledger = ledger_in(dir.path(), Arc::new(SystemProbe));
+    let held = ledger.lock().acquire(Wait::NoWait).unwrap();
+    std::fs::write(ledger.snapshot_path(), b"not a ledger snapshot\n").unwrap();
+    let steps = Arc::new(CountSteps::default());
+    let lock = ProjectLock::new(dir.path().join("project"), Arc::new(SystemProbe))
+        .with_probe(steps.clone());
+    let counted = Counted {
+        git: source(&dir.path().join("repo")),
+        asked: AtomicUsize::new(0),
+    };
+    let reader = Ledger::with_lock(lock, counted);
+    let asked = || reader.source().asked.load(Ordering::SeqCst);
+    let read = reader.demand(|_| Ok("replayed")).unwrap();
+    assert_eq!(read.value, "replayed");
+    assert_eq!(read.persisted, Persisted::Unchanged);
+    assert_eq!(asked(), 0, "the source (git) was not asked");
+    assert_eq!(
+        steps.0.load(Ordering::SeqCst),
+        0,
+        "the lock was not consulted"
+    );
+    assert_eq!(
+        snapshot_bytes(&ledger).as_deref(),
+        Some(&b"not a ledger snapshot\n"[..]),
+        "the malformed snapshot is left for a read that needs a fact"
+    );
+    // The first fact asked opens the derivation: the snapshot is rejected, the fact derived
+    // from Git, and beside the live writer the addition is discarded.
+    let head = reader.source().git.resolve("HEAD").unwrap();
+    let read = reader.demand(|d| commit_fact(d, &head)).unwrap();
+    assert!(
+        matches!(read.persisted, Persisted::Discarded { added: 1, .. }),
+        "{:?}",
+        read.persisted
+    );
+    assert_eq!(asked(), 3, "interpretation, the fact, the recheck");
+    assert_eq!(steps.0.load(Ordering::SeqCst), 1, "one busy try");
+    held.release().unwrap();
+    // Nested in a build, a demand that asks no fact joins it without asking the source.
+    let built = ledger
+        .build(Wait::NoWait, |_| {
+            let before = asked();
+            let joined = reader.demand(|_| Ok(()))?;
+            assert_eq!(joined.persisted, Persisted::Joined { added: 0 });
+            assert_eq!(asked(), before);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(built.persisted, Persisted::Replaced { added: 0 }, "rebuilt");
+}
+
 #[test]
 fn a_demand_nested_in_a_build_joins_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -751,7 +825,10 @@ fn a_worktree_gitattributes_with_minus_diff_changes_no_fact() {
         fresh, stored,
         "a fresh derivation ignores the worktree attributes"
     );
-    assert!(!fresh[0].1.files[0].hunks.is_empty(), "not turned binary");
+    assert!(
+        !fresh[0].hunks.as_ref().unwrap().files[0].hunks.is_empty(),
+        "not turned binary"
+    );
     assert_eq!(read_history(&ledger).persisted, Persisted::Unchanged);
 }
 

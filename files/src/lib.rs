@@ -10,6 +10,8 @@
 //! - [`project_lock`]: the project lock, whose authority is one process generation, and the
 //!   process identities it is judged by (its files and the kernel lock; no SQLite either, so
 //!   the Node binding takes it too).
+//! - [`ledger`]: the event ledger's sole-writer build and demand reads over the project lock,
+//!   and the reference Git source (no SQLite: the Node binding runs it too).
 //! - [`clock`]: the broker clock's trait and the system clock.
 //! - [`error`]: what a file effect failed with.
 #![forbid(unsafe_code)]
@@ -18,6 +20,7 @@
 pub mod atomic_file;
 pub mod clock;
 pub mod error;
+pub mod ledger;
 pub mod project_lock;
 pub mod runtime;
 pub mod steps;

@@ -290,7 +290,7 @@ impl Derivation {
 
     /// Whether a writer would replace the stored snapshot: facts were added, or the stored
     /// snapshot was not reusable (rejected, or of another interpretation). A demand read for
-    /// which this is false needs nothing from the lock.
+    /// which this is false needs nothing from the lock ([`demand_plan`]).
     pub fn must_replace(&self, base: &Base) -> bool {
         !self.added.is_empty() || matches!(base, Base::Rejected(_) | Base::Reinterpreted(_))
     }
@@ -304,6 +304,27 @@ impl Derivation {
         let mut snapshot = self.base;
         snapshot.facts.extend(self.added);
         CommitPlan::Replace { snapshot, added }
+    }
+}
+
+/// What a demand read does once it has derived without the lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DemandPlan {
+    /// Answer now; the lock is not consulted. Every asked fact was in a reusable snapshot, or
+    /// no fact was asked at all (then neither the source nor the snapshot was read either:
+    /// a malformed or reinterpreted snapshot is rebuilt by the next read that needs a fact).
+    Answer,
+    /// A fact was derived, or the snapshot it was read against is not reusable: try to be the
+    /// writer without waiting, and answer from this derivation if a live writer holds the lock.
+    TryWrite,
+}
+
+/// The demand read's decision: `derived` is its derivation and base, `None` when it asked no
+/// fact (its derivation was never opened).
+pub fn demand_plan(derived: Option<(&Derivation, &Base)>) -> DemandPlan {
+    match derived {
+        Some((derivation, base)) if derivation.must_replace(base) => DemandPlan::TryWrite,
+        _ => DemandPlan::Answer,
     }
 }
 
@@ -378,6 +399,25 @@ mod tests {
         }
         let v2 = format!("{}\n{body}", header.replace("v1", "v2"));
         assert_eq!(Snapshot::decode(v2.as_bytes()), Err(SnapshotError::Header));
+    }
+
+    #[test]
+    fn a_demand_writes_only_what_it_derived_or_a_snapshot_it_could_not_reuse() {
+        let current = interp("git-1");
+        let reused = choose_base(&current, Ok(Some(sample())));
+        let rejected = choose_base(&current, Err(SnapshotError::Integrity));
+        let plan = |(snapshot, base): &(Snapshot, Base), add: bool| {
+            let mut derivation = Derivation::new(snapshot.clone());
+            if add {
+                derivation.add(id("commit/b"), json!({})).unwrap();
+            }
+            demand_plan(Some((&derivation, base)))
+        };
+        assert_eq!(demand_plan(None), DemandPlan::Answer, "asked no fact");
+        assert_eq!(plan(&reused, false), DemandPlan::Answer);
+        assert_eq!(plan(&reused, true), DemandPlan::TryWrite);
+        assert_eq!(plan(&rejected, false), DemandPlan::TryWrite);
+        assert_eq!(plan(&rejected, true), DemandPlan::TryWrite);
     }
 
     #[test]

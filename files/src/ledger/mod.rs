@@ -25,28 +25,38 @@
 //!    build calls `demand`), it joins that build: it adds to the build's derivation (which the
 //!    build persists, or discards if it fails) and answers [`Persisted::Joined`]. It never
 //!    touches the lock, so it cannot take its own process for a live writer.
-//! 2. Otherwise it derives from the current snapshot without the lock. If every needed fact
-//!    was there (and the snapshot is reusable), it answers [`Persisted::Unchanged`]: the lock
-//!    was not consulted at all, so a live writer costs nothing.
+//! 2. Otherwise it derives from the current snapshot without the lock. The derivation is
+//!    opened by the first fact the consumers ask (the source's interpretation is asked and
+//!    the snapshot read then): a demand that asks no fact runs no source (no `git`), reads no
+//!    snapshot — a malformed one is left to the next read that needs a fact — and answers
+//!    [`Persisted::Unchanged`]. If every needed fact was there (and the snapshot is
+//!    reusable), it answers [`Persisted::Unchanged`] too. Either way the lock was not
+//!    consulted at all, so a live writer costs nothing.
 //! 3. A fact was missing: it tries the build without waiting. Lock free: the read is the
 //!    writer; it derives again under the lock over the snapshot as it is now, with the facts
 //!    it already derived carried over (same interpretation), and persists them. A live writer
 //!    holds it: the answer of step 2 stands and this read's additions are discarded
 //!    ([`Persisted::Discarded`]).
 //!
+//! What can block, and on what: [`Ledger::build`] waits for a live writer as its [`Wait`]
+//! allows; [`Ledger::demand`] never waits for one (it tries the lock once, without waiting,
+//! and only when it derived a fact); [`Ledger::read_snapshot`] reads one file and takes no
+//! lock. Every call runs the source (for Git: `git` processes) as its consumers need facts.
+//!
 //! Never an empty answer: a missing fact is derived from the source. Unknown lock ownership,
 //! source failures and repeated interpretation movement are loud. No cache, no background
 //! work: a later uncontended read persists what this one discarded.
 
 pub mod git_source;
+pub mod history;
 
 use crate::atomic_file::{read_bounded, remove_orphans, TempFile};
 use crate::project_lock::process::ProcessProbe;
 use crate::project_lock::{LockError, ProjectLock, ProjectLockGuard, Released, Wait};
 use serde_json::Value;
 use solewriter_core::ledger::{
-    choose_base, recheck, Base, CommitPlan, Derivation, FactConflict, FactId, Interpretation,
-    Recheck, Snapshot, SnapshotError, MAX_SNAPSHOT_BYTES,
+    choose_base, demand_plan, recheck, Base, CommitPlan, DemandPlan, Derivation, FactConflict,
+    FactId, Interpretation, Recheck, Snapshot, SnapshotError, MAX_SNAPSHOT_BYTES,
 };
 use solewriter_core::project_lock::ownership::OwnerIdentity;
 use std::cell::RefCell;
@@ -219,27 +229,75 @@ pub struct Outcome<T> {
 
 /// The consumers' handle on one derivation: recorded facts, or facts derived from the source
 /// and added to this transaction. A demand nested in a build shares the build's derivation.
+///
+/// A demand's derivation is opened by the first fact its consumers ask: only then are the
+/// source's interpretation asked and the snapshot read. So a demand whose consumers ask no
+/// fact runs no source (no `git`), reads no snapshot and never consults the lock.
 pub struct Derive<'a> {
     source: &'a dyn Source,
-    derivation: Rc<RefCell<Derivation>>,
+    opened: Option<Opened>,
+    opener: Option<Opener<'a>>,
 }
 
-impl Derive<'_> {
+/// A derivation in progress: its facts (shared with nested demands), the interpretation it
+/// derives under, and the base it started from (`None` for a nested demand's view of its
+/// build's derivation).
+struct Opened {
+    derivation: Rc<RefCell<Derivation>>,
+    interpretation: Interpretation,
+    base: Option<Base>,
+}
+
+/// Opens a deferred derivation (asks the source, reads the snapshot).
+type Opener<'a> = Box<dyn FnOnce() -> Result<Opened, LedgerError> + 'a>;
+
+impl<'a> Derive<'a> {
+    fn open(source: &'a dyn Source, opened: Opened) -> Self {
+        Derive {
+            source,
+            opened: Some(opened),
+            opener: None,
+        }
+    }
+
+    fn deferred(source: &'a dyn Source, opener: Opener<'a>) -> Self {
+        Derive {
+            source,
+            opened: None,
+            opener: Some(opener),
+        }
+    }
+
+    /// The derivation, opened now if this is the first fact asked.
+    fn derivation(&mut self) -> Result<Rc<RefCell<Derivation>>, LedgerError> {
+        if let Some(opened) = &self.opened {
+            return Ok(Rc::clone(&opened.derivation));
+        }
+        let opener = self.opener.take().ok_or_else(|| {
+            LedgerError::Consumer("a fact was asked after this derivation failed to open".into())
+        })?;
+        let opened = opener()?;
+        let derivation = Rc::clone(&opened.derivation);
+        self.opened = Some(opened);
+        Ok(derivation)
+    }
+
     /// Fact `id`: from the snapshot, from this transaction, or derived from the source now.
     pub fn fact(&mut self, id: &FactId) -> Result<Value, LedgerError> {
-        if let Some(value) = self.derivation.borrow().get(id) {
+        let derivation = self.derivation()?;
+        if let Some(value) = derivation.borrow().get(id) {
             return Ok(value.clone());
         }
         let value = self.source.derive(id)?;
-        self.derivation
-            .borrow_mut()
-            .add(id.clone(), value.clone())?;
+        derivation.borrow_mut().add(id.clone(), value.clone())?;
         Ok(value)
     }
 
     /// How many facts this transaction has added so far.
     pub fn added(&self) -> usize {
-        self.derivation.borrow().added()
+        self.opened
+            .as_ref()
+            .map_or(0, |opened| opened.derivation.borrow().added())
     }
 }
 
@@ -271,9 +329,15 @@ impl Drop for Registration {
     }
 }
 
-/// One finished derivation.
+/// One finished derivation: the consumers' answer and, unless they asked no fact (a demand's
+/// derivation is opened by its first fact), what they derived.
 struct Derived<T> {
     value: T,
+    derived: Option<Finished>,
+}
+
+/// A derivation that was opened and whose interpretation held.
+struct Finished {
     derivation: Derivation,
     base: Base,
     interpretation: Interpretation,
@@ -283,6 +347,14 @@ struct Derived<T> {
 struct Carried {
     interpretation: Interpretation,
     facts: BTreeMap<FactId, Value>,
+}
+
+/// Whether a derivation is the writer's (opened at once, joinable by nested demands) or a
+/// demand's lock-free read (opened by its first fact).
+#[derive(Clone, Copy)]
+enum Mode {
+    Writer,
+    Reader,
 }
 
 /// A consumer of one transaction.
@@ -370,26 +442,34 @@ impl<S: Source> Ledger<S> {
         &self,
         mut consume: impl FnMut(&mut Derive<'_>) -> Result<T, LedgerError>,
     ) -> Result<Outcome<T>, LedgerError> {
-        if let Some(joined) = self.join(&mut consume)? {
-            return Ok(joined);
+        if let Some(joined) = self.join(&mut consume) {
+            return joined;
         }
-        let read = self.derive(&mut consume, None, false)?;
-        if !read.derivation.must_replace(&read.base) {
-            return Ok(Outcome {
-                value: read.value,
-                persisted: Persisted::Unchanged,
-            });
-        }
+        let read = self.derive(&mut consume, None, Mode::Reader)?;
+        let finished = match read.derived {
+            Some(finished)
+                if demand_plan(Some((&finished.derivation, &finished.base)))
+                    == DemandPlan::TryWrite =>
+            {
+                finished
+            }
+            _ => {
+                return Ok(Outcome {
+                    value: read.value,
+                    persisted: Persisted::Unchanged,
+                })
+            }
+        };
         match self.lock.acquire(Wait::NoWait) {
             Ok(guard) => {
                 let carried = Carried {
-                    interpretation: read.interpretation,
-                    facts: read.derivation.into_added(),
+                    interpretation: finished.interpretation,
+                    facts: finished.derivation.into_added(),
                 };
                 self.write(guard, &mut consume, Some(carried))
             }
             Err(LockError::Busy { owner, .. }) => {
-                let added = read.derivation.added();
+                let added = finished.derivation.added();
                 tracing::info!(ledger = %self.snapshot_path().display(), writer = ?owner, discarded = added, "demand read beside a live writer");
                 Ok(Outcome {
                     value: read.value,
@@ -409,8 +489,9 @@ impl<S: Source> Ledger<S> {
         std::fs::canonicalize(self.lock.dir()).unwrap_or_else(|_| self.lock.dir().to_owned())
     }
 
-    /// Joins a build of this directory deriving on this thread, if there is one.
-    fn join<T>(&self, consume: &mut Consumer<'_, T>) -> Result<Option<Outcome<T>>, LedgerError> {
+    /// Joins a build of this directory deriving on this thread, if there is one. The demand's
+    /// interpretation is compared with the build's when its consumers ask their first fact.
+    fn join<T>(&self, consume: &mut Consumer<'_, T>) -> Option<Result<Outcome<T>, LedgerError>> {
         let found = ACTIVE.with(|active| {
             let active = active.borrow();
             if active.is_empty() {
@@ -423,23 +504,30 @@ impl<S: Source> Ledger<S> {
                 .find(|build| build.dir == key)
                 .map(|build| (build.interpretation.clone(), Rc::clone(&build.derivation)))
         });
-        let Some((build, derivation)) = found else {
-            return Ok(None);
-        };
-        let demand = self.source.interpretation()?;
-        if demand != build {
-            return Err(LedgerError::NestedInterpretation { build, demand });
-        }
-        let mut derive = Derive {
-            source: &self.source,
-            derivation,
-        };
-        let before = derive.added();
-        let value = consume(&mut derive)?;
-        Ok(Some(Outcome {
+        let (build, derivation) = found?;
+        let before = derivation.borrow().added();
+        let source: &dyn Source = &self.source;
+        let mut derive = Derive::deferred(
+            source,
+            Box::new(move || {
+                let demand = source.interpretation()?;
+                if demand != build {
+                    return Err(LedgerError::NestedInterpretation { build, demand });
+                }
+                Ok(Opened {
+                    derivation,
+                    interpretation: build,
+                    base: None,
+                })
+            }),
+        );
+        Some(consume(&mut derive).map(|value| Outcome {
             value,
             persisted: Persisted::Joined {
-                added: derive.added() - before,
+                added: match derive.opened {
+                    Some(_) => derive.added() - before,
+                    None => 0,
+                },
             },
         }))
     }
@@ -452,12 +540,19 @@ impl<S: Source> Ledger<S> {
         consume: &mut Consumer<'_, T>,
         carried: Option<Carried>,
     ) -> Result<Outcome<T>, LedgerError> {
-        let built = self.derive(consume, carried, true)?;
-        let (persisted, snapshot) = match built.derivation.commit(&built.base) {
+        let built = self.derive(consume, carried, Mode::Writer)?;
+        let (plan, base) = match built.derived {
+            Some(finished) => (
+                finished.derivation.commit(&finished.base),
+                Some(finished.base),
+            ),
+            None => (CommitPlan::Unchanged, None),
+        };
+        let (persisted, snapshot) = match plan {
             CommitPlan::Unchanged => (Persisted::Unchanged, SnapshotState::Untouched),
             CommitPlan::Replace { snapshot, added } => {
                 self.replace(&guard, &snapshot)?;
-                tracing::info!(ledger = %self.snapshot_path().display(), added, base = ?built.base, "ledger snapshot replaced");
+                tracing::info!(ledger = %self.snapshot_path().display(), added, ?base, "ledger snapshot replaced");
                 (Persisted::Replaced { added }, SnapshotState::Replaced)
             }
         };
@@ -474,43 +569,67 @@ impl<S: Source> Ledger<S> {
         }
     }
 
+    /// Opens a derivation: asks the source's interpretation, reads the stored snapshot,
+    /// chooses the base and adds the `carried` facts of the same interpretation.
+    fn open(&self, carried: Option<&Carried>) -> Result<Opened, LedgerError> {
+        let interpretation = self.source.interpretation()?;
+        let (snapshot, base) = choose_base(&interpretation, self.read_snapshot()?);
+        if let Base::Rejected(why) = &base {
+            tracing::warn!(ledger = %self.snapshot_path().display(), reason = %why, "ledger snapshot rejected; rebuilding from the source");
+        }
+        let mut derivation = Derivation::new(snapshot);
+        if let Some(carried) = carried.filter(|c| c.interpretation == interpretation) {
+            for (id, value) in &carried.facts {
+                derivation.add(id.clone(), value.clone())?;
+            }
+        }
+        Ok(Opened {
+            derivation: Rc::new(RefCell::new(derivation)),
+            interpretation,
+            base: Some(base),
+        })
+    }
+
     /// Runs the consumers over the checked snapshot (plus `carried` facts of the same
-    /// interpretation), rechecking the interpretation. With `joinable`, a demand nested in
-    /// the consumers joins this derivation.
+    /// interpretation), rechecking the interpretation. A [`Mode::Writer`] derivation is opened
+    /// at once and a demand nested in its consumers joins it; a [`Mode::Reader`] one is opened
+    /// by the first fact asked, and one that asked none touched neither source nor snapshot.
     fn derive<T>(
         &self,
         consume: &mut Consumer<'_, T>,
         carried: Option<Carried>,
-        joinable: bool,
+        mode: Mode,
     ) -> Result<Derived<T>, LedgerError> {
         let mut moves = 0;
         loop {
-            let before = self.source.interpretation()?;
-            let (snapshot, base) = choose_base(&before, self.read_snapshot()?);
-            if let Base::Rejected(why) = &base {
-                tracing::warn!(ledger = %self.snapshot_path().display(), reason = %why, "ledger snapshot rejected; rebuilding from the source");
-            }
-            let mut derivation = Derivation::new(snapshot);
-            if let Some(carried) = carried.as_ref().filter(|c| c.interpretation == before) {
-                for (id, value) in &carried.facts {
-                    derivation.add(id.clone(), value.clone())?;
+            let mut derive = match mode {
+                Mode::Writer => Derive::open(&self.source, self.open(carried.as_ref())?),
+                Mode::Reader => {
+                    Derive::deferred(&self.source, Box::new(|| self.open(carried.as_ref())))
                 }
-            }
-            let mut derive = Derive {
-                source: &self.source,
-                derivation: Rc::new(RefCell::new(derivation)),
             };
             let value = {
-                let _registered = joinable.then(|| {
+                let _registered = derive.opened.as_ref().map(|opened| {
                     Registration::new(ActiveBuild {
                         dir: self.key(),
-                        interpretation: before.clone(),
-                        derivation: Rc::clone(&derive.derivation),
+                        interpretation: opened.interpretation.clone(),
+                        derivation: Rc::clone(&opened.derivation),
                     })
                 });
                 consume(&mut derive)?
             };
-            let derivation = Rc::try_unwrap(derive.derivation)
+            let Some(Opened {
+                derivation,
+                interpretation: before,
+                base: Some(base),
+            }) = derive.opened
+            else {
+                return Ok(Derived {
+                    value,
+                    derived: None,
+                });
+            };
+            let derivation = Rc::try_unwrap(derivation)
                 .map_err(|_| {
                     LedgerError::Consumer("a nested demand kept the build's derivation".into())
                 })?
@@ -520,9 +639,11 @@ impl<S: Source> Ledger<S> {
                 Recheck::Stable => {
                     return Ok(Derived {
                         value,
-                        derivation,
-                        base,
-                        interpretation: before,
+                        derived: Some(Finished {
+                            derivation,
+                            base,
+                            interpretation: before,
+                        }),
                     })
                 }
                 Recheck::Retry => {
