@@ -36,6 +36,8 @@ const { Grant, presented } = require('./lib/grant');
  */
 const TEST_TOKEN = Symbol.for('solewriter.test.token');
 const { projectLockClasses } = require('./lib/project_lock');
+const { writeGuardApi } = require('./lib/write_guard');
+const { ledgerClasses } = require('./lib/ledger');
 
 /**
  * The platform this process runs on, as the platform packages are named: `linux-x64-gnu`,
@@ -95,6 +97,8 @@ function loadAddon() {
 
 const addon = loadAddon();
 const { ProjectLock, ProjectLockGuard } = projectLockClasses(addon);
+const { WriteGuard, admitWrite, parseBridgeFrame, parseAgentEnvelope } = writeGuardApi(addon);
+const { Ledger } = ledgerClasses(addon);
 
 /**
  * An error of a transaction solewriter ran with better-sqlite3 as one of solewriter's: its own
@@ -647,6 +651,11 @@ module.exports = {
   Grant,
   ProjectLock,
   ProjectLockGuard,
+  WriteGuard,
+  admitWrite,
+  parseBridgeFrame,
+  parseAgentEnvelope,
+  Ledger,
   adoptJsWriterTables,
   ProjectionStore,
   targetId,

@@ -53,6 +53,16 @@ const ERROR_CODES = Object.freeze([
   'OWN_IDENTITY',
   'UNSAFE_LOCK_DIR',
   'LOCK', // a project lock error of a kind this build has no name for
+  // The write guard.
+  'MALFORMED_FRAME',
+  'AUTHORITY_UNAVAILABLE',
+  // The ledger.
+  'SOURCE',
+  'INTERPRETATION_MOVED',
+  'FACT_CONFLICT',
+  'SNAPSHOT_TOO_LARGE',
+  'CONSUMER',
+  'LEDGER', // a ledger error of a kind this build has no name for
   // A bug of solewriter's, caught at the native boundary instead of aborting the host.
   'INTERNAL',
 ]);

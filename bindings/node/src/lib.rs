@@ -49,10 +49,12 @@ use std::time::Duration;
 
 pub mod adoption;
 mod boundary;
+pub mod ledger;
 pub mod project_lock;
 #[cfg(feature = "test-seams")]
 mod seams;
 pub mod turns;
+pub mod write_guard;
 
 use boundary::answer;
 

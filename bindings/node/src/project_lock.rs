@@ -9,7 +9,7 @@
 //! "alive"}`, `{state: "dead", reason}` or `{state: "unknown", reason, detail}`.
 
 use super::boundary::{answer, caught};
-use super::{from_js, invalid, Failure};
+use super::{from_js, invalid, Failure, Outcome};
 use napi::bindgen_prelude::Either;
 use napi_derive::napi;
 use serde_json::{json, Value};
@@ -28,7 +28,7 @@ fn path_json(path: &Path) -> Value {
     Value::String(path.to_string_lossy().into_owned())
 }
 
-fn owner_json(owner: &OwnerIdentity) -> Value {
+pub(crate) fn owner_json(owner: &OwnerIdentity) -> Value {
     json!({
         "pid": owner.pid,
         "startToken": owner.start_token,
@@ -92,7 +92,7 @@ fn ownership_json(ownership: &Ownership) -> Value {
 }
 
 /// The error of a failed lock operation: one code per [`LockError`] variant.
-fn lock_failure(error: LockError) -> Failure {
+pub(crate) fn lock_failure(error: LockError) -> Failure {
     let (code, detail) = match &error {
         LockError::Busy { lock, owner } => (
             "BUSY",
@@ -157,9 +157,22 @@ fn lock_failure(error: LockError) -> Failure {
     failure
 }
 
+/// `{lock, kernel, record, ownership}`: `lock`'s status (the Rust `LockStatus`), read without
+/// writing.
+pub(crate) fn status_json(lock: &ProjectLock) -> Outcome {
+    lock.status().map_err(lock_failure).map(|status| {
+        json!({
+            "lock": path_json(&lock.path()),
+            "kernel": kernel_name(status.kernel),
+            "record": status.record.as_ref().map(record_json),
+            "ownership": status.ownership.as_ref().map(ownership_json),
+        })
+    })
+}
+
 /// How long `acquire` may wait, from the caller's options (JSON): `{"wait": "noWait"}` or
 /// `{"wait": {"timeoutMs": n}}`. There is no default: anything else is `INVALID_INPUT`.
-fn parse_wait(options_json: &str) -> Result<Wait, Failure> {
+pub(crate) fn parse_wait(options_json: &str) -> Result<Wait, Failure> {
     let options: Value =
         serde_json::from_str(options_json).map_err(|e| invalid(format!("options: {e}")))?;
     match options.get("wait") {
@@ -221,16 +234,7 @@ impl NativeProjectLock {
     /// `{lock, kernel, record, ownership}`: the Rust `LockStatus`, read without writing.
     #[napi]
     pub fn status(&self) -> String {
-        answer(|| {
-            self.lock.status().map_err(lock_failure).map(|status| {
-                json!({
-                    "lock": path_json(&self.lock.path()),
-                    "kernel": kernel_name(status.kernel),
-                    "record": status.record.as_ref().map(record_json),
-                    "ownership": status.ownership.as_ref().map(ownership_json),
-                })
-            })
-        })
+        answer(|| status_json(&self.lock))
     }
 
     /// Clears the record carrying `nonce` if its owner is unknown from here (`clear_unknown`):

@@ -146,12 +146,15 @@ pub fn overlaps(a: &SubtreePath, b: &SubtreePath) -> bool {
 }
 
 /// What the host's tree says about one component's parent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Parent<'t> {
     /// The component is a root of the tree.
     Root,
     /// The component's parent id.
     Id(&'t str),
+    /// The component's parent id, owned: for a lookup that cannot lend one (an answer from
+    /// another language's callback). The same as [`Parent::Id`].
+    OwnedId(String),
     /// The component is not in the tree.
     Unknown,
 }
@@ -186,21 +189,21 @@ pub fn derive_canonical_subtree_path<'t>(
     let mut reversed = vec![start];
     let mut spelled = component_id.to_owned();
     loop {
-        match parent_of(&spelled) {
+        let parent = match parent_of(&spelled) {
             Parent::Root => break,
             Parent::Unknown => return None,
-            Parent::Id(parent) => {
-                if reversed.len() >= MAX_SUBTREE_DEPTH {
-                    return None;
-                }
-                let id = canon(parent)?;
-                if !seen.insert(id.clone()) {
-                    return None;
-                }
-                reversed.push(id);
-                parent.clone_into(&mut spelled);
-            }
+            Parent::Id(parent) => parent.to_owned(),
+            Parent::OwnedId(parent) => parent,
+        };
+        if reversed.len() >= MAX_SUBTREE_DEPTH {
+            return None;
         }
+        let id = canon(&parent)?;
+        if !seen.insert(id.clone()) {
+            return None;
+        }
+        reversed.push(id);
+        spelled = parent;
     }
     reversed.reverse();
     Some(SubtreePath(reversed))
@@ -243,6 +246,14 @@ mod tests {
             Some(p("/root/a/b"))
         );
         assert_eq!(derive_subtree_path("root", lookup(&tree)), Some(p("/root")));
+        // A lookup that answers owned ids derives the same paths, and refuses the same cycles.
+        let owned = |id: &str| match lookup(&tree)(id) {
+            Parent::Id(parent) => Parent::OwnedId(parent.to_owned()),
+            other => other,
+        };
+        assert_eq!(derive_subtree_path("b", owned), Some(p("/root/a/b")));
+        let cycle = |id: &str| Parent::OwnedId(if id == "x" { "y" } else { "x" }.to_owned());
+        assert_eq!(derive_subtree_path("x", cycle), None);
     }
 
     #[test]

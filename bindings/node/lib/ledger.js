@@ -1,0 +1,70 @@
+'use strict';
+/**
+ * The event ledger for Node hosts (seed 003): the Rust `Ledger` over the Git source, run by the
+ * addon with the system process probe, so a Node process, a Rust process and `solewriter
+ * ledger …` share one snapshot and one project lock.
+ *
+ * What blocks, and on what (every call is synchronous):
+ * - `demand(query)` never waits for a writer: it reads the snapshot without the lock, runs
+ *   `git` for facts the snapshot lacks, and only then tries the lock once, without waiting —
+ *   free, it persists them; held by a live writer, it answers anyway and discards them. A
+ *   query that needs no fact (`heads: []`) runs no `git`, reads no snapshot, takes no lock.
+ * - `build(query)` is the sole writer: it waits for a live writer as its `wait` allows
+ *   (`'noWait'` or `{ timeoutMs }`, required), then runs `git` for what is missing.
+ * - `resolve(rev)` runs `git` only; `status()` reads the snapshot and the lock's state without
+ *   `git`, without writing (a free kernel lock is taken for the moment of the look).
+ */
+
+const { coded, unwrap, native } = require('./answer');
+
+/** The options as JSON text, or INVALID_INPUT. */
+function text(value, what) {
+  if (value === null || typeof value !== 'object') throw coded('INVALID_INPUT', `${what} must be an object`);
+  try {
+    return JSON.stringify(value);
+  } catch (e) {
+    throw coded('INVALID_INPUT', `${what} is not JSON (${e.message})`);
+  }
+}
+
+/** The ledger classes over the loaded `addon`. */
+function ledgerClasses(addon) {
+  /** The ledger of project directory `dir` over the Git repository `repo`. */
+  class Ledger {
+    /**
+     * `options`: `{ recordOnly }` (no kernel lock) and `gitEnv` (more environment for every
+     * `git` run, e.g. `{ GIT_CONFIG_GLOBAL: '/dev/null' }`).
+     */
+    constructor({ dir, repo, recordOnly = false, gitEnv = {} } = {}) {
+      if (typeof dir !== 'string' || typeof repo !== 'string') throw coded('INVALID_INPUT', 'Ledger: dir and repo must be strings');
+      const env = text(gitEnv, 'gitEnv');
+      this.dir = dir;
+      this.native = native(() => new addon.NativeLedger(dir, repo, Boolean(recordOnly), env));
+    }
+
+    /** The commit id (hex) `rev` names now. */
+    resolve(rev) {
+      if (typeof rev !== 'string') throw coded('INVALID_INPUT', 'resolve: rev must be a string');
+      return unwrap(native(() => this.native.resolve(rev))).oid;
+    }
+
+    /** The demand read: `{ history, persisted }`; never waits for a live writer. */
+    demand(query) {
+      return unwrap(native(() => this.native.demand(text(query, 'the query'))));
+    }
+
+    /** The build transaction under the project lock: `{ history, persisted }`. */
+    build(query) {
+      return unwrap(native(() => this.native.build(text(query, 'the query'))));
+    }
+
+    /** `{ snapshot, lock }`: what is stored and who holds the lock, writing nothing. */
+    status() {
+      return unwrap(native(() => this.native.status()));
+    }
+  }
+
+  return { Ledger };
+}
+
+module.exports = { ledgerClasses };
