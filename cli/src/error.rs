@@ -18,23 +18,27 @@ pub enum Class {
     Config,
     /// The store cannot be used.
     Store,
-    /// Input refused.
+    /// Input refused (for `ledger build`: a history past the snapshot bound).
     Rejected,
-    /// Held by another live holder, or the store is busy: the same command may succeed later.
+    /// Held by another live holder (a lease, the project lock), the store is busy, or the
+    /// repository moved under a ledger build: the same command may succeed later.
     Retry,
-    /// A file-system or OS step failed.
+    /// A file-system, OS or `git` step failed.
     Io,
-    /// The demo saw a broken invariant.
+    /// The demo (or a ledger command) saw a broken invariant.
     Invariant,
-    /// The holder's authority is gone (fenced, or its lease expired before the rename).
+    /// The holder's authority is gone (fenced, or its lease expired before the rename; a
+    /// ledger build that lost the project lock before its rename).
     LostAuthority,
     /// No document has been published for the target yet.
     NotPublished,
-    /// The published document is torn, malformed, foreign or too large.
+    /// The published document is torn, malformed, foreign or too large; or the ledger
+    /// snapshot holds a fact that `git` now contradicts, or one not of its kind.
     CorruptDocument,
     /// A submission at the stored watermark with other content: the channel is degraded.
     Conflict,
-    /// Part of the work took effect (published, but not durably or not released).
+    /// Part of the work took effect (`current.json` or the ledger snapshot replaced, but not
+    /// durably or not released).
     Partial,
     /// `lock clear` refused: the kernel lock is held, the owner is known, or another nonce.
     Refused,
@@ -90,25 +94,27 @@ impl Class {
                 "store: missing, foreign, not WAL, wrong version, unreadable or corrupt"
             }
             Class::Rejected => {
-                "rejected: input refused (submission, tuple, name, id, unadmitted target, nonce)"
+                "rejected: input refused (submission, tuple, name, id, unadmitted target, nonce, a ledger past its bound)"
             }
-            Class::Retry => "retry later: the lease is held by a live holder, or the store is busy",
+            Class::Retry => {
+                "retry later: the lease or project lock is held by a live holder, the store is busy, or the repository moved"
+            }
             Class::Io => {
-                "io: a file-system or OS step failed (nothing, or what the message says, was done)"
+                "io: a file-system, OS or git step failed (nothing, or what the message says, was done)"
             }
-            Class::Invariant => "invariant: the demo saw a broken check",
+            Class::Invariant => "invariant: the demo (or a ledger command) saw a broken check",
             Class::LostAuthority => {
-                "lost authority: fenced, or the lease expired before the rename"
+                "lost authority: fenced, the lease expired, or the project lock was lost, before the rename"
             }
             Class::NotPublished => "not published: no current.json for the target yet",
             Class::CorruptDocument => {
-                "corrupt document: current.json is torn, malformed, foreign or too large"
+                "corrupt document: current.json torn, malformed, foreign or too large; a ledger fact contradicted or malformed"
             }
             Class::Conflict => {
                 "conflict: same watermark, other content; channel degraded, envelope discarded"
             }
             Class::Partial => {
-                "partial: current.json replaced, but not durably or the lease not released"
+                "partial: current.json or the ledger replaced, but not durably or the lease or lock not released"
             }
             Class::Refused => {
                 "refused: lock clear — kernel lock held, owner known, or another nonce; nothing removed"

@@ -1,7 +1,8 @@
 //! `solewriter lock status DIR`: whether a project lock is held (the kernel lock answers that
 //! exactly), who its record names (and its nonce), and whether that exact process generation
 //! is alive, dead or stale (recoverable), or unknown from here (another PID namespace, another
-//! boot, a hidden `/proc`). Writes nothing. A missing directory is an error (exit 7).
+//! boot, a hidden `/proc`). Writes nothing. A missing directory is an error (exit 7). The
+//! report ([`report`]) is also what `ledger status` shows of the lock.
 //!
 //! `solewriter lock clear DIR --nonce N`: removes the record of an owner that is unknown from
 //! here, only if it carries nonce N (`ProjectLock::clear_unknown`); refused (exit 14) when the
@@ -39,7 +40,7 @@ fn kernel_state(kernel: KernelState) -> &'static str {
 }
 
 /// The recorded owner, as JSON.
-fn owner_json(owner: &OwnerIdentity) -> serde_json::Value {
+pub fn owner_json(owner: &OwnerIdentity) -> serde_json::Value {
     json!({
         "pid": owner.pid,
         "startToken": owner.start_token,
@@ -50,7 +51,7 @@ fn owner_json(owner: &OwnerIdentity) -> serde_json::Value {
 
 /// The CLI's error for a project lock failure: a refused clear is its own class, a busy claim
 /// is retry-later, everything else is the file system's.
-fn lock_error(error: LockError) -> CliError {
+pub fn lock_error(error: LockError) -> CliError {
     match error {
         LockError::ClearRefused { .. } => CliError::new(Class::Refused, error.to_string()),
         LockError::Busy { .. } => CliError::new(Class::Retry, error.to_string()),
@@ -62,9 +63,31 @@ fn lock_error(error: LockError) -> CliError {
     }
 }
 
+/// What `lock status` says about one project lock: its JSON object and its text lines.
+/// `ledger status` shows the same report beside the ledger snapshot.
+pub struct LockReport {
+    /// The `--json` object (`$defs/lockStatus` of `cli.v1.schema.json`).
+    pub json: serde_json::Value,
+    /// The text lines.
+    pub lines: Vec<String>,
+}
+
 /// Prints the state of the project lock in `dir`.
 pub fn status(dir: &Path, json_out: bool) -> CliResult<()> {
-    let lock = ProjectLock::new(dir, Arc::new(SystemProbe));
+    let report = report(&ProjectLock::new(dir, Arc::new(SystemProbe)))?;
+    if json_out {
+        say!("{}", report.json);
+    } else {
+        for line in &report.lines {
+            say!("{line}");
+        }
+    }
+    Ok(())
+}
+
+/// Reads the state of `lock` (writing nothing) and renders it; a missing directory is an
+/// error (exit 7).
+pub fn report(lock: &ProjectLock) -> CliResult<LockReport> {
     let status = lock.status().map_err(lock_error)?;
     let path = lock.path();
     let kernel = kernel_state(status.kernel);
@@ -75,32 +98,31 @@ pub fn status(dir: &Path, json_out: bool) -> CliResult<()> {
         Some(Ownership::Dead(reason)) => ("dead", dead_reason(*reason).to_owned()),
         Some(Ownership::Unknown(reason)) => ("unknown", reason.to_string()),
     };
-    if json_out {
-        let doc = json!({
-            "lock": path,
-            "held": held,
-            "kernelLock": kernel,
-            "state": state,
-            "reason": why,
-            "owner": status.record.as_ref().map(|r| owner_json(&r.owner)),
-            "nonce": status.record.as_ref().map(|r| r.nonce.to_hex()),
-            "acquiredAt": status.record.as_ref().map(|r| r.acquired_at),
-        });
-        say!("{doc}");
-        return Ok(());
-    }
+    let json = json!({
+        "lock": path,
+        "held": held,
+        "kernelLock": kernel,
+        "state": state,
+        "reason": why,
+        "owner": status.record.as_ref().map(|r| owner_json(&r.owner)),
+        "nonce": status.record.as_ref().map(|r| r.nonce.to_hex()),
+        "acquiredAt": status.record.as_ref().map(|r| r.acquired_at),
+    });
     let Some(record) = &status.record else {
-        if held {
-            say!(
+        let line = if held {
+            format!(
                 "{}: held (kernel lock taken) by a holder that has not written its record yet, or has just removed it",
                 path.display()
-            );
+            )
         } else {
-            say!("{}: free (no lock file)", path.display());
-        }
-        return Ok(());
+            format!("{}: free (no lock file)", path.display())
+        };
+        return Ok(LockReport {
+            json,
+            lines: vec![line],
+        });
     };
-    say!(
+    let first = format!(
         "{}: {} — kernel lock {kernel}; record names {}, nonce {}",
         path.display(),
         if held { "held" } else { "not held" },
@@ -124,8 +146,10 @@ pub fn status(dir: &Path, json_out: bool) -> CliResult<()> {
         (false, "alive") => "a record-only owner is running; acquisitions wait or fail",
         _ => "the next acquisition recovers it",
     };
-    say!("  owner {state}{detail} — {consequence}");
-    Ok(())
+    Ok(LockReport {
+        json,
+        lines: vec![first, format!("  owner {state}{detail} — {consequence}")],
+    })
 }
 
 /// Clears the project lock in `dir` if its owner is unknown from here and its record carries

@@ -10,6 +10,9 @@
 //! - [`lease`]: `lease end` — an operator ends a target's current grant.
 //! - [`lock`]: `lock status` — who owns a project lock, and whether it is alive; `lock clear`
 //!   — an operator removes an unknown owner's record, named by its nonce.
+//! - [`ledger`]: `ledger build`, `ledger read` and `ledger status` — the event ledger of a
+//!   project directory over a Git repository: the sole-writer build, the demand read that
+//!   never waits for a live writer, and the stored snapshot beside the project lock.
 //! - [`holder`]: the hidden `holder` subcommand, a scripted lease holder on stdin/stdout.
 //! - [`reader`]: the hidden `reader` subcommand, a process that checks every document it sees.
 //! - [`demo`]: `demo`, the end-to-end demonstration on a fresh embedded store.
@@ -23,6 +26,7 @@ pub mod error;
 pub mod holder;
 pub mod inspect;
 pub mod lease;
+pub mod ledger;
 pub mod lock;
 pub mod output;
 pub mod process;
@@ -102,6 +106,10 @@ enum Command {
     /// Project lock diagnostics.
     #[command(subcommand)]
     Lock(LockCommand),
+    /// The event ledger of a project directory over a Git repository: the first-parent
+    /// history, built by the sole writer or read on demand, and the stored snapshot.
+    #[command(subcommand)]
+    Ledger(LedgerCommand),
     /// Scripted lease holder (one command per stdin line); see `holder` module docs.
     #[command(hide = true)]
     Holder(holder::HolderArgs),
@@ -150,6 +158,25 @@ enum LockCommand {
         /// The record's nonce, as `lock status` prints it (64 lowercase hex).
         #[arg(long, value_name = "HEX")]
         nonce: String,
+    },
+}
+
+/// `solewriter ledger …`.
+#[derive(Subcommand, Debug)]
+enum LedgerCommand {
+    /// The sole-writer build: take the project lock of DIR (waiting as told: `--wait-ms MS`
+    /// or `--no-wait`, one of them required), derive the history's facts from the
+    /// repository, replace the snapshot at most once, release. Busy after the wait: exit 6.
+    Build(ledger::BuildArgs),
+    /// The demand read: the history from the snapshot, missing facts derived from the
+    /// repository and persisted when the project lock is free; never waits for a live
+    /// writer (its additions are then discarded).
+    Read(ledger::QueryArgs),
+    /// The stored snapshot of DIR (absent, reusable or rejected) and its project lock as
+    /// `lock status` shows it; runs no git, takes no lock, writes nothing.
+    Status {
+        /// The project directory holding `ledger.snapshot` and `project.lock`.
+        dir: PathBuf,
     },
 }
 
@@ -208,6 +235,9 @@ pub fn run(cli: Cli) -> CliResult<()> {
         Command::Lease(LeaseCommand::End { target }) => lease::end(&settings()?, &target, json),
         Command::Lock(LockCommand::Status { dir }) => lock::status(&dir, json),
         Command::Lock(LockCommand::Clear { dir, nonce }) => lock::clear(&dir, &nonce, json),
+        Command::Ledger(LedgerCommand::Build(args)) => ledger::build(&args, json),
+        Command::Ledger(LedgerCommand::Read(args)) => ledger::read(&args, json),
+        Command::Ledger(LedgerCommand::Status { dir }) => ledger::status(&dir, json),
         Command::Holder(args) => holder::run(&settings()?, &args),
         Command::LockHolder { dir } => lock::hold(&dir),
         Command::Reader { target } => reader::run(&settings()?, &target),

@@ -33,6 +33,7 @@ fn usage_errors_are_one_line_and_exit_2() {
     let help = String::from_utf8(out.stdout).unwrap();
     for command in [
         "demo", "init", "admit", "submit", "publish", "inspect", "read", "watch", "lease", "lock",
+        "ledger",
     ] {
         assert!(help.contains(command), "{command} in {help}");
     }

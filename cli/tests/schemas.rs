@@ -2,8 +2,9 @@
 //! really prints and publishes: every `--json` output in each of its shapes validates against
 //! its definition in `cli.v1.schema.json`, published `current.json` files against
 //! `current.v2.schema.json`, and the envelopes `submit` took against `envelope.schema.json`.
-//! Outputs broken on purpose (a key added, dropped or retyped) must fail, so the schemas are
-//! not vacuous.
+//! The `ledger` commands' outputs are checked in each of their shapes over a real Git
+//! repository. Outputs broken on purpose (a key added, dropped or retyped) must fail, so the
+//! schemas are not vacuous.
 
 mod support;
 
@@ -239,4 +240,100 @@ fn lock_outputs_match_their_schemas() {
     let mut bad_state = unknown.clone();
     bad_state["state"] = "stale".into();
     schemas.refuses("lockStatus", &bad_state);
+}
+
+/// `ledger` with `--json` in a directory `root` holding a Git repository (`support::git`).
+fn ledger_json(root: &std::path::Path, args: &[&str]) -> Value {
+    let out = support::git::command(root)
+        .args(["--json", "ledger"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    printed(&out)
+}
+
+#[test]
+fn ledger_outputs_match_their_schemas() {
+    let mut schemas = Schemas::new();
+    let root = tempfile::tempdir().unwrap();
+    support::git::repo(root.path());
+    let project = root.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    let absent = ledger_json(root.path(), &["status", "project"]);
+    assert_eq!(absent["snapshot"]["state"], "absent");
+    schemas.output("ledgerStatus", &absent);
+
+    // A read beside a live writer discards (the writer named), with and without hunks.
+    let (holder, _) = lock_holder(&project);
+    let read = ["read", "project", "--repo", "repo"];
+    let discarded = ledger_json(root.path(), &read);
+    assert_eq!(discarded["persisted"], "discarded");
+    assert!(discarded["writer"].is_object(), "{discarded}");
+    schemas.output("ledgerRead", &discarded);
+    let with_hunks = ledger_json(root.path(), &[&read[..], &["--hunks"]].concat());
+    assert!(
+        with_hunks["history"][0]["hunks"].is_object(),
+        "{with_hunks}"
+    );
+    schemas.output("ledgerRead", &with_hunks);
+    let held = ledger_json(root.path(), &["status", "project"]);
+    assert_eq!(held["lock"]["state"], "alive");
+    schemas.output("ledgerStatus", &held);
+    release_lock(holder);
+
+    // Replaced, then unchanged: a read, then builds.
+    let replaced = ledger_json(root.path(), &[&read[..], &["--limit", "2"]].concat());
+    assert_eq!(replaced["persisted"], "replaced");
+    schemas.output("ledgerRead", &replaced);
+    let unchanged = ledger_json(root.path(), &[&read[..], &["--limit", "2"]].concat());
+    assert_eq!(unchanged["persisted"], "unchanged");
+    schemas.output("ledgerRead", &unchanged);
+    let build = ["build", "project", "--repo", "repo", "--hunks", "--no-wait"];
+    let built = ledger_json(root.path(), &build);
+    assert_eq!(built["persisted"], "replaced");
+    schemas.output("ledgerBuild", &built);
+    let same = ledger_json(root.path(), &build);
+    assert_eq!(same["persisted"], "unchanged");
+    schemas.output("ledgerBuild", &same);
+    let reusable = ledger_json(root.path(), &["status", "project"]);
+    assert_eq!(reusable["snapshot"]["state"], "reusable");
+    schemas.output("ledgerStatus", &reusable);
+    std::fs::write(project.join("ledger.snapshot"), "garbage").unwrap();
+    let rejected = ledger_json(root.path(), &["status", "project"]);
+    assert_eq!(rejected["snapshot"]["state"], "rejected");
+    schemas.output("ledgerStatus", &rejected);
+
+    // Broken on purpose: each must be refused.
+    let mut extra = built.clone();
+    extra["extra"] = 1.into();
+    schemas.refuses("ledgerBuild", &extra);
+    let mut contradicts = same.clone();
+    contradicts["added"] = 2.into();
+    schemas.refuses("ledgerBuild", &contradicts);
+    let mut named = unchanged.clone();
+    named["writer"] = discarded["writer"].clone();
+    schemas.refuses("ledgerRead", &named);
+    let mut dropped = with_hunks.clone();
+    dropped["history"][0]["commit"]
+        .as_object_mut()
+        .unwrap()
+        .remove("subject");
+    schemas.refuses("ledgerRead", &dropped);
+    let mut retyped = with_hunks.clone();
+    retyped["history"][0]["hunks"]["files"][0]["hunks"][0]["new_start"] = "1".into();
+    schemas.refuses("ledgerRead", &retyped);
+    let mut sizeless = reusable.clone();
+    sizeless["snapshot"]["bytes"] = Value::Null;
+    schemas.refuses("ledgerStatus", &sizeless);
+    let mut reasonless = rejected.clone();
+    reasonless["snapshot"]["reason"] = Value::Null;
+    schemas.refuses("ledgerStatus", &reasonless);
+    let mut lockless = reusable.clone();
+    lockless["lock"]["state"] = "stale".into();
+    schemas.refuses("ledgerStatus", &lockless);
 }

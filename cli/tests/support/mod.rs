@@ -1,11 +1,14 @@
 //! Shared fixtures of the root integration tests: a temp directory with a `solewriter.toml`,
-//! the `solewriter` binary run as a command, and the scripted `holder` process.
+//! the `solewriter` binary run as a command, the scripted `holder` process, the hidden
+//! `lock-holder` holding a project lock, and (in [`git`]) a Git repository for the ledger.
 //!
 //! A clocked [`Env`] gives every command it runs one shared broker clock, a file named by the
 //! CLI's hidden `SOLEWRITER_TEST_CLOCK_FILE` seam. Its leases are ten minutes long — far
 //! longer than any step of a test, however loaded the machine — and a test makes a lease
 //! expire by moving that clock ([`Env::expire`]), never by waiting for a real deadline.
 #![allow(dead_code)]
+
+pub mod git;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -282,6 +285,25 @@ impl Drop for Holder {
             let _ = self.child.wait();
         }
     }
+}
+
+/// A `solewriter lock-holder DIR` process holding the project lock of `dir`, and the nonce
+/// of its record. It holds until one stdin line ([`release_lock`]) or until it is dropped.
+pub fn lock_holder(dir: &std::path::Path) -> (Holder, String) {
+    let mut holder = Holder::command(
+        Command::new(EXE),
+        &["lock-holder", dir.to_str().expect("a UTF-8 temp path")],
+    );
+    let answer = holder.recv();
+    expect_answer(&answer, "acquired", &"lock-holder");
+    let nonce = word(&answer, 1).to_owned();
+    (holder, nonce)
+}
+
+/// Makes a [`lock_holder`] release its lock and exit.
+pub fn release_lock(mut holder: Holder) {
+    assert_eq!(holder.ask(""), "released");
+    assert!(holder.child.wait().unwrap().success());
 }
 
 pub fn words(answer: &str) -> Vec<&str> {
