@@ -91,7 +91,7 @@ npm ls --all --json | node -e "const t = JSON.parse(require('fs').readFileSync(0
 say "installed $versions and both tarballs"
 
 # --- 3. a publication from CommonJS, from ESM and from TypeScript
-cp "$examples"/publish.cjs "$examples"/publish.mjs "$examples"/publish.ts "$examples"/memory_core.ts "$examples"/tsconfig.json "$examples"/check.cjs .
+cp "$examples"/publish.cjs "$examples"/publish.mjs "$examples"/publish.ts "$examples"/memory_core.ts "$examples"/seeds.ts "$examples"/tsconfig.json "$examples"/check.cjs .
 mkdir cjs esm ts
 node publish.cjs "$host/cjs" >cjs.json || fail "the CommonJS publication failed"
 node check.cjs commonjs "$host/node_modules/solewriter-linux-x64-gnu/solewriter.linux-x64-gnu.node" <cjs.json

@@ -65,7 +65,15 @@ export type ErrorCode =
   | 'OWN_IDENTITY'
   | 'UNSAFE_LOCK_DIR'
   | 'LOCK_LOST'
-  | 'LOCK';
+  | 'LOCK'
+  | 'MALFORMED_FRAME'
+  | 'AUTHORITY_UNAVAILABLE'
+  | 'SOURCE'
+  | 'INTERPRETATION_MOVED'
+  | 'FACT_CONFLICT'
+  | 'SNAPSHOT_TOO_LARGE'
+  | 'CONSUMER'
+  | 'LEDGER';
 
 export interface SolewriterError extends Error {
   code: ErrorCode;
@@ -392,6 +400,156 @@ export class ProjectLock {
    * CLEAR_REFUSED (`refused`, `record`) having removed nothing.
    */
   clear(nonce: string): { removed: LockRecord } | { noLock: true };
+}
+
+// ---- The subtree write guard (seed 002) ----
+
+/** A writer: the (agentId, sessionId) pair. */
+export interface Writer {
+  agentId: string;
+  sessionId: string;
+}
+
+/** The writer context a Bridge frame carried; either id is null when half-stamped. */
+export interface AgentContext {
+  agentId: string | null;
+  sessionId: string | null;
+}
+
+/** A held subtree lock: the writer and the absolute root→node component path. */
+export interface SubtreeLock extends Writer {
+  subtreePath: string[];
+}
+
+/** A parsed Bridge frame. For an object frame, `jsonrpc` is the frame's own message object. */
+export type BridgeFrame =
+  | { type: 'message'; jsonrpc: any; context: AgentContext | null }
+  | { type: 'disconnected'; writer: Writer };
+
+/** The host's tree: the parent's id, `null` at a root, `undefined` for an id not in the tree. */
+export type ParentOf = (id: string) => string | null | undefined;
+
+/** Why a write or move was denied (nothing was mutated, no lock taken). */
+export type DenialReason =
+  | 'incomplete-identity'
+  | 'unresolvable-target'
+  | 'no-write-guard'
+  | 'conflict'
+  | 'writer-disconnected'
+  | 'authority-unavailable';
+
+/** A denial: `conflict` is a copy of the held lock when `reason` is 'conflict', else null. */
+export interface Denied {
+  admitted: false;
+  reason: DenialReason;
+  conflict: SubtreeLock | null;
+  message: string;
+}
+
+/** An admission: mutate. `lock` is null for a legacy (context-less) frame. */
+export type Admission =
+  | { admitted: true; reason: 'legacy'; lock: null }
+  | { admitted: true; reason: 'granted' | 'reentrant'; lock: SubtreeLock }
+  | Denied;
+
+/** What `admitWrite` takes (the seed's shape). */
+export interface WriteRequest {
+  context: AgentContext | null | undefined;
+  componentId: string;
+  parentOf: ParentOf;
+}
+
+/** Parses a Bridge frame (text or object); throws MALFORMED_FRAME, never taking it for legacy. */
+export function parseBridgeFrame(frame: string | object): BridgeFrame;
+/** `{ jsonrpc, context }` of a message frame; throws MALFORMED_FRAME (also for a disconnect frame). */
+export function parseAgentEnvelope(frame: string | object): { jsonrpc: any; context: AgentContext | null };
+
+/**
+ * The held-lock authority of one heap (the core's `GuardState`). Synchronous, never blocks:
+ * an overlapping write of another writer is denied at once. A call made from inside a
+ * `parentOf` of the same guard is denied 'authority-unavailable' (admissions) or throws
+ * AUTHORITY_UNAVAILABLE (the others).
+ */
+export class WriteGuard {
+  constructor();
+  /** Throws HOST if `parentOf` throws or answers anything else; nothing is acquired then. */
+  admitWrite(request: WriteRequest): Admission;
+  /** Both subtrees (where the node is, where it will be) in one step, or neither. */
+  admitMove(request: {
+    context: AgentContext | null | undefined;
+    nodeId: string;
+    newParentId: string;
+    parentOf: ParentOf;
+  }): { admitted: true; from: SubtreeLock; to: SubtreeLock } | Denied;
+  /** Releases exactly `lock`. */
+  releaseWrite(lock: SubtreeLock): { released: boolean };
+  /** The disconnect sweep: frees the writer's locks (returned) and bars it from acquiring again. */
+  releaseAgent(writer: Writer): SubtreeLock[];
+  /** A copy of every held lock, sorted. */
+  heldLocks(): SubtreeLock[];
+}
+
+/** The seed's admission; without a `writeGuard` an agent write is denied 'no-write-guard'. */
+export function admitWrite(request: WriteRequest & { writeGuard: WriteGuard | null | undefined }): Admission;
+
+// ---- The event ledger (seed 003) ----
+
+/** A `commit/<oid>` fact, as the ledger stores it. */
+export interface CommitFact {
+  commit: string;
+  parents: string[];
+  /** Seconds since the epoch. */
+  author_time: number;
+  subject: string;
+}
+
+/** A `hunks/<oid>` fact, as the ledger stores it: changed line ranges against the first parent. */
+export interface HunkFact {
+  commit: string;
+  files: { path: string; hunks: { old_start: number; old_lines: number; new_start: number; new_lines: number }[] }[];
+}
+
+/** Which history to read: each head's first-parent chain, each commit once, at most `limit`. */
+export interface HistoryQuery {
+  /** Commit ids (from `resolve`). Empty: no fact is needed — no git, no snapshot, no lock. */
+  heads: string[];
+  limit?: number;
+  /** Also each commit's hunk facts. */
+  hunks?: boolean;
+}
+
+/** What became of the facts a read derived. */
+export type Persisted =
+  | { state: 'replaced'; added: number }
+  | { state: 'unchanged' }
+  | { state: 'discarded'; added: number; writer: LockOwner | null };
+
+/** A ledger read's answer. */
+export interface LedgerRead {
+  history: { commit: CommitFact; hunks?: HunkFact }[];
+  persisted: Persisted;
+}
+
+/** The stored snapshot, judged without git and without the lock. */
+export type SnapshotStatus =
+  | { path: string; state: 'absent' }
+  | { path: string; state: 'reusable'; interpretation: string; facts: number }
+  | { path: string; state: 'rejected'; reason: string };
+
+/**
+ * The ledger of a project directory over a Git repository (the Rust `Ledger`). Synchronous.
+ * `demand` never waits for a live writer; `build` waits as its `wait` allows.
+ */
+export class Ledger {
+  constructor(options: { dir: string; repo: string; recordOnly?: boolean; gitEnv?: Record<string, string> });
+  /** The commit id `rev` names now (runs git; not a fact). Throws SOURCE. */
+  resolve(rev: string): string;
+  /** The demand read. Throws SOURCE, UNKNOWN_OWNER, MALFORMED_LOCK, INTERPRETATION_MOVED, ... */
+  demand(query: HistoryQuery): LedgerRead;
+  /** The sole-writer build. Throws BUSY (with `owner`) after the wait, LOCK_LOST, SOURCE, ... */
+  build(query: HistoryQuery & { wait: LockWait }): LedgerRead;
+  /** `lock` is null when the directory does not exist. */
+  status(): { snapshot: SnapshotStatus; lock: LockStatus | null };
 }
 
 /** The target id (64 hex) of an attested tuple. */
