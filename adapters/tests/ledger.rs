@@ -749,6 +749,32 @@ fn a_demand_that_needs_no_fact_touches_neither_the_source_nor_the_lock() {
     assert_eq!(built.persisted, Persisted::Replaced { added: 0 }, "rebuilt");
 }
 
+/// A consumer that swallows the error of a ledger that failed to open (here: `git` on no
+/// repository) does not turn the read into an empty answer: the transaction fails with it.
+#[test]
+fn a_failure_to_open_fails_the_read_even_when_the_consumer_swallows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = repo(dir.path());
+    let head = source(&real).resolve("HEAD").unwrap();
+    let ledger = Ledger::new(
+        dir.path().join("project"),
+        source(&dir.path().join("no-repository")),
+        Arc::new(SystemProbe),
+    );
+    let err = ledger
+        .demand(|d| {
+            assert!(
+                commit_fact(d, &head).is_err(),
+                "the consumer sees the failure"
+            );
+            assert!(commit_fact(d, &head).is_err(), "and again");
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(matches!(err, LedgerError::Source(_)), "{err}");
+    assert!(snapshot_bytes(&ledger).is_none(), "nothing was written");
+}
+
 #[test]
 fn a_demand_nested_in_a_build_joins_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -421,7 +421,7 @@ export interface SubtreeLock extends Writer {
   subtreePath: string[];
 }
 
-/** A parsed Bridge frame. For an object frame, `jsonrpc` is the frame's own message object. */
+/** A parsed Bridge frame; `jsonrpc` is the parsed copy of the message (for a legacy frame: the frame). */
 export type BridgeFrame =
   | { type: 'message'; jsonrpc: any; context: AgentContext | null }
   | { type: 'disconnected'; writer: Writer };
@@ -448,8 +448,9 @@ export interface Denied {
 
 /** An admission: mutate. `lock` is null for a legacy (context-less) frame. */
 export type Admission =
-  | { admitted: true; reason: 'legacy'; lock: null }
-  | { admitted: true; reason: 'granted' | 'reentrant'; lock: SubtreeLock }
+  | { admitted: true; reason: 'legacy'; lock: null; conflict: null }
+  /** Release a `granted` lock when the edit is done; a `reentrant` admission added nothing. */
+  | { admitted: true; reason: 'granted' | 'reentrant'; lock: SubtreeLock; conflict: null }
   | Denied;
 
 /** What `admitWrite` takes (the seed's shape). */
@@ -460,9 +461,9 @@ export interface WriteRequest {
 }
 
 /** Parses a Bridge frame (text or object); throws MALFORMED_FRAME, never taking it for legacy. */
-export function parseBridgeFrame(frame: string | object): BridgeFrame;
+export function parseBridgeFrame(frame: string | Uint8Array | object): BridgeFrame;
 /** `{ jsonrpc, context }` of a message frame; throws MALFORMED_FRAME (also for a disconnect frame). */
-export function parseAgentEnvelope(frame: string | object): { jsonrpc: any; context: AgentContext | null };
+export function parseAgentEnvelope(frame: string | Uint8Array | object): { jsonrpc: any; context: AgentContext | null };
 
 /**
  * The held-lock authority of one heap (the core's `GuardState`). Synchronous, never blocks:
@@ -533,7 +534,7 @@ export interface LedgerRead {
 /** The stored snapshot, judged without git and without the lock. */
 export type SnapshotStatus =
   | { path: string; state: 'absent' }
-  | { path: string; state: 'reusable'; interpretation: string; facts: number }
+  | { path: string; state: 'reusable'; interpretation: string; facts: number; bytes: number }
   | { path: string; state: 'rejected'; reason: string };
 
 /**

@@ -11,8 +11,9 @@
 //!   (`Ledger::demand`), which never waits for a live writer. Prints the history and what
 //!   became of the facts it derived.
 //! - `ledger status DIR`: the stored snapshot (absent, reusable or rejected) and the project
-//!   lock as `lock status` reports it ([`crate::lock::report`]). Runs no `git`, takes no
-//!   lock, writes nothing; a missing directory is an error (exit 7).
+//!   lock as `lock status` reports it ([`crate::lock::report`]). Runs no `git` and writes
+//!   nothing; the lock is looked at as `lock status` does (a free kernel lock is taken for the
+//!   moment of the look); a missing directory is an error (exit 7).
 //!
 //! Each `--rev` (default `HEAD`) is resolved to a commit id before the transaction
 //! (`GitSource::resolve`: refs move, so a resolved name is not a fact). Every
@@ -23,11 +24,10 @@ use crate::lock::{lock_error, owner_json, report};
 use crate::say;
 use crate::time::rfc3339;
 use serde_json::json;
-use solewriter::adapters::atomic_file::read_bounded;
 use solewriter::ledger::history::{history, HistoryEntry, HistoryQuery};
 use solewriter::ledger::{
-    GitSource, Ledger, LedgerError, Oid, Persisted, Snapshot, SnapshotState, LEDGER_FILE,
-    MAX_SNAPSHOT_BYTES,
+    snapshot_status, GitSource, Ledger, LedgerError, Oid, Persisted, SnapshotState, SnapshotStatus,
+    LEDGER_FILE,
 };
 use solewriter::project_lock::OwnerIdentity;
 use solewriter::{Millis, ProjectLock, SystemProbe, Wait};
@@ -354,34 +354,21 @@ pub fn status(dir: &Path, json_out: bool) -> CliResult<()> {
     // The lock first: a missing or unsafe directory fails here, before anything is read.
     let lock = report(&ProjectLock::new(dir, Arc::new(SystemProbe)))?;
     let path = dir.join(LEDGER_FILE);
-    // What `Ledger::read_snapshot` does — one bounded read of one file, a symlink not
-    // followed, then the checked decode — keeping the bytes read, so the size is that of the
-    // very snapshot judged (a concurrent replacement is seen whole or not at all).
-    let read = match read_bounded(&path, MAX_SNAPSHOT_BYTES) {
-        Ok(bytes) => {
-            Some(Snapshot::decode_within(&bytes, MAX_SNAPSHOT_BYTES).map(|s| (s, bytes.len())))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            return Err(CliError::new(
-                Class::Io,
-                format!(
-                    "reading ledger snapshot {} failed: {e}; nothing was written",
-                    path.display()
-                ),
-            ))
-        }
-    };
-    let (state, interpretation, facts, bytes, reason) = match &read {
-        None => ("absent", None, None, None, None),
-        Some(Ok((snapshot, bytes))) => (
+    let stored = snapshot_status(dir).map_err(|e| ledger_error("status", e))?;
+    let (state, interpretation, facts, bytes, reason) = match &stored {
+        SnapshotStatus::Absent => ("absent", None, None, None, None),
+        SnapshotStatus::Reusable {
+            interpretation,
+            facts,
+            bytes,
+        } => (
             "reusable",
-            Some(snapshot.interpretation.as_str()),
-            Some(snapshot.facts.len()),
+            Some(interpretation.as_str()),
+            Some(*facts),
             Some(*bytes),
             None,
         ),
-        Some(Err(why)) => ("rejected", None, None, None, Some(why.to_string())),
+        SnapshotStatus::Rejected(why) => ("rejected", None, None, None, Some(why.to_string())),
     };
     if json_out {
         say!(
@@ -400,18 +387,20 @@ pub fn status(dir: &Path, json_out: bool) -> CliResult<()> {
         );
         return Ok(());
     }
-    match &read {
-        None => say!(
+    match &stored {
+        SnapshotStatus::Absent => say!(
             "ledger {}: absent (no snapshot yet: the first build, or read that derives a fact, writes it)",
             path.display()
         ),
-        Some(Ok((snapshot, bytes))) => say!(
-            "ledger {}: reusable — interpretation {}, {} fact(s), {bytes} bytes",
+        SnapshotStatus::Reusable {
+            interpretation,
+            facts,
+            bytes,
+        } => say!(
+            "ledger {}: reusable — interpretation {interpretation}, {facts} fact(s), {bytes} bytes",
             path.display(),
-            snapshot.interpretation,
-            snapshot.facts.len()
         ),
-        Some(Err(why)) => say!(
+        SnapshotStatus::Rejected(why) => say!(
             "ledger {}: rejected ({why}) — not reused: the next build, or read that derives a fact, rebuilds it from the source",
             path.display()
         ),

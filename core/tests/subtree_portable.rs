@@ -1,8 +1,9 @@
-//! The subtree write guard's core stays buildable for a heap without an operating system (a
+//! The subtree write guard's code stays portable to a heap without an operating system (a
 //! browser worker, through WebAssembly): `core/src/subtree` reaches no file system, network,
 //! process, environment, clock, thread or lock of `std`, and no crate that would. These
 //! machines have no `wasm32` target to build it for, so this reads the sources instead: every
-//! path through `std` they name must be one of the portable modules below.
+//! path through `std` they name must be one of the portable modules below. It checks this
+//! module's own code, not the crate's dependencies (see the README, "A browser host").
 
 use std::path::Path;
 
@@ -21,21 +22,42 @@ const PORTABLE: [&str; 8] = [
 /// Crates whose use would tie the core to an operating system.
 const FORBIDDEN_CRATES: [&str; 6] = ["libc", "rustix", "getrandom", "tokio", "tracing", "rand"];
 
-/// Every `std::<module>` a line of code (not a comment) names, including grouped imports
-/// (`use std::{fmt, collections::HashSet}`).
+/// The top-level names of a `use` group's body (`{fmt, collections::{HashSet, VecDeque}}` →
+/// `fmt`, `collections`), across lines and nested groups.
+fn group_heads(group: &str) -> Vec<String> {
+    let mut heads = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                heads.push(group[start..i].to_owned());
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                heads.push(group[start..i].to_owned());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    heads
+}
+
+/// Every `std::<module>` the code names, including grouped imports over several lines
+/// (`use std::{fmt, time::Instant}`).
 fn std_modules(code: &str) -> Vec<String> {
     let mut found = Vec::new();
     for (at, _) in code.match_indices("std::") {
         let rest = &code[at + "std::".len()..];
-        let names: Vec<&str> = match rest.strip_prefix('{') {
-            Some(group) => group[..group.find('}').unwrap_or(group.len())]
-                .split(',')
-                .map(str::trim)
-                .collect(),
-            None => vec![rest],
+        let names = match rest.strip_prefix('{') {
+            Some(group) => group_heads(group),
+            None => vec![rest.to_owned()],
         };
         for name in names {
             let module: String = name
+                .trim_start()
                 .chars()
                 .take_while(|c| c.is_alphanumeric() || *c == '_')
                 .collect();
@@ -47,28 +69,25 @@ fn std_modules(code: &str) -> Vec<String> {
     found
 }
 
-fn code_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+/// The text without its comment lines (`//`, `///`, `//!`).
+fn code(text: &str) -> String {
     text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim_start().starts_with("//"))
-        .map(|(n, line)| (n + 1, line))
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// What in `text` a portable core must not use.
 fn violations(text: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for (n, line) in code_lines(text) {
-        for module in std_modules(line) {
-            if !PORTABLE.contains(&module.as_str()) {
-                found.push(format!("line {n}: std::{module}"));
-            }
-        }
-        for krate in FORBIDDEN_CRATES {
-            if line.contains(&format!("{krate}::"))
-                || line.contains(&format!("extern crate {krate}"))
-            {
-                found.push(format!("line {n}: {krate}"));
-            }
+    let code = code(text);
+    let mut found: Vec<String> = std_modules(&code)
+        .into_iter()
+        .filter(|module| !PORTABLE.contains(&module.as_str()))
+        .map(|module| format!("std::{module}"))
+        .collect();
+    for krate in FORBIDDEN_CRATES {
+        if code.contains(&format!("{krate}::")) || code.contains(&format!("extern crate {krate}")) {
+            found.push(krate.to_owned());
         }
     }
     found
@@ -98,12 +117,15 @@ fn the_check_sees_what_it_forbids() {
         "std::thread::spawn(|| ());",
         "use std::sync::Mutex;",
         "let t = libc::time(None);",
+        "use std::{\n    collections::HashSet,\n    fs,\n};",
+        "use std::{collections::{HashSet, VecDeque}, net::TcpStream};",
     ] {
         assert!(!violations(bad).is_empty(), "{bad}");
     }
     for fine in [
         "use std::collections::{HashSet, VecDeque};",
         "use std::fmt;",
+        "use std::{collections::{HashSet, VecDeque}, fmt};",
         "// std::fs is only named in a comment",
     ] {
         assert!(violations(fine).is_empty(), "{fine}");

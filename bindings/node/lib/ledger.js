@@ -35,11 +35,14 @@ function ledgerClasses(addon) {
      * `options`: `{ recordOnly }` (no kernel lock) and `gitEnv` (more environment for every
      * `git` run, e.g. `{ GIT_CONFIG_GLOBAL: '/dev/null' }`).
      */
-    constructor({ dir, repo, recordOnly = false, gitEnv = {} } = {}) {
+    constructor(options) {
+      if (options === null || typeof options !== 'object') throw coded('INVALID_INPUT', 'Ledger: options must be an object');
+      const { dir, repo, recordOnly = false, gitEnv = {} } = options;
       if (typeof dir !== 'string' || typeof repo !== 'string') throw coded('INVALID_INPUT', 'Ledger: dir and repo must be strings');
+      if (typeof recordOnly !== 'boolean') throw coded('INVALID_INPUT', 'Ledger: recordOnly must be a boolean');
       const env = text(gitEnv, 'gitEnv');
       this.dir = dir;
-      this.native = native(() => new addon.NativeLedger(dir, repo, Boolean(recordOnly), env));
+      this.native = native(() => new addon.NativeLedger(dir, repo, recordOnly, env));
     }
 
     /** The commit id (hex) `rev` names now. */
@@ -50,12 +53,14 @@ function ledgerClasses(addon) {
 
     /** The demand read: `{ history, persisted }`; never waits for a live writer. */
     demand(query) {
-      return unwrap(native(() => this.native.demand(text(query, 'the query'))));
+      const json = text(query, 'the query');
+      return unwrap(native(() => this.native.demand(json)));
     }
 
     /** The build transaction under the project lock: `{ history, persisted }`. */
     build(query) {
-      return unwrap(native(() => this.native.build(text(query, 'the query'))));
+      const json = text(query, 'the query');
+      return unwrap(native(() => this.native.build(json)));
     }
 
     /** `{ snapshot, lock }`: what is stored and who holds the lock, writing nothing. */

@@ -25,9 +25,36 @@ function json(value, what) {
   }
 }
 
-/** The frame as JSON text: a string is taken as it is, an object is serialized. */
+/** The frame as JSON text: a string as it is, bytes (a socket's Buffer) as UTF-8, an object serialized. */
 function frameText(frame) {
-  return typeof frame === 'string' ? frame : json(frame, 'the frame');
+  if (typeof frame === 'string') return frame;
+  if (frame instanceof Uint8Array) {
+    try {
+      return new TextDecoder('utf-8', { fatal: true }).decode(frame);
+    } catch {
+      throw coded('MALFORMED_FRAME', 'the frame is not UTF-8 text');
+    }
+  }
+  return json(frame, 'the frame');
+}
+
+/**
+ * The context as the addon reads it: only null and undefined are a legacy frame's; an object's
+ * string ids are read from its own fields (anything else there is absent: half-stamped); any
+ * other value is a present but malformed context, which admission denies `incomplete-identity`
+ * — never legacy, whatever its JSON form would be (`NaN`, an object whose `toJSON` answers null).
+ */
+function contextText(context) {
+  if (context === null || context === undefined) return 'null';
+  if (typeof context !== 'object' || Array.isArray(context)) return '"malformed"';
+  const id = (value) => (typeof value === 'string' ? value : null);
+  return JSON.stringify({ agentId: id(context.agentId), sessionId: id(context.sessionId) });
+}
+
+/** The request object of an admission, or INVALID_INPUT. */
+function requireRequest(request, what) {
+  if (request === null || typeof request !== 'object') throw coded('INVALID_INPUT', `${what} takes one object`);
+  return request;
 }
 
 function requireFunction(parentOf) {
@@ -43,17 +70,14 @@ function writeGuardApi(addon) {
   /**
    * Parses one Bridge frame (a JSON string or an already-parsed object): `{ type: 'message',
    * jsonrpc, context }` (`context` null for a legacy frame, else `{ agentId, sessionId }` with
-   * either null when half-stamped; for an object frame `jsonrpc` is the frame's own message
-   * object, or the frame itself when legacy) or `{ type: 'disconnected', writer }`. A present
-   * but malformed envelope throws MALFORMED_FRAME: it is never taken for legacy.
+   * either null when half-stamped) or `{ type: 'disconnected', writer }`. `jsonrpc` is the
+   * message the core parsed and checked — a copy, never the host's object, so what is admitted
+   * is what was parsed. A present but malformed envelope throws MALFORMED_FRAME: it is never
+   * taken for legacy. Bytes (a socket's Buffer) are read as UTF-8.
    */
   function parseBridgeFrame(frame) {
-    const parsed = unwrap(native(() => addon.parseBridgeFrameJson(frameText(frame))));
-    // An object frame keeps the host's own message object (the core parsed a copy of it).
-    if (parsed.type === 'message' && typeof frame === 'object') {
-      parsed.jsonrpc = parsed.context === null ? frame : frame.message;
-    }
-    return parsed;
+    const text = frameText(frame);
+    return unwrap(native(() => addon.parseBridgeFrameJson(text)));
   }
 
   /**
@@ -75,10 +99,12 @@ function writeGuardApi(addon) {
     }
 
     /** `admitWrite` with this guard. */
-    admitWrite({ context, componentId, parentOf }) {
+    admitWrite(request) {
+      const { context, componentId, parentOf } = requireRequest(request, 'admitWrite');
       requireId(componentId, 'componentId');
       requireFunction(parentOf);
-      return unwrap(native(() => this.native.admitWrite(json(context ?? null, 'context'), componentId, parentOf)));
+      const text = contextText(context);
+      return unwrap(native(() => this.native.admitWrite(text, componentId, parentOf)));
     }
 
     /**
@@ -86,18 +112,24 @@ function writeGuardApi(addon) {
      * move): both subtrees are acquired in one step, or neither. `{ admitted: true, from, to }`
      * or a denial.
      */
-    admitMove({ context, nodeId, newParentId, parentOf }) {
+    admitMove(request) {
+      const { context, nodeId, newParentId, parentOf } = requireRequest(request, 'admitMove');
       requireId(nodeId, 'nodeId');
       requireId(newParentId, 'newParentId');
       requireFunction(parentOf);
       return unwrap(
-        native(() => this.native.admitMove(json(context ?? null, 'context'), nodeId, newParentId, parentOf)),
+        native(() => this.native.admitMove(contextText(context), nodeId, newParentId, parentOf)),
       );
     }
 
-    /** Releases exactly `lock` (as an admission returned it): `{ released }`. */
+    /**
+     * Releases exactly `lock`: `{ released }`. Release the lock of a `granted` admission when
+     * the writer's edit is done; a `reentrant` admission added nothing (its lock may be the
+     * very one an earlier `granted` took, and releasing it ends that edit's hold too).
+     */
     releaseWrite(lock) {
-      return unwrap(native(() => this.native.release(json(lock, 'the lock'))));
+      const text = json(lock, 'the lock');
+      return unwrap(native(() => this.native.release(text)));
     }
 
     /**
@@ -106,7 +138,8 @@ function writeGuardApi(addon) {
      * `writer-disconnected`. Another session of the same agent is another writer.
      */
     releaseAgent(writer) {
-      return unwrap(native(() => this.native.releaseAgent(json(writer, 'the writer'))));
+      const text = json(writer, 'the writer');
+      return unwrap(native(() => this.native.releaseAgent(text)));
     }
 
     /** A copy of every held lock, sorted. */
@@ -123,11 +156,13 @@ function writeGuardApi(addon) {
    * 'writer-disconnected', 'authority-unavailable'. Without a `writeGuard` an agent write is
    * denied `no-write-guard`; a `writeGuard` that is not a WriteGuard throws INVALID_INPUT.
    */
-  function admitWrite({ context, componentId, parentOf, writeGuard }) {
+  function admitWrite(request) {
+    const { context, componentId, parentOf, writeGuard } = requireRequest(request, 'admitWrite');
     if (writeGuard === undefined || writeGuard === null) {
       requireId(componentId, 'componentId');
       requireFunction(parentOf);
-      return unwrap(native(() => addon.admitUnguardedWrite(json(context ?? null, 'context'), componentId, parentOf)));
+      const text = contextText(context);
+      return unwrap(native(() => addon.admitUnguardedWrite(text, componentId, parentOf)));
     }
     if (!(writeGuard instanceof WriteGuard)) throw coded('INVALID_INPUT', 'writeGuard must be a WriteGuard');
     return writeGuard.admitWrite({ context, componentId, parentOf });

@@ -17,7 +17,9 @@ use serde_json::{json, Value};
 use solewriter_core::ledger::git_facts::Oid;
 use solewriter_files::ledger::git_source::GitSource;
 use solewriter_files::ledger::history::{history, HistoryEntry, HistoryQuery};
-use solewriter_files::ledger::{Ledger, LedgerError, Outcome, Persisted, SnapshotState};
+use solewriter_files::ledger::{
+    snapshot_status, Ledger, LedgerError, Outcome, Persisted, SnapshotState, SnapshotStatus,
+};
 use solewriter_files::project_lock::process::SystemProbe;
 use solewriter_files::project_lock::ProjectLock;
 use std::sync::Arc;
@@ -203,22 +205,30 @@ impl NativeLedger {
     }
 
     /// `{snapshot, lock}`: the stored snapshot (`{path, state: "absent"}`, `{path, state:
-    /// "reusable", interpretation, facts}` or `{path, state: "rejected", reason}`), read
+    /// "reusable", interpretation, facts, bytes}` or `{path, state: "rejected", reason}`), read
     /// without `git` and without the lock, and the project lock's status (as
     /// `ProjectLock.status()` gives it; null when the directory does not exist).
     #[napi]
     pub fn status(&self) -> String {
         answer(|| {
             let path = self.ledger.snapshot_path().to_string_lossy().into_owned();
-            let snapshot = match self.ledger.read_snapshot().map_err(ledger_failure)? {
-                Ok(None) => json!({"path": path, "state": "absent"}),
-                Ok(Some(snapshot)) => json!({
+            let stored = snapshot_status(self.ledger.lock().dir()).map_err(ledger_failure)?;
+            let snapshot = match stored {
+                SnapshotStatus::Absent => json!({"path": path, "state": "absent"}),
+                SnapshotStatus::Reusable {
+                    interpretation,
+                    facts,
+                    bytes,
+                } => json!({
                     "path": path,
                     "state": "reusable",
-                    "interpretation": snapshot.interpretation.as_str(),
-                    "facts": snapshot.facts.len(),
+                    "interpretation": interpretation.as_str(),
+                    "facts": facts,
+                    "bytes": bytes,
                 }),
-                Err(why) => json!({"path": path, "state": "rejected", "reason": why.to_string()}),
+                SnapshotStatus::Rejected(why) => {
+                    json!({"path": path, "state": "rejected", "reason": why.to_string()})
+                }
             };
             let lock = match status_json(self.ledger.lock()) {
                 Ok(status) => status,

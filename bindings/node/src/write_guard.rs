@@ -7,7 +7,7 @@
 //! JSON shapes (the seed's names): a writer is `{agentId, sessionId}`, a lock `{agentId,
 //! sessionId, subtreePath: [rootId, …, componentId]}`, a context `{agentId, sessionId}` (either
 //! may be null: half-stamped) or null (a legacy frame). Admission answers `{admitted: true,
-//! reason: "legacy"|"granted"|"reentrant", lock}` or `{admitted: false, reason, conflict,
+//! reason: "legacy"|"granted"|"reentrant", lock, conflict: null}` or `{admitted: false, reason, conflict,
 //! message}` with `reason` one of `WriteDenied::reason`'s words and `conflict` a copy of the
 //! held lock (null unless `reason` is `conflict`).
 //!
@@ -220,6 +220,7 @@ fn admission_json(admitted: Result<solewriter_core::subtree::Admitted, WriteDeni
             "admitted": true,
             "reason": admitted.reason(),
             "lock": admitted.lock().map_or(Value::Null, lock_json),
+            "conflict": Value::Null,
         }),
         Err(denied) => denied_json(&denied),
     })

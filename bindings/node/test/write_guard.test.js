@@ -11,6 +11,7 @@ const assert = require('node:assert/strict');
 const net = require('node:net');
 const path = require('node:path');
 const readline = require('node:readline');
+const { spawn } = require('node:child_process');
 const { WriteGuard, admitWrite, parseBridgeFrame, parseAgentEnvelope } = require('..');
 const { scratch } = require('./helpers');
 
@@ -25,10 +26,14 @@ test('frames: an agent message, a legacy frame, a disconnect; a malformed envelo
   const frame = { type: 'agent_message', agentId: 'a', sessionId: 's', message: RPC };
   const parsed = parseBridgeFrame(frame);
   assert.deepEqual(parsed, { type: 'message', jsonrpc: RPC, context: ctx('a', 's') });
-  assert.equal(parsed.jsonrpc, RPC, 'the host keeps its own message object');
-  assert.deepEqual(parseBridgeFrame(JSON.stringify(frame)).jsonrpc, RPC, 'text frames parse the same');
+  assert.notEqual(parsed.jsonrpc, RPC, 'a copy: what is admitted is what the core parsed');
+  assert.deepEqual(parseBridgeFrame(JSON.stringify(frame)), parsed, 'text frames parse the same');
+  assert.deepEqual(parseBridgeFrame(Buffer.from(JSON.stringify(frame))), parsed, 'and bytes, as UTF-8');
   assert.deepEqual(parseAgentEnvelope(RPC), { jsonrpc: RPC, context: null });
-  assert.equal(parseAgentEnvelope(RPC).jsonrpc, RPC);
+  // A frame object whose JSON form differs from what it holds is parsed as serialized: an
+  // envelope hidden behind toJSON is legacy with the serialized message, never the held one.
+  const disguised = { ...frame, toJSON: () => RPC };
+  assert.deepEqual(parseBridgeFrame(disguised), { type: 'message', jsonrpc: RPC, context: null });
   assert.deepEqual(parseAgentEnvelope({ type: 'agent_message', agentId: 'a', message: RPC }).context, ctx('a', null));
   assert.deepEqual(parseBridgeFrame({ type: 'agent_disconnected', agentId: 'a', sessionId: 's' }), {
     type: 'disconnected',
@@ -43,6 +48,7 @@ test('frames: an agent message, a legacy frame, a disconnect; a malformed envelo
     { type: 'something_else', message: RPC },
     '{"not json',
     '[1]',
+    Buffer.from([0xff, 0xfe]),
   ]) {
     assert.throws(() => parseBridgeFrame(bad), { code: 'MALFORMED_FRAME' }, JSON.stringify(bad));
   }
@@ -55,16 +61,22 @@ test('frames: an agent message, a legacy frame, a disconnect; a malformed envelo
 test('every admission reason, in the seed shape', () => {
   const writeGuard = new WriteGuard();
   const admit = (context, componentId, guard = writeGuard) => admitWrite({ context, componentId, parentOf, writeGuard: guard });
-  assert.deepEqual(admit(null, 'left'), { admitted: true, reason: 'legacy', lock: null });
-  assert.deepEqual(admit(ctx('a', 's'), 'left'), { admitted: true, reason: 'granted', lock: lock('a', 's', 'app', 'panel', 'left') });
-  assert.deepEqual(admit(ctx('a', 's'), 'left'), { admitted: true, reason: 'reentrant', lock: lock('a', 's', 'app', 'panel', 'left') });
+  assert.deepEqual(admit(null, 'left'), { admitted: true, reason: 'legacy', lock: null, conflict: null });
+  assert.deepEqual(admit(undefined, 'left'), { admitted: true, reason: 'legacy', lock: null, conflict: null });
+  const left = lock('a', 's', 'app', 'panel', 'left');
+  assert.deepEqual(admit(ctx('a', 's'), 'left'), { admitted: true, reason: 'granted', lock: left, conflict: null });
+  assert.deepEqual(admit(ctx('a', 's'), 'left'), { admitted: true, reason: 'reentrant', lock: left, conflict: null });
   const denied = (reason, answer) => {
     assert.equal(answer.admitted, false);
     assert.equal(answer.reason, reason);
     assert.equal(typeof answer.message, 'string');
     return answer;
   };
-  for (const half of [ctx('a', null), ctx('', 's'), { agentId: 'a' }, 'a#s', 42, []]) {
+  // Present but malformed contexts, whatever their JSON form (NaN and Infinity serialize as
+  // null, so does an object whose toJSON answers null): denied, never legacy.
+  const nulled = { toJSON: () => null };
+  const disguised = { agentId: 'a', sessionId: 's', toJSON: () => null };
+  for (const half of [ctx('a', null), ctx('', 's'), { agentId: 'a' }, 'a#s', 42, [], NaN, Infinity, new Date(NaN), nulled, ctx('a', 7), false]) {
     denied('incomplete-identity', admit(half, 'left'));
   }
   for (const target of ['nowhere', 'a/b', '']) denied('unresolvable-target', admit(ctx('b', 's'), target));
@@ -72,8 +84,11 @@ test('every admission reason, in the seed shape', () => {
     'unresolvable-target',
     admitWrite({ context: ctx('b', 's'), componentId: 'x', parentOf: (id) => (id === 'x' ? 'y' : 'x'), writeGuard }),
   );
+  assert.equal(admit(disguised, 'right').reason, 'granted', 'the ids are read from the object itself');
+  assert.deepEqual(writeGuard.releaseWrite(lock('a', 's', 'app', 'panel', 'right')), { released: true });
   denied('no-write-guard', admit(ctx('b', 's'), 'right', null));
-  assert.deepEqual(admit(null, 'right', null), { admitted: true, reason: 'legacy', lock: null });
+  denied('incomplete-identity', admit(NaN, 'right', null));
+  assert.deepEqual(admit(null, 'right', null), { admitted: true, reason: 'legacy', lock: null, conflict: null });
   const before = writeGuard.heldLocks();
   const conflict = denied('conflict', admit(ctx('b', 's'), 'panel'));
   assert.deepEqual(conflict.conflict, lock('a', 's', 'app', 'panel', 'left'));
@@ -110,6 +125,8 @@ test('a parentOf that throws or answers nonsense fails the call with HOST and ac
   assert.throws(() => admitWrite({ context: ctx('a', 's'), componentId: 'left', parentOf, writeGuard: {} }), {
     code: 'INVALID_INPUT',
   });
+  assert.throws(() => admitWrite(), { code: 'INVALID_INPUT' });
+  assert.throws(() => writeGuard.admitWrite(null), { code: 'INVALID_INPUT' });
 });
 
 test('moves take both subtrees or neither; release frees exactly one lock', () => {
@@ -146,6 +163,7 @@ function heap() {
   const props = Object.fromEntries(Object.keys(TREE).map((id) => [id, {}]));
   const gates = new Map();
   const swept = [];
+  const refused = [];
   let sessions = 0;
   const connections = new Set();
   const client = async (frame, reply) => {
@@ -159,6 +177,7 @@ function heap() {
     if (hold) await new Promise((resolve) => gates.set(jsonrpc.id, resolve));
     const { admitted, reason, conflict } = admitWrite({ context, componentId: id, parentOf, writeGuard });
     if (admitted) Object.assign(props[id], properties);
+    else refused.push(reason);
     reply({ id: jsonrpc.id, admitted, reason, conflict });
   };
   const server = net.createServer((socket) => {
@@ -180,61 +199,70 @@ function heap() {
     for (const socket of connections) socket.destroy();
     return new Promise((resolve) => server.close(resolve));
   };
-  return { writeGuard, props, gates, swept, server, close };
+  return { writeGuard, props, gates, swept, refused, server, close };
 }
 
-/** An agent on its own connection: `call(message)` answers its reply. */
-async function connect(socketPath, agentId) {
-  const socket = net.connect(socketPath);
-  const lines = readline.createInterface({ input: socket })[Symbol.asyncIterator]();
-  socket.write(`${JSON.stringify({ hello: agentId })}\n`);
-  const { sessionId } = JSON.parse((await lines.next()).value);
-  let next = 0;
-  const send = (id, properties, hold = false) => {
-    const message = { jsonrpc: '2.0', id: ++next, method: 'set_instance_properties', params: { id, properties, hold } };
-    socket.write(`${JSON.stringify(message)}\n`);
-    return message.id;
+/** An agent process (`agent_client.js`) on its own connection: `call` answers its reply. */
+async function agent(socketPath, agentId) {
+  const child = spawn(process.execPath, [path.join(__dirname, 'agent_client.js'), socketPath, agentId]);
+  child.stderr.on('data', (d) => process.stderr.write(d));
+  const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const sessionId = /^session (.+)$/.exec((await lines.next()).value)[1];
+  let sent = 0;
+  const send = (write, properties, hold = false) => {
+    child.stdin.write(`${JSON.stringify({ write, properties, hold })}\n`);
+    return ++sent;
   };
-  const call = async (id, properties) => {
-    send(id, properties);
+  const call = async (write, properties) => {
+    send(write, properties);
     return JSON.parse((await lines.next()).value);
   };
-  return { socket, sessionId, send, call, lines };
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  return { child, sessionId, send, call, exited };
 }
 
-test('two agents on two connections edit one tree: overlap denied and unchanged, disjoint admitted, a swept writer in flight refused', async () => {
+test('two agent processes on two connections edit one tree: overlap denied and unchanged, disjoint admitted, a killed writer in flight refused', { timeout: 60000 }, async () => {
   const h = heap();
   const socketPath = path.join(scratch(), 'bridge.sock');
   await new Promise((resolve) => h.server.listen(socketPath, resolve));
+  const agents = [];
   try {
-    const a = await connect(socketPath, 'agent-a');
-    const b = await connect(socketPath, 'agent-b');
+    const a = await agent(socketPath, 'agent-a');
+    const b = await agent(socketPath, 'agent-b');
+    agents.push(a, b);
     assert.equal((await a.call('left', { text: 'A' })).reason, 'granted');
     const overlap = await b.call('panel', { layout: 'B' });
     assert.equal(overlap.admitted, false);
     assert.equal(overlap.reason, 'conflict');
     assert.deepEqual(overlap.conflict, lock('agent-a', a.sessionId, 'app', 'panel', 'left'));
     assert.deepEqual(h.props.panel, {}, 'the denied write changed nothing');
-    assert.deepEqual((await b.call('right', { text: 'B' })).reason, 'granted');
+    assert.equal((await b.call('right', { text: 'B' })).reason, 'granted');
     assert.deepEqual(h.props, { app: {}, panel: {}, left: { text: 'A' }, right: { text: 'B' }, toolbar: {} });
     // The same agent on another connection is another writer.
-    const a2 = await connect(socketPath, 'agent-a');
+    const a2 = await agent(socketPath, 'agent-a');
+    agents.push(a2);
     assert.equal((await a2.call('left', { text: 'A2' })).reason, 'conflict');
-    a2.socket.end();
-    // A's write to toolbar is parsed, then A's connection drops before it is admitted.
+    a2.child.stdin.end();
+    a2.child.kill('SIGTERM');
+    // A's write to toolbar is parsed, then A is killed before the write is admitted: its
+    // connection drops, the Bridge's disconnect frame sweeps it, and the write, let through
+    // after the sweep, is refused.
     const inFlight = a.send('toolbar', { text: 'late' }, true);
-    while (!h.gates.has(inFlight)) await new Promise((resolve) => setImmediate(resolve));
-    a.socket.destroy();
-    while (h.swept.length < 2) await new Promise((resolve) => setImmediate(resolve));
-    assert.deepEqual(h.swept[1], [lock('agent-a', a.sessionId, 'app', 'panel', 'left')]);
+    while (!h.gates.has(inFlight)) await new Promise((resolve) => setTimeout(resolve, 5));
+    a.child.kill('SIGKILL');
+    assert.deepEqual(await a.exited, { code: null, signal: 'SIGKILL' });
+    while (!h.swept.some((freed) => freed.length > 0)) await new Promise((resolve) => setTimeout(resolve, 5));
+    assert.deepEqual(h.swept.find((freed) => freed.length > 0), [lock('agent-a', a.sessionId, 'app', 'panel', 'left')]);
+    const before = h.refused.length;
     h.gates.get(inFlight)();
-    await new Promise((resolve) => setImmediate(resolve));
+    while (h.refused.length === before) await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(h.refused.slice(before), ['writer-disconnected']);
     assert.deepEqual(h.props.toolbar, {}, 'the swept writer wrote nothing');
     assert.deepEqual(h.writeGuard.heldLocks(), [lock('agent-b', b.sessionId, 'app', 'panel', 'right')], 'and holds nothing');
     assert.equal((await b.call('panel', { layout: 'B' })).reason, 'granted', "A's subtree is free again");
     assert.deepEqual(h.props.panel, { layout: 'B' });
-    b.socket.end();
   } finally {
+    for (const { child } of agents) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await h.close();
   }
 });

@@ -218,6 +218,59 @@ pub enum Persisted {
     },
 }
 
+/// The stored snapshot as a report shows it: judged without the source and without the lock.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SnapshotStatus {
+    /// There is no snapshot.
+    Absent,
+    /// A reusable snapshot.
+    Reusable {
+        /// The interpretation its facts were derived under.
+        interpretation: Interpretation,
+        /// How many facts it holds.
+        facts: usize,
+        /// The file's size, of the very bytes judged.
+        bytes: usize,
+    },
+    /// A snapshot that is not reusable (the next read that needs a fact rebuilds it).
+    Rejected(SnapshotError),
+}
+
+/// The snapshot of project directory `dir` ([`LEDGER_FILE`]), judged as [`Ledger::read_snapshot`]
+/// judges it: one bounded read of one file, then the checked decode. No source, no lock,
+/// nothing written.
+pub fn snapshot_status(dir: &Path) -> Result<SnapshotStatus, LedgerError> {
+    Ok(
+        match read_stored(&dir.join(LEDGER_FILE), MAX_SNAPSHOT_BYTES)? {
+            None => SnapshotStatus::Absent,
+            Some((Ok(snapshot), bytes)) => SnapshotStatus::Reusable {
+                interpretation: snapshot.interpretation,
+                facts: snapshot.facts.len(),
+                bytes,
+            },
+            Some((Err(why), _)) => SnapshotStatus::Rejected(why),
+        },
+    )
+}
+
+/// Reads the snapshot at `path` with bound `max`: `None` if there is none, else its decoding
+/// and the number of bytes read. One `read` of one file: a concurrent replacement is seen whole
+/// or not at all; at most one byte past `max` is read.
+fn read_stored(
+    path: &Path,
+    max: usize,
+) -> Result<Option<(Result<Snapshot, SnapshotError>, usize)>, LedgerError> {
+    match read_bounded(path, max) {
+        Ok(bytes) => Ok(Some((Snapshot::decode_within(&bytes, max), bytes.len()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(LedgerError::Io {
+            step: "read snapshot",
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
 /// A transaction's answer and what became of its facts.
 #[derive(Debug)]
 pub struct Outcome<T> {
@@ -237,6 +290,9 @@ pub struct Derive<'a> {
     source: &'a dyn Source,
     opened: Option<Opened>,
     opener: Option<Opener<'a>>,
+    /// Why opening failed: the transaction's error, whatever the consumers made of theirs (a
+    /// consumer that swallows it must not turn a failed read into an empty answer).
+    failure: Option<LedgerError>,
 }
 
 /// A derivation in progress: its facts (shared with nested demands), the interpretation it
@@ -257,6 +313,7 @@ impl<'a> Derive<'a> {
             source,
             opened: Some(opened),
             opener: None,
+            failure: None,
         }
     }
 
@@ -265,6 +322,7 @@ impl<'a> Derive<'a> {
             source,
             opened: None,
             opener: Some(opener),
+            failure: None,
         }
     }
 
@@ -276,10 +334,18 @@ impl<'a> Derive<'a> {
         let opener = self.opener.take().ok_or_else(|| {
             LedgerError::Consumer("a fact was asked after this derivation failed to open".into())
         })?;
-        let opened = opener()?;
-        let derivation = Rc::clone(&opened.derivation);
-        self.opened = Some(opened);
-        Ok(derivation)
+        match opener() {
+            Ok(opened) => {
+                let derivation = Rc::clone(&opened.derivation);
+                self.opened = Some(opened);
+                Ok(derivation)
+            }
+            Err(failure) => {
+                let told = LedgerError::Consumer(format!("the ledger failed to open: {failure}"));
+                self.failure = Some(failure);
+                Err(told)
+            }
+        }
     }
 
     /// Fact `id`: from the snapshot, from this transaction, or derived from the source now.
@@ -291,6 +357,14 @@ impl<'a> Derive<'a> {
         let value = self.source.derive(id)?;
         derivation.borrow_mut().add(id.clone(), value.clone())?;
         Ok(value)
+    }
+
+    /// The consumers' answer, unless the derivation failed to open: then that failure.
+    fn settle<T>(&mut self, answer: Result<T, LedgerError>) -> Result<T, LedgerError> {
+        match self.failure.take() {
+            Some(failure) => Err(failure),
+            None => answer,
+        }
     }
 
     /// How many facts this transaction has added so far.
@@ -413,16 +487,12 @@ impl<S: Source> Ledger<S> {
     /// reusable snapshot. One `read` of one file: a concurrent replacement is seen whole or
     /// not at all. At most one byte past [`MAX_SNAPSHOT_BYTES`] is read.
     pub fn read_snapshot(&self) -> Result<Result<Option<Snapshot>, SnapshotError>, LedgerError> {
-        let path = self.snapshot_path();
-        match read_bounded(&path, self.max_snapshot_bytes) {
-            Ok(bytes) => Ok(Snapshot::decode_within(&bytes, self.max_snapshot_bytes).map(Some)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Ok(None)),
-            Err(source) => Err(LedgerError::Io {
-                step: "read snapshot",
-                path,
-                source,
-            }),
-        }
+        Ok(
+            match read_stored(&self.snapshot_path(), self.max_snapshot_bytes)? {
+                None => Ok(None),
+                Some((decoded, _)) => decoded.map(Some),
+            },
+        )
     }
 
     /// The build transaction, the sole writer: see the module doc. `consume` may run more
@@ -521,7 +591,8 @@ impl<S: Source> Ledger<S> {
                 })
             }),
         );
-        Some(consume(&mut derive).map(|value| Outcome {
+        let answer = consume(&mut derive);
+        Some(derive.settle(answer).map(|value| Outcome {
             value,
             persisted: Persisted::Joined {
                 added: match derive.opened {
@@ -616,7 +687,8 @@ impl<S: Source> Ledger<S> {
                         derivation: Rc::clone(&opened.derivation),
                     })
                 });
-                consume(&mut derive)?
+                let answer = consume(&mut derive);
+                derive.settle(answer)?
             };
             let Some(Opened {
                 derivation,

@@ -19,8 +19,9 @@ export function handle(frame: string, writeGuard: WriteGuard, tree: Map<string, 
   }
   const parentOf: ParentOf = (id) => tree.get(id);
   const admission = admitWrite({ context: parsed.context, componentId: String(parsed.jsonrpc.params.id), parentOf, writeGuard });
-  if (admission.admitted) mutate();
-  else if (admission.reason === 'conflict' && admission.conflict) console.error(admission.conflict.subtreePath.join('/'));
+  const { admitted, reason, conflict } = admission; // the seed's destructuring
+  if (admitted) mutate();
+  else if (reason === 'conflict' && conflict) console.error(conflict.subtreePath.join('/'));
   return admission;
 }
 
