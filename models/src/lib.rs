@@ -14,7 +14,10 @@
 //! - [`executor`]: the model's executor of the core's acquisition, publication and release
 //!   machines — the same machines the SQLite adapter executes; the traps are misbehaving
 //!   executors.
-//! - [`world`]: the operations (admit, submit, acquire, publish, release, read, clock).
+//! - [`world`]: the model world (store, runtime directory, clock, checker) and its
+//!   transactions (admit, submit, read, clock).
+//! - [`runs`]: the lease machines run on the world (acquire, publish, publish-now, release,
+//!   frozen publications) and their answers.
 //! - [`project_lock`]: the project directory, kernel lock and process table, and the model
 //!   executor of the core's project-lock machines, with crashes at every step.
 //! - [`crash`]: the file system's durable and volatile views, and the exhaustive crash check
@@ -27,6 +30,7 @@ pub mod design;
 pub mod executor;
 pub mod ghost;
 pub mod project_lock;
+pub mod runs;
 pub mod shim;
 pub mod state;
 pub mod world;

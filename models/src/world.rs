@@ -1,74 +1,30 @@
-//! The model's operations. Admission and submission are one serialized transaction each
-//! (the store mutex held throughout, as SQLite's write lock is). Acquisition, publication and
-//! release are the core's machines, run by the model's [`Executor`](crate::executor), which
-//! holds the target lock and the store mutex across effects where the adapter holds its
-//! locks. File operations take the file-system mutex; the clock is its own mutex; the last
+//! The model world and its transactions. Admission and submission are one serialized
+//! transaction each (the store mutex held throughout, as SQLite's write lock is). Acquisition,
+//! publication and release are the core's machines, run on this world in [`crate::runs`] by the
+//! model's [`Executor`](crate::executor), which holds the target lock and the store mutex
+//! across effects where the adapter holds its locks. File operations take the file-system mutex; the clock is its own mutex; the last
 //! committed state is also kept in a snapshot readable without the write lock (as SQLite's WAL
 //! readers see it). Lock order: target → store → snapshot → fs → clock → ghost.
 
 use crate::design::Design;
-use crate::executor::{Executor, Kind, ModelFault, Stop};
 use crate::ghost::{Ghost, ReaderCheck};
 use crate::shim::Shim;
 use crate::state::{FsState, StoreState};
 use solewriter_core::config::LeaseTtl;
-use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::channel::{
     ChannelRecord, ChannelRegistry, ProducerId, Submission,
 };
-use solewriter_core::projection::lease::{Credential, DeadlinePassed, Fenced, HeldBy, LeaseRecord};
-use solewriter_core::projection::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
-use solewriter_core::projection::machine::publish::{
-    Publish, PublishEnd, PublishFailure, Published,
-};
-use solewriter_core::projection::machine::publish_now::{PublishNow, PublishNowEnd};
-use solewriter_core::projection::machine::release::{Release, ReleaseOutcome};
+use solewriter_core::projection::lease::LeaseRecord;
 use solewriter_core::projection::profile::Profile;
-use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::{TargetId, TargetTuple};
 use solewriter_core::projection::watermark::{
     decide_submission, SubmissionPlan, SubmissionRejected,
 };
 use solewriter_core::time::Millis;
-use solewriter_core::token::HolderToken;
 
 /// Number of target-lock stripes: targets share a stripe by their id's first byte (a coarser
 /// exclusion than one lock per target, never a finer one).
 const TARGET_LOCKS: usize = 4;
-
-/// A grant as its holder keeps it. `Clone` on purpose: the checkers let stale copies act.
-#[derive(Clone, Debug)]
-pub struct ModelLease {
-    /// Target.
-    pub target_id: TargetId,
-    /// Epoch of the grant.
-    pub epoch: u64,
-    /// The raw token.
-    pub token: HolderToken,
-    /// Expiry of the grant (as the holder believes it).
-    pub expires_at: Millis,
-    /// The row as it stood at grant time (trusted only by the traps that skip revalidation).
-    granted: LeaseRecord,
-}
-
-impl ModelLease {
-    fn credential(&self) -> Credential {
-        Credential {
-            target_id: self.target_id.clone(),
-            epoch: self.epoch,
-            token_hash: self.token.hash(),
-        }
-    }
-}
-
-/// Answer to an acquisition.
-#[derive(Clone, Debug)]
-pub enum ModelAcquire {
-    /// Granted.
-    Acquired(ModelLease),
-    /// Held by a live grant; nothing written.
-    Held(HeldBy),
-}
 
 /// Failures that are not lease outcomes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,59 +52,15 @@ pub enum SubmitKind {
     Degraded,
 }
 
-/// Answer to a release.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReleaseKind {
-    /// Released.
-    Released,
-    /// Not the holder; nothing changed.
-    NotHolder(Fenced),
-}
-
-/// Answer to a publication.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PublishOutcome {
-    /// `current.json` replaced with `bytes`.
-    Published {
-        /// Epoch of the publishing grant.
-        epoch: u64,
-        /// The document.
-        bytes: Vec<u8>,
-    },
-    /// Fenced at revalidation; nothing touched.
-    Fenced(Fenced),
-    /// Deadline passed before the rename; aborted.
-    Expired(DeadlinePassed),
-    /// The publisher crashed at this step: the transaction rolled back, temps may remain.
-    Crashed(PublishStep),
-    /// The target is not admitted.
-    NotAdmitted,
-    /// A trap variant's own guard refused (e.g. the JSON epoch compare).
-    Refused,
-    /// A one-shot publication found a live grant; nothing written.
-    Held(HeldBy),
-    /// A lock was held by a frozen process (the world's contenders give up): nothing written.
-    Busy,
-}
-
 enum Tx<R> {
     Commit(R),
     Rollback(R),
 }
 
-impl From<ReleaseOutcome> for ReleaseKind {
-    fn from(outcome: ReleaseOutcome) -> Self {
-        match outcome {
-            ReleaseOutcome::Released => ReleaseKind::Released,
-            ReleaseOutcome::NotHolder(fenced) => ReleaseKind::NotHolder(fenced),
-        }
-    }
-}
-
 /// The model world: store, runtime directory, clock, checker.
 pub struct World<S: Shim> {
     pub(crate) design: Design,
-    registry: ChannelRegistry,
+    pub(crate) registry: ChannelRegistry,
     pub(crate) ttl: LeaseTtl,
     /// The per-target kernel locks (striped).
     target_locks: Vec<S::Mutex<()>>,
@@ -341,284 +253,5 @@ impl<S: Shim> World<S> {
             };
             Tx::Commit(Ok(kind))
         })
-    }
-
-    /// Tries to acquire `target` for `holder` with the fresh `token`: the core's acquisition
-    /// machine, executed against the model.
-    pub fn acquire(
-        &self,
-        target: &TargetId,
-        holder: &InstanceDigest,
-        token: HolderToken,
-    ) -> Result<ModelAcquire, ModelError> {
-        let mut machine = Acquire::new(Applicant {
-            token_hash: token.hash(),
-            holder_instance_digest: holder.clone(),
-            ttl: self.ttl,
-        });
-        Executor::new(self, Kind::Acquire, target.clone()).run(&mut machine);
-        match machine.into_result() {
-            Acquired::Granted(plan) => Ok(ModelAcquire::Acquired(ModelLease {
-                target_id: target.clone(),
-                epoch: plan.epoch,
-                token,
-                expires_at: plan.grant.expires_at,
-                granted: plan.record(),
-            })),
-            Acquired::Held(held) => Ok(ModelAcquire::Held(held)),
-            Acquired::Failed(AcquireFailure::EpochExhausted) => Err(ModelError::EpochExhausted),
-            Acquired::Failed(AcquireFailure::Effect(ModelFault::Busy)) => Err(ModelError::Busy),
-            Acquired::Failed(_) => Err(ModelError::NotAdmitted),
-        }
-    }
-
-    /// Releases `lease` (conditional; see [`Design`] for the broken variants).
-    pub fn release(&self, lease: &ModelLease) -> ReleaseKind {
-        self.release_credential(lease.credential(), Some(lease.granted.clone()))
-    }
-
-    /// Releases by raw credential — what anyone, holder or not, can present (the adapter's
-    /// `release_token`).
-    pub fn release_token(&self, target: &TargetId, epoch: u64, token: &HolderToken) -> ReleaseKind {
-        let credential = Credential {
-            target_id: target.clone(),
-            epoch,
-            token_hash: token.hash(),
-        };
-        self.release_credential(credential, None)
-    }
-
-    fn release_credential(
-        &self,
-        credential: Credential,
-        granted: Option<LeaseRecord>,
-    ) -> ReleaseKind {
-        let target = credential.target_id.clone();
-        let granted = granted.unwrap_or_else(|| LeaseRecord::admitted(target.clone()));
-        let mut machine = Release::new(credential.clone());
-        Executor::new(self, Kind::Release, target)
-            .holder(credential, granted)
-            .run(&mut machine);
-        match machine.into_result() {
-            Ok(outcome) => outcome.into(),
-            Err(_) => ReleaseKind::NotHolder(Fenced::NeverGranted),
-        }
-    }
-
-    /// Publishes `current.json` for `lease` — the core's publication machine, executed
-    /// against the model — crashing at `crash_at` if given.
-    pub fn publish(&self, lease: &ModelLease, crash_at: Option<PublishStep>) -> PublishOutcome {
-        let credential = lease.credential();
-        let mut machine = Publish::new(credential.clone(), &self.registry);
-        let mut executor = Executor::new(self, Kind::Publish, lease.target_id.clone())
-            .holder(credential, lease.granted.clone())
-            .crash_at(crash_at);
-        if let Some(step) = executor.run(&mut machine) {
-            return PublishOutcome::Crashed(step);
-        }
-        publish_end(machine.into_end(), &mut executor.document)
-    }
-
-    /// Starts the publication of `lease` and freezes it before its `freeze_at`-th effect,
-    /// holding whatever locks it holds there (`None` if it ended before: it has no such
-    /// effect). [`Frozen::resume`] lets it go on.
-    pub fn publish_frozen(&self, lease: &ModelLease, freeze_at: usize) -> Option<Frozen<'_, S>> {
-        let credential = lease.credential();
-        let machine = Publish::new(credential.clone(), &self.registry);
-        let executor = Executor::new(self, Kind::Publish, lease.target_id.clone())
-            .holder(credential, lease.granted.clone());
-        Frozen::start(
-            executor,
-            FrozenMachine::Publish(Box::new(machine)),
-            freeze_at,
-        )
-    }
-
-    /// [`Self::publish_frozen`] for a one-shot publication by `holder` with `token`.
-    pub fn publish_now_frozen(
-        &self,
-        target: &TargetId,
-        holder: &InstanceDigest,
-        token: HolderToken,
-        freeze_at: usize,
-    ) -> Option<Frozen<'_, S>> {
-        let applicant = Applicant {
-            token_hash: token.hash(),
-            holder_instance_digest: holder.clone(),
-            ttl: self.ttl,
-        };
-        let machine = PublishNow::new(applicant, &self.registry);
-        let executor = Executor::new(self, Kind::PublishNow, target.clone());
-        Frozen::start(
-            executor,
-            FrozenMachine::PublishNow(Box::new(machine), target.clone(), token),
-            freeze_at,
-        )
-    }
-
-    /// Grants, publishes and releases in one envelope for `holder` with the fresh `token` —
-    /// the core's one-shot machine, executed against the model — crashing at `crash_at` if
-    /// given.
-    pub fn publish_now(
-        &self,
-        target: &TargetId,
-        holder: &InstanceDigest,
-        token: HolderToken,
-        crash_at: Option<PublishStep>,
-    ) -> PublishOutcome {
-        let applicant = Applicant {
-            token_hash: token.hash(),
-            holder_instance_digest: holder.clone(),
-            ttl: self.ttl,
-        };
-        let mut machine = PublishNow::new(applicant, &self.registry);
-        let mut executor = Executor::new(self, Kind::PublishNow, target.clone()).crash_at(crash_at);
-        if let Some(step) = executor.run(&mut machine) {
-            return PublishOutcome::Crashed(step);
-        }
-        self.publish_now_end(
-            target,
-            token,
-            machine.into_end(),
-            &mut executor.document,
-            crash_at,
-        )
-    }
-
-    fn publish_now_end(
-        &self,
-        target: &TargetId,
-        token: HolderToken,
-        end: PublishNowEnd<ModelFault>,
-        document: &mut Vec<u8>,
-        crash_at: Option<PublishStep>,
-    ) -> PublishOutcome {
-        match end {
-            PublishNowEnd::NotGranted(Acquired::Held(held)) => PublishOutcome::Held(held),
-            PublishNowEnd::NotGranted(Acquired::Failed(AcquireFailure::Effect(
-                ModelFault::Busy,
-            ))) => PublishOutcome::Busy,
-            // A takeover committed on its own: publish with it as a two-step publication.
-            PublishNowEnd::TakenOver(plan) => self.publish(
-                &ModelLease {
-                    target_id: target.clone(),
-                    epoch: plan.epoch,
-                    token,
-                    expires_at: plan.grant.expires_at,
-                    granted: plan.record(),
-                },
-                crash_at,
-            ),
-            PublishNowEnd::NotGranted(_) => PublishOutcome::NotAdmitted,
-            PublishNowEnd::Ran { result, .. } => outcome(result, document),
-        }
-    }
-}
-
-/// The machine of a frozen publication.
-enum FrozenMachine<'w> {
-    Publish(Box<Publish<'w, ModelFault>>),
-    /// A one-shot, its target and its token (a takeover publishes with it).
-    PublishNow(Box<PublishNow<'w, ModelFault>>, TargetId, HolderToken),
-}
-
-/// A publication frozen before one of its effects, keeping the locks it held there (a
-/// process stopped by SIGSTOP or a GC pause), until [`Frozen::resume`].
-pub struct Frozen<'w, S: Shim> {
-    executor: Executor<'w, S>,
-    machine: FrozenMachine<'w>,
-    /// The effect it froze before.
-    effect: &'static str,
-}
-
-impl<'w, S: Shim> Frozen<'w, S> {
-    fn start(
-        mut executor: Executor<'w, S>,
-        mut machine: FrozenMachine<'w>,
-        freeze_at: usize,
-    ) -> Option<Self> {
-        let stop = match &mut machine {
-            FrozenMachine::Publish(m) => executor.advance(m.as_mut(), Some(freeze_at)),
-            FrozenMachine::PublishNow(m, ..) => executor.advance(m.as_mut(), Some(freeze_at)),
-        };
-        match stop {
-            Stop::Frozen(effect) => Some(Frozen {
-                executor,
-                machine,
-                effect,
-            }),
-            Stop::Finished | Stop::Crashed(_) => {
-                executor.let_go();
-                None
-            }
-        }
-    }
-
-    /// The name of the effect it froze before.
-    pub fn effect(&self) -> &'static str {
-        self.effect
-    }
-
-    /// Whether it froze inside its transaction (holding the store's write lock).
-    pub fn in_transaction(&self) -> bool {
-        self.executor.in_transaction()
-    }
-
-    /// Whether it froze holding the target's kernel lock.
-    pub fn holds_target_lock(&self) -> bool {
-        self.executor.holds_target_lock()
-    }
-
-    /// Lets it go on to its end; its outcome.
-    pub fn resume(mut self) -> PublishOutcome {
-        match &mut self.machine {
-            FrozenMachine::Publish(m) => self.executor.advance(m.as_mut(), None),
-            FrozenMachine::PublishNow(m, ..) => self.executor.advance(m.as_mut(), None),
-        };
-        self.executor.let_go();
-        let world = self.executor.world();
-        match self.machine {
-            FrozenMachine::Publish(m) => publish_end(m.into_end(), &mut self.executor.document),
-            FrozenMachine::PublishNow(m, target, token) => world.publish_now_end(
-                &target,
-                token,
-                m.into_end(),
-                &mut self.executor.document,
-                None,
-            ),
-        }
-    }
-}
-
-/// The model's outcome of a publication's end.
-fn publish_end(end: PublishEnd<ModelFault>, document: &mut Vec<u8>) -> PublishOutcome {
-    match end {
-        PublishEnd::NotStarted(ModelFault::Refused) => PublishOutcome::Refused,
-        PublishEnd::NotStarted(ModelFault::Busy) => PublishOutcome::Busy,
-        PublishEnd::Ran { result, .. } => outcome(result, document),
-    }
-}
-
-/// The model's outcome of a publication that ran (`document`: what it wrote to its temp file).
-fn outcome(
-    result: Result<Published, PublishFailure<ModelFault>>,
-    document: &mut Vec<u8>,
-) -> PublishOutcome {
-    match result {
-        Ok(published) => PublishOutcome::Published {
-            epoch: published.fencing_epoch,
-            bytes: std::mem::take(document),
-        },
-        Err(PublishFailure::Fenced(fenced)) => PublishOutcome::Fenced(fenced),
-        Err(PublishFailure::Expired(passed)) => PublishOutcome::Expired(passed),
-        Err(PublishFailure::NotAdmitted | PublishFailure::Inconsistent(_)) => {
-            PublishOutcome::NotAdmitted
-        }
-        Err(PublishFailure::Effect(ModelFault::Busy)) => PublishOutcome::Busy,
-        Err(
-            PublishFailure::Document(_)
-            | PublishFailure::Effect(ModelFault::Refused)
-            | PublishFailure::NotDurable(ModelFault::Refused | ModelFault::Busy),
-        ) => PublishOutcome::Refused,
     }
 }

@@ -15,7 +15,7 @@ use solewriter_core::projection::lease::{Fenced, LeaseRecord};
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
-use solewriter_models::world::{ModelAcquire, ModelLease, PublishOutcome, ReleaseKind};
+use solewriter_models::runs::{ModelAcquire, ModelLease, PublishOutcome, ReleaseKind};
 use solewriter_models::{Design, StdShim, World};
 use solewriter_verification::fixtures::*;
 

@@ -11,11 +11,12 @@
 //! checked by the model's ghost as in every other check, so the resumed holder is shown never
 //! to write over its successor.
 //!
-//! [`Frozen`]: solewriter_models::world::Frozen
+//! [`Frozen`]: solewriter_models::runs::Frozen
 
 use crate::fixtures::*;
 use solewriter_core::projection::lease::Fenced;
-use solewriter_models::world::{ModelAcquire, ModelError, ModelLease, PublishOutcome};
+use solewriter_models::runs::{ModelAcquire, ModelLease, PublishOutcome};
+use solewriter_models::world::ModelError;
 use solewriter_models::{Shim, World};
 
 /// What a successor met, the stale holder frozen before one effect.

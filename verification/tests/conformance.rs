@@ -25,9 +25,8 @@ use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::watermark::SubmissionRejected;
 use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
-use solewriter_models::world::{
-    ModelAcquire, ModelError, ModelLease, PublishOutcome, ReleaseKind, SubmitKind,
-};
+use solewriter_models::runs::{ModelAcquire, ModelLease, PublishOutcome, ReleaseKind};
+use solewriter_models::world::{ModelError, SubmitKind};
 use solewriter_models::{Design, StdShim, World};
 use solewriter_verification::fixtures::*;
 use std::sync::Arc;

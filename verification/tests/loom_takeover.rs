@@ -23,7 +23,8 @@
 use loom::sync::Arc;
 use solewriter_core::projection::lease::Fenced;
 use solewriter_models::ghost::ReaderCheck;
-use solewriter_models::world::{ModelAcquire, ModelError, PublishOutcome};
+use solewriter_models::runs::{ModelAcquire, PublishOutcome};
+use solewriter_models::world::ModelError;
 use solewriter_models::{Design, World};
 use solewriter_verification::fixtures::*;
 use solewriter_verification::shims::{loom_spawn, LoomShim};
@@ -46,7 +47,7 @@ fn bound() -> usize {
         .unwrap_or(3)
 }
 
-fn acquired(outcome: ModelAcquire) -> solewriter_models::world::ModelLease {
+fn acquired(outcome: ModelAcquire) -> solewriter_models::runs::ModelLease {
     match outcome {
         ModelAcquire::Acquired(lease) => lease,
         ModelAcquire::Held(h) => panic!("setup grant refused: {h:?}"),

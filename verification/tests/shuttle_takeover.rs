@@ -32,9 +32,8 @@ use solewriter_core::projection::lease::Fenced;
 use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::{ChannelStatus, ProjectionDocument, StatusReason};
 use solewriter_models::ghost::ReaderCheck;
-use solewriter_models::world::{
-    ModelAcquire, ModelError, ModelLease, PublishOutcome, ReleaseKind, SubmitKind,
-};
+use solewriter_models::runs::{ModelAcquire, ModelLease, PublishOutcome, ReleaseKind};
+use solewriter_models::world::{ModelError, SubmitKind};
 use solewriter_models::{Design, World};
 use solewriter_verification::fixtures::*;
 use solewriter_verification::shims::ShuttleShim;

@@ -10,11 +10,9 @@ use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::projection::schema;
 use crate::projection::store::{begin_immediate, open_existing, ProjectionStore};
-use rusqlite::types::Value;
 use rusqlite::{params_from_iter, Connection};
 use solewriter_core::config::TimingConfig;
-use solewriter_core::projection::adoption::AdoptionPlan;
-use solewriter_core::projection::adoption::{self, js_writer, Param, Survey};
+use solewriter_core::projection::adoption::{self, js_writer, Survey};
 pub use solewriter_core::projection::adoption::{Adopted, AdoptionRefused, ValueProblem};
 use solewriter_core::projection::channel::ChannelRegistry;
 use solewriter_core::projection::profile::Profile;
@@ -36,25 +34,6 @@ fn read(
             .collect()
     })?;
     rows.collect()
-}
-
-/// Runs the statements of `plan` (drop the two tables, create them, insert the rows) in the
-/// caller's transaction.
-pub(crate) fn execute(conn: &Connection, plan: &AdoptionPlan) -> rusqlite::Result<()> {
-    for statement in plan.statements() {
-        let params: Vec<Value> = statement.params.into_iter().map(value).collect();
-        conn.execute(&statement.sql, params_from_iter(params))?;
-    }
-    Ok(())
-}
-
-fn value(param: Param) -> Value {
-    match param {
-        Param::Null => Value::Null,
-        Param::Integer(i) => Value::Integer(i),
-        Param::Text(t) => Value::Text(t),
-        Param::Blob(b) => Value::Blob(b),
-    }
 }
 
 impl ProjectionStore {
@@ -98,7 +77,7 @@ impl ProjectionStore {
         let leases = read(&tx, &leases, &[]).map_err(Error::Sqlite)?;
         let channels = read(&tx, &channels, &[]).map_err(Error::Sqlite)?;
         let plan = adoption::plan(clock.now(), profile, registry, tuples, &leases, &channels)?;
-        execute(&tx, &plan).map_err(Error::Sqlite)?;
+        schema::execute_plan(&tx, &plan).map_err(Error::Sqlite)?;
         tx.commit().map_err(Error::Sqlite)?;
         tracing::info!(adopted = ?plan.adopted(), "JavaScript writer's tables adopted");
         Ok(plan.adopted())

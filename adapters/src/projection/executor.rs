@@ -6,7 +6,7 @@
 //! checkers explore (`solewriter-models` executes the same machines).
 
 use crate::error::Error;
-use crate::projection::publication::PublishProbe;
+use crate::projection::probe::PublishProbe;
 use crate::projection::rows;
 use crate::projection::store::{ProjectionStore, WriteTx};
 use rusqlite::Connection;

@@ -13,7 +13,7 @@
 
 use crate::error::{Error, Result};
 use crate::projection::executor::Executor;
-use crate::projection::publication::NoProbe;
+use crate::projection::probe::NoProbe;
 use crate::projection::store::ProjectionStore;
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::lease::{AcquirePlan, Credential, HeldBy};

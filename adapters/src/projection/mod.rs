@@ -11,6 +11,7 @@
 //! - [`lease`]: acquisition, [`lease::HeldLease`], the owned [`lease::Grant`] and the
 //!   conditional release.
 //! - [`publication`]: the fenced publication of `current.json`.
+//! - [`probe`]: what a publication's probe sees between its steps (tests pause or crash there).
 //! - [`runtime`]: the runtime root, the derived output paths, and the hook reader.
 //! - [`watch`]: waiting for a newer publication (inotify, not polling).
 //! - `write_gate`: the in-process queue in front of the store's write lock.
@@ -18,6 +19,7 @@
 pub mod adoption;
 mod executor;
 pub mod lease;
+pub mod probe;
 pub mod publication;
 pub mod rows;
 pub mod runtime;

@@ -12,6 +12,7 @@
 use crate::error::{Error, Result};
 use crate::projection::executor::Executor;
 use crate::projection::lease::{acquired, release_error, Grant, HeldLease, ReleaseOutcome};
+pub use crate::projection::probe::{NoProbe, PublishProbe};
 use crate::projection::store::ProjectionStore;
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::lease::HeldBy;
@@ -24,28 +25,6 @@ use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
 use std::path::PathBuf;
-
-/// Observes the publication sequence: tests pause or crash a publisher between steps. The
-/// probe runs inside the transaction, so while it blocks, every other writer of the store
-/// waits (or gets `Busy`).
-pub trait PublishProbe {
-    /// Called when `step` has been reached.
-    fn reached(&self, step: PublishStep, target: &TargetId, epoch: u64);
-
-    /// Called before every effect of the machine is executed (`effect` is its name, e.g.
-    /// `write-temp`; see `solewriter_core::projection::machine::Effect::name`). Does nothing by default.
-    fn before(&self, effect: &'static str, target: &TargetId, epoch: u64) {
-        let _ = (effect, target, epoch);
-    }
-}
-
-/// The probe that does nothing.
-#[derive(Clone, Copy, Debug)]
-pub struct NoProbe;
-
-impl PublishProbe for NoProbe {
-    fn reached(&self, _: PublishStep, _: &TargetId, _: u64) {}
-}
 
 /// A completed publication.
 #[derive(Clone, Debug, PartialEq, Eq)]

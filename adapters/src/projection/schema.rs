@@ -13,9 +13,13 @@
 //! Stores of schema 1 (`-- solewriter schema 1`, and release 0.1.0's, which carry no marker:
 //! their version was in the database-wide pragmas `application_id` 0x536f4c57 and
 //! `user_version` 1) are upgraded by `initialize` in one transaction; `open` refuses them.
+//! The statements of an upgrade or an adoption (the core's `AdoptionPlan`: drop, create,
+//! insert) run here too ([`execute_plan`]), in the caller's transaction.
 
 use crate::error::{Error, Result};
-use rusqlite::Connection;
+use rusqlite::types::Value;
+use rusqlite::{params_from_iter, Connection};
+use solewriter_core::projection::adoption::{AdoptionPlan, Param};
 use std::path::Path;
 
 use solewriter_core::projection::profile::Profile;
@@ -185,5 +189,24 @@ pub(crate) fn verify(conn: &Connection, path: &Path) -> Result<Profile> {
             expected: SCHEMA_VERSION,
         }),
         Layout::Current(profile) => verify_wal(conn, path).map(|()| profile),
+    }
+}
+
+/// Runs the statements of `plan` (drop the two tables, create them, insert the rows) in the
+/// caller's transaction.
+pub(crate) fn execute_plan(conn: &Connection, plan: &AdoptionPlan) -> rusqlite::Result<()> {
+    for statement in plan.statements() {
+        let params: Vec<Value> = statement.params.into_iter().map(value).collect();
+        conn.execute(&statement.sql, params_from_iter(params))?;
+    }
+    Ok(())
+}
+
+fn value(param: Param) -> Value {
+    match param {
+        Param::Null => Value::Null,
+        Param::Integer(i) => Value::Integer(i),
+        Param::Text(t) => Value::Text(t),
+        Param::Blob(b) => Value::Blob(b),
     }
 }

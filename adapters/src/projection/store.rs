@@ -16,8 +16,9 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavio
 use solewriter_core::config::TimingConfig;
 use solewriter_core::projection::adoption::AdoptionPlan;
 use solewriter_core::projection::channel::{ChannelRecord, ChannelRegistry};
+use solewriter_core::projection::composition::Composition;
 use solewriter_core::projection::lease::LeaseRecord;
-use solewriter_core::projection::profile::{Composition, ConsumerBinding, Profile};
+use solewriter_core::projection::profile::{ConsumerBinding, Profile};
 use solewriter_core::projection::target::{TargetId, TargetTuple};
 use solewriter_files::steps::DurableDirs;
 use std::path::{Path, PathBuf};
@@ -185,7 +186,7 @@ fn add_tables(path: &Path, timing: &TimingConfig, profile: Profile) -> Result<In
         schema::Layout::Earlier => {
             let plan =
                 AdoptionPlan::upgrade(rows::read_leases(&tx)?, rows::read_all_channels(&tx)?);
-            crate::projection::adoption::execute(&tx, &plan).map_err(|e| unreadable(path, e))?;
+            schema::execute_plan(&tx, &plan).map_err(|e| unreadable(path, e))?;
             tx.commit().map_err(|e| unreadable(path, e))?;
             tracing::info!(path = %path.display(), "store upgraded to schema 2");
             Ok(Initialized::Upgraded)

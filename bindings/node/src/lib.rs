@@ -23,6 +23,7 @@ use solewriter_core::projection::channel::{ChannelRegistry, ChannelSpec, Produce
 use solewriter_core::projection::columns::{
     ChannelColumns, CorruptRow, LeaseColumns, WatermarkColumn,
 };
+use solewriter_core::projection::composition::Composition;
 use solewriter_core::projection::lease::{observe, Credential, Fenced, HeldBy, Observed};
 use solewriter_core::projection::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
 use solewriter_core::projection::machine::publish::{
@@ -33,7 +34,7 @@ use solewriter_core::projection::machine::release::{
     EndOutcome, Release, ReleaseFailure, ReleaseOutcome,
 };
 use solewriter_core::projection::machine::{drive, Effect, Input, Machine};
-use solewriter_core::projection::profile::{Composition, ConsumerBinding, Profile};
+use solewriter_core::projection::profile::{ConsumerBinding, Profile};
 use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::{TargetId, TargetTuple};
 use solewriter_core::projection::watermark::{self, SubmissionPlan, Watermark};

@@ -8,7 +8,7 @@ pub use crate::names::{ChannelName, NameError, ProducerId};
 use crate::projection::envelope_schema::EnvelopeSchema;
 use crate::projection::profile::Profile;
 use crate::projection::target::TargetId;
-use crate::projection::watermark::{Watermark, WatermarkKind};
+use crate::projection::watermark::value::{Watermark, WatermarkKind};
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -12,10 +12,10 @@
 //! revalidation.
 
 use crate::projection::channel::ChannelRecord;
+use crate::projection::composition::{Composition, Form};
 use crate::projection::document::{check_size, compose};
 use crate::projection::lease::Authority;
 use crate::projection::memory_core;
-use crate::projection::profile::{Composition, Form};
 use crate::projection::target::TargetId;
 use crate::projection::DocumentError;
 use crate::time::Millis;

@@ -54,7 +54,7 @@
 
 use crate::projection::adoption::js_writer::conflict_reason;
 use crate::projection::channel::{ChannelRecord, DegradedReason};
-use crate::projection::profile::ConsumerBinding;
+use crate::projection::profile::{ConsumerBinding, MEMORY_CORE_FORMAT};
 use crate::projection::target::TargetId;
 use crate::projection::MAX_DOCUMENT_BYTES;
 use crate::time::{iso, Millis};
@@ -64,7 +64,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// The document's `schemaVersion`, and the profile's name.
-pub const SCHEMA_VERSION: &str = "live-lane-awareness-projection.v1";
+pub const SCHEMA_VERSION: &str = MEMORY_CORE_FORMAT;
 
 /// The channel published in the `lifecycleActions` slot.
 const LIFECYCLE_CHANNEL: &str = "lifecycle-frontier";

@@ -8,6 +8,8 @@
 //! - [`watermark`]: watermarks of every kind, and producer-submission admission.
 //! - [`profile`]: what a store's documents, target ids and envelopes look like (solewriter's
 //!   own, or the Memory Core's).
+//! - [`composition`]: what a publication composes with (registry, profile, binding), checked
+//!   once for every executor.
 //! - [`memory_core`]: composition of the Memory Core's `live-lane-awareness-projection.v1`.
 //! - the document (this module's own items: [`ProjectionDocument`], [`compose`]): composition
 //!   of committed channel rows into the published `current.json`.
@@ -20,6 +22,7 @@
 pub mod adoption;
 pub mod channel;
 pub mod columns;
+pub mod composition;
 mod document;
 mod draft;
 pub mod envelope_schema;

@@ -14,10 +14,12 @@
 //! is not derivable from the tuple. A [`Composition`] is what a publication composes with: the
 //! channel registry and, per profile, what the document needs beyond the stored rows.
 
-use crate::projection::channel::ChannelRegistry;
 use crate::projection::target::{TargetId, TargetTuple, FIELDS};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
+
+/// The Memory Core's document format (its documents' `schemaVersion`), and its profile's name.
+pub const MEMORY_CORE_FORMAT: &str = "live-lane-awareness-projection.v1";
 
 /// Largest consumer binding, in bytes.
 pub const MAX_BINDING_BYTES: usize = 64 << 10;
@@ -45,7 +47,7 @@ impl Profile {
     pub fn name(self) -> &'static str {
         match self {
             Profile::Generic => crate::projection::FORMAT,
-            Profile::MemoryCore => crate::projection::memory_core::SCHEMA_VERSION,
+            Profile::MemoryCore => MEMORY_CORE_FORMAT,
         }
     }
 
@@ -144,79 +146,6 @@ impl ConsumerBinding {
     }
 }
 
-/// What a publication composes its document with.
-#[derive(Clone, Copy, Debug)]
-pub struct Composition<'r> {
-    /// The host's channel registry.
-    pub registry: &'r ChannelRegistry,
-    /// What the profile's document needs beyond the rows.
-    pub form: Form<'r>,
-}
-
-/// The profile of a [`Composition`], with what its document needs beyond the stored rows.
-#[derive(Clone, Copy, Debug)]
-pub enum Form<'r> {
-    /// [`Profile::Generic`].
-    Generic,
-    /// [`Profile::MemoryCore`], with the publication's consumer binding.
-    MemoryCore(&'r ConsumerBinding),
-}
-
-/// A publication's consumer binding that does not fit its store's profile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum BindingMismatch {
-    /// A Memory Core store publishes a binding with every document, and none was given.
-    #[error("a store of the Memory Core profile publishes a consumer binding with every document, and none was given")]
-    Missing,
-    /// A generic store publishes no binding, and one was given.
-    #[error("a consumer binding is published only by a store of the Memory Core profile; this store is generic")]
-    Unexpected,
-}
-
-impl<'r> Composition<'r> {
-    /// What a publication on a store of `profile` composes with, given the publication's
-    /// consumer binding, if any: every executor asks this one function.
-    pub fn for_store(
-        profile: Profile,
-        registry: &'r ChannelRegistry,
-        binding: Option<&'r ConsumerBinding>,
-    ) -> Result<Self, BindingMismatch> {
-        match (profile, binding) {
-            (Profile::Generic, None) => Ok(registry.into()),
-            (Profile::MemoryCore, Some(binding)) => Ok(Self::memory_core(registry, binding)),
-            (Profile::MemoryCore, None) => Err(BindingMismatch::Missing),
-            (Profile::Generic, Some(_)) => Err(BindingMismatch::Unexpected),
-        }
-    }
-
-    /// A composition of the Memory Core profile.
-    pub fn memory_core(registry: &'r ChannelRegistry, binding: &'r ConsumerBinding) -> Self {
-        Composition {
-            registry,
-            form: Form::MemoryCore(binding),
-        }
-    }
-
-    /// The profile this composition publishes (an executor refuses it on a store of another).
-    pub fn profile(&self) -> Profile {
-        match self.form {
-            Form::Generic => Profile::Generic,
-            Form::MemoryCore(_) => Profile::MemoryCore,
-        }
-    }
-}
-
-impl<'r> From<&'r ChannelRegistry> for Composition<'r> {
-    /// A composition of the generic profile.
-    fn from(registry: &'r ChannelRegistry) -> Self {
-        Composition {
-            registry,
-            form: Form::Generic,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,23 +178,6 @@ mod tests {
             "ade4faf905981c8a3abe4c13ef31779f"
         );
         assert_eq!(Profile::Generic.target_id(&tuple), tuple.target_id());
-    }
-
-    #[test]
-    fn a_binding_goes_with_the_memory_core_profile_only() {
-        let registry = ChannelRegistry::new([]).unwrap();
-        let binding = ConsumerBinding::from_json("{}").unwrap();
-        let of = |p, b| Composition::for_store(p, &registry, b).map(|c| c.profile());
-        assert_eq!(of(Profile::Generic, None), Ok(Profile::Generic));
-        assert_eq!(
-            of(Profile::MemoryCore, Some(&binding)),
-            Ok(Profile::MemoryCore)
-        );
-        assert_eq!(of(Profile::MemoryCore, None), Err(BindingMismatch::Missing));
-        assert_eq!(
-            of(Profile::Generic, Some(&binding)),
-            Err(BindingMismatch::Unexpected)
-        );
     }
 
     #[test]

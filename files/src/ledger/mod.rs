@@ -253,13 +253,13 @@ pub fn snapshot_status(dir: &Path) -> Result<SnapshotStatus, LedgerError> {
     )
 }
 
-/// Reads the snapshot at `path` with bound `max`: `None` if there is none, else its decoding
-/// and the number of bytes read. One `read` of one file: a concurrent replacement is seen whole
-/// or not at all; at most one byte past `max` is read.
-fn read_stored(
-    path: &Path,
-    max: usize,
-) -> Result<Option<(Result<Snapshot, SnapshotError>, usize)>, LedgerError> {
+/// A stored snapshot as read: its decoding and the number of bytes read.
+type Stored = (Result<Snapshot, SnapshotError>, usize);
+
+/// Reads the snapshot at `path` with bound `max`: `None` if there is none. One `read` of one
+/// file: a concurrent replacement is seen whole or not at all; at most one byte past `max` is
+/// read.
+fn read_stored(path: &Path, max: usize) -> Result<Option<Stored>, LedgerError> {
     match read_bounded(path, max) {
         Ok(bytes) => Ok(Some((Snapshot::decode_within(&bytes, max), bytes.len()))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),

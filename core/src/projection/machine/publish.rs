@@ -37,10 +37,10 @@ use super::release::{ReleaseFailure, ReleaseOutcome, ReleaseSteps};
 use super::serialized::{Body, End, Serialized};
 use super::{protocol_violation, Effect, Input, Machine};
 use crate::projection::channel::ChannelRecord;
+use crate::projection::composition::Composition;
 use crate::projection::lease::{
     observe, Authority, Credential, DeadlinePassed, Fenced, InconsistentLease,
 };
-use crate::projection::profile::Composition;
 use crate::projection::publication::PublishStep;
 use crate::projection::{DocumentError, Draft};
 use crate::time::Millis;

@@ -25,8 +25,8 @@ use super::publish::{PublishFailure, Published, Steps};
 use super::release::{ReleaseFailure, ReleaseOutcome};
 use super::serialized::{Body, End};
 use super::{Effect, Input, Machine};
+use crate::projection::composition::Composition;
 use crate::projection::lease::{Credential, Observed};
-use crate::projection::profile::Composition;
 
 /// How a one-shot publication ended.
 #[derive(Debug)]

@@ -19,7 +19,7 @@
 //! "Identical content" means byte-identical envelope text and equal `captured_at` and
 //! `expires_at`. A conflict against an already degraded row is again `Degrade` (idempotent).
 
-mod value;
+pub mod value;
 
 pub use value::{Watermark, WatermarkError, WatermarkKey, WatermarkKind, MAX_TEXT_WATERMARK_BYTES};
 

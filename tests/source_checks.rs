@@ -1,0 +1,311 @@
+//! Checks that read the workspace's sources rather than run them:
+//! - the subtree write guard's code stays portable to a heap without an operating system (a
+//!   browser worker, through WebAssembly): `core/src/subtree` reaches no file system, network,
+//!   process, environment, clock, thread or lock of `std`, and no crate that would. These
+//!   machines have no `wasm32` target to build it for, so its sources are read instead. It
+//!   checks that module's own code, not the crate's dependencies (README, "A browser host");
+//! - no crate's modules import each other in a circle (a module and its own ancestors aside):
+//!   each module can be read, and replaced, knowing only what it depends on.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The workspace root (this package's manifest directory).
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The text without its comment lines (`//`, `///`, `//!`).
+fn code(text: &str) -> String {
+    text.lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The top-level entries of a `use` group's body (`{fmt, collections::{HashSet, VecDeque}}` →
+/// `fmt`, `collections::{HashSet, VecDeque}`), across lines and nested groups.
+fn group_entries(group: &str) -> Vec<String> {
+    let mut entries = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                entries.push(group[start..i].trim().to_owned());
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                entries.push(group[start..i].trim().to_owned());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    entries.retain(|e| !e.is_empty());
+    entries
+}
+
+/// The path segments following each `prefix` (e.g. `std::`, `crate::`) in `code`, groups
+/// expanded at their first level: `crate::{a::X, b}` gives `[a, X]` and `[b]`.
+fn paths_after(code: &str, prefix: &str) -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
+    for (at, _) in code.match_indices(prefix) {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue; // `mycrate::`, not `crate::`
+        }
+        let rest = &code[at + prefix.len()..];
+        let entries = match rest.strip_prefix('{') {
+            Some(group) => group_entries(group),
+            None => vec![rest.to_owned()],
+        };
+        for entry in entries {
+            let segments: Vec<String> = entry
+                .split("::")
+                .map(|s| {
+                    s.trim()
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect::<String>()
+                })
+                .take_while(|s| !s.is_empty())
+                .collect();
+            if !segments.is_empty() {
+                paths.push(segments);
+            }
+        }
+    }
+    paths
+}
+
+/// The `std` modules the guard's code may use: data structures and formatting only.
+const PORTABLE: [&str; 8] = [
+    "collections",
+    "fmt",
+    "cmp",
+    "iter",
+    "mem",
+    "ops",
+    "slice",
+    "borrow",
+];
+
+/// Crates whose use would tie the guard's code to an operating system.
+const FORBIDDEN_CRATES: [&str; 6] = ["libc", "rustix", "getrandom", "tokio", "tracing", "rand"];
+
+/// What in `text` portable code must not use.
+fn unportable(text: &str) -> Vec<String> {
+    let code = code(text);
+    let mut found: Vec<String> = paths_after(&code, "std::")
+        .into_iter()
+        .map(|path| path[0].clone())
+        .filter(|module| !PORTABLE.contains(&module.as_str()))
+        .map(|module| format!("std::{module}"))
+        .collect();
+    for krate in FORBIDDEN_CRATES {
+        if !paths_after(&code, &format!("{krate}::")).is_empty()
+            || code.contains(&format!("extern crate {krate}"))
+        {
+            found.push(krate.to_owned());
+        }
+    }
+    found
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn the_subtree_core_uses_no_file_system_clock_or_threads() {
+    let mut files = Vec::new();
+    rust_files(&root().join("core/src/subtree"), &mut files);
+    assert!(files.len() >= 6, "read {} files", files.len());
+    for path in files {
+        let found = unportable(&std::fs::read_to_string(&path).unwrap());
+        assert!(found.is_empty(), "{}: {found:?}", path.display());
+    }
+}
+
+#[test]
+fn the_portability_check_sees_what_it_forbids() {
+    for bad in [
+        "use std::fs::File;",
+        "use std::{collections::HashSet, time::Instant};",
+        "use std::{\n    collections::HashSet,\n    fs,\n};",
+        "use std::{collections::{HashSet, VecDeque}, net::TcpStream};",
+        "let now = std::time::SystemTime::now();",
+        "std::thread::spawn(|| ());",
+        "use std::sync::Mutex;",
+        "let t = libc::time(None);",
+    ] {
+        assert!(!unportable(bad).is_empty(), "{bad}");
+    }
+    for fine in [
+        "use std::collections::{HashSet, VecDeque};",
+        "use std::{collections::{HashSet, VecDeque}, fmt};",
+        "use std::fmt;",
+        "// std::fs is only named in a comment",
+    ] {
+        assert!(unportable(fine).is_empty(), "{fine}");
+    }
+}
+
+/// A crate's modules (`a::b` as `["a", "b"]`; the crate root is `[]`) and the modules each
+/// names through `crate::` or `super::`.
+type Graph = BTreeMap<Vec<String>, BTreeSet<Vec<String>>>;
+
+/// The module of `file` in the crate whose sources are at `src`.
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let relative = file.strip_prefix(src).unwrap().with_extension("");
+    let mut segments: Vec<String> = relative
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+    if matches!(
+        segments.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        segments.pop();
+    }
+    segments
+}
+
+/// The import graph of the crate at `src` (a binary's own roots under `src/bin/` are other
+/// crates and are left out).
+fn graph(src: &Path) -> Graph {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.retain(|f| !f.starts_with(src.join("bin")));
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_of(src, f)).collect();
+    // The longest module that `path` names (a path into an item names its module).
+    let resolve = |path: Vec<String>| -> Option<Vec<String>> {
+        (0..=path.len())
+            .rev()
+            .map(|n| path[..n].to_vec())
+            .find(|prefix| modules.contains(prefix))
+    };
+    let mut graph = Graph::new();
+    for file in &files {
+        let module = module_of(src, file);
+        // `super::` of a `mod.rs` (or of a file) is the parent of its module.
+        let parent: Vec<String> = module[..module.len().saturating_sub(1)].to_vec();
+        let code = code(&std::fs::read_to_string(file).unwrap());
+        let named = paths_after(&code, "crate::")
+            .into_iter()
+            .chain(paths_after(&code, "super::").into_iter().map(|p| {
+                let mut full = parent.clone();
+                full.extend(p);
+                full
+            }))
+            .filter_map(resolve);
+        let edges = graph.entry(module.clone()).or_default();
+        for target in named {
+            let related = target.starts_with(&module) || module.starts_with(&target);
+            if !related {
+                edges.insert(target);
+            }
+        }
+    }
+    graph
+}
+
+/// A circle of `graph`, if it has one.
+fn circle(graph: &Graph) -> Option<Vec<Vec<String>>> {
+    fn visit(
+        graph: &Graph,
+        node: &Vec<String>,
+        path: &mut Vec<Vec<String>>,
+        done: &mut BTreeSet<Vec<String>>,
+    ) -> Option<Vec<Vec<String>>> {
+        if let Some(at) = path.iter().position(|n| n == node) {
+            let mut found = path[at..].to_vec();
+            found.push(node.clone());
+            return Some(found);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.clone());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(found) = visit(graph, next, path, done) {
+                return Some(found);
+            }
+        }
+        path.pop();
+        done.insert(node.clone());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|node| visit(graph, node, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_crate_imports_its_own_modules_in_a_circle() {
+    let crates = [
+        "core/src",
+        "files/src",
+        "adapters/src",
+        "models/src",
+        "verification/src",
+        "cli/src",
+        "bindings/node/src",
+        "src",
+    ];
+    for krate in crates {
+        let graph = graph(&root().join(krate));
+        assert!(
+            graph.len() > 1 || krate == "src",
+            "{krate}: no modules read"
+        );
+        if let Some(found) = circle(&graph) {
+            let names: Vec<String> = found.iter().map(|m| m.join("::")).collect();
+            panic!(
+                "{krate}: modules import each other in a circle: {}",
+                names.join(" -> ")
+            );
+        }
+    }
+}
+
+#[test]
+fn the_circle_check_sees_a_circle() {
+    let module = |s: &str| s.split("::").map(str::to_owned).collect::<Vec<_>>();
+    let mut graph = Graph::new();
+    graph
+        .entry(module("p::executor"))
+        .or_default()
+        .insert(module("p::publication"));
+    graph
+        .entry(module("p::publication"))
+        .or_default()
+        .insert(module("p::lease"));
+    assert_eq!(circle(&graph), None);
+    graph
+        .entry(module("p::lease"))
+        .or_default()
+        .insert(module("p::executor"));
+    assert!(circle(&graph).is_some());
+    assert_eq!(
+        paths_after(
+            "use crate::{a::X, b::{c, d}};\nlet y = crate::e::f();",
+            "crate::"
+        ),
+        vec![
+            vec!["a".to_owned(), "X".to_owned()],
+            vec!["b".to_owned()],
+            vec!["e".to_owned(), "f".to_owned()],
+        ]
+    );
+}
