@@ -549,6 +549,10 @@ export class Ledger {
   demand(query: HistoryQuery): LedgerRead;
   /** The sole-writer build. Throws BUSY (with `owner`) after the wait, LOCK_LOST, SOURCE, ... */
   build(query: HistoryQuery & { wait: LockWait }): LedgerRead;
+  /** `demand` on the libuv thread pool (its git runs leave the event loop free). */
+  demandAsync(query: HistoryQuery): Promise<LedgerRead>;
+  /** `build` on the libuv thread pool (its wait and git runs leave the event loop free). */
+  buildAsync(query: HistoryQuery & { wait: LockWait }): Promise<LedgerRead>;
   /** `lock` is null when the directory does not exist. */
   status(): { snapshot: SnapshotStatus; lock: LockStatus | null };
 }

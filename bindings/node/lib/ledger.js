@@ -4,7 +4,8 @@
  * addon with the system process probe, so a Node process, a Rust process and `solewriter
  * ledger …` share one snapshot and one project lock.
  *
- * What blocks, and on what (every call is synchronous):
+ * What blocks, and on what (every call is synchronous but `demandAsync` and `buildAsync`, the
+ * same calls run on the libuv thread pool, whose `git` runs and wait leave the event loop free):
  * - `demand(query)` never waits for a writer: it reads the snapshot without the lock, runs
  *   `git` for facts the snapshot lacks, and only then tries the lock once, without waiting —
  *   free, it persists them; held by a live writer, it answers anyway and discards them. A
@@ -61,6 +62,24 @@ function ledgerClasses(addon) {
     build(query) {
       const json = text(query, 'the query');
       return unwrap(native(() => this.native.build(json)));
+    }
+
+    /**
+     * `demand` on the libuv thread pool: a promise of the same answer (rejected with the same
+     * coded errors). Its `git` runs do not block the event loop.
+     */
+    async demandAsync(query) {
+      const json = text(query, 'the query');
+      return unwrap(await native(() => this.native.demandAsync(json)));
+    }
+
+    /**
+     * `build` on the libuv thread pool: a promise of the same answer. Its wait for a live
+     * writer and its `git` runs occupy a pool thread, not the event loop.
+     */
+    async buildAsync(query) {
+      const json = text(query, 'the query');
+      return unwrap(await native(() => this.native.buildAsync(json)));
     }
 
     /** `{ snapshot, lock }`: what is stored and who holds the lock, writing nothing. */

@@ -12,6 +12,8 @@
 use super::boundary::{answer, caught};
 use super::project_lock::{lock_failure, owner_json, parse_wait, status_json};
 use super::{from_js, invalid, Failure};
+use napi::bindgen_prelude::AsyncTask;
+use napi::{Env, Task};
 use napi_derive::napi;
 use serde_json::{json, Value};
 use solewriter_core::ledger::git_facts::Oid;
@@ -124,10 +126,64 @@ fn outcome_json(outcome: Outcome<Vec<HistoryEntry>>) -> Value {
     })
 }
 
+/// A ledger call: the demand read, or the build with its wait.
+#[derive(Clone, Copy)]
+enum Call {
+    Demand,
+    Build,
+}
+
+/// Runs `call` with the query of `query_json` on `ledger`: the answer as JSON text.
+fn run(ledger: &Ledger<GitSource>, call: Call, query_json: &str) -> String {
+    answer(|| {
+        let query = parse_query(query_json)?;
+        let outcome = match call {
+            Call::Demand => ledger.demand(|d| history(d, &query)),
+            Call::Build => {
+                let wait = parse_wait(query_json)?;
+                ledger.build(wait, |d| history(d, &query))
+            }
+        };
+        outcome.map(outcome_json).map_err(ledger_failure)
+    })
+}
+
+/// A ledger call run on the libuv thread pool, so that its `git` processes (and a build's wait
+/// for the lock) do not block the event loop. Its answer is JSON text, like the synchronous
+/// call's.
+pub struct LedgerTask {
+    ledger: Arc<Ledger<GitSource>>,
+    call: Call,
+    query_json: String,
+}
+
+impl Task for LedgerTask {
+    type Output = String;
+    type JsValue = String;
+
+    fn compute(&mut self) -> napi::Result<String> {
+        Ok(run(&self.ledger, self.call, &self.query_json))
+    }
+
+    fn resolve(&mut self, _: Env, answer: String) -> napi::Result<String> {
+        Ok(answer)
+    }
+}
+
 /// The ledger of one project directory over one Git repository.
 #[napi]
 pub struct NativeLedger {
-    ledger: Ledger<GitSource>,
+    ledger: Arc<Ledger<GitSource>>,
+}
+
+impl NativeLedger {
+    fn task(&self, call: Call, query_json: String) -> AsyncTask<LedgerTask> {
+        AsyncTask::new(LedgerTask {
+            ledger: Arc::clone(&self.ledger),
+            call,
+            query_json,
+        })
+    }
 }
 
 #[napi]
@@ -159,7 +215,7 @@ impl NativeLedger {
                 lock
             };
             Ok(NativeLedger {
-                ledger: Ledger::with_lock(lock, source),
+                ledger: Arc::new(Ledger::with_lock(lock, source)),
             })
         })
         .map_err(|failure| napi::Error::from_reason(failure.json().to_string()))
@@ -182,26 +238,25 @@ impl NativeLedger {
     /// The demand read of the query (JSON): never waits for a live writer.
     #[napi]
     pub fn demand(&self, query_json: String) -> String {
-        answer(|| {
-            let query = parse_query(&query_json)?;
-            self.ledger
-                .demand(|d| history(d, &query))
-                .map(outcome_json)
-                .map_err(ledger_failure)
-        })
+        run(&self.ledger, Call::Demand, &query_json)
     }
 
     /// The build transaction of the query (JSON, with its `wait`): the sole writer.
     #[napi]
     pub fn build(&self, query_json: String) -> String {
-        answer(|| {
-            let wait = parse_wait(&query_json)?;
-            let query = parse_query(&query_json)?;
-            self.ledger
-                .build(wait, |d| history(d, &query))
-                .map(outcome_json)
-                .map_err(ledger_failure)
-        })
+        run(&self.ledger, Call::Build, &query_json)
+    }
+
+    /// [`NativeLedger::demand`] on the thread pool: a promise of the same answer.
+    #[napi]
+    pub fn demand_async(&self, query_json: String) -> AsyncTask<LedgerTask> {
+        self.task(Call::Demand, query_json)
+    }
+
+    /// [`NativeLedger::build`] on the thread pool: a promise of the same answer.
+    #[napi]
+    pub fn build_async(&self, query_json: String) -> AsyncTask<LedgerTask> {
+        self.task(Call::Build, query_json)
     }
 
     /// `{snapshot, lock}`: the stored snapshot (`{path, state: "absent"}`, `{path, state:

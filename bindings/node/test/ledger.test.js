@@ -88,6 +88,27 @@ test('an uncontended demand is the writer and persists; a second needs nothing',
   assert.equal(status.lock.record, null);
 });
 
+test('demandAsync and buildAsync answer as demand and build do, off the event loop', async () => {
+  const { ledger, dir, root } = fixture();
+  const head = ledger.resolve('HEAD');
+  let ticks = 0;
+  const ticker = setInterval(() => ticks++, 1);
+  try {
+    const first = await ledger.demandAsync({ heads: [head], hunks: true });
+    assert.deepEqual(subjects(first), SUBJECTS);
+    assert.deepEqual(first.persisted, { state: 'replaced', added: 6 });
+    assert.deepEqual(await ledger.demandAsync({ heads: [head], hunks: true }), { ...first, persisted: { state: 'unchanged' } });
+    assert.deepEqual((await ledger.buildAsync({ heads: [head], hunks: true, wait: 'noWait' })).persisted, { state: 'unchanged' });
+  } finally {
+    clearInterval(ticker);
+  }
+  assert.ok(ticks > 0, 'the event loop ran while git did');
+  await assert.rejects(ledger.buildAsync({ heads: [head] }), { code: 'INVALID_INPUT' });
+  await assert.rejects(ledger.demandAsync(null), { code: 'INVALID_INPUT' });
+  const elsewhere = new Ledger({ dir, repo: path.join(root, 'missing'), gitEnv: HERMETIC });
+  await assert.rejects(elsewhere.demandAsync({ heads: [head] }), { code: 'SOURCE' });
+});
+
 test('a build is the sole writer; bad queries and git failures are loud', () => {
   const { ledger, dir, root } = fixture();
   const head = ledger.resolve('HEAD');
