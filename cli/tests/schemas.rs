@@ -1,6 +1,6 @@
 //! The published JSON Schemas (`schema/` at the repository root) against what the binary
 //! really prints and publishes: every `--json` output in each of its shapes validates against
-//! its definition in `cli.v1.schema.json`, published `current.json` files against
+//! its definition in `cli.v2.schema.json`, published `current.json` files against
 //! `current.v2.schema.json`, and the envelopes `submit` took against `envelope.schema.json`.
 //! The `ledger` commands' outputs are checked in each of their shapes over a real Git
 //! repository. Outputs broken on purpose (a key added, dropped or retyped) must fail, so the
@@ -40,21 +40,21 @@ impl Schemas {
             .map_err(|e| format!("{e:#}"))
     }
 
-    /// `doc` must validate against command `def` of `cli.v1.schema.json`.
+    /// `doc` must validate against command `def` of `cli.v2.schema.json`.
     #[track_caller]
     fn output(&mut self, def: &str, doc: &Value) {
-        if let Err(e) = self.check(&format!("cli.v1.schema.json#/$defs/{def}"), doc) {
+        if let Err(e) = self.check(&format!("cli.v2.schema.json#/$defs/{def}"), doc) {
             panic!("`{def}` output refused by its schema: {e}\n{doc}");
         }
-        if let Err(e) = self.check("cli.v1.schema.json", doc) {
-            panic!("`{def}` output refused by the root of cli.v1.schema.json: {e}\n{doc}");
+        if let Err(e) = self.check("cli.v2.schema.json", doc) {
+            panic!("`{def}` output refused by the root of cli.v2.schema.json: {e}\n{doc}");
         }
     }
 
     /// `doc` must NOT validate against command `def`.
     #[track_caller]
     fn refuses(&mut self, def: &str, doc: &Value) {
-        let location = format!("cli.v1.schema.json#/$defs/{def}");
+        let location = format!("cli.v2.schema.json#/$defs/{def}");
         assert!(
             self.check(&location, doc).is_err(),
             "{location} accepted {doc}"
