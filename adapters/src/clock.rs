@@ -35,9 +35,10 @@ impl Clock for ManualClock {
 }
 
 /// A clock read from a file holding decimal milliseconds: a test seam that lets one test
-/// move the broker clock of several processes at once (the CLI's child processes read it
-/// when the hidden `SOLEWRITER_TEST_CLOCK_FILE` variable names the file). Nothing in the
-/// library constructs one; production code runs on [`SystemClock`].
+/// move the broker clock of several processes at once (the CLI's test binary,
+/// `solewriter-testkit`, reads it when the `SOLEWRITER_TEST_CLOCK_FILE` variable names the
+/// file; the shipped `solewriter` never does). Nothing in the library constructs one;
+/// production code runs on [`SystemClock`].
 ///
 /// The writer must replace the file atomically (write a sibling, rename it over), so a
 /// reader never sees a half-written number. A file that cannot be read or parsed is a broken

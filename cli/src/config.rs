@@ -27,7 +27,6 @@
 
 use crate::error::{Class, CliError, CliResult};
 use serde::Deserialize;
-use solewriter::adapters::clock::FileClock;
 use solewriter::core::config::{BusyTimeout, ConfigError, LeaseTtl};
 use solewriter::core::projection::channel::ChannelSpec;
 use solewriter::core::projection::envelope_schema::EnvelopeSchema;
@@ -94,8 +93,7 @@ struct FileConfig {
     channels: Vec<ChannelEntry>,
 }
 
-/// The merged configuration: file values overridden by flags.
-#[derive(Debug)]
+/// The merged configuration: file values overridden by flags, and the broker clock.
 pub struct Settings {
     store: Option<PathBuf>,
     runtime_root: Option<PathBuf>,
@@ -103,6 +101,9 @@ pub struct Settings {
     busy_timeout_ms: Option<u64>,
     profile: Option<String>,
     channels: Vec<ChannelEntry>,
+    /// The broker clock of the stores this configuration opens: the system clock, unless the
+    /// test binary replaced it ([`crate::Seams::clock`]).
+    clock: Arc<dyn Clock>,
 }
 
 const UNTOUCHED: &str = "nothing was read or written";
@@ -144,22 +145,6 @@ fn timing_error(error: ConfigError) -> CliError {
 
 /// The environment variable naming the config file when `--config` is not given.
 pub const CONFIG_ENV: &str = "SOLEWRITER_CONFIG";
-
-/// A hidden test seam, not a setting: when this environment variable names a file, every
-/// command but `demo` reads broker time from that file ([`FileClock`]: decimal milliseconds,
-/// replaced atomically) instead of the system clock. The process tests use it to make a
-/// lease expire by moving one clock that all their child processes share, so no test waits
-/// for a real deadline. Unset (always, outside tests), the broker clock is the system clock.
-pub const TEST_CLOCK_ENV: &str = "SOLEWRITER_TEST_CLOCK_FILE";
-
-/// The broker clock of every command but `demo`: the system clock, unless the hidden
-/// [`TEST_CLOCK_ENV`] seam is set.
-pub fn broker_clock() -> Arc<dyn Clock> {
-    match std::env::var_os(TEST_CLOCK_ENV) {
-        Some(path) if !path.is_empty() => Arc::new(FileClock::new(path)),
-        _ => Arc::new(SystemClock),
-    }
-}
 
 /// 1-based line of byte offset `at` in `text`.
 fn line_of(text: &str, at: usize) -> usize {
@@ -211,7 +196,19 @@ impl Settings {
             busy_timeout_ms: args.busy_timeout_ms.or(file.busy_timeout_ms),
             profile: file.profile,
             channels: file.channels,
+            clock: Arc::new(SystemClock),
         })
+    }
+
+    /// The same settings on another broker clock (the test binary's seam; see
+    /// [`crate::Seams`]).
+    pub fn with_clock(self, clock: Arc<dyn Clock>) -> Settings {
+        Settings { clock, ..self }
+    }
+
+    /// The broker clock: the system clock unless [`Self::with_clock`] replaced it.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
     }
 
     /// The profile `init` makes the store of (`profile`; the generic one when absent). Every
@@ -295,14 +292,14 @@ impl Settings {
         ChannelRegistry::new(specs).map_err(|e| refused(format!("channel registry refused: {e}")))
     }
 
-    /// Everything needed to open the store, on the [`broker_clock`].
+    /// Everything needed to open the store, on the broker clock ([`Self::clock`]).
     pub fn store_options(&self) -> CliResult<StoreOptions> {
         Ok(StoreOptions {
             db_path: self.store_path()?.to_owned(),
             runtime_root: self.runtime_root()?,
             timing: self.timing()?,
             registry: self.registry()?,
-            clock: broker_clock(),
+            clock: self.clock(),
         })
     }
 }

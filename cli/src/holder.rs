@@ -2,11 +2,11 @@
 //! demo and by cross-process fencing tests.
 //!
 //! ```text
-//! solewriter holder --config FILE --target HEX --instance NAME [--stall-at STEP]
+//! solewriter holder --config FILE --target HEX --instance NAME
 //! ```
 //!
-//! The holder opens its own connection to the store (the broker clock of
-//! [`crate::config::broker_clock`]) and reads one command per
+//! The holder opens its own connection to the store (on the broker clock of its settings:
+//! the system clock in `solewriter`) and reads one command per
 //! stdin line. It answers every command with exactly one line on stdout, flushed at once:
 //!
 //! | command   | answers                                                                      |
@@ -29,17 +29,19 @@
 //! - End of stdin acts as `quit` without an answer. A lease still held at exit is released
 //!   conditionally (token hash and epoch), as a dropped lease always is.
 //!
-//! With `--stall-at STEP` (a publication step in kebab-case, in order: `composed`,
-//! `temp-written`, `transaction-open`, `revalidated`, `deadline-checked`, `renamed`,
-//! `released`, `unlocked`, `directory-synced`), a `publish` or `publish-now` that reaches STEP
-//! prints `stalled <step>` and blocks until it reads one more stdin line (any text), then
-//! continues and gives its answer. From `transaction-open` to `released` it holds the target's
-//! lock and SQLite's write lock; at every other step it holds neither.
+//! The test binary `solewriter-testkit` (`src/bin/solewriter-testkit.rs`) adds one flag,
+//! `--stall-at STEP` (a publication step in kebab-case, in order: `composed`, `temp-written`,
+//! `transaction-open`, `revalidated`, `deadline-checked`, `renamed`, `released`, `unlocked`,
+//! `directory-synced`): a `publish` or `publish-now` that reaches STEP prints `stalled <step>`
+//! and blocks until it reads one more stdin line (any text), then continues and gives its
+//! answer. From `transaction-open` to `released` it holds the target's lock and SQLite's write
+//! lock; at every other step it holds neither. `solewriter` itself has no such flag: its
+//! publications are never observed ([`run`] is given no probe).
 
 use crate::config::Settings;
 use crate::error::{CliError, CliResult};
 use crate::{parse_instance, parse_target};
-use solewriter::adapters::projection::publication::{PublishProbe, PublishStep};
+use solewriter::adapters::projection::publication::PublishProbe;
 use solewriter::core::projection::lease::Fenced;
 use solewriter::{
     Acquisition, Error, HeldLease, ProjectionStore, PublishedNow, ReleaseOutcome, TargetId,
@@ -55,20 +57,6 @@ pub struct HolderArgs {
     /// Name of this holder instance.
     #[arg(long, value_name = "NAME")]
     instance: String,
-    /// Stall every publication at this step until one more stdin line arrives.
-    #[arg(long, value_name = "STEP", value_parser = parse_step)]
-    stall_at: Option<PublishStep>,
-}
-
-/// Parses a publication step in kebab-case.
-pub fn parse_step(text: &str) -> Result<PublishStep, String> {
-    PublishStep::parse(text).ok_or_else(|| {
-        let names: Vec<_> = PublishStep::ALL
-            .into_iter()
-            .map(PublishStep::name)
-            .collect();
-        format!("expected one of {}", names.join(", "))
-    })
 }
 
 /// Writes one answer line and flushes it.
@@ -84,18 +72,6 @@ pub fn next_line() -> Option<String> {
     match std::io::stdin().lock().read_line(&mut line) {
         Ok(0) | Err(_) => None,
         Ok(_) => Some(line.trim().to_owned()),
-    }
-}
-
-/// Stalls the publication at one step until the driver sends a line.
-pub struct StallAt(pub PublishStep);
-
-impl PublishProbe for StallAt {
-    fn reached(&self, step: PublishStep, _: &TargetId, _: u64) {
-        if step == self.0 {
-            answer(&format!("stalled {}", step.name()));
-            let _ = next_line();
-        }
     }
 }
 
@@ -143,12 +119,12 @@ fn acquire<'s>(
     }
 }
 
-fn publish(lease: Option<HeldLease<'_>>, stall: Option<PublishStep>) -> String {
+fn publish(lease: Option<HeldLease<'_>>, probe: Option<&dyn PublishProbe>) -> String {
     let Some(lease) = lease else {
         return "error no lease held (acquire first)".into();
     };
-    let result = match stall {
-        Some(step) => lease.publish_observed(&StallAt(step)),
+    let result = match probe {
+        Some(probe) => lease.publish_observed(probe),
         None => lease.publish(),
     };
     match result {
@@ -161,10 +137,10 @@ fn publish_now(
     store: &ProjectionStore,
     target: &TargetId,
     instance: &solewriter::InstanceDigest,
-    stall: Option<PublishStep>,
+    probe: Option<&dyn PublishProbe>,
 ) -> String {
-    let result = match stall {
-        Some(step) => store.publish_now_observed(target, instance, &StallAt(step)),
+    let result = match probe {
+        Some(probe) => store.publish_now_observed(target, instance, probe),
         None => store.publish_now(target, instance),
     };
     match result {
@@ -189,8 +165,13 @@ fn release(lease: Option<HeldLease<'_>>) -> String {
     }
 }
 
-/// Runs the holder protocol until `quit` or end of stdin.
-pub fn run(settings: &Settings, args: &HolderArgs) -> CliResult<()> {
+/// Runs the holder protocol until `quit` or end of stdin; `probe` (the test binary's
+/// `--stall-at`, never given by `solewriter`) observes every publication.
+pub fn run(
+    settings: &Settings,
+    args: &HolderArgs,
+    probe: Option<&dyn PublishProbe>,
+) -> CliResult<()> {
     let target = parse_target(&args.target)?;
     let instance = parse_instance(&args.instance)?;
     let store = ProjectionStore::open(&settings.store_options()?).map_err(CliError::from)?;
@@ -198,8 +179,8 @@ pub fn run(settings: &Settings, args: &HolderArgs) -> CliResult<()> {
     while let Some(command) = next_line() {
         let reply = match command.as_str() {
             "acquire" => acquire(&store, &target, &instance, &mut lease),
-            "publish" => publish(lease.take(), args.stall_at),
-            "publish-now" => publish_now(&store, &target, &instance, args.stall_at),
+            "publish" => publish(lease.take(), probe),
+            "publish-now" => publish_now(&store, &target, &instance, probe),
             "release" => release(lease.take()),
             "quit" => {
                 answer("bye");

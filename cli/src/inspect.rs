@@ -213,7 +213,7 @@ pub fn read(settings: &Settings, target: &str, as_json: bool) -> CliResult<()> {
     let target = parse_target(target)?;
     let root = settings.runtime_root()?;
     let doc = read_projection(&root, &target);
-    show(&root, &target, doc, as_json)
+    show(settings, &root, &target, doc, as_json)
 }
 
 /// `watch`: waits (inotify, not polling) for a document newer than `after_epoch`, then prints
@@ -239,11 +239,12 @@ pub fn watch(
         after_epoch,
         std::time::Duration::from_millis(timeout_ms),
     );
-    show(&root, &target, doc, as_json)
+    show(settings, &root, &target, doc, as_json)
 }
 
 /// Prints a document read for `read` or `watch`, or turns the failure into the CLI's error.
 fn show(
+    settings: &Settings,
     root: &RuntimeRoot,
     target: &TargetId,
     doc: Result<ProjectionDocument, LibError>,
@@ -266,7 +267,7 @@ fn show(
     if as_json {
         say!("{}", String::from_utf8_lossy(&doc.to_bytes()).trim_end());
     } else {
-        print_document(&doc, crate::config::broker_clock().now(), "");
+        print_document(&doc, settings.clock().now(), "");
     }
     Ok(())
 }

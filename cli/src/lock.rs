@@ -66,7 +66,7 @@ pub fn lock_error(error: LockError) -> CliError {
 /// What `lock status` says about one project lock: its JSON object and its text lines.
 /// `ledger status` shows the same report beside the ledger snapshot.
 pub struct LockReport {
-    /// The `--json` object (`$defs/lockStatus` of `cli.v1.schema.json`).
+    /// The `--json` object (`$defs/lockStatus` of `cli.v2.schema.json`).
     pub json: serde_json::Value,
     /// The text lines.
     pub lines: Vec<String>,

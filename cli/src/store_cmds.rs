@@ -2,13 +2,12 @@
 
 use crate::config::Settings;
 use crate::error::{Class, CliError, CliResult};
-use crate::holder;
 use crate::say;
 use crate::time::duration;
 use crate::{parse_channel, parse_instance, parse_producer, parse_target};
 use serde_json::json;
 use solewriter::adapters::atomic_file::read_capped;
-use solewriter::adapters::projection::publication::PublishStep;
+use solewriter::adapters::projection::publication::PublishProbe;
 use solewriter::adapters::projection::store::Initialized;
 use solewriter::core::projection::profile::{ConsumerBinding, MAX_BINDING_BYTES};
 use solewriter::core::projection::target::MAX_TUPLE_JSON_BYTES;
@@ -48,10 +47,6 @@ pub struct SubmitArgs {
     /// How long after capture the envelope stays fresh (required; no default).
     #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     expires_in_ms: u64,
-    /// Crash tests: once the row is written, print `stalled row-written` and wait for one
-    /// stdin line (or its end) before committing.
-    #[arg(long, hide = true)]
-    stall_before_commit: bool,
 }
 
 /// `init`: adds the two tables to the store's database (creating the file if absent; a
@@ -152,8 +147,15 @@ pub fn admit(settings: &Settings, tuple: &str, json: bool) -> CliResult<()> {
     Ok(())
 }
 
-/// `submit`: one producer submission; prints what it did.
-pub fn submit(settings: &Settings, args: &SubmitArgs, json: bool) -> CliResult<()> {
+/// `submit`: one producer submission; prints what it did. `before_commit` (the test binary's
+/// `--stall-before-commit`, never given by `solewriter`) runs once the row is written, before
+/// the commit.
+pub fn submit(
+    settings: &Settings,
+    args: &SubmitArgs,
+    json: bool,
+    before_commit: Option<&dyn Fn()>,
+) -> CliResult<()> {
     let producer = parse_producer(&args.producer)?;
     let target = parse_target(&args.target)?;
     let channel = parse_channel(&args.channel)?;
@@ -210,9 +212,8 @@ pub fn submit(settings: &Settings, args: &SubmitArgs, json: bool) -> CliResult<(
         expires_at: captured_at.plus_ms(args.expires_in_ms),
     };
     let stall = |_| {
-        if args.stall_before_commit {
-            holder::answer("stalled row-written");
-            let _ = holder::next_line();
+        if let Some(before_commit) = before_commit {
+            before_commit();
         }
     };
     let outcome = store.submit_observed(&producer, &submission, &stall)?;
@@ -269,15 +270,17 @@ pub struct PublishArgs {
     /// Core profile publishes with every document (refused by a generic store).
     #[arg(long, value_name = "FILE")]
     consumer_binding_file: Option<PathBuf>,
-    /// Crash and expiry tests: stall the publication at this step (see the `holder` module)
-    /// until one stdin line (or its end) arrives.
-    #[arg(long, hide = true, value_name = "STEP", value_parser = holder::parse_step)]
-    stall_at: Option<PublishStep>,
 }
 
 /// `publish`: grants, publishes and releases in one transaction (one-shot); a live holder
-/// is a retry-later failure.
-pub fn publish(settings: &Settings, args: &PublishArgs, json: bool) -> CliResult<()> {
+/// is a retry-later failure. `probe` (the test binary's `--stall-at`, never given by
+/// `solewriter`) observes the publication's steps.
+pub fn publish(
+    settings: &Settings,
+    args: &PublishArgs,
+    json: bool,
+    probe: Option<&dyn PublishProbe>,
+) -> CliResult<()> {
     let target = parse_target(&args.target)?;
     let instance = parse_instance(&args.instance)?;
     let binding =
@@ -301,8 +304,8 @@ pub fn publish(settings: &Settings, args: &PublishArgs, json: bool) -> CliResult
         };
     let mut store = ProjectionStore::open(&settings.store_options()?)?;
     store.set_consumer_binding(binding);
-    let published = match args.stall_at {
-        Some(step) => store.publish_now_observed(&target, &instance, &holder::StallAt(step)),
+    let published = match probe {
+        Some(probe) => store.publish_now_observed(&target, &instance, probe),
         None => store.publish_now(&target, &instance),
     }?;
     match published {

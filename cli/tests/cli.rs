@@ -488,7 +488,7 @@ fn holder_stalled_inside_its_transaction_blocks_every_other_writer() {
     expect_answer(&b.ask("acquire"), "acquired 2", &"B after A released");
     a.quit();
     b.quit();
-    let out = Command::new(EXE)
+    let out = Command::new(TESTKIT)
         .args(["holder", "--target", TARGET, "--instance", "a"])
         .args(["--stall-at", "nowhere"])
         .output()

@@ -89,9 +89,9 @@ fn a_closed_stdout_ends_the_output_not_the_command() {
     assert_eq!(epoch_of(&env), 2, "the publication happened");
 }
 
-/// A `publish` stalled inside its transaction (hidden `--stall-at`) whose lease expires
-/// meanwhile (the shared clock moved past it) aborts before the rename: lost authority,
-/// exit 9, `current.json` untouched.
+/// A `publish` stalled inside its transaction (the test binary's `--stall-at`) whose lease
+/// expires meanwhile (the shared clock moved past it) aborts before the rename: lost
+/// authority, exit 9, `current.json` untouched.
 #[test]
 fn an_expired_lease_is_lost_authority_exit_9() {
     let env = Env::clocked(LONG_LEASE);

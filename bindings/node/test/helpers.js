@@ -75,12 +75,25 @@ function setup({ ttlMs = TTL_MS, dir = scratch(), timeout = 5000 } = {}) {
   return { dir, dbPath, db, runtimeRoot, clock, store };
 }
 
-/** The CLI binary (`target/debug/solewriter`), built if needed. */
-function cli() {
+/** A binary of the CLI package (`target/debug/<name>`), built with the package if needed. */
+function cliBinary(name) {
   const root = path.join(__dirname, '..', '..', '..');
   execFileSync('cargo', ['build', '-q', '-p', 'solewriter-cli'], { cwd: root, stdio: 'inherit' });
   const target = process.env.CARGO_TARGET_DIR || path.join(root, 'target');
-  return path.join(target, 'debug', 'solewriter');
+  return path.join(target, 'debug', name);
+}
+
+/** The shipped CLI binary (`target/debug/solewriter`), built if needed. */
+function cli() {
+  return cliBinary('solewriter');
+}
+
+/**
+ * The CLI's test binary (`target/debug/solewriter-testkit`, built with the package): the same
+ * commands with the test seams, e.g. the broker clock read from `SOLEWRITER_TEST_CLOCK_FILE`.
+ */
+function testkit() {
+  return cliBinary('solewriter-testkit');
 }
 
 /** The shared syscall-trace helper of the fsync and lock tests. */
@@ -109,4 +122,4 @@ function hostDatabase(dir) {
   return { db, runtimeRoot, marks: fs.openSync('/dev/null', 'w') };
 }
 
-module.exports = { TTL_MS, START, CHANNELS, tuple, submission, scratch, setup, cli, traced, hostDatabase };
+module.exports = { TTL_MS, START, CHANNELS, tuple, submission, scratch, setup, cli, testkit, traced, hostDatabase };

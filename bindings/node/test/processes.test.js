@@ -1,8 +1,9 @@
 'use strict';
 /**
  * Fencing across languages and processes, on one host database: Node holders (better-sqlite3,
- * `node_holder.js`) and Rust holders (the CLI's `holder` subcommand) contend for the same
- * target, all reading one broker clock from a file. A holder frozen with SIGSTOP past its
+ * `node_holder.js`) and Rust holders (the `holder` subcommand of the CLI's test binary,
+ * `solewriter-testkit`, whose clock seam reads the file) contend for the same target, all
+ * reading one broker clock from a file. A holder frozen with SIGSTOP past its
  * expiry is taken over by a holder of the other language; resumed, it is fenced and
  * `current.json` stays the successor's document. Meanwhile a host process writes its own
  * `SummarizationJobs` table in its own transactions: every one of its rows lands, its schema
@@ -17,7 +18,7 @@ const readline = require('node:readline');
 const { spawn } = require('node:child_process');
 const Database = require('better-sqlite3');
 const { Grant, readProjection, ProjectionStore } = require('..');
-const { setup, tuple, submission, cli, CHANNELS } = require('./helpers');
+const { setup, tuple, submission, testkit, CHANNELS } = require('./helpers');
 
 const TTL_MS = 1500;
 
@@ -79,7 +80,7 @@ function environment({ busyTimeoutMs = 5000 } = {}) {
     ]),
   ].join('\n');
   fs.writeFileSync(path.join(dir, 'solewriter.toml'), toml);
-  const bin = cli();
+  const bin = testkit();
   const rust = (instance) =>
     holder(
       spawn(bin, ['holder', '--config', path.join(dir, 'solewriter.toml'), '--target', target, '--instance', instance], {

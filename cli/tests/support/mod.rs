@@ -2,10 +2,15 @@
 //! the `solewriter` binary run as a command, the scripted `holder` process, the hidden
 //! `lock-holder` holding a project lock, and (in [`git`]) a Git repository for the ledger.
 //!
+//! Two binaries: [`EXE`], the shipped `solewriter`, and [`TESTKIT`], `solewriter-testkit`, the
+//! same commands with the test seams (`src/bin/solewriter-testkit.rs`). A test runs the
+//! shipped one unless it needs a seam.
+//!
 //! A clocked [`Env`] gives every command it runs one shared broker clock, a file named by the
-//! CLI's hidden `SOLEWRITER_TEST_CLOCK_FILE` seam. Its leases are ten minutes long — far
-//! longer than any step of a test, however loaded the machine — and a test makes a lease
-//! expire by moving that clock ([`Env::expire`]), never by waiting for a real deadline.
+//! test binary's `SOLEWRITER_TEST_CLOCK_FILE` seam, so it runs [`TESTKIT`]. Its leases are ten
+//! minutes long — far longer than any step of a test, however loaded the machine — and a test
+//! makes a lease expire by moving that clock ([`Env::expire`]), never by waiting for a real
+//! deadline.
 #![allow(dead_code)]
 
 pub mod git;
@@ -14,7 +19,10 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 
+/// The shipped binary.
 pub const EXE: &str = env!("CARGO_BIN_EXE_solewriter");
+/// The test binary: the same commands with the test seams.
+pub const TESTKIT: &str = env!("CARGO_BIN_EXE_solewriter-testkit");
 pub const TUPLE: &str = r#"{"schemaVersion":"1","capability":"hook-projection","agentId":"agent-7","harnessType":"claude-code","instanceKeyDigest":"inst-1","workspaceKeyDigest":"ws-1","projectionKind":"live-lane"}"#;
 pub const TARGET: &str = "29a47a1e0854db43f7fb283e889c03c45ccfaf73f15385d8c69120edad6cb06a";
 
@@ -32,7 +40,7 @@ envelope_schema = "lifecycle-frontier.v1"
 max_envelope_bytes = 4096
 "#;
 
-/// The hidden clock seam of the CLI (`cli/src/config.rs`).
+/// The clock seam of the test binary (`cli/src/bin/solewriter-testkit.rs`).
 pub const CLOCK_ENV: &str = "SOLEWRITER_TEST_CLOCK_FILE";
 /// Where a clocked [`Env`]'s broker clock starts (ms).
 pub const CLOCK_START: u64 = 1_700_000_000_000;
@@ -102,9 +110,18 @@ impl Env {
         self.set_clock(expires);
     }
 
-    /// A command of the binary, with this env's clock (if any).
+    /// A command of the binary: the test binary with this env's clock when clocked, the
+    /// shipped one otherwise.
     pub fn command(&self) -> Command {
-        let mut command = Command::new(EXE);
+        match &self.clock {
+            Some(_) => self.testkit(),
+            None => Command::new(EXE),
+        }
+    }
+
+    /// A command of the test binary, with this env's clock (if any).
+    pub fn testkit(&self) -> Command {
+        let mut command = Command::new(TESTKIT);
         if let Some(clock) = &self.clock {
             command.env(CLOCK_ENV, clock);
         }
@@ -157,8 +174,8 @@ impl Env {
         )
     }
 
-    /// A `submit` that stalls before its commit (`--stall-before-commit`), driven like a
-    /// holder: it prints `stalled row-written` and waits for one stdin line.
+    /// A `submit` that stalls before its commit (the test binary's `--stall-before-commit`),
+    /// driven like a holder: it prints `stalled row-written` and waits for one stdin line.
     pub fn stalled_submit(
         &self,
         producer: &str,
@@ -170,7 +187,7 @@ impl Env {
         args.extend(submit_args(producer, channel, watermark, body));
         args.push("--stall-before-commit".to_owned());
         Holder::command(
-            self.command(),
+            self.testkit(),
             &args.iter().map(String::as_str).collect::<Vec<_>>(),
         )
     }
@@ -183,12 +200,19 @@ impl Env {
             .join("current.json")
     }
 
+    /// A `holder` process; with `extra` flags (the test binary's `--stall-at STEP`), or in a
+    /// clocked env, the test binary's.
     pub fn holder(&self, instance: &str, extra: &[&str]) -> Holder {
         let config = self.config.display().to_string();
         let mut args = vec!["holder", "--config", &config, "--target", TARGET];
         args.extend(["--instance", instance]);
         args.extend(extra);
-        Holder::command(self.command(), &args)
+        let command = if extra.is_empty() {
+            self.command()
+        } else {
+            self.testkit()
+        };
+        Holder::command(command, &args)
     }
 }
 
@@ -226,7 +250,7 @@ pub fn expect_failure(out: &Output, code: i32, needle: &str, what: &dyn std::fmt
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
-/// A `solewriter holder` process.
+/// A `holder` process (of either binary).
 pub struct Holder {
     pub child: Child,
     stdin: ChildStdin,
