@@ -1,4 +1,7 @@
-#![doc = include_str!("../README.md")]
+//! solewriter: fenced single-writer primitives for services that share one host — a stale
+//! writer can never overwrite its successor, a reader never sees a torn file, nothing committed
+//! is lost. The proof (every claim, the test or model that pins it) is `verification/FENCING.md`
+//! in the repository; the manuals per audience are in its `docs/`.
 //!
 //! # The facade
 //!

@@ -3,7 +3,7 @@
 //!   browser worker, through WebAssembly): `core/src/subtree` reaches no file system, network,
 //!   process, environment, clock, thread or lock of `std`, and no crate that would. These
 //!   machines have no `wasm32` target to build it for, so its sources are read instead. It
-//!   checks that module's own code, not the crate's dependencies (README, "A browser host");
+//!   checks that module's own code, not the crate's dependencies (docs/write-guard.md, "A browser host");
 //! - no crate's modules import each other in a circle (a module and its own ancestors aside):
 //!   each module can be read, and replaced, knowing only what it depends on.
 

@@ -259,7 +259,7 @@ export type Adoption =
 
 /**
  * Converts the tables of the Memory Core's own JavaScript writer into solewriter's in one
- * immediate transaction (see the README); `tuples` are the attested tuples of the host's
+ * immediate transaction (see docs/memory-core.md); `tuples` are the attested tuples of the host's
  * targets. Throws ADOPTION_REFUSED (with `table`, `rowid`, `column`, `problem`, or `reason`),
  * FOREIGN_SCHEMA, BUSY or IN_TRANSACTION, having changed nothing.
  */

@@ -18,7 +18,7 @@
  *
  * Errors are `Error`s with a `code` naming the Rust error class: BUSY, FENCED, LEASE_EXPIRED,
  * NOT_ADMITTED, REJECTED, FOREIGN_SCHEMA, IN_TRANSACTION, CORRUPT_ROW, IO, INVALID_CONFIG,
- * INVALID_INPUT, INTERNAL, ... (the README lists them all).
+ * INVALID_INPUT, INTERNAL, ... (docs/node.md lists them all).
  */
 
 const fs = require('node:fs');

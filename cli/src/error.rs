@@ -1,6 +1,6 @@
 //! The CLI's error: one line saying what failed and what was left untouched, and the exit code
 //! of its [`Class`] — what a script must tell apart, designed once here and printed by
-//! `--help` ([`exit_code_table`]) and the README.
+//! `--help` ([`exit_code_table`]) and docs/cli.md.
 //!
 //! Library errors are classed by who must act ([`solewriter::ErrorKind`]): input refused,
 //! contention (retry), lost authority, partial success; the environment is split into the

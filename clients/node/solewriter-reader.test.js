@@ -2,7 +2,7 @@
 /**
  * Tests of the Node reference reader: the shared hand-made documents of
  * `clients/testdata/documents.json` (every error type, each refused for its reason), the
- * status and coverage at the reader's clock, the README's target_id vector, symlinks, the size
+ * status and coverage at the reader's clock, the target_id vector of docs/format.md, symlinks, the size
  * bound, and a document published by the real `solewriter` binary (`$SOLEWRITER_BIN`, or
  * `target/debug/solewriter`: `cargo build -p solewriter-cli`).
  */
@@ -79,7 +79,7 @@ function readCode(root) {
   }
 }
 
-test('README target_id vector', () => {
+test('target_id vector of docs/format.md', () => {
   assert.equal(
     r.canonicalBytes(VECTOR_TUPLE).toString('utf8'),
     'solewriter.target.v1\nschemaVersion=1:1\ncapability=15:hook-projection\nagentId=7:agent-7\n' +

@@ -1,6 +1,6 @@
 """Tests of the Python reference reader: hand-made documents (every error type, the shared
 cases of `clients/testdata/documents.json`, checked against solewriter's own parser too), the
-status and coverage at the reader's clock, the README's target_id vector, symlinks, the size
+status and coverage at the reader's clock, the target_id vector of docs/format.md, symlinks, the size
 bound, and documents published by the real CLI.
 """
 

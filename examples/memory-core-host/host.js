@@ -118,7 +118,7 @@ async function run(dir) {
   try {
     const hostConnection = connection(db);
     // At every boot: 'created' the first time, 'present' after (a store from the JS writer's
-    // tables is converted once before this, with adoptJsWriterTables; README of the package).
+    // tables is converted once before this, with adoptJsWriterTables; docs/memory-core.md).
     step = 'initialize';
     const made = initialize(db, { profile: PROFILE });
     check(made === 'created' || made === 'present', `initialize answered ${made}`);

@@ -44,7 +44,7 @@ impl ProjectionStore {
     /// the writer's target ids are kept; under the generic profile `tuples` (the attested
     /// tuples of the host's targets) map them to solewriter's. What is carried and what is
     /// refused:
-    /// `solewriter_core::projection::adoption::carry` and the README.
+    /// `solewriter_core::projection::adoption::carry` and docs/memory-core.md.
     ///
     /// Idempotent: tables already solewriter's answer [`Adopted::AlreadyAdopted`], no tables
     /// [`Adopted::NothingToAdopt`], both changing nothing. Refuses, changing nothing:

@@ -2,13 +2,13 @@
 /**
  * The addon's answers as JS values: every native call answers JSON text, the outcome or
  * `{ error: { code, message, ...fields } }`, which becomes a thrown `Error` with that `code`
- * and those fields. The codes are solewriter's (UPPER_SNAKE, listed in the README); an error
+ * and those fields. The codes are solewriter's (UPPER_SNAKE, listed in docs/node.md); an error
  * the binding layer itself throws becomes one of them too (`native`), so a caller only ever
  * sees documented codes.
  */
 
 /**
- * Every `code` an error of this package carries (the README says what each means): a call
+ * Every `code` an error of this package carries (docs/node.md says what each means): a call
  * throws an `Error` with one of these codes, never another.
  */
 const ERROR_CODES = Object.freeze([

@@ -6,7 +6,7 @@
  * ensureSchema, submitChannel, publish}`, the same arguments, the same result shapes — built on
  * a `ProjectionStore` of the Memory Core profile. The Memory Core switches by changing one
  * import (`require('solewriter/memory-core')` or `import … from 'solewriter/memory-core'`) and
- * adding two configuration leaves (README, "Switching the Memory Core").
+ * adding two configuration leaves (docs/memory-core.md, "Switching the Memory Core").
  *
  * What changes under the same calls: submissions are ordered by each channel's declared
  * watermark kind, not as text; a channel is produced by its registered owner, checked after

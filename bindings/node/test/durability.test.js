@@ -1,7 +1,7 @@
 'use strict';
 /**
  * Durable on the host's connection, whatever the host chose: on a connection opened the
- * README's way (better-sqlite3's defaults, WAL set by the host: `synchronous = NORMAL`, whose
+ * the way docs/node.md wires it (better-sqlite3's defaults, WAL set by the host: `synchronous = NORMAL`, whose
  * commits are not fsynced), every call that commits a transaction of solewriter's has fsynced
  * the `-wal` file before it returns — and the host's own transaction right after still commits
  * without one, at the level the host chose. Observed at the system-call layer: the host

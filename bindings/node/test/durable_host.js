@@ -1,6 +1,6 @@
 'use strict';
 /**
- * A Node host wired the README's way (better-sqlite3 with its defaults, WAL set by the host, so
+ * A Node host wired the way docs/node.md wires it (better-sqlite3 with its defaults, WAL set by the host, so
  * `synchronous = NORMAL`), run under the syscall-trace helper by `durability.test.js`. Around
  * each call it writes the marks `NAME:begin` and `NAME:end` (`@@mark …` to /dev/null), and the
  * host's own write transaction is marked `host:begin` / `host:end` likewise. It prints, as JSON,

@@ -1,7 +1,7 @@
 'use strict';
 /**
  * The fsyncs of each store operation on the Node path, pinned at the system-call layer: the host
- * (`fsync_host.js`, a better-sqlite3 connection opened the README's way) runs under the shared
+ * (`fsync_host.js`, a better-sqlite3 connection opened the way docs/node.md wires it) runs under the shared
  * syscall-trace helper (`scripts/syscall_trace.py --count-syncs`, strace), which counts every
  * fsync, fdatasync, sync_file_range, syncfs and sync between the marks `NAME:begin` and
  * `NAME:end` around each operation, in every thread (the JS thread and the libuv pool), per file

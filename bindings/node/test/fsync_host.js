@@ -1,6 +1,6 @@
 'use strict';
 /**
- * A Node host wired the README's way (better-sqlite3 with its defaults, WAL set by the host, so
+ * A Node host wired the way docs/node.md wires it (better-sqlite3 with its defaults, WAL set by the host, so
  * `synchronous = NORMAL` for the host's own commits), run under the syscall-trace helper by
  * `fsync_counts.test.js`. It writes the marks `NAME:begin` and `NAME:end` (`@@mark …` to
  * /dev/null, each in one write) around each operation: the first publication of a target in

@@ -23,7 +23,7 @@
 //! --test schemas` (and add the key to the schema file). Anything else — a key removed or
 //! renamed, a type changed, an enumerated value changed or added — is incompatible: bump to
 //! the next version (a new schema file, [`VERSION`] set to it, recorded there with the same
-//! variable) and list the change under "Changed from" in the README. The test never records on
+//! variable) and list the change under "Changed from" in docs/cli.md. The test never records on
 //! its own, and even with the variable set it refuses to rewrite a recording over an
 //! incompatible change.
 
@@ -335,7 +335,7 @@ pub fn explain(case: &str, file: &Path, changes: &[Change]) -> String {
         )
     } else {
         format!(
-            "Incompatible (a key removed or renamed, a type changed, an enumerated value changed or added): do not re-record {VERSION}. Bump the CLI's outputs to {next}: schema/{next}.schema.json (a copy of {VERSION}'s with the change, $id and title {next}), VERSION = \"{next}\" in cli/tests/schemas/recorded.rs, record with `{RECORD_ENV}=1 cargo test -p solewriter-cli --test schemas` (it writes schema/recorded/{next}/), point the README and cli/src at {next}, and list the change (old -> new) under \"Changed from\" in the README."
+            "Incompatible (a key removed or renamed, a type changed, an enumerated value changed or added): do not re-record {VERSION}. Bump the CLI's outputs to {next}: schema/{next}.schema.json (a copy of {VERSION}'s with the change, $id and title {next}), VERSION = \"{next}\" in cli/tests/schemas/recorded.rs, record with `{RECORD_ENV}=1 cargo test -p solewriter-cli --test schemas` (it writes schema/recorded/{next}/), point docs/cli.md and cli/src at {next}, and list the change (old -> new) under \"Changed from\" in docs/cli.md."
         )
     };
     format!(

@@ -159,7 +159,7 @@ mod tests {
         assert_eq!(Profile::default(), Profile::Generic);
     }
 
-    /// Printed by Node with the Memory Core writer's own `deriveTargetId` over the README's
+    /// Printed by Node with the Memory Core writer's own `deriveTargetId` over docs/format.md's
     /// worked tuple.
     #[test]
     fn memory_core_target_id_matches_the_writer() {

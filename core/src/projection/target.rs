@@ -188,7 +188,7 @@ crate::names::validated_text!(
 mod tests {
     use super::*;
 
-    /// The worked vector documented in the README.
+    /// The worked vector documented in docs/format.md.
     pub const VECTOR_JSON: &str = r#"{"schemaVersion":"1","capability":"hook-projection","agentId":"agent-7","harnessType":"claude-code","instanceKeyDigest":"inst-1","workspaceKeyDigest":"ws-1","projectionKind":"live-lane"}"#;
     pub const VECTOR_ID: &str = "29a47a1e0854db43f7fb283e889c03c45ccfaf73f15385d8c69120edad6cb06a";
 
