@@ -10,15 +10,17 @@
 //! times a `build` that waits (bounded) for it — what a reader queueing behind an unrelated
 //! writer would see. Both run with the system process probe and `git` from `PATH`.
 
+#[path = "../tests/support/git_repo.rs"]
+mod git_repo;
+
 use criterion::{criterion_group, criterion_main, Criterion};
+use git_repo::{repo_of, HERMETIC};
 use solewriter_adapters::ledger::git_source::GitSource;
 use solewriter_adapters::ledger::history::HistoryQuery;
 use solewriter_adapters::ledger::{Derive, Ledger, LedgerError, Persisted};
 use solewriter_adapters::project_lock::process::SystemProbe;
 use solewriter_adapters::project_lock::Wait;
 use solewriter_core::ledger::git_facts::Oid;
-use std::path::Path;
-use std::process::Command;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -27,28 +29,6 @@ const COMMITS: usize = 20;
 const WRITER_BUILD: Duration = Duration::from_millis(200);
 /// The waiting read's bound (never reached: the writer finishes first).
 const WAIT_BOUND: Duration = Duration::from_secs(60);
-
-const HERMETIC: [(&str, &str); 8] = [
-    ("GIT_CONFIG_GLOBAL", "/dev/null"),
-    ("GIT_CONFIG_NOSYSTEM", "1"),
-    ("GIT_AUTHOR_NAME", "A"),
-    ("GIT_AUTHOR_EMAIL", "a@example.invalid"),
-    ("GIT_COMMITTER_NAME", "A"),
-    ("GIT_COMMITTER_EMAIL", "a@example.invalid"),
-    ("GIT_AUTHOR_DATE", "1700000000 +0000"),
-    ("GIT_COMMITTER_DATE", "1700000000 +0000"),
-];
-
-fn git(repo: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .envs(HERMETIC)
-        .status()
-        .expect("bench: run git");
-    assert!(status.success(), "bench: git {args:?}");
-}
 
 fn history(d: &mut Derive<'_>, head: &Oid) -> Result<usize, LedgerError> {
     let query = HistoryQuery {
@@ -92,14 +72,8 @@ fn hold_writer<'scope>(
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("bench: temp dir");
-    let repo = dir.path().join("repo");
-    std::fs::create_dir(&repo).expect("bench: repo dir");
-    git(&repo, &["init", "-q", "-b", "main"]);
-    for i in 0..COMMITS {
-        std::fs::write(repo.join(format!("f{}.txt", i % 4)), format!("{i}\n")).expect("write");
-        git(&repo, &["add", "."]);
-        git(&repo, &["commit", "-q", "-m", &format!("change {i}")]);
-    }
+    let contents: Vec<String> = (0..COMMITS).map(|i| format!("{i}\n")).collect();
+    let repo = repo_of(dir.path(), &contents);
     let source = HERMETIC
         .iter()
         .fold(GitSource::new(&repo), |s, (k, v)| s.env(*k, *v));

@@ -5,9 +5,12 @@
 //! nested demand, and the interpretation identity (shallow clones, grafts, attributes).
 
 mod children;
+#[path = "../../tests/support/git_repo.rs"]
+mod git_repo;
 mod scripted_fs;
 
 use children::{commands, role, say, ChildProc};
+use git_repo::{git, repo, HERMETIC};
 use scripted_fs::{Call, Script, ScriptedFs};
 use solewriter_adapters::ledger::git_source::{commit_fact, GitSource};
 use solewriter_adapters::ledger::history::{HistoryEntry, HistoryQuery};
@@ -27,46 +30,9 @@ use solewriter_core::project_lock::ownership::{
 };
 use solewriter_core::time::Millis;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-const HERMETIC: [(&str, &str); 7] = [
-    ("GIT_CONFIG_GLOBAL", "/dev/null"),
-    ("GIT_CONFIG_NOSYSTEM", "1"),
-    ("GIT_AUTHOR_NAME", "A"),
-    ("GIT_AUTHOR_EMAIL", "a@example.invalid"),
-    ("GIT_COMMITTER_NAME", "A"),
-    ("GIT_COMMITTER_EMAIL", "a@example.invalid"),
-    ("GIT_AUTHOR_DATE", "1700000000 +0000"),
-];
-
-fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .envs(HERMETIC)
-        .env("GIT_COMMITTER_DATE", "1700000000 +0000")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// A repository of three commits under `root/repo`; the project directory is `root/project`.
-fn repo(root: &Path) -> PathBuf {
-    let repo = root.join("repo");
-    std::fs::create_dir(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    for (i, content) in ["a\nb\n", "a\nB\nc\n", "z\na\nB\nc\n"].iter().enumerate() {
-        std::fs::write(repo.join("f.txt"), content).unwrap();
-        git(&repo, &["add", "f.txt"]);
-        git(&repo, &["commit", "-q", "-m", &format!("change {i}")]);
-    }
-    repo
-}
 
 fn source(repo: &Path) -> GitSource {
     HERMETIC

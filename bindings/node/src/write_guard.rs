@@ -233,9 +233,34 @@ pub struct NativeWriteGuard {
     state: RefCell<GuardState>,
 }
 
+/// The core's lookup of a component's parent, as the host answers it.
+type Lookups<'l> = &'l mut dyn FnMut(&str) -> Parent<'static>;
+
 impl NativeWriteGuard {
     fn state(&self) -> Result<RefMut<'_, GuardState>, Failure> {
         self.state.try_borrow_mut().map_err(|_| unavailable())
+    }
+
+    /// Runs one of the core's admissions (`decide`) on this guard's state with the parsed
+    /// context and the host's `parentOf`: a guard already in use denies `authority-unavailable`,
+    /// and a failure of the host's callback wins over the core's answer.
+    fn admit<T>(
+        &self,
+        context_json: &str,
+        parent_of: &ParentOf<'_>,
+        decide: impl FnOnce(
+            Option<&AgentContext>,
+            Lookups<'_>,
+            &mut GuardState,
+        ) -> Result<T, WriteDenied>,
+    ) -> Result<Result<T, WriteDenied>, Failure> {
+        let context = parse_context(context_json)?;
+        let Ok(mut state) = self.state.try_borrow_mut() else {
+            return Ok(Err(reentered()));
+        };
+        let mut lookup = Lookup::new(parent_of);
+        let decided = decide(context.as_ref(), &mut |id| lookup.parent(id), &mut state);
+        lookup.settle(decided)
     }
 }
 
@@ -260,18 +285,11 @@ impl NativeWriteGuard {
         parent_of: ParentOf<'_>,
     ) -> String {
         answer(|| {
-            let context = parse_context(&context_json)?;
-            let Ok(mut state) = self.state.try_borrow_mut() else {
-                return admission_json(Err(reentered()));
-            };
-            let mut lookup = Lookup::new(&parent_of);
-            let admitted = admit_write(
-                context.as_ref(),
-                &component_id,
-                |id| lookup.parent(id),
-                Some(&mut *state),
-            );
-            admission_json(lookup.settle(admitted)?)
+            admission_json(
+                self.admit(&context_json, &parent_of, |context, parent, state| {
+                    admit_write(context, &component_id, parent, Some(state))
+                })?,
+            )
         })
     }
 
@@ -287,19 +305,10 @@ impl NativeWriteGuard {
         parent_of: ParentOf<'_>,
     ) -> String {
         answer(|| {
-            let context = parse_context(&context_json)?;
-            let Ok(mut state) = self.state.try_borrow_mut() else {
-                return Ok(denied_json(&reentered()));
-            };
-            let mut lookup = Lookup::new(&parent_of);
-            let admitted = admit_move(
-                context.as_ref(),
-                &node_id,
-                &new_parent_id,
-                |id| lookup.parent(id),
-                Some(&mut *state),
-            );
-            Ok(match lookup.settle(admitted)? {
+            let moved = self.admit(&context_json, &parent_of, |context, parent, state| {
+                admit_move(context, &node_id, &new_parent_id, parent, Some(state))
+            })?;
+            Ok(match moved {
                 Ok(moved) => json!({
                     "admitted": true,
                     "from": lock_json(&moved.from),
