@@ -11,7 +11,7 @@
 mod support;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use solewriter::adapters::atomic_file::{FileSystem, RealFs, TempFile};
+use solewriter::files::{FileSystem, RealFs, TempFile};
 use support::{holder, publish_now_once, publish_once, Bench};
 
 fn bench(c: &mut Criterion) {

@@ -58,7 +58,7 @@ fn registry() -> Result<ChannelRegistry, BoxError> {
             owner: ProducerId::parse(producer)?,
             envelope_schema: format!("{channel}.v1"),
             max_envelope_bytes: 64 * 1024,
-            watermark: solewriter::core::projection::watermark::WatermarkKind::Integer,
+            watermark: solewriter::projection::WatermarkKind::Integer,
             envelope_json_schema: None,
         })
     };

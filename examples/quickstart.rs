@@ -23,7 +23,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             owner: ProducerId::parse("router")?,
             envelope_schema: "computed-route.v1".into(),
             max_envelope_bytes: 64 * 1024,
-            watermark: solewriter::core::projection::watermark::WatermarkKind::Integer,
+            watermark: solewriter::projection::WatermarkKind::Integer,
             envelope_json_schema: None,
         },
         ChannelSpec {
@@ -31,7 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             owner: ProducerId::parse("frontier")?,
             envelope_schema: "lifecycle-frontier.v1".into(),
             max_envelope_bytes: 64 * 1024,
-            watermark: solewriter::core::projection::watermark::WatermarkKind::Integer,
+            watermark: solewriter::projection::WatermarkKind::Integer,
             envelope_json_schema: None,
         },
     ])?;

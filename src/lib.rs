@@ -14,9 +14,14 @@
 //! - [`project_lock`]: the project lock whose authority is one process generation (seed 003).
 //! - [`ledger`]: the event ledger's sole-writer build and demand reads (seed 003).
 //!
-//! The projection writer's names are also re-exported at the root. [`core`] (the pure decision
-//! core) and [`adapters`] (what executes it) are the crates underneath. Import names, not a
-//! glob of the root: the root's `core` module would shadow the built-in `core` crate.
+//! - [`files`]: the atomic file publisher every product writes with (temp sibling, fsync,
+//!   rename, directory fsync) and bounded reads.
+//! - [`prelude`]: the names a host needs most (the projection writer's, and each product's
+//!   entry point), also re-exported at the root.
+//!
+//! The crates underneath (`solewriter-core`, the pure decisions; `solewriter-files` and
+//! `solewriter-adapters`, what executes them) are not re-exported: every name a host needs is
+//! in one of these modules.
 //!
 //! ```
 //! use solewriter::projection::{
@@ -68,22 +73,21 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub use solewriter_adapters as adapters;
-pub use solewriter_core as core;
-
 /// The fenced projection writer: the store (two tables in the host's database), producer
 /// submissions, leases and grants, publication of `current.json`, the hook reader, and their
 /// errors.
 pub mod projection {
-    pub use solewriter_adapters::clock::{Clock, ManualClock, SystemClock};
+    pub use solewriter_adapters::clock::{Clock, FileClock, ManualClock, SystemClock};
     pub use solewriter_adapters::projection::adoption::{Adopted, AdoptionRefused, ValueProblem};
     pub use solewriter_adapters::projection::lease::{
         Acquisition, EndOutcome, Grant, HeldLease, ReleaseOutcome,
     };
+    pub use solewriter_adapters::projection::probe::{NoProbe, PublishProbe};
     pub use solewriter_adapters::projection::publication::{Published, PublishedNow};
     pub use solewriter_adapters::projection::runtime::{read_projection, RuntimeRoot};
     pub use solewriter_adapters::projection::store::{Initialized, ProjectionStore, StoreOptions};
     pub use solewriter_adapters::projection::submission::SubmitOutcome;
+    pub use solewriter_adapters::projection::watch::wait_for_projection;
     pub use solewriter_adapters::{Error, ErrorKind};
     pub use solewriter_core::config::{BusyTimeout, ConfigError, LeaseTtl, TimingConfig};
     pub use solewriter_core::names::{InstanceDigest, NameError};
@@ -91,15 +95,22 @@ pub mod projection {
         ChannelName, ChannelRecord, ChannelRegistry, ChannelSpec, DegradedReason, ProducerId,
         RegistryError, Submission,
     };
+    pub use solewriter_core::projection::envelope_schema::EnvelopeSchema;
     pub use solewriter_core::projection::lease::{Fenced, HeldBy, LeaseRecord, LeaseState};
-    pub use solewriter_core::projection::target::{TargetError, TargetId, TargetTuple};
+    pub use solewriter_core::projection::profile::{ConsumerBinding, Profile, MAX_BINDING_BYTES};
+    pub use solewriter_core::projection::publication::PublishStep;
+    pub use solewriter_core::projection::target::{
+        TargetError, TargetId, TargetTuple, MAX_TUPLE_JSON_BYTES,
+    };
     pub use solewriter_core::projection::watermark::SubmissionRejected;
+    pub use solewriter_core::projection::watermark::{Watermark, WatermarkKind};
     pub use solewriter_core::projection::{
         channel_status, ChannelStatus, Coverage, DocumentError, ProjectionDocument,
         PublishedChannel, StatusReason, MAX_DOCUMENT_BYTES,
     };
     pub use solewriter_core::time::Millis;
     pub use solewriter_core::token::HolderToken;
+    pub use solewriter_core::EXACT_INTEGER_MAX;
 }
 
 /// The subtree write guard: held-until-release locks on component subtrees keyed on the
@@ -115,7 +126,7 @@ pub mod project_lock {
     pub use solewriter_adapters::project_lock::process::{ProcessProbe, SystemProbe};
     pub use solewriter_adapters::project_lock::*;
     pub use solewriter_core::project_lock::ownership::{
-        BootId, DeadReason, IdentityError, LockNonce, LockRecord, OwnerIdentity, Ownership,
+        BootId, DeadReason, Guard, IdentityError, LockNonce, LockRecord, OwnerIdentity, Ownership,
         RecordError, UnknownReason,
     };
 }
@@ -129,9 +140,20 @@ pub mod ledger {
     pub use solewriter_core::ledger::*;
 }
 
-pub use ledger::{Ledger, LedgerError, Outcome, Persisted, Source};
-pub use project_lock::{
-    LockError, ProcessProbe, ProjectLock, ProjectLockGuard, Released, SystemProbe, Wait,
-};
-pub use projection::*;
-pub use subtree::WriteGuard;
+/// The atomic file publisher every product writes with — a temp sibling, its fsync, the rename
+/// and the directory's fsync — behind a file-system seam, and bounded reads.
+pub mod files {
+    pub use solewriter_adapters::atomic_file::*;
+}
+
+/// The names a host needs most: the projection writer's, and each product's entry point.
+pub mod prelude {
+    pub use crate::ledger::{Ledger, LedgerError, Outcome, Persisted, Source};
+    pub use crate::project_lock::{
+        LockError, ProcessProbe, ProjectLock, ProjectLockGuard, Released, SystemProbe, Wait,
+    };
+    pub use crate::projection::*;
+    pub use crate::subtree::WriteGuard;
+}
+
+pub use prelude::*;

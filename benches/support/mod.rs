@@ -58,7 +58,7 @@ pub fn submission(target: &TargetId, watermark: u64, envelope_json: String) -> S
         source_watermark: watermark.into(),
         envelope_json,
         captured_at: Millis(1),
-        expires_at: Millis(solewriter::core::EXACT_INTEGER_MAX),
+        expires_at: Millis(solewriter::projection::EXACT_INTEGER_MAX),
     }
 }
 
@@ -77,7 +77,7 @@ impl Bench {
             owner: producer(),
             envelope_schema: format!("{CHANNEL}.v1"),
             max_envelope_bytes: 1 << 20,
-            watermark: solewriter::core::projection::watermark::WatermarkKind::Integer,
+            watermark: solewriter::projection::WatermarkKind::Integer,
             envelope_json_schema: None,
         }])
         .expect("registry");

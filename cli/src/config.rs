@@ -27,11 +27,11 @@
 
 use crate::error::{Class, CliError, CliResult};
 use serde::Deserialize;
-use solewriter::core::config::{BusyTimeout, ConfigError, LeaseTtl};
-use solewriter::core::projection::channel::ChannelSpec;
-use solewriter::core::projection::envelope_schema::EnvelopeSchema;
-use solewriter::core::projection::profile::Profile;
-use solewriter::core::projection::watermark::WatermarkKind;
+use solewriter::projection::ChannelSpec;
+use solewriter::projection::EnvelopeSchema;
+use solewriter::projection::Profile;
+use solewriter::projection::WatermarkKind;
+use solewriter::projection::{BusyTimeout, ConfigError, LeaseTtl};
 use solewriter::{
     ChannelName, ChannelRegistry, Clock, ProducerId, RuntimeRoot, StoreOptions, SystemClock,
     TimingConfig,

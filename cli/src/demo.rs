@@ -24,8 +24,8 @@ use crate::error::{Class, CliError, CliResult};
 use crate::inspect::{print_document, print_target};
 use crate::process::Child;
 use crate::say;
-use solewriter::core::projection::lease::LeaseState;
-use solewriter::core::projection::StatusReason;
+use solewriter::projection::LeaseState;
+use solewriter::projection::StatusReason;
 use solewriter::{
     read_projection, ChannelName, Clock, Error, ProducerId, ProjectionStore, StoreOptions,
     Submission, SubmitOutcome, SystemClock, TargetId, TargetTuple,
@@ -135,7 +135,7 @@ fn tuple() -> CliResult<TargetTuple> {
 }
 
 fn name<T>(
-    parse: fn(&str) -> Result<T, solewriter::core::names::NameError>,
+    parse: fn(&str) -> Result<T, solewriter::projection::NameError>,
     text: &str,
 ) -> CliResult<T> {
     parse(text).map_err(|e| CliError::new(Class::Rejected, e.to_string()))

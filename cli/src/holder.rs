@@ -41,8 +41,8 @@
 use crate::config::Settings;
 use crate::error::{CliError, CliResult};
 use crate::{parse_instance, parse_target};
-use solewriter::adapters::projection::publication::PublishProbe;
-use solewriter::core::projection::lease::Fenced;
+use solewriter::projection::Fenced;
+use solewriter::projection::PublishProbe;
 use solewriter::{
     Acquisition, Error, HeldLease, ProjectionStore, PublishedNow, ReleaseOutcome, TargetId,
 };

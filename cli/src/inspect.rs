@@ -7,10 +7,10 @@ use crate::parse_target;
 use crate::say;
 use crate::time::{relative, rfc3339};
 use serde_json::{json, Value};
-use solewriter::adapters::projection::watch::wait_for_projection;
-use solewriter::core::projection::channel::ChannelRecord;
-use solewriter::core::projection::lease::{LeaseRecord, LeaseState};
-use solewriter::core::projection::{channel_status, ChannelStatus, StatusReason};
+use solewriter::projection::wait_for_projection;
+use solewriter::projection::ChannelRecord;
+use solewriter::projection::{channel_status, ChannelStatus, StatusReason};
+use solewriter::projection::{LeaseRecord, LeaseState};
 use solewriter::{
     read_projection, ChannelRegistry, Error as LibError, Millis, ProjectionDocument,
     ProjectionStore, RuntimeRoot, TargetId,

@@ -42,7 +42,7 @@ pub mod time;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use config::{ConfigArgs, Settings};
 use error::{Class, CliError, CliResult};
-use solewriter::adapters::projection::publication::PublishProbe;
+use solewriter::projection::PublishProbe;
 use solewriter::{ChannelName, Clock, InstanceDigest, ProducerId, TargetId};
 use std::io::Write;
 use std::path::PathBuf;

@@ -14,9 +14,9 @@ use super::error::{Class, CliError, CliResult};
 use crate::holder;
 use crate::say;
 use serde_json::json;
-use solewriter::adapters::project_lock::process::SystemProbe;
-use solewriter::adapters::project_lock::{Cleared, KernelState, LockError, ProjectLock, Wait};
-use solewriter::core::project_lock::ownership::{DeadReason, LockNonce, OwnerIdentity, Ownership};
+use solewriter::project_lock::SystemProbe;
+use solewriter::project_lock::{Cleared, KernelState, LockError, ProjectLock, Wait};
+use solewriter::project_lock::{DeadReason, LockNonce, OwnerIdentity, Ownership};
 use std::path::Path;
 use std::sync::Arc;
 

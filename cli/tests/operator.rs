@@ -190,7 +190,7 @@ fn lock_clear_removes_an_unknown_owners_record_only_with_its_nonce() {
 /// acquisition recovers it). A missing directory is an error (exit 7).
 #[test]
 fn lock_clear_refuses_a_known_owner_and_a_held_lock() {
-    use solewriter::core::project_lock::ownership::{Guard, LockNonce, LockRecord};
+    use solewriter::project_lock::{Guard, LockNonce, LockRecord};
     use solewriter::ProcessProbe;
     let dir = tempfile::tempdir().unwrap();
     let lock =

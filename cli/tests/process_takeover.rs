@@ -14,7 +14,7 @@
 mod support;
 
 use serde_json::Value;
-use solewriter::core::projection::publication::PublishStep;
+use solewriter::projection::PublishStep;
 use std::process::Command;
 use support::*;
 

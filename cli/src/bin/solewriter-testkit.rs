@@ -17,8 +17,8 @@
 #![forbid(unsafe_code)]
 
 use clap::{Arg, ArgAction, ArgMatches};
-use solewriter::adapters::clock::FileClock;
-use solewriter::adapters::projection::publication::{PublishProbe, PublishStep};
+use solewriter::projection::FileClock;
+use solewriter::projection::{PublishProbe, PublishStep};
 use solewriter::TargetId;
 use solewriter_cli::holder::{answer, next_line};
 use solewriter_cli::{command, exit, parse, run, Seams};
