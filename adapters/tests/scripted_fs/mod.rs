@@ -3,7 +3,7 @@
 //! learns how each call ended.
 #![allow(dead_code)]
 
-use solewriter_adapters::atomic_file::{FileSystem, RealFs};
+use solewriter_files::atomic_file::{FileSystem, RealFs};
 use std::fs::{File, TryLockError};
 use std::io;
 use std::path::Path;

@@ -4,21 +4,23 @@
 //! commit), the fenced replace (a lock lost mid-build), the writer's size bound, lazy and
 //! nested demand, and the interpretation identity (shallow clones, grafts, attributes).
 
+#[path = "../../adapters/tests/children/mod.rs"]
 mod children;
 #[path = "../../tests/support/git_repo.rs"]
 mod git_repo;
+#[path = "../../adapters/tests/scripted_fs/mod.rs"]
 mod scripted_fs;
 
 use children::{commands, role, say, ChildProc};
 use git_repo::{git, repo, HERMETIC};
 use scripted_fs::{Call, Script, ScriptedFs};
-use solewriter_adapters::ledger::git_source::{commit_fact, GitSource};
-use solewriter_adapters::ledger::history::{HistoryEntry, HistoryQuery};
-use solewriter_adapters::ledger::{
+use solewriter_files::ledger::git_source::{commit_fact, GitSource};
+use solewriter_files::ledger::history::{HistoryEntry, HistoryQuery};
+use solewriter_files::ledger::{
     Derive, Ledger, LedgerError, Outcome, Persisted, SnapshotState, Source, SourceError,
 };
-use solewriter_adapters::project_lock::process::{ProcessProbe, SystemProbe};
-use solewriter_adapters::project_lock::{
+use solewriter_files::project_lock::process::{ProcessProbe, SystemProbe};
+use solewriter_files::project_lock::{
     LockError, LockProbe, LockStep, ProjectLock, Wait, KERNEL_LOCK_FILE, LOCK_FILE,
 };
 use solewriter_core::ledger::git_facts::Oid;
@@ -54,7 +56,7 @@ fn history(d: &mut Derive<'_>, head: &Oid) -> Result<History, LedgerError> {
         limit: None,
         hunks: true,
     };
-    solewriter_adapters::ledger::history::history(d, &query)
+    solewriter_files::ledger::history::history(d, &query)
 }
 
 fn subjects(h: &History) -> Vec<&str> {
