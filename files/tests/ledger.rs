@@ -14,6 +14,14 @@ mod scripted_fs;
 use children::{commands, role, say, ChildProc};
 use git_repo::{git, repo, HERMETIC};
 use scripted_fs::{Call, Script, ScriptedFs};
+use solewriter_core::ledger::git_facts::Oid;
+use solewriter_core::ledger::{
+    FactId, Interpretation, Snapshot, SnapshotError, MAX_SNAPSHOT_BYTES,
+};
+use solewriter_core::project_lock::ownership::{
+    Guard, LockNonce, LockRecord, OwnerIdentity, ProbeReport, ProcessSeen, UnknownReason,
+};
+use solewriter_core::time::Millis;
 use solewriter_files::ledger::git_source::{commit_fact, GitSource};
 use solewriter_files::ledger::history::{HistoryEntry, HistoryQuery};
 use solewriter_files::ledger::{
@@ -23,14 +31,6 @@ use solewriter_files::project_lock::process::{ProcessProbe, SystemProbe};
 use solewriter_files::project_lock::{
     LockError, LockProbe, LockStep, ProjectLock, Wait, KERNEL_LOCK_FILE, LOCK_FILE,
 };
-use solewriter_core::ledger::git_facts::Oid;
-use solewriter_core::ledger::{
-    FactId, Interpretation, Snapshot, SnapshotError, MAX_SNAPSHOT_BYTES,
-};
-use solewriter_core::project_lock::ownership::{
-    Guard, LockNonce, LockRecord, OwnerIdentity, ProbeReport, ProcessSeen, UnknownReason,
-};
-use solewriter_core::time::Millis;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
