@@ -717,6 +717,60 @@ fn a_demand_that_needs_no_fact_touches_neither_the_source_nor_the_lock() {
     assert_eq!(built.persisted, Persisted::Replaced { added: 0 }, "rebuilt");
 }
 
+/// What a demand derived without the lock is carried into its write (the lock was free), not
+/// derived a second time: the source is asked the interpretation four times (open and recheck,
+/// twice) and the fact once.
+#[test]
+fn an_uncontended_demand_carries_what_it_derived_into_its_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = repo(dir.path());
+    let head = source(&real).resolve("HEAD").unwrap();
+    let counted = Counted {
+        git: source(&real),
+        asked: AtomicUsize::new(0),
+    };
+    let ledger = Ledger::new(dir.path().join("project"), counted, Arc::new(SystemProbe));
+    let read = ledger.demand(|d| commit_fact(d, &head)).unwrap();
+    assert_eq!(read.persisted, Persisted::Replaced { added: 1 });
+    assert_eq!(ledger.source().asked.load(Ordering::SeqCst), 5);
+}
+
+/// The reference history read: each head's first-parent chain, newest first, each commit once
+/// across heads, at most `limit` commits in all.
+#[test]
+fn the_history_read_walks_first_parents_each_commit_once_within_its_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    repo(dir.path());
+    let ledger = ledger_in(dir.path(), Arc::new(SystemProbe));
+    let head = ledger.source().resolve("HEAD").unwrap();
+    let parent = ledger.source().resolve("HEAD~1").unwrap();
+    let read = |heads: Vec<Oid>, limit: Option<usize>| {
+        let query = HistoryQuery {
+            heads,
+            limit,
+            hunks: false,
+        };
+        let history = ledger
+            .demand(|d| solewriter_files::ledger::history::history(d, &query))
+            .unwrap()
+            .value;
+        assert!(history.iter().all(|e| e.hunks.is_none()), "no hunks asked");
+        history
+            .iter()
+            .map(|e| e.commit.subject.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(read(vec![head.clone()], None), git_repo::SUBJECTS);
+    assert_eq!(read(vec![head.clone()], Some(2)), ["change 2", "change 1"]);
+    assert_eq!(
+        read(vec![parent.clone(), head.clone()], None),
+        ["change 1", "change 0", "change 2"],
+        "the shared ancestry once"
+    );
+    assert_eq!(read(vec![head, parent], Some(1)), ["change 2"]);
+    assert!(read(vec![], None).is_empty());
+}
+
 /// A consumer that swallows the error of a ledger that failed to open (here: `git` on no
 /// repository) does not turn the read into an empty answer: the transaction fails with it.
 #[test]
