@@ -401,20 +401,23 @@ fn a_lock_lost_mid_build_is_an_error_and_the_snapshot_is_untouched() {
                 Ok(h)
             })
             .unwrap_err();
-        assert!(
-            matches!(
-                &err,
-                LedgerError::LockLost {
-                    snapshot: SnapshotState::Untouched,
-                    source: LockError::Lost { .. }
-                }
-            ),
-            "{err}"
-        );
+        assert!(lost_before_the_rename(&err), "{err}");
         assert!(err.to_string().contains("not touched"), "{err}");
         assert_eq!(snapshot_bytes(&ledger), before, "the snapshot is untouched");
         let _ = std::fs::remove_file(ledger.lock().path());
     }
+}
+
+/// Whether `err` says the build lost the project lock before its rename, found by its own
+/// check (`LockError::Lost`), with the snapshot untouched.
+fn lost_before_the_rename(err: &LedgerError) -> bool {
+    matches!(
+        err,
+        LedgerError::LockLost {
+            snapshot: SnapshotState::Untouched,
+            source: LockError::Lost { .. }
+        }
+    )
 }
 
 #[test]
@@ -433,16 +436,7 @@ fn a_replaced_kernel_lock_file_mid_build_is_lost() {
             history(d, &head)
         })
         .unwrap_err();
-    assert!(
-        matches!(
-            &err,
-            LedgerError::LockLost {
-                snapshot: SnapshotState::Untouched,
-                source: LockError::Lost { .. }
-            }
-        ),
-        "{err}"
-    );
+    assert!(lost_before_the_rename(&err), "{err}");
     assert_eq!(snapshot_bytes(&ledger), None);
 }
 

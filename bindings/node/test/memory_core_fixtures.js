@@ -120,6 +120,17 @@ function route({ n, routeVersion = 'route-v1', id = 'issue-15315', title = 'Rend
   };
 }
 
+/** What the hooks' reader answers for a document that renders `rows` under HEADER. */
+const rendered = (rows) => ({
+  status: 'rendered',
+  render: [HEADER, ...rows].join('\n'),
+  policy: { admissionEffect: 'none', fallback: 'existing-bare-policy' },
+  rowsRendered: rows.length,
+  rowsOmitted: 0,
+  truncated: false,
+  diagnostics: [],
+});
+
 module.exports = {
   openMemoryCoreDb,
   PROFILE,
@@ -136,4 +147,5 @@ module.exports = {
   routeRow,
   frontier,
   route,
+  rendered,
 };

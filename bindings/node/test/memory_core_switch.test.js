@@ -41,11 +41,11 @@ const {
   BINDING,
   CHANNELS,
   BUDGET,
-  HEADER,
   lifecycleRow,
   routeRow,
   frontier,
   route,
+  rendered,
 } = require('./memory_core_fixtures');
 
 // solewriter publishes one second after the JS writer.
@@ -144,15 +144,6 @@ describe('the Memory Core switches from its own JS writer to solewriter', () => 
   let store;
 
   const read = () => reader.readHookProjection({ projectionPath, attestedBinding: attested, budget: BUDGET, now: READ_AT });
-  const rendered = (rows) => ({
-    status: 'rendered',
-    render: [HEADER, ...rows].join('\n'),
-    policy: { admissionEffect: 'none', fallback: 'existing-bare-policy' },
-    rowsRendered: rows.length,
-    rowsOmitted: 0,
-    truncated: false,
-    diagnostics: [],
-  });
   const rowsOf = (result) => result.render.split('\n').slice(1);
   const tempFiles = () => fs.readdirSync(path.dirname(projectionPath)).filter((f) => f !== 'current.json');
 

@@ -18,7 +18,7 @@ const { ProjectionStore } = require('..');
 const { makeHookProjectionWriter } = require('solewriter/memory-core');
 const js = require('./js_writer');
 
-const { PROFILE, NOW, READ_AT, CAPTURED_AT, EXPIRES_AT, TUPLE, BINDING, BUDGET, HEADER, lifecycleRow, routeRow, frontier, route } =
+const { PROFILE, NOW, READ_AT, CAPTURED_AT, EXPIRES_AT, TUPLE, BINDING, BUDGET, lifecycleRow, routeRow, frontier, route, rendered } =
   require('./memory_core_fixtures');
 
 const LATER = new Date(NOW - 30_000).toISOString();
@@ -97,15 +97,6 @@ function render(runtimeRoot, targetId) {
   });
 }
 
-const rendered = (rows) => ({
-  status: 'rendered',
-  render: [HEADER, ...rows].join('\n'),
-  policy: { admissionEffect: 'none', fallback: 'existing-bare-policy' },
-  rowsRendered: rows.length,
-  rowsOmitted: 0,
-  truncated: false,
-  diagnostics: [],
-});
 
 describe('the factory refuses a wiring bug with the writer\'s TypeErrors', () => {
   const root = path.join(os.tmpdir(), 'hook-projections');

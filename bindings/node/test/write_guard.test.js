@@ -102,6 +102,7 @@ test('every admission reason, in the seed shape', () => {
   const reentrant = (id) => {
     nested ??= admitWrite({ context: ctx('c', 's'), componentId: 'app', parentOf, writeGuard });
     assert.throws(() => writeGuard.heldLocks(), { code: 'AUTHORITY_UNAVAILABLE' });
+    assert.throws(() => writeGuard.releaseAgent(ctx('d', 's')), { code: 'AUTHORITY_UNAVAILABLE' });
     return parentOf(id);
   };
   assert.equal(admitWrite({ context: ctx('d', 's'), componentId: 'left', parentOf: reentrant, writeGuard }).reason, 'granted');
