@@ -2,6 +2,7 @@
 
 use solewriter_core::projection::adoption::AdoptionRefused;
 use solewriter_core::projection::lease::{DeadlinePassed, Fenced, InconsistentLease};
+use solewriter_core::projection::machine::ProtocolError;
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::watermark::SubmissionRejected;
 use solewriter_core::projection::DocumentError;
@@ -154,6 +155,10 @@ pub enum Error {
     /// The OS random source failed. Nothing was written.
     #[error("random source failed ({0}); nothing was written")]
     Random(String),
+    /// A bug in this library's executor of a machine (an answer to an effect the machine did
+    /// not ask for): reported instead of a panic. The open transaction was rolled back.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
     /// A document could not be composed or read.
     #[error(transparent)]
     Document(#[from] DocumentError),
@@ -245,6 +250,7 @@ impl Error {
             | Error::Io { .. }
             | Error::UnsafeRuntimeDir { .. }
             | Error::Random(_)
+            | Error::Protocol(_)
             | Error::Document(_)
             | Error::NotPublished { .. }
             | Error::Read { .. } => ErrorKind::Environment,

@@ -1,8 +1,8 @@
 //! The file effects of one run of a lease machine (`solewriter_core::projection::machine`): the target
 //! lock, the target directory chain, the temp sibling, the document in place (read by a grant),
 //! the rename, the orphan sweep and the directory fsync.
-//! Every executor of the machines hands these effects to [`FileSteps::execute`] and keeps
-//! only its store's effects (the transaction, the rows, the clock) for itself, so the file
+//! Every executor of the machines hands the file family of effects (`FileEffect`) to
+//! [`FileSteps::execute`] and keeps only the store's and the clock's for itself, so the file
 //! half of a publication is one implementation whichever store runs the SQL.
 
 use crate::atomic_file::{
@@ -11,7 +11,7 @@ use crate::atomic_file::{
 use crate::error::{Error, Result};
 use crate::runtime::{RuntimeRoot, CURRENT_FILE, PROJECTIONS_DIR};
 use crate::target_lock::TargetLock;
-use solewriter_core::projection::machine::{Effect, Input};
+use solewriter_core::projection::machine::{Answer, FileEffect};
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::MAX_DOCUMENT_BYTES;
 use std::collections::HashSet;
@@ -107,66 +107,62 @@ impl<'a> FileSteps<'a> {
         self.renamed.take()
     }
 
-    /// Executes `effect` if it is a file effect (the target lock, the directory chain, the
-    /// temp file, the rename, the directory fsync); `None` for a store effect.
-    pub fn execute<E: From<Error>>(&mut self, effect: &Effect<'_>) -> Option<Input<E>> {
-        let done = |r: Result<()>| match r {
-            Ok(()) => Input::Done,
-            Err(e) => Input::Failed(e.into()),
-        };
-        Some(match effect {
-            Effect::LockTarget => done(self.lock_target()),
-            Effect::PrepareDir => match self.prepare_dir() {
-                Ok(verified) => Input::Dir { verified },
-                Err(e) => Input::Failed(e.into()),
-            },
-            Effect::SyncParents => done(self.sync_parents()),
-            Effect::ReadCurrent => {
-                let path = self.target_dir().join(CURRENT_FILE);
-                // One byte past the bound is enough to know it is no document.
-                match read_bounded(&path, MAX_DOCUMENT_BYTES + 1) {
-                    Ok(bytes) => Input::Current(Some(bytes)),
-                    // No file, or something at its path that solewriter never writes (a
-                    // symlink, which is not followed; a directory): no document, no epoch.
-                    Err(e)
-                        if e.kind() == std::io::ErrorKind::NotFound
-                            || matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EISDIR)) =>
-                    {
-                        Input::Current(None)
-                    }
-                    Err(source) => {
-                        Input::Failed(io("read the document in place", &path)(source).into())
-                    }
-                }
-            }
-            Effect::RemoveOrphans => {
+    /// Executes a file effect (the target lock, the directory chain, the temp file, the
+    /// rename, the directory fsync) and answers it.
+    pub fn execute<E: From<Error>>(&mut self, effect: FileEffect<'_, E>) -> Answer<E> {
+        let into = |r: Result<()>| r.map_err(E::from);
+        match effect {
+            FileEffect::LockTarget(ask) => ask.answer(into(self.lock_target())),
+            FileEffect::PrepareDir(ask) => ask.answer(self.prepare_dir().map_err(E::from)),
+            FileEffect::SyncParents(ask) => ask.answer(into(self.sync_parents())),
+            FileEffect::ReadCurrent(ask) => ask.answer(self.read_current().map_err(E::from)),
+            FileEffect::RemoveOrphans(ask) => {
                 let dir = self.target_dir();
-                done(
+                ask.answer(into(
                     remove_orphans(self.fs, &dir, CURRENT_FILE)
                         .map(drop)
                         .map_err(io("remove orphan temp files", &dir)),
-                )
+                ))
             }
-            Effect::WriteTemp(bytes) => done(self.write_temp(bytes)),
-            Effect::RemoveTemp => {
+            FileEffect::WriteTemp(bytes, ask) => ask.answer(into(self.write_temp(bytes))),
+            FileEffect::RemoveTemp(ask) => {
                 // Dropping an unrenamed temp file removes it.
                 self.temp = None;
-                Input::Done
+                ask.answer(Ok(()))
             }
-            Effect::Rename => done(self.rename()),
-            Effect::SyncDir => {
+            FileEffect::Rename(ask) => ask.answer(into(self.rename())),
+            FileEffect::SyncDir(ask) => {
                 let dir = self.target_dir();
-                done(self.fs.sync_dir(&dir).map_err(|source| Error::NotDurable {
-                    path: dir.join(CURRENT_FILE),
-                    source,
-                }))
+                ask.answer(into(self.fs.sync_dir(&dir).map_err(|source| {
+                    Error::NotDurable {
+                        path: dir.join(CURRENT_FILE),
+                        source,
+                    }
+                })))
             }
-            Effect::UnlockTarget => {
+            FileEffect::UnlockTarget(ask) => {
                 self.lock = None;
-                Input::Done
+                ask.answer(Ok(()))
             }
-            _ => return None,
-        })
+        }
+    }
+
+    /// The bytes of the document in place, if there is one.
+    fn read_current(&self) -> Result<Option<Vec<u8>>> {
+        let path = self.target_dir().join(CURRENT_FILE);
+        // One byte past the bound is enough to know it is no document.
+        match read_bounded(&path, MAX_DOCUMENT_BYTES + 1) {
+            Ok(bytes) => Ok(Some(bytes)),
+            // No file, or something at its path that solewriter never writes (a symlink,
+            // which is not followed; a directory): no document, no epoch.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    || matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EISDIR)) =>
+            {
+                Ok(None)
+            }
+            Err(source) => Err(io("read the document in place", &path)(source)),
+        }
     }
 
     fn lock_target(&mut self) -> Result<()> {

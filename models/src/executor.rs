@@ -15,7 +15,9 @@ use crate::shim::Shim;
 use crate::state::StoreState;
 use crate::world::World;
 use solewriter_core::projection::lease::{Credential, LeaseRecord, LeaseState};
-use solewriter_core::projection::machine::{drive, Effect, Input, Machine};
+use solewriter_core::projection::machine::{
+    drive, Answer, Effect, FileEffect, Machine, StoreEffect,
+};
 use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::ProjectionDocument;
@@ -135,20 +137,23 @@ impl<'w, S: Shim> Executor<'w, S> {
         freeze_at: Option<usize>,
     ) -> Stop {
         let mut stop = Stop::Finished;
-        drive(machine, |effect| {
+        let driven = drive(machine, |effect| {
             if freeze_at == Some(self.effects) {
                 stop = Stop::Frozen(effect.name());
                 return None;
             }
-            if let Effect::Reached(step) = effect {
-                if self.crash_at == Some(step) {
-                    stop = Stop::Crashed(step);
+            if let Effect::Reached(step, _) = &effect {
+                if self.crash_at == Some(*step) {
+                    stop = Stop::Crashed(*step);
                     return None;
                 }
             }
             self.effects += 1;
             Some(self.execute(effect))
         });
+        if let Err(bug) = driven {
+            crate::ghost::violation(format!("the model's executor: {bug}"));
+        }
         stop
     }
 
@@ -158,11 +163,6 @@ impl<'w, S: Shim> Executor<'w, S> {
         self.leave_span();
         self.tx = None;
         self.target_guard = None;
-    }
-
-    /// The world the run acts on.
-    pub(crate) fn world(&self) -> &'w World<S> {
-        self.world
     }
 
     /// Whether the run holds the store's write lock (is inside its transaction).
@@ -176,18 +176,18 @@ impl<'w, S: Shim> Executor<'w, S> {
     }
 
     /// Takes the target lock — or, when the world's contenders give up, `Busy` if it is held.
-    fn lock_target(&mut self) -> Input<ModelFault> {
+    fn lock_target(&mut self) -> Result<(), ModelFault> {
         let lock = self.world.target_lock(&self.target);
         let guard = if self.world.gives_up() {
             match S::try_lock(lock) {
                 Some(guard) => guard,
-                None => return Input::Failed(ModelFault::Busy),
+                None => return Err(ModelFault::Busy),
             }
         } else {
             S::lock(lock)
         };
         self.target_guard = Some(guard);
-        Input::Done
+        Ok(())
     }
 
     fn leave_span(&mut self) {
@@ -289,28 +289,31 @@ impl<'w, S: Shim> Executor<'w, S> {
         }
     }
 
-    fn execute(&mut self, effect: Effect<'_>) -> Input<ModelFault> {
+    fn execute(&mut self, effect: Effect<'_, ModelFault>) -> Answer<ModelFault> {
+        match effect {
+            Effect::Store(effect) => self.store(effect),
+            Effect::File(effect) => self.file(effect),
+            Effect::Clock(ask) => ask.answer(self.clock()),
+            Effect::Reached(step, ask) => {
+                self.reached(step);
+                ask.answer(())
+            }
+        }
+    }
+
+    fn store(&mut self, effect: StoreEffect<'_, ModelFault>) -> Answer<ModelFault> {
         let world = self.world;
         let target = self.target.clone();
         match effect {
-            Effect::ReadCommittedLease => {
-                Input::Lease(S::with(&world.snapshot, |s| s.leases.get(&target).cloned()))
-            }
-            Effect::LockTarget => {
-                world.note_lock_attempt();
-                let skipped = self.unguarded() || self.design() == Design::TargetLockSkipped;
-                // Trap `LockAcrossDraft`: the lock may already be held since the draft.
-                if skipped || self.target_guard.is_some() {
-                    return Input::Done;
-                }
-                self.lock_target()
-            }
-            Effect::Begin => {
+            StoreEffect::ReadCommittedLease(ask) => ask.answer(Ok(S::with(&world.snapshot, |s| {
+                s.leases.get(&target).cloned()
+            }))),
+            StoreEffect::Begin(ask) => {
                 world.note_lock_attempt();
                 if !self.unguarded() {
                     if self.tx.is_none() && world.gives_up() {
                         let Some(guard) = S::try_lock(&world.store) else {
-                            return Input::Failed(ModelFault::Busy);
+                            return ask.fail(ModelFault::Busy);
                         };
                         let work = guard.clone();
                         self.tx = Some((guard, work));
@@ -320,18 +323,14 @@ impl<'w, S: Shim> Executor<'w, S> {
                         self.renew();
                     }
                 }
-                Input::Done
+                ask.answer(Ok(()))
             }
-            Effect::ReadLease => Input::Lease(self.lease_row()),
-            Effect::ReadCurrent => Input::Current(S::with(&world.fs, |fs| {
-                fs.dirs.get(&target).and_then(|d| d.current.clone())
-            })),
-            Effect::ReadClock => Input::Clock(self.clock()),
-            Effect::ReadChannels => Input::Channels(match &self.tx {
+            StoreEffect::ReadLease(ask) => ask.answer(Ok(self.lease_row())),
+            StoreEffect::ReadChannels(ask) => ask.answer(Ok(match &self.tx {
                 Some((_, work)) => work.channel_rows(&target),
                 None => S::with(&world.snapshot, |s| s.channel_rows(&target)),
-            }),
-            Effect::WriteGrant(plan) => {
+            })),
+            StoreEffect::WriteGrant(plan, ask) => {
                 if self.design() == Design::SplitAcquire {
                     // Trap: decided in one transaction, written in another: both locks are
                     // let go between the decision and the write.
@@ -351,22 +350,22 @@ impl<'w, S: Shim> Executor<'w, S> {
                 let check_prior = self.design() != Design::SplitAcquire;
                 let work = self.work();
                 let row = work.leases.get_mut(&target);
-                Input::Written(match row {
+                ask.answer(Ok(match row {
                     Some(row) if !check_prior || row.fencing_epoch == plan.prior_epoch => {
                         *row = plan.record();
                         true
                     }
                     _ => false,
-                })
+                }))
             }
-            Effect::WriteRelease(plan) => {
+            StoreEffect::WriteRelease(plan, ask) => {
                 let design = self.design();
                 let work = self.work();
                 let Some(row) = work.leases.get_mut(&target) else {
-                    return Input::Written(false);
+                    return ask.answer(Ok(false));
                 };
                 let Some(grant) = row.state.grant().cloned() else {
-                    return Input::Written(false);
+                    return ask.answer(Ok(false));
                 };
                 let held = matches!(row.state, LeaseState::Held(_));
                 let epoch_ok = row.fencing_epoch == plan.epoch;
@@ -383,26 +382,53 @@ impl<'w, S: Shim> Executor<'w, S> {
                     });
                     row.state = LeaseState::Released(grant);
                 }
-                Input::Written(matches)
+                ask.answer(Ok(matches))
             }
-            Effect::PrepareDir => {
+            StoreEffect::Commit(ask) => {
+                self.commit();
+                ask.answer(Ok(()))
+            }
+            StoreEffect::Rollback(ask) => {
+                self.tx = None;
+                ask.answer(Ok(()))
+            }
+        }
+    }
+
+    fn file(&mut self, effect: FileEffect<'_, ModelFault>) -> Answer<ModelFault> {
+        let world = self.world;
+        let target = self.target.clone();
+        match effect {
+            FileEffect::LockTarget(ask) => {
+                world.note_lock_attempt();
+                let skipped = self.unguarded() || self.design() == Design::TargetLockSkipped;
+                // Trap `LockAcrossDraft`: the lock may already be held since the draft.
+                if skipped || self.target_guard.is_some() {
+                    return ask.answer(Ok(()));
+                }
+                ask.answer(self.lock_target())
+            }
+            FileEffect::ReadCurrent(ask) => ask.answer(Ok(S::with(&world.fs, |fs| {
+                fs.dirs.get(&target).and_then(|d| d.current.clone())
+            }))),
+            FileEffect::PrepareDir(ask) => {
                 if self.design() == Design::LockAcrossDraft && self.target_guard.is_none() {
                     // Trap: the target lock taken for the draft and kept to the end of the run
                     // (the design before liveness was proven).
-                    if let Input::Failed(busy) = self.lock_target() {
-                        return Input::Failed(busy);
+                    if let Err(busy) = self.lock_target() {
+                        return ask.fail(busy);
                     }
                 }
-                Input::Dir { verified: true }
+                ask.answer(Ok(true))
             }
-            Effect::SyncParents | Effect::SyncDir => Input::Done,
-            Effect::RemoveOrphans => {
+            FileEffect::SyncParents(ask) | FileEffect::SyncDir(ask) => ask.answer(Ok(())),
+            FileEffect::RemoveOrphans(ask) => {
                 // The sweep, after the rename: every other temp file goes, live drafts of
                 // publishers outside their transaction included (they write theirs again).
                 S::with(&world.fs, |fs| fs.dir(&target).temps.clear());
-                Input::Done
+                ask.answer(Ok(()))
             }
-            Effect::WriteTemp(bytes) => {
+            FileEffect::WriteTemp(bytes, ask) => {
                 if !self.document.is_empty() {
                     // A second temp file in one run: a draft not confirmed inside the
                     // transaction, composed and written again.
@@ -426,64 +452,62 @@ impl<'w, S: Shim> Executor<'w, S> {
                     dir.temps.insert(id, bytes.to_vec());
                     id
                 }));
-                Input::Done
+                ask.answer(Ok(()))
             }
-            Effect::RemoveTemp => {
+            FileEffect::RemoveTemp(ask) => {
+                // The draft is given up: a temp file written after this one (the publication
+                // of a one-shot's takeover, in an envelope of its own) is a new draft, not one
+                // composed again inside a transaction.
+                self.document.clear();
                 if let Some(temp) = self.temp.take() {
                     S::with(&world.fs, |fs| fs.dir(&target).temps.remove(&temp));
                 }
-                Input::Done
+                ask.answer(Ok(()))
             }
-            Effect::Rename => self.rename(),
-            Effect::Reached(step) => {
-                if step == PublishStep::Revalidated && !self.in_span {
-                    self.in_span = true;
-                    world
-                        .in_span
-                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                }
-                if step == PublishStep::Renamed {
-                    self.leave_span();
-                }
-                if step == PublishStep::Revalidated && self.design() == Design::StoreLockLost {
-                    // The store's lock vanishes; the release later takes it anew.
-                    self.commit();
-                }
-                if step == PublishStep::Revalidated && self.design() == Design::CommitThenRename {
-                    // Trap: revalidate in one transaction, commit, and confirm the draft and
-                    // rename outside it ("remote lease + unguarded local write").
-                    self.commit();
-                    self.target_guard = None;
-                }
-                Input::Done
-            }
-            Effect::Commit => {
-                self.commit();
-                Input::Done
-            }
-            Effect::Rollback => {
-                self.tx = None;
-                Input::Done
-            }
-            Effect::UnlockTarget => {
+            FileEffect::Rename(ask) => ask.answer(self.rename()),
+            FileEffect::UnlockTarget(ask) => {
                 // Trap `LockAcrossDraft` keeps it until the directory fsync has run.
                 if self.design() != Design::LockAcrossDraft {
                     self.target_guard = None;
                 }
-                Input::Done
+                ask.answer(Ok(()))
             }
-            Effect::Finished => unreachable!("`drive` stops at Finished"),
         }
     }
 
-    fn rename(&mut self) -> Input<ModelFault> {
+    /// A named point of the publication: where the span of the fencing checks opens and
+    /// closes, and where the traps that lose a lock lose it.
+    fn reached(&mut self, step: PublishStep) {
+        let world = self.world;
+        if step == PublishStep::Revalidated && !self.in_span {
+            self.in_span = true;
+            world
+                .in_span
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        if step == PublishStep::Renamed {
+            self.leave_span();
+        }
+        if step == PublishStep::Revalidated && self.design() == Design::StoreLockLost {
+            // The store's lock vanishes; the release later takes it anew.
+            self.commit();
+        }
+        if step == PublishStep::Revalidated && self.design() == Design::CommitThenRename {
+            // Trap: revalidate in one transaction, commit, and confirm the draft and
+            // rename outside it ("remote lease + unguarded local write").
+            self.commit();
+            self.target_guard = None;
+        }
+    }
+
+    fn rename(&mut self) -> Result<(), ModelFault> {
         let (world, target) = (self.world, self.target.clone());
         let Some(temp) = self.temp.take() else {
-            return Input::Failed(ModelFault::Refused);
+            return Err(ModelFault::Refused);
         };
         let credential = self.credential.clone();
         let Some(credential) = credential else {
-            unreachable!("only a publication renames")
+            crate::ghost::violation("a rename without a publication's credential".into())
         };
         let renamer = Renamer {
             epoch: credential.epoch,
@@ -517,11 +541,11 @@ impl<'w, S: Shim> Executor<'w, S> {
                     .map_or(0, |d| d.fencing_epoch);
                 if current > credential.epoch {
                     dir.temps.remove(&temp);
-                    return Input::Failed(ModelFault::Refused);
+                    return Err(ModelFault::Refused);
                 }
             }
             let Some(bytes) = dir.temps.remove(&temp) else {
-                return Input::Failed(ModelFault::Refused);
+                return Err(ModelFault::Refused);
             };
             let document = ProjectionDocument::parse(&bytes).ok();
             let epoch = document.as_ref().map_or(0, |d| d.fencing_epoch);
@@ -536,7 +560,7 @@ impl<'w, S: Shim> Executor<'w, S> {
                 }
             });
             dir.current = Some(bytes);
-            Input::Done
+            Ok(())
         })
     }
 

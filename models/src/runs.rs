@@ -8,12 +8,12 @@ use crate::shim::Shim;
 use crate::world::{ModelError, World};
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::lease::{Credential, DeadlinePassed, Fenced, HeldBy, LeaseRecord};
-use solewriter_core::projection::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
-use solewriter_core::projection::machine::publish::{
-    Publish, PublishEnd, PublishFailure, Published,
-};
-use solewriter_core::projection::machine::publish_now::{PublishNow, PublishNowEnd};
+use solewriter_core::projection::machine::acquire::{Acquire, Acquired, Applicant};
+use solewriter_core::projection::machine::outcome::{Failure, Published, Unpublished};
+use solewriter_core::projection::machine::publish::Publish;
+use solewriter_core::projection::machine::publish_now::{PublishNow, PublishedNow};
 use solewriter_core::projection::machine::release::{Release, ReleaseOutcome};
+use solewriter_core::projection::machine::{Machine, ProtocolError};
 use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
@@ -112,18 +112,18 @@ impl<S: Shim> World<S> {
             ttl: self.ttl,
         });
         Executor::new(self, Kind::Acquire, target.clone()).run(&mut machine);
-        match machine.into_result() {
-            Acquired::Granted(plan) => Ok(ModelAcquire::Acquired(ModelLease {
+        match output(machine) {
+            Ok(Acquired::Granted(plan)) => Ok(ModelAcquire::Acquired(ModelLease {
                 target_id: target.clone(),
                 epoch: plan.epoch,
                 token,
                 expires_at: plan.grant.expires_at,
                 granted: plan.record(),
             })),
-            Acquired::Held(held) => Ok(ModelAcquire::Held(held)),
-            Acquired::Failed(AcquireFailure::EpochExhausted) => Err(ModelError::EpochExhausted),
-            Acquired::Failed(AcquireFailure::Effect(ModelFault::Busy)) => Err(ModelError::Busy),
-            Acquired::Failed(_) => Err(ModelError::NotAdmitted),
+            Ok(Acquired::Held(held)) => Ok(ModelAcquire::Held(held)),
+            Err(Failure::EpochExhausted) => Err(ModelError::EpochExhausted),
+            Err(Failure::Effect(ModelFault::Busy)) => Err(ModelError::Busy),
+            Err(_) => Err(ModelError::NotAdmitted),
         }
     }
 
@@ -154,7 +154,7 @@ impl<S: Shim> World<S> {
         Executor::new(self, Kind::Release, target)
             .holder(credential, granted)
             .run(&mut machine);
-        match machine.into_result() {
+        match output(machine) {
             Ok(outcome) => outcome.into(),
             Err(_) => ReleaseKind::NotHolder(Fenced::NeverGranted),
         }
@@ -171,7 +171,7 @@ impl<S: Shim> World<S> {
         if let Some(step) = executor.run(&mut machine) {
             return PublishOutcome::Crashed(step);
         }
-        publish_end(machine.into_end(), &mut executor.document)
+        publish_end(output(machine), &mut executor.document)
     }
 
     /// Starts the publication of `lease` and freezes it before its `freeze_at`-th effect,
@@ -206,7 +206,7 @@ impl<S: Shim> World<S> {
         let executor = Executor::new(self, Kind::PublishNow, target.clone());
         Frozen::start(
             executor,
-            FrozenMachine::PublishNow(Box::new(machine), target.clone(), token),
+            FrozenMachine::PublishNow(Box::new(machine)),
             freeze_at,
         )
     }
@@ -231,50 +231,15 @@ impl<S: Shim> World<S> {
         if let Some(step) = executor.run(&mut machine) {
             return PublishOutcome::Crashed(step);
         }
-        self.publish_now_end(
-            target,
-            token,
-            machine.into_end(),
-            &mut executor.document,
-            crash_at,
-        )
-    }
-
-    fn publish_now_end(
-        &self,
-        target: &TargetId,
-        token: HolderToken,
-        end: PublishNowEnd<ModelFault>,
-        document: &mut Vec<u8>,
-        crash_at: Option<PublishStep>,
-    ) -> PublishOutcome {
-        match end {
-            PublishNowEnd::NotGranted(Acquired::Held(held)) => PublishOutcome::Held(held),
-            PublishNowEnd::NotGranted(Acquired::Failed(AcquireFailure::Effect(
-                ModelFault::Busy,
-            ))) => PublishOutcome::Busy,
-            // A takeover committed on its own: publish with it as a two-step publication.
-            PublishNowEnd::TakenOver(plan) => self.publish(
-                &ModelLease {
-                    target_id: target.clone(),
-                    epoch: plan.epoch,
-                    token,
-                    expires_at: plan.grant.expires_at,
-                    granted: plan.record(),
-                },
-                crash_at,
-            ),
-            PublishNowEnd::NotGranted(_) => PublishOutcome::NotAdmitted,
-            PublishNowEnd::Ran { result, .. } => outcome(result, document),
-        }
+        publish_now_end(output(machine), &mut executor.document)
     }
 }
 
 /// The machine of a frozen publication.
 enum FrozenMachine<'w> {
     Publish(Box<Publish<'w, ModelFault>>),
-    /// A one-shot, its target and its token (a takeover publishes with it).
-    PublishNow(Box<PublishNow<'w, ModelFault>>, TargetId, HolderToken),
+    /// A one-shot.
+    PublishNow(Box<PublishNow<'w, ModelFault>>),
 }
 
 /// A publication frozen before one of its effects, keeping the locks it held there (a
@@ -294,7 +259,7 @@ impl<'w, S: Shim> Frozen<'w, S> {
     ) -> Option<Self> {
         let stop = match &mut machine {
             FrozenMachine::Publish(m) => executor.advance(m.as_mut(), Some(freeze_at)),
-            FrozenMachine::PublishNow(m, ..) => executor.advance(m.as_mut(), Some(freeze_at)),
+            FrozenMachine::PublishNow(m) => executor.advance(m.as_mut(), Some(freeze_at)),
         };
         match stop {
             Stop::Frozen(effect) => Some(Frozen {
@@ -328,52 +293,60 @@ impl<'w, S: Shim> Frozen<'w, S> {
     pub fn resume(mut self) -> PublishOutcome {
         match &mut self.machine {
             FrozenMachine::Publish(m) => self.executor.advance(m.as_mut(), None),
-            FrozenMachine::PublishNow(m, ..) => self.executor.advance(m.as_mut(), None),
+            FrozenMachine::PublishNow(m) => self.executor.advance(m.as_mut(), None),
         };
         self.executor.let_go();
-        let world = self.executor.world();
+        let document = &mut self.executor.document;
         match self.machine {
-            FrozenMachine::Publish(m) => publish_end(m.into_end(), &mut self.executor.document),
-            FrozenMachine::PublishNow(m, target, token) => world.publish_now_end(
-                &target,
-                token,
-                m.into_end(),
-                &mut self.executor.document,
-                None,
-            ),
+            FrozenMachine::Publish(m) => publish_end(output(*m), document),
+            FrozenMachine::PublishNow(m) => publish_now_end(output(*m), document),
         }
     }
 }
 
-/// The model's outcome of a publication's end.
-fn publish_end(end: PublishEnd<ModelFault>, document: &mut Vec<u8>) -> PublishOutcome {
-    match end {
-        PublishEnd::NotStarted(ModelFault::Refused) => PublishOutcome::Refused,
-        PublishEnd::NotStarted(ModelFault::Busy) => PublishOutcome::Busy,
-        PublishEnd::Ran { result, .. } => outcome(result, document),
-    }
+/// The result of a machine the model ran to its end (an executor bug is a violation).
+fn output<M: Machine<ModelFault>>(machine: M) -> M::Output {
+    machine
+        .output()
+        .unwrap_or_else(|bug: ProtocolError| crate::ghost::violation(bug.to_string()))
 }
 
-/// The model's outcome of a publication that ran (`document`: what it wrote to its temp file).
-fn outcome(
-    result: Result<Published, PublishFailure<ModelFault>>,
+/// The model's outcome of a one-shot's end.
+fn publish_now_end(
+    end: Result<PublishedNow, Unpublished<ModelFault>>,
     document: &mut Vec<u8>,
 ) -> PublishOutcome {
-    match result {
-        Ok(published) => PublishOutcome::Published {
-            epoch: published.fencing_epoch,
-            bytes: std::mem::take(document),
-        },
-        Err(PublishFailure::Fenced(fenced)) => PublishOutcome::Fenced(fenced),
-        Err(PublishFailure::Expired(passed)) => PublishOutcome::Expired(passed),
-        Err(PublishFailure::NotAdmitted | PublishFailure::Inconsistent(_)) => {
-            PublishOutcome::NotAdmitted
+    match end {
+        Ok(PublishedNow::Held(held)) => PublishOutcome::Held(held),
+        Ok(PublishedNow::Published { published, .. }) => publish_end(Ok(published), document),
+        Err(unpublished) => publish_end(Err(unpublished), document),
+    }
+}
+
+/// The model's outcome of a publication's end (`document`: what it wrote to its temp file).
+fn publish_end(
+    end: Result<Published, Unpublished<ModelFault>>,
+    document: &mut Vec<u8>,
+) -> PublishOutcome {
+    let failure = match end {
+        Ok(published) | Err(Unpublished::NotReleased { published, .. }) => {
+            return PublishOutcome::Published {
+                epoch: published.fencing_epoch,
+                bytes: std::mem::take(document),
+            }
         }
-        Err(PublishFailure::Effect(ModelFault::Busy)) => PublishOutcome::Busy,
-        Err(
-            PublishFailure::Document(_)
-            | PublishFailure::Effect(ModelFault::Refused)
-            | PublishFailure::NotDurable(ModelFault::Refused | ModelFault::Busy),
-        ) => PublishOutcome::Refused,
+        Err(Unpublished::NotStarted { error, .. }) => Failure::Effect(error),
+        Err(Unpublished::Failed { failure, .. }) => failure,
+    };
+    match failure {
+        Failure::Fenced(fenced) => PublishOutcome::Fenced(fenced),
+        Failure::Expired(passed) => PublishOutcome::Expired(passed),
+        Failure::NotAdmitted | Failure::Inconsistent(_) => PublishOutcome::NotAdmitted,
+        Failure::Effect(ModelFault::Busy) => PublishOutcome::Busy,
+        Failure::Effect(ModelFault::Refused) => PublishOutcome::Refused,
+        Failure::EpochExhausted | Failure::RowChanged => PublishOutcome::NotAdmitted,
+        Failure::Document(_) | Failure::NotDurable(ModelFault::Refused | ModelFault::Busy) => {
+            PublishOutcome::Refused
+        }
     }
 }

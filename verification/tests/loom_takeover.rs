@@ -59,32 +59,40 @@ fn check(design: Design, one_shot: bool, stats: &'static Stats) {
     builder.preemption_bound = Some(bound());
     builder.check(move || {
         stats.executions.fetch_add(1, SeqCst);
-        let world = Arc::new(World::<LoomShim>::new(design, registry(), ttl(), START));
-        let target = world.admit(&tuple(0));
-        world
-            .submit(&producer(0), &submission(&target, 0, 1, "one", START))
-            .expect("admitted");
-        let z = acquired(
+        // The setup runs on a model thread of its own, which has the stack a publication
+        // needs (the model's main thread has loom's small default stack); nothing else runs
+        // meanwhile.
+        let (world, target, a_lease) = loom_spawn(move || {
+            let world = Arc::new(World::<LoomShim>::new(design, registry(), ttl(), START));
+            let target = world.admit(&tuple(0));
             world
-                .acquire(&target, &holder(9), token(9))
-                .expect("admitted"),
-        );
-        assert!(matches!(
-            world.publish(&z, None),
-            PublishOutcome::Published { epoch: 1, .. }
-        ));
-        // Two-step: A holds epoch 2 and is taken over after its expiry. One-shot: A is Z
-        // again, whose grant was released by its publication; B then grants, publishes and
-        // releases in one envelope while A retries with its released grant.
-        let a_lease = if one_shot {
-            z
-        } else {
-            acquired(
+                .submit(&producer(0), &submission(&target, 0, 1, "one", START))
+                .expect("admitted");
+            let z = acquired(
                 world
-                    .acquire(&target, &holder(1), token(1))
+                    .acquire(&target, &holder(9), token(9))
                     .expect("admitted"),
-            )
-        };
+            );
+            assert!(matches!(
+                world.publish(&z, None),
+                PublishOutcome::Published { epoch: 1, .. }
+            ));
+            // Two-step: A holds epoch 2 and is taken over after its expiry. One-shot: A is Z
+            // again, whose grant was released by its publication; B then grants, publishes and
+            // releases in one envelope while A retries with its released grant.
+            let a_lease = if one_shot {
+                z
+            } else {
+                acquired(
+                    world
+                        .acquire(&target, &holder(1), token(1))
+                        .expect("admitted"),
+                )
+            };
+            (world, target, a_lease)
+        })
+        .join()
+        .expect("setup");
 
         let (w, t) = (world.clone(), target.clone());
         let a = loom_spawn(move || w.publish(&a_lease, None));

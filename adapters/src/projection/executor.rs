@@ -5,12 +5,12 @@
 //! and the order of every step, is the machine's, which is exactly the sequence the model
 //! checkers explore (`solewriter-models` executes the same machines).
 
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::projection::probe::PublishProbe;
 use crate::projection::rows;
 use crate::projection::store::{ProjectionStore, WriteTx};
 use rusqlite::Connection;
-use solewriter_core::projection::machine::{drive, Effect, Input, Machine};
+use solewriter_core::projection::machine::{run, Answer, Effect, Machine, StoreEffect};
 use solewriter_core::projection::target::TargetId;
 use solewriter_files::steps::FileSteps;
 use std::path::PathBuf;
@@ -27,13 +27,6 @@ pub(crate) struct Executor<'s> {
     // transaction rolls back, then the temp file is removed and the target lock let go.
     tx: Option<WriteTx<'s>>,
     files: FileSteps<'s>,
-}
-
-fn result<T>(r: Result<T, Error>, ok: impl FnOnce(T) -> Input<Error>) -> Input<Error> {
-    match r {
-        Ok(v) => ok(v),
-        Err(e) => Input::Failed(e),
-    }
 }
 
 impl<'s> Executor<'s> {
@@ -60,9 +53,11 @@ impl<'s> Executor<'s> {
         }
     }
 
-    /// Runs `machine` to its end.
-    pub(crate) fn run<M: Machine<Error>>(&mut self, machine: &mut M) {
-        drive(machine, |effect| Some(self.execute(effect)));
+    /// Runs `machine` to its end and returns its result ([`Error::Protocol`] for an executor
+    /// bug, which the machine refused instead of panicking; the open transaction, if any, is
+    /// rolled back when the executor is dropped).
+    pub(crate) fn run<M: Machine<Error>>(&mut self, machine: M) -> Result<M::Output> {
+        Ok(run(machine, |effect| self.execute(effect))?)
     }
 
     /// Where the rename put the document, once (taken).
@@ -78,46 +73,42 @@ impl<'s> Executor<'s> {
         }
     }
 
-    fn execute(&mut self, effect: Effect<'_>) -> Input<Error> {
+    fn execute(&mut self, effect: Effect<'_, Error>) -> Answer<Error> {
         self.probe.before(effect.name(), self.target, self.epoch);
-        if let Some(input) = self.files.execute(&effect) {
-            return input;
-        }
         let store = self.store;
         let target = self.target;
         match effect {
-            Effect::ReadCommittedLease => result(
-                rows::read_lease(&store.conn, target).map_err(|e| store.busy_aware(e)),
-                Input::Lease,
-            ),
-            Effect::Begin => {
+            Effect::File(effect) => self.files.execute(effect),
+            Effect::Clock(ask) => ask.answer(store.options.clock.now()),
+            Effect::Reached(step, ask) => {
+                self.probe.reached(step, target, self.epoch);
+                ask.answer(())
+            }
+            Effect::Store(StoreEffect::ReadCommittedLease(ask)) => {
+                ask.answer(rows::read_lease(&store.conn, target).map_err(|e| store.busy_aware(e)))
+            }
+            Effect::Store(StoreEffect::Begin(ask)) => {
                 // Every machine takes the target lock first, which sets what is left to wait.
                 let deadline = self.files.wait_deadline().unwrap_or_else(Instant::now);
-                result(store.begin_by(deadline), |tx| {
-                    self.tx = Some(tx);
-                    Input::Done
-                })
+                ask.answer(store.begin_by(deadline).map(|tx| self.tx = Some(tx)))
             }
-            Effect::ReadLease => result(rows::read_lease(self.conn(), target), Input::Lease),
-            Effect::ReadClock => Input::Clock(store.options.clock.now()),
-            Effect::ReadChannels => {
-                result(rows::read_channels(self.conn(), target), Input::Channels)
+            Effect::Store(StoreEffect::ReadLease(ask)) => {
+                ask.answer(rows::read_lease(self.conn(), target))
             }
-            Effect::WriteGrant(plan) => {
-                result(rows::write_acquire(self.conn(), plan), Input::Written)
+            Effect::Store(StoreEffect::ReadChannels(ask)) => {
+                ask.answer(rows::read_channels(self.conn(), target))
             }
-            Effect::WriteRelease(plan) => {
-                result(rows::execute_release(self.conn(), plan), Input::Written)
+            Effect::Store(StoreEffect::WriteGrant(plan, ask)) => {
+                ask.answer(rows::write_acquire(self.conn(), plan))
             }
-            Effect::Reached(step) => {
-                self.probe.reached(step, target, self.epoch);
-                Input::Done
+            Effect::Store(StoreEffect::WriteRelease(plan, ask)) => {
+                ask.answer(rows::execute_release(self.conn(), plan))
             }
-            Effect::Commit => match self.tx.take() {
-                Some(tx) => result(tx.commit().map_err(|e| store.map_err(e)), |()| Input::Done),
-                None => Input::Failed(Error::CorruptRow("commit without a transaction".into())),
-            },
-            Effect::Rollback => {
+            Effect::Store(StoreEffect::Commit(ask)) => ask.answer(match self.tx.take() {
+                Some(tx) => tx.commit().map_err(|e| store.map_err(e)),
+                None => Err(Error::CorruptRow("commit without a transaction".into())),
+            }),
+            Effect::Store(StoreEffect::Rollback(ask)) => {
                 if let Some(tx) = self.tx.take() {
                     if let Err(error) = tx.rollback() {
                         tracing::error!(%error, "rollback failed");
@@ -126,19 +117,8 @@ impl<'s> Executor<'s> {
                 // After a failed commit or rollback: make sure the connection is not left inside
                 // the transaction (it would keep the write lock).
                 store.abandon_transaction();
-                Input::Done
+                ask.answer(Ok(()))
             }
-            Effect::LockTarget
-            | Effect::ReadCurrent
-            | Effect::PrepareDir
-            | Effect::SyncParents
-            | Effect::RemoveOrphans
-            | Effect::WriteTemp(_)
-            | Effect::RemoveTemp
-            | Effect::Rename
-            | Effect::SyncDir
-            | Effect::UnlockTarget => unreachable!("file effects are executed by FileSteps"),
-            Effect::Finished => unreachable!("`drive` stops at Finished"),
         }
     }
 }

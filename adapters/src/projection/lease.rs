@@ -17,9 +17,10 @@ use crate::projection::probe::NoProbe;
 use crate::projection::store::ProjectionStore;
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::lease::{AcquirePlan, Credential, HeldBy};
-use solewriter_core::projection::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
+use solewriter_core::projection::machine::acquire::{Acquire, Acquired, Applicant};
+use solewriter_core::projection::machine::outcome::Failure;
+use solewriter_core::projection::machine::release::Release;
 pub use solewriter_core::projection::machine::release::{EndOutcome, ReleaseOutcome};
-use solewriter_core::projection::machine::release::{Release, ReleaseFailure};
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
@@ -167,11 +168,7 @@ impl<'s> HeldLease<'s> {
 impl Drop for HeldLease<'_> {
     fn drop(&mut self) {
         if self.armed {
-            let credential = &self.grant.credential;
-            if let Err(error) = self.store.release_credential(credential) {
-                tracing::warn!(target_id = %credential.target_id, epoch = credential.epoch,
-                    %error, "safety-net release of a dropped lease failed; it expires on its own");
-            }
+            self.store.release_unused(&self.grant.credential);
         }
     }
 }
@@ -187,41 +184,24 @@ impl ProjectionStore {
     }
 }
 
-/// The adapter error of a failed release.
-pub(crate) fn release_error(target: &TargetId, failure: ReleaseFailure<Error>) -> Error {
+/// The adapter error of a lease operation's failure: the one mapping of the core's
+/// [`Failure`] (acquisition, publication and release alike).
+pub(crate) fn failure(target: &TargetId, failure: Failure<Error>) -> Error {
     match failure {
-        ReleaseFailure::NotAdmitted => Error::NotAdmitted(target.clone()),
-        ReleaseFailure::Inconsistent(inconsistent) => Error::InconsistentLease(inconsistent),
-        ReleaseFailure::RowChanged => {
-            Error::CorruptRow("lease row changed under the write lock".into())
-        }
-        ReleaseFailure::Effect(error) => error,
+        Failure::NotAdmitted => Error::NotAdmitted(target.clone()),
+        Failure::Inconsistent(inconsistent) => Error::InconsistentLease(inconsistent),
+        Failure::EpochExhausted => Error::EpochExhausted,
+        Failure::RowChanged => Error::CorruptRow("lease row changed under the write lock".into()),
+        Failure::Fenced(reason) => Error::Fenced(reason),
+        Failure::Document(e) => Error::Document(e),
+        Failure::Expired(passed) => Error::LeaseExpired(passed),
+        Failure::Effect(e) | Failure::NotDurable(e) => e,
     }
 }
 
-/// The adapter's answer for an acquisition that was not granted: `Held` (logged), or the
-/// error; `None` for a grant (the caller's to handle).
-pub(crate) fn acquired(
-    target: &TargetId,
-    holder: &InstanceDigest,
-    answer: Acquired<Error>,
-) -> Result<Option<HeldBy>> {
-    match answer {
-        Acquired::Granted(_) => Ok(None),
-        Acquired::Held(held) => {
-            tracing::info!(target_id = %target, holder = %holder, epoch = held.fencing_epoch, retry_after_ms = held.retry_after_ms, "lease denied: held");
-            Ok(Some(held))
-        }
-        Acquired::Failed(failure) => Err(match failure {
-            AcquireFailure::NotAdmitted => Error::NotAdmitted(target.clone()),
-            AcquireFailure::Inconsistent(inconsistent) => Error::InconsistentLease(inconsistent),
-            AcquireFailure::EpochExhausted => Error::EpochExhausted,
-            AcquireFailure::RowChanged => {
-                Error::CorruptRow("lease row changed under the write lock".into())
-            }
-            AcquireFailure::Effect(error) => error,
-        }),
-    }
+/// Logs a live grant that refused an acquisition.
+pub(crate) fn log_held(target: &TargetId, holder: &InstanceDigest, held: &HeldBy) {
+    tracing::info!(target_id = %target, holder = %holder, epoch = held.fencing_epoch, retry_after_ms = held.retry_after_ms, "lease denied: held");
 }
 
 impl ProjectionStore {
@@ -234,23 +214,23 @@ impl ProjectionStore {
     /// serialized transaction, where the row is read and decided again.
     pub fn acquire(&self, target: &TargetId, holder: &InstanceDigest) -> Result<Acquisition<'_>> {
         let token = self.fresh_token()?;
-        let mut machine = Acquire::new(Applicant {
+        let machine = Acquire::new(Applicant {
             token_hash: token.hash(),
             holder_instance_digest: holder.clone(),
             ttl: self.options.timing.lease_ttl,
         });
-        Executor::new(self, target, 0, &NoProbe).run(&mut machine);
-        match machine.into_result() {
+        let acquired = Executor::new(self, target, 0, &NoProbe).run(machine)?;
+        match acquired.map_err(|e| failure(target, e))? {
             Acquired::Granted(plan) => {
                 tracing::info!(target_id = %target, epoch = plan.epoch, holder = %holder, "lease granted");
                 Ok(Acquisition::Acquired(HeldLease::granted(
                     self, &plan, token,
                 )))
             }
-            refused => match acquired(target, holder, refused)? {
-                Some(held) => Ok(Acquisition::Held(held)),
-                None => unreachable!("a grant is handled above"),
-            },
+            Acquired::Held(held) => {
+                log_held(target, holder, &held);
+                Ok(Acquisition::Held(held))
+            }
         }
     }
 
@@ -287,23 +267,29 @@ impl ProjectionStore {
     /// nothing written). A target never admitted is
     /// [`Error::NotAdmitted`]; a store busy past the busy timeout is [`Error::Busy`].
     pub fn end_lease(&self, target: &TargetId) -> Result<EndOutcome> {
-        let mut machine = Release::end();
-        Executor::new(self, target, 0, &NoProbe).run(&mut machine);
-        let outcome = machine
-            .into_result()
-            .map_err(|failure| release_error(target, failure))?;
+        let outcome = Executor::new(self, target, 0, &NoProbe)
+            .run(Release::end())?
+            .map_err(|e| failure(target, e))?;
         tracing::info!(target_id = %target, ?outcome, "operator end of the lease");
         Ok(outcome)
+    }
+
+    /// The safety-net release of a grant its holder did not use (a dropped lease, the grant
+    /// of a one-shot's takeover whose publication could not start): a failure is logged, and
+    /// the grant then ends at its expiry.
+    pub(crate) fn release_unused(&self, credential: &Credential) {
+        if let Err(error) = self.release_credential(credential) {
+            tracing::warn!(target_id = %credential.target_id, epoch = credential.epoch,
+                %error, "safety-net release of an unused lease failed; it expires on its own");
+        }
     }
 
     /// Releases the grant `credential` names, conditional on its token hash AND epoch.
     pub(crate) fn release_credential(&self, credential: &Credential) -> Result<ReleaseOutcome> {
         let target = &credential.target_id;
-        let mut machine = Release::new(credential.clone());
-        Executor::new(self, target, credential.epoch, &NoProbe).run(&mut machine);
-        let outcome = machine
-            .into_result()
-            .map_err(|failure| release_error(target, failure))?;
+        let outcome = Executor::new(self, target, credential.epoch, &NoProbe)
+            .run(Release::new(credential.clone()))?
+            .map_err(|e| failure(target, e))?;
         tracing::info!(target_id = %target, epoch = credential.epoch, ?outcome, "release");
         Ok(outcome)
     }

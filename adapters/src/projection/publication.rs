@@ -11,15 +11,15 @@
 
 use crate::error::{Error, Result};
 use crate::projection::executor::Executor;
-use crate::projection::lease::{acquired, release_error, Grant, HeldLease, ReleaseOutcome};
+use crate::projection::lease::{failure, log_held, Grant, HeldLease};
 pub use crate::projection::probe::{NoProbe, PublishProbe};
 use crate::projection::store::ProjectionStore;
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::lease::HeldBy;
 use solewriter_core::projection::machine::acquire::Applicant;
-use solewriter_core::projection::machine::publish::{Publish, PublishEnd, PublishFailure};
-use solewriter_core::projection::machine::publish_now::{PublishNow, PublishNowEnd};
-use solewriter_core::projection::machine::release::ReleaseFailure;
+use solewriter_core::projection::machine::outcome::{self, Unpublished};
+use solewriter_core::projection::machine::publish::Publish;
+use solewriter_core::projection::machine::publish_now::{self as one_shot, PublishNow};
 pub use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
@@ -52,26 +52,15 @@ impl HeldLease<'_> {
         let store = self.store;
         let credential = self.grant.credential.clone();
         let (target, epoch) = (&credential.target_id, credential.epoch);
-        let mut machine = Publish::new(credential.clone(), store.composition()?);
+        let machine = Publish::new(credential.clone(), store.composition()?);
         let mut executor = Executor::new(store, target, epoch, probe);
-        executor.run(&mut machine);
-        let (result, release) = match machine.into_end() {
-            // `Busy` (target lock or transaction): the lease was not used. It stays armed, so
-            // dropping it attempts the conditional release; if the store is still busy, the
-            // grant expires after its TTL.
-            PublishEnd::NotStarted(error) => return Err(error),
-            PublishEnd::Ran { result, release } => (result, release),
-        };
-        // The machine ran the release itself, on every path.
-        self.armed = false;
-        outcome(
-            store,
-            target,
-            epoch,
-            executor.take_renamed(),
-            result,
-            release,
-        )
+        let end = executor.run(machine)?;
+        // The machine ran the release itself — except when it could not start (`Busy`: the
+        // target lock or the transaction): the lease stays armed, so dropping it releases the
+        // unused grant conditionally (if the store is still busy, it ends at its expiry).
+        self.armed = matches!(end, Err(Unpublished::NotStarted { .. }));
+        let path = executor.take_renamed();
+        answer(store, target, path, end)
     }
 }
 
@@ -123,7 +112,7 @@ impl ProjectionStore {
         token: HolderToken,
         probe: &dyn PublishProbe,
     ) -> Result<PublishedNow> {
-        let mut machine = PublishNow::new(
+        let machine = PublishNow::new(
             Applicant {
                 token_hash: token.hash(),
                 holder_instance_digest: holder.clone(),
@@ -132,97 +121,74 @@ impl ProjectionStore {
             self.composition()?,
         );
         let mut executor = Executor::new(self, target, 0, probe);
-        executor.run(&mut machine);
-        match machine.into_end() {
-            PublishNowEnd::NotGranted(answer) => match acquired(target, holder, answer)? {
-                Some(held) => Ok(PublishedNow::Held(held)),
-                None => unreachable!("a one-shot publication that was granted ran"),
-            },
-            // A takeover of an expired grant committed on its own: publish with it in a second
-            // envelope (see `solewriter_core::projection::machine::publish_now`).
-            PublishNowEnd::TakenOver(plan) => {
-                tracing::info!(target_id = %target, epoch = plan.epoch, holder = %holder, "lease granted (takeover)");
-                let lease = HeldLease::granted(self, &plan, token);
-                lease.publish_observed(probe).map(PublishedNow::Published)
-            }
-            PublishNowEnd::Ran {
-                epoch,
-                result,
-                release,
-            } => {
-                tracing::info!(target_id = %target, epoch, holder = %holder, "lease granted (one-shot)");
-                let renamed = executor.take_renamed();
-                outcome(self, target, epoch, renamed, result, release).map(PublishedNow::Published)
-            }
+        let end = executor.run(machine)?;
+        if let Err(Unpublished::NotStarted { credential, .. }) = &end {
+            // The grant of a takeover, unused: released as a dropped lease's is.
+            self.release_unused(credential);
         }
+        let path = executor.take_renamed();
+        let (published, takeover) = match end {
+            Ok(one_shot::PublishedNow::Held(held)) => {
+                log_held(target, holder, &held);
+                return Ok(PublishedNow::Held(held));
+            }
+            Ok(one_shot::PublishedNow::Published {
+                published,
+                takeover,
+            }) => (Ok(published), takeover),
+            Err(unpublished) => (Err(unpublished), false),
+        };
+        tracing::info!(target_id = %target, holder = %holder, takeover, "one-shot publication");
+        answer(self, target, path, published).map(PublishedNow::Published)
     }
 }
 
-/// The adapter's answer for a publication that ran, with its release.
-fn outcome(
+/// The adapter's answer for a publication: the one mapping of the core's [`Unpublished`].
+fn answer(
     store: &ProjectionStore,
     target: &TargetId,
-    epoch: u64,
     renamed: Option<PathBuf>,
-    result: std::result::Result<
-        solewriter_core::projection::machine::publish::Published,
-        PublishFailure<Error>,
-    >,
-    release: std::result::Result<ReleaseOutcome, ReleaseFailure<Error>>,
+    end: std::result::Result<outcome::Published, Unpublished<Error>>,
 ) -> Result<Published> {
     let path = renamed.unwrap_or_else(|| store.options.runtime_root.current_path(target));
-    let not_released = release.err().map(|failure| {
-        let e = release_error(target, failure);
-        tracing::error!(target_id = %target, epoch, error = %e, "conditional release did not commit; the lease expires on its own");
+    let release_reason = |release| {
+        let e = failure(target, release);
+        tracing::error!(target_id = %target, error = %e, "conditional release did not commit; the lease expires on its own");
         e.to_string()
-    });
-    match result {
-        Ok(published) => match not_released {
-            None => {
-                tracing::info!(target_id = %target, epoch, bytes = published.bytes, "published");
-                Ok(Published {
-                    target_id: target.clone(),
-                    fencing_epoch: published.fencing_epoch,
-                    path,
-                    bytes: published.bytes,
-                    published_at: published.published_at,
-                })
-            }
-            Some(reason) => Err(Error::PublishedNotReleased { path, reason }),
-        },
-        Err(failure) => {
-            let error = match failure {
-                PublishFailure::NotAdmitted => Error::NotAdmitted(target.clone()),
-                PublishFailure::Inconsistent(inconsistent) => {
-                    Error::InconsistentLease(inconsistent)
-                }
-                PublishFailure::Fenced(reason) => {
-                    tracing::warn!(target_id = %target, epoch, %reason, "publication fenced");
-                    Error::Fenced(reason)
-                }
-                PublishFailure::Document(e) => Error::Document(e),
-                PublishFailure::Expired(passed) => Error::LeaseExpired(passed),
-                PublishFailure::Effect(e) => e,
-                PublishFailure::NotDurable(e) => {
-                    tracing::error!(target_id = %target, epoch, error = %e, "published but directory fsync failed");
-                    e
-                }
-            };
-            if !matches!(error, Error::Fenced(_)) {
-                tracing::warn!(target_id = %target, epoch, %error, "publication aborted");
-            }
-            Err(with_release_failure(error, not_released))
+    };
+    let (failed, not_released) = match end {
+        Ok(published) => {
+            tracing::info!(target_id = %target, epoch = published.fencing_epoch, bytes = published.bytes, "published");
+            return Ok(Published {
+                target_id: target.clone(),
+                fencing_epoch: published.fencing_epoch,
+                path,
+                bytes: published.bytes,
+                published_at: published.published_at,
+            });
         }
+        Err(Unpublished::NotReleased { release, .. }) => {
+            let reason = release_reason(release);
+            return Err(Error::PublishedNotReleased { path, reason });
+        }
+        Err(Unpublished::NotStarted { error, .. }) => return Err(error),
+        Err(Unpublished::Failed { failure, release }) => (failure, release),
+    };
+    if let outcome::Failure::NotDurable(e) = &failed {
+        tracing::error!(target_id = %target, error = %e, "published but directory fsync failed");
     }
-}
-
-/// `error`, wrapped in [`Error::ReleaseFailed`] when the failure path's release did not commit.
-fn with_release_failure(error: Error, not_released: Option<String>) -> Error {
-    match not_released {
+    let error = failure(target, failed);
+    match &error {
+        Error::Fenced(reason) => {
+            tracing::warn!(target_id = %target, %reason, "publication fenced");
+        }
+        error => tracing::warn!(target_id = %target, %error, "publication aborted"),
+    }
+    Err(match not_released.map(release_reason) {
         None => error,
         Some(reason) => Error::ReleaseFailed {
             cause: Box::new(error),
             reason,
         },
-    }
+    })
 }

@@ -24,23 +24,24 @@ use solewriter_core::projection::columns::{
     ChannelColumns, CorruptRow, LeaseColumns, WatermarkColumn,
 };
 use solewriter_core::projection::composition::Composition;
-use solewriter_core::projection::lease::{observe, Credential, Fenced, HeldBy, Observed};
-use solewriter_core::projection::machine::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
-use solewriter_core::projection::machine::publish::{
-    Publish, PublishEnd, PublishFailure, Published,
+use solewriter_core::projection::lease::{
+    observe, Credential, Fenced, HeldBy, LeaseRecord, Observed,
 };
-use solewriter_core::projection::machine::publish_now::{PublishNow, PublishNowEnd};
-use solewriter_core::projection::machine::release::{
-    EndOutcome, Release, ReleaseFailure, ReleaseOutcome,
+use solewriter_core::projection::machine::acquire::{Acquire, Acquired, Applicant};
+use solewriter_core::projection::machine::outcome::{self, Published, Unpublished};
+use solewriter_core::projection::machine::publish::Publish;
+use solewriter_core::projection::machine::publish_now::{PublishNow, PublishedNow};
+use solewriter_core::projection::machine::release::{EndOutcome, Release, ReleaseOutcome};
+use solewriter_core::projection::machine::{
+    run, Answer, Effect, Machine, ProtocolError, StoreEffect,
 };
-use solewriter_core::projection::machine::{drive, Effect, Input, Machine};
 use solewriter_core::projection::profile::{ConsumerBinding, Profile};
 use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::{TargetId, TargetTuple};
 use solewriter_core::projection::watermark::{self, SubmissionPlan, Watermark};
 use solewriter_core::projection::DocumentError;
 use solewriter_core::time::Millis;
-use solewriter_core::token::{HolderToken, TokenHash};
+use solewriter_core::token::HolderToken;
 use solewriter_files::atomic_file::RealFs;
 use solewriter_files::clock::{Clock, SystemClock};
 use solewriter_files::runtime::RuntimeRoot;
@@ -438,14 +439,13 @@ impl<'a, 'f> Run<'a, 'f> {
         }
     }
 
-    fn drive<M: Machine<Failure>>(&mut self, machine: &mut M) {
-        drive(machine, |effect| {
-            Some(
-                self.files
-                    .execute(&effect)
-                    .unwrap_or_else(|| self.host.step(effect)),
-            )
-        });
+    /// Runs `machine` to its end: its result.
+    fn run<M: Machine<Failure>>(&mut self, machine: M) -> Result<M::Output, Failure> {
+        run(machine, |effect| match effect {
+            Effect::File(effect) => self.files.execute(effect),
+            effect => self.host.step(effect),
+        })
+        .map_err(internal)
     }
 }
 
@@ -497,34 +497,24 @@ impl Host<'_, '_> {
         }
     }
 
-    fn lease(&self, kind: &str) -> Input<Failure> {
-        let read = self.sql(SqlEffect::bare(kind, self.target)).and_then(|a| {
+    fn lease(&self, kind: &str) -> Result<Option<LeaseRecord>, Failure> {
+        self.sql(SqlEffect::bare(kind, self.target)).and_then(|a| {
             a.lease
                 .map(|row| row.columns().decode().map_err(Failure::from))
                 .transpose()
-        });
-        match read {
-            Ok(lease) => Input::Lease(lease),
-            Err(e) => Input::Failed(e),
-        }
+        })
     }
 
-    fn written(&self, effect: SqlEffect) -> Input<Failure> {
+    fn written(&self, effect: SqlEffect) -> Result<bool, Failure> {
         let kind = effect.kind.clone();
-        match self.sql(effect).and_then(|a| {
+        self.sql(effect).and_then(|a| {
             a.written
                 .ok_or_else(|| Failure::new("HOST", format!("`{kind}` answered without `written`")))
-        }) {
-            Ok(written) => Input::Written(written),
-            Err(e) => Input::Failed(e),
-        }
+        })
     }
 
-    fn done(&self, kind: &str) -> Input<Failure> {
-        match self.sql(SqlEffect::bare(kind, self.target)) {
-            Ok(_) => Input::Done,
-            Err(e) => Input::Failed(e),
-        }
+    fn done(&self, kind: &str) -> Result<(), Failure> {
+        self.sql(SqlEffect::bare(kind, self.target)).map(drop)
     }
 
     /// Tells the host's probe that the publication reached `step`: whether the host asks to
@@ -537,20 +527,36 @@ impl Host<'_, '_> {
         .is_ok_and(|answer| answer.pause == Some(true))
     }
 
-    /// Executes `effect`, which is not a file effect.
-    fn step(&self, effect: Effect<'_>) -> Input<Failure> {
+    /// Executes `effect`, which is not a file effect: the store's, the clock's, a reached
+    /// point.
+    fn step(&self, effect: Effect<'_, Failure>) -> Answer<Failure> {
+        let effect = match effect {
+            Effect::Store(effect) => effect,
+            Effect::Clock(ask) => return ask.answer(now(self.clock)),
+            // A named point of the publication, for the host's probe (tests: stall, crash). Its
+            // answer changes nothing: the machine goes on.
+            Effect::Reached(step, ask) => {
+                self.reached(step);
+                return ask.answer(());
+            }
+            Effect::File(effect) => {
+                let name = effect.name();
+                return effect.fail(Failure::new(
+                    "INTERNAL",
+                    format!("the host was handed the file effect `{name}`"),
+                ));
+            }
+        };
         #[cfg(feature = "test-seams")]
-        if matches!(effect, Effect::WriteRelease(_)) {
+        if matches!(effect, StoreEffect::WriteRelease(..)) {
             seams::panic_at("write-release");
         }
         match effect {
-            Effect::ReadCommittedLease => self.lease("readCommittedLease"),
-            Effect::Begin => self.done("begin"),
-            Effect::ReadLease => self.lease("readLease"),
-            Effect::ReadClock => Input::Clock(now(self.clock)),
-            Effect::ReadChannels => {
-                let read = self
-                    .sql(SqlEffect::bare("readChannels", self.target))
+            StoreEffect::ReadCommittedLease(ask) => ask.answer(self.lease("readCommittedLease")),
+            StoreEffect::Begin(ask) => ask.answer(self.done("begin")),
+            StoreEffect::ReadLease(ask) => ask.answer(self.lease("readLease")),
+            StoreEffect::ReadChannels(ask) => ask.answer(
+                self.sql(SqlEffect::bare("readChannels", self.target))
                     .and_then(|a| {
                         a.channels
                             .ok_or_else(|| {
@@ -559,13 +565,9 @@ impl Host<'_, '_> {
                             .into_iter()
                             .map(|row| row.columns().decode().map_err(Failure::from))
                             .collect::<Result<Vec<_>, _>>()
-                    });
-                match read {
-                    Ok(rows) => Input::Channels(rows),
-                    Err(e) => Input::Failed(e),
-                }
-            }
-            Effect::WriteGrant(plan) => {
+                    }),
+            ),
+            StoreEffect::WriteGrant(plan, ask) => {
                 let grant = &plan.grant;
                 let effect = (|| {
                     Ok(SqlEffect {
@@ -578,44 +580,30 @@ impl Host<'_, '_> {
                         ..SqlEffect::bare("writeGrant", &plan.target_id)
                     })
                 })();
-                match effect {
-                    Ok(effect) => self.written(effect),
-                    Err(e) => Input::Failed(e),
-                }
+                ask.answer(effect.and_then(|effect| self.written(effect)))
             }
-            Effect::WriteRelease(plan) => match js_int(plan.epoch) {
-                Ok(epoch) => self.written(SqlEffect {
-                    epoch: Some(epoch),
-                    token_hash: Some(plan.token_hash.as_bytes().to_vec().into()),
-                    ..SqlEffect::bare("writeRelease", &plan.target_id)
-                }),
-                Err(e) => Input::Failed(e),
-            },
-            // A named point of the publication, for the host's probe (tests: stall, crash). Its
-            // answer changes nothing: the machine goes on.
-            Effect::Reached(step) => {
-                self.reached(step);
-                Input::Done
+            StoreEffect::WriteRelease(plan, ask) => {
+                ask.answer(js_int(plan.epoch).and_then(|epoch| {
+                    self.written(SqlEffect {
+                        epoch: Some(epoch),
+                        token_hash: Some(plan.token_hash.as_bytes().to_vec().into()),
+                        ..SqlEffect::bare("writeRelease", &plan.target_id)
+                    })
+                }))
             }
-            Effect::Commit => self.done("commit"),
+            StoreEffect::Commit(ask) => ask.answer(self.done("commit")),
             // The transaction ends either way (the host's executor makes sure of it).
-            Effect::Rollback => {
+            StoreEffect::Rollback(ask) => {
                 let _ = self.done("rollback");
-                Input::Done
+                ask.answer(Ok(()))
             }
-            Effect::LockTarget
-            | Effect::ReadCurrent
-            | Effect::PrepareDir
-            | Effect::SyncParents
-            | Effect::RemoveOrphans
-            | Effect::WriteTemp(_)
-            | Effect::RemoveTemp
-            | Effect::Rename
-            | Effect::SyncDir
-            | Effect::UnlockTarget => unreachable!("file effects are executed by FileSteps"),
-            Effect::Finished => unreachable!("`drive` stops at Finished"),
         }
     }
+}
+
+/// An executor bug the machine refused (instead of panicking): `INTERNAL`.
+fn internal(bug: ProtocolError) -> Failure {
+    Failure::new("INTERNAL", bug)
 }
 
 fn fenced_json(fenced: Fenced) -> Value {
@@ -640,25 +628,32 @@ fn held_json(held: &HeldBy) -> Value {
     }})
 }
 
-fn acquire_failure(target: &TargetId, failure: AcquireFailure<Failure>) -> Failure {
+/// The one mapping of the core's failure of a lease operation (acquisition, publication and
+/// release alike) to the binding's coded failure.
+fn failure(target: &TargetId, failure: outcome::Failure<Failure>) -> Failure {
+    use outcome::Failure as F;
     match failure {
-        AcquireFailure::NotAdmitted => not_admitted(target),
-        AcquireFailure::Inconsistent(e) => Failure::new("INCONSISTENT_LEASE", e),
-        AcquireFailure::EpochExhausted => Failure::new(
+        F::NotAdmitted => not_admitted(target),
+        F::Inconsistent(e) => Failure::new("INCONSISTENT_LEASE", e),
+        F::EpochExhausted => Failure::new(
             "EPOCH_EXHAUSTED",
             "fencing epoch exhausted for this target; nothing was written",
         ),
-        AcquireFailure::RowChanged => row_changed(),
-        AcquireFailure::Effect(e) => e,
-    }
-}
-
-fn release_failure(target: &TargetId, failure: ReleaseFailure<Failure>) -> Failure {
-    match failure {
-        ReleaseFailure::NotAdmitted => not_admitted(target),
-        ReleaseFailure::Inconsistent(e) => Failure::new("INCONSISTENT_LEASE", e),
-        ReleaseFailure::RowChanged => row_changed(),
-        ReleaseFailure::Effect(e) => e,
+        F::RowChanged => row_changed(),
+        F::Fenced(fenced) => {
+            let mut failure = Failure::new(
+                "FENCED",
+                format!("publication fenced ({fenced}); current.json was not touched"),
+            );
+            failure.detail = fenced_json(fenced);
+            failure
+        }
+        F::Document(e) => Failure::new("DOCUMENT", e),
+        F::Expired(passed) => Failure::new(
+            "LEASE_EXPIRED",
+            format!("{passed}; current.json was not touched"),
+        ),
+        F::Effect(e) | F::NotDurable(e) => e,
     }
 }
 
@@ -676,72 +671,57 @@ fn row_changed() -> Failure {
     )
 }
 
-/// The answer of a publication that ran: published, or why not (and whether the release
-/// that every path runs failed too).
-fn published(
-    config: &Config,
-    target: &TargetId,
-    result: Result<Published, PublishFailure<Failure>>,
-    release: Result<ReleaseOutcome, ReleaseFailure<Failure>>,
-) -> Outcome {
-    let not_released = release.err().map(|f| release_failure(target, f));
-    let failure = match result {
-        Ok(p) => {
-            return match not_released {
-                None => Ok(json!({"published": {
-                    "targetId": target.as_str(),
-                    "epoch": p.fencing_epoch,
-                    "bytes": p.bytes,
-                    "publishedAt": p.published_at.0,
-                    "path": config.root.current_path(target),
-                }})),
-                Some(e) => Err(Failure::new(
-                    "PUBLISHED_NOT_RELEASED",
-                    format!("current.json was replaced, but the lease release did not commit ({}); the lease expires on its own", e.message),
-                )),
-            }
-        }
-        Err(PublishFailure::NotAdmitted) => not_admitted(target),
-        Err(PublishFailure::Inconsistent(e)) => Failure::new("INCONSISTENT_LEASE", e),
-        Err(PublishFailure::Fenced(fenced)) => {
-            let mut failure = Failure::new(
-                "FENCED",
-                format!("publication fenced ({fenced}); current.json was not touched"),
-            );
-            failure.detail = fenced_json(fenced);
-            failure
-        }
-        Err(PublishFailure::Document(e)) => Failure::new("DOCUMENT", e),
-        Err(PublishFailure::Expired(passed)) => Failure::new(
-            "LEASE_EXPIRED",
-            format!("{passed}; current.json was not touched"),
-        ),
-        Err(PublishFailure::Effect(e) | PublishFailure::NotDurable(e)) => e,
-    };
-    Err(match not_released {
-        None => failure,
-        Some(e) => Failure::new(
-            "RELEASE_FAILED",
-            format!(
-                "{} ({}); the conditional release did not commit ({}), so the lease stays held until it expires",
-                failure.message, failure.code, e.message
-            ),
-        ),
-    })
+/// Where a publication's end leads.
+enum Ended {
+    /// Its answer.
+    Answer(Outcome),
+    /// It could not start (this failure): the release of its unused grant runs next.
+    ReleaseUnused(Failure, Credential),
 }
 
-/// The answer of a publication machine that ended — or, when it could not start (the target
-/// lock or the transaction was busy: nothing renamed, the grant unused), that failure: its
-/// executor then releases the unused grant and answers [`not_started`].
+/// The answer of a publication machine's end (a one-shot's after its grant) — or, when it
+/// could not start with a failure after which its unused grant is released
+/// ([`releases_unused`]), that failure and the grant: its executor then releases the grant (its
+/// target lock tried once, [`release_steps`]) and answers [`not_started`].
 fn publish_answer(
     config: &Config,
     target: &TargetId,
-    end: PublishEnd<Failure>,
-) -> Result<Outcome, Failure> {
-    match end {
-        PublishEnd::NotStarted(e) => Err(e),
-        PublishEnd::Ran { result, release } => Ok(published(config, target, result, release)),
-    }
+    end: Result<Published, Unpublished<Failure>>,
+) -> Ended {
+    let release_message = |release| failure(target, release).message;
+    Ended::Answer(match end {
+        Ok(p) => Ok(json!({"published": {
+            "targetId": target.as_str(),
+            "epoch": p.fencing_epoch,
+            "bytes": p.bytes,
+            "publishedAt": p.published_at.0,
+            "path": config.root.current_path(target),
+        }})),
+        Err(Unpublished::NotReleased { release, .. }) => Err(Failure::new(
+            "PUBLISHED_NOT_RELEASED",
+            format!("current.json was replaced, but the lease release did not commit ({}); the lease expires on its own", release_message(release)),
+        )),
+        Err(Unpublished::NotStarted {
+            error, credential, ..
+        }) if releases_unused(&error) => return Ended::ReleaseUnused(error, credential),
+        Err(Unpublished::NotStarted { error, .. }) => Err(error),
+        Err(Unpublished::Failed {
+            failure: failed,
+            release,
+        }) => {
+            let failed = failure(target, failed);
+            Err(match release {
+                None => failed,
+                Some(release) => Failure::new(
+                    "RELEASE_FAILED",
+                    format!(
+                        "{} ({}); the conditional release did not commit ({}), so the lease stays held until it expires",
+                        failed.message, failed.code, release_message(release)
+                    ),
+                ),
+            })
+        }
+    })
 }
 
 /// Whether a publication that could not start because of `failure` releases its unused grant:
@@ -758,8 +738,9 @@ fn releases_unused(failure: &Failure) -> bool {
 /// released when it is dropped. The failure's code stays; its message says what became of the
 /// grant.
 fn not_started(
-    failure: Failure,
-    release: Result<ReleaseOutcome, ReleaseFailure<Failure>>,
+    target: &TargetId,
+    failed: Failure,
+    release: Result<ReleaseOutcome, outcome::Failure<Failure>>,
 ) -> Outcome {
     let grant = match release {
         Ok(ReleaseOutcome::Released) => {
@@ -770,85 +751,71 @@ fn not_started(
         }
         Err(e) => format!(
             "the release of the unused grant did not commit either ({}), so the grant ends at its expiry",
-            release_failure_message(e)
+            failure(target, e).message
         ),
     };
     Err(Failure {
-        message: format!("{}; {grant}", failure.message),
-        ..failure
+        message: format!("{}; {grant}", failed.message),
+        ..failed
     })
 }
 
-/// What a failed release says, whatever its kind.
-fn release_failure_message(failure: ReleaseFailure<Failure>) -> String {
-    match failure {
-        ReleaseFailure::Effect(e) => e.message,
-        ReleaseFailure::NotAdmitted => "the target is not admitted".to_owned(),
-        ReleaseFailure::Inconsistent(e) => e.to_string(),
-        ReleaseFailure::RowChanged => "the lease row changed under the write lock".to_owned(),
-    }
-}
-
-/// The answer of a one-shot publication machine that ended — or, when its grant took over an
-/// expired one and committed on its own, the credential to publish with in a second envelope
-/// (see `solewriter_core::projection::machine::publish_now`).
+/// The answer of a one-shot publication machine's end, as [`publish_answer`].
 fn publish_now_answer(
     config: &Config,
     target: &TargetId,
-    end: PublishNowEnd<Failure>,
-    token_hash: TokenHash,
-) -> Result<Outcome, Credential> {
+    end: Result<PublishedNow, Unpublished<Failure>>,
+) -> Ended {
     match end {
-        PublishNowEnd::NotGranted(Acquired::Held(held)) => Ok(Ok(held_json(&held))),
-        PublishNowEnd::NotGranted(Acquired::Failed(failure)) => {
-            Ok(Err(acquire_failure(target, failure)))
+        Ok(PublishedNow::Held(held)) => Ended::Answer(Ok(held_json(&held))),
+        Ok(PublishedNow::Published { published, .. }) => {
+            publish_answer(config, target, Ok(published))
         }
-        PublishNowEnd::NotGranted(Acquired::Granted(_)) => {
-            unreachable!("a one-shot publication that was granted ran")
-        }
-        PublishNowEnd::TakenOver(plan) => Err(Credential {
-            target_id: plan.target_id,
-            epoch: plan.epoch,
-            token_hash,
-        }),
-        PublishNowEnd::Ran {
-            result, release, ..
-        } => Ok(published(config, target, result, release)),
+        Err(unpublished) => publish_answer(config, target, Err(unpublished)),
+    }
+}
+
+/// Releases the unused grant of a publication that could not start (`failed`), its target lock
+/// tried once: the answer.
+fn release_unused(
+    config: &Config,
+    execute: &Execute<'_>,
+    failed: Failure,
+    credential: Credential,
+) -> Outcome {
+    let target = credential.target_id.clone();
+    let mut run = Run::new(execute, &target, config);
+    run.files = release_steps(config, &target);
+    match run.run(Release::new(credential)) {
+        Ok(release) => not_started(&target, failed, release),
+        Err(bug) => Err(bug),
     }
 }
 
 fn publish_with(config: &Config, execute: &Execute<'_>, credential: Credential) -> Outcome {
     let target = credential.target_id.clone();
-    let mut machine = Publish::new(credential.clone(), config.composition());
-    Run::new(execute, &target, config).drive(&mut machine);
-    publish_answer(config, &target, machine.into_end()).unwrap_or_else(|failure| {
-        if !releases_unused(&failure) {
-            return Err(failure);
+    let end =
+        Run::new(execute, &target, config).run(Publish::new(credential, config.composition()))?;
+    match publish_answer(config, &target, end) {
+        Ended::Answer(outcome) => outcome,
+        Ended::ReleaseUnused(failed, credential) => {
+            release_unused(config, execute, failed, credential)
         }
-        let mut release = Release::new(credential);
-        let mut run = Run::new(execute, &target, config);
-        run.files = release_steps(config, &target);
-        run.drive(&mut release);
-        not_started(failure, release.into_result())
-    })
+    }
 }
 
 /// The applicant of a one-shot publication: `holder`, with the token `token_hex` (a fresh
-/// random one when absent); and that token's hash.
+/// random one when absent).
 fn applicant(
     config: &Config,
     holder: &str,
     token_hex: Option<String>,
-) -> Result<(Applicant, TokenHash), Failure> {
-    let token_hash = token(token_hex)?.hash();
-    Ok((
-        Applicant {
-            token_hash,
-            holder_instance_digest: parse_holder(holder)?,
-            ttl: config.ttl,
-        },
-        token_hash,
-    ))
+) -> Result<Applicant, Failure> {
+    Ok(Applicant {
+        token_hash: token(token_hex)?.hash(),
+        holder_instance_digest: parse_holder(holder)?,
+        ttl: config.ttl,
+    })
 }
 
 fn parse_target(text: &str) -> Result<TargetId, Failure> {
@@ -944,13 +911,13 @@ pub fn acquire(
         let target = parse_target(&target)?;
         let holder = parse_holder(&holder)?;
         let token = token(token_hex)?;
-        let mut machine = Acquire::new(Applicant {
+        let machine = Acquire::new(Applicant {
             token_hash: token.hash(),
             holder_instance_digest: holder.clone(),
             ttl: config.ttl,
         });
-        Run::new(&execute, &target, &config).drive(&mut machine);
-        match machine.into_result() {
+        let acquired = Run::new(&execute, &target, &config).run(machine)?;
+        match acquired.map_err(|e| failure(&target, e))? {
             Acquired::Granted(plan) => Ok(json!({"granted": {
                 "targetId": plan.target_id.as_str(),
                 "epoch": plan.epoch,
@@ -960,7 +927,6 @@ pub fn acquire(
                 "expiresAt": plan.grant.expires_at.0,
             }})),
             Acquired::Held(held) => Ok(held_json(&held)),
-            Acquired::Failed(failure) => Err(acquire_failure(&target, failure)),
         }
     })
 }
@@ -986,12 +952,14 @@ pub fn publish_now(
     answer(|| {
         let config = Config::parse_publication(&options)?;
         let target = parse_target(&target)?;
-        let (applicant, token_hash) = applicant(&config, &holder, token_hex)?;
-        let mut machine = PublishNow::new(applicant, config.composition());
-        Run::new(&execute, &target, &config).drive(&mut machine);
-        match publish_now_answer(&config, &target, machine.into_end(), token_hash) {
-            Ok(outcome) => outcome,
-            Err(credential) => publish_with(&config, &execute, credential),
+        let applicant = applicant(&config, &holder, token_hex)?;
+        let machine = PublishNow::new(applicant, config.composition());
+        let end = Run::new(&execute, &target, &config).run(machine)?;
+        match publish_now_answer(&config, &target, end) {
+            Ended::Answer(outcome) => outcome,
+            Ended::ReleaseUnused(failed, credential) => {
+                release_unused(&config, &execute, failed, credential)
+            }
         }
     })
 }
@@ -1003,12 +971,11 @@ pub fn release(options: Options, grant: GrantIn, execute: Execute<'_>) -> String
         let config = Config::parse(&options)?;
         let credential = credential(&grant)?;
         let target = credential.target_id.clone();
-        let mut machine = Release::new(credential);
-        Run::new(&execute, &target, &config).drive(&mut machine);
-        match machine.into_result() {
+        let released = Run::new(&execute, &target, &config).run(Release::new(credential))?;
+        match released {
             Ok(ReleaseOutcome::Released) => Ok(json!({"released": true})),
             Ok(ReleaseOutcome::NotHolder(fenced)) => Ok(json!({"notHolder": fenced_json(fenced)})),
-            Err(failure) => Err(release_failure(&target, failure)),
+            Err(e) => Err(failure(&target, e)),
         }
     })
 }
@@ -1023,9 +990,8 @@ pub fn end_lease(options: Options, target: String, execute: Execute<'_>) -> Stri
     answer(|| {
         let config = Config::parse(&options)?;
         let target = parse_target(&target)?;
-        let mut machine = Release::end();
-        Run::new(&execute, &target, &config).drive(&mut machine);
-        match machine.into_result() {
+        let ended = Run::new(&execute, &target, &config).run(Release::end())?;
+        match ended {
             Ok(EndOutcome::Ended(plan)) => Ok(json!({"ended": {
                 "epoch": plan.release.epoch,
                 "holder": plan.grant.holder_instance_digest.as_str(),
@@ -1040,7 +1006,7 @@ pub fn end_lease(options: Options, target: String, execute: Execute<'_>) -> Stri
             Ok(EndOutcome::NothingHeld { epoch, why }) => {
                 Ok(json!({"nothingHeld": {"epoch": epoch, "why": why.name()}}))
             }
-            Err(failure) => Err(release_failure(&target, failure)),
+            Err(e) => Err(failure(&target, e)),
         }
     })
 }

@@ -21,9 +21,9 @@
 
 use super::boundary::{answer, caught};
 use super::{
-    applicant, credential, file_steps, from_js, invalid, not_started, parse_target, publish_answer,
-    publish_now_answer, release_steps, releases_unused, Config, Execute, Failure, GrantIn, Host,
-    Options,
+    applicant, credential, file_steps, from_js, internal, invalid, not_started, parse_target,
+    publish_answer, publish_now_answer, release_steps, Config, Ended, Execute, Failure, GrantIn,
+    Host, Options,
 };
 use napi::bindgen_prelude::AsyncTask;
 use napi::{Env, Task};
@@ -34,10 +34,9 @@ use solewriter_core::projection::machine::acquire::Applicant;
 use solewriter_core::projection::machine::publish::Publish;
 use solewriter_core::projection::machine::publish_now::PublishNow;
 use solewriter_core::projection::machine::release::Release;
-use solewriter_core::projection::machine::{Effect, Input, Machine};
+use solewriter_core::projection::machine::{Answer, Effect, Machine, ProtocolError, StoreEffect};
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
-use solewriter_core::token::TokenHash;
 use solewriter_files::steps::FileSteps;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -49,10 +48,10 @@ struct Owned {
 
 /// The machine of a run.
 enum Job<'a> {
-    /// A publication, and its grant's credential (to release it if it cannot start).
-    Publish(Box<Publish<'a, Failure>>, Credential),
-    /// A one-shot, and its applicant's token hash (for a takeover's second envelope).
-    PublishNow(Box<PublishNow<'a, Failure>>, TokenHash),
+    /// A publication.
+    Publish(Box<Publish<'a, Failure>>),
+    /// A one-shot (a takeover's publication included).
+    PublishNow(Box<PublishNow<'a, Failure>>),
     /// The release of the grant of a publication that could not start, and that failure.
     ReleaseUnused(Box<Release<Failure>>, Failure),
     /// The machine's end was taken.
@@ -60,31 +59,25 @@ enum Job<'a> {
 }
 
 impl Job<'_> {
-    fn poll(&self) -> Effect<'_> {
+    fn poll(&self) -> Option<Effect<'_, Failure>> {
         match self {
-            Job::Publish(m, _) => m.poll(),
-            Job::PublishNow(m, _) => m.poll(),
+            Job::Publish(m) => m.poll(),
+            Job::PublishNow(m) => m.poll(),
             Job::ReleaseUnused(m, _) => m.poll(),
-            Job::Ended => Effect::Finished,
+            Job::Ended => None,
         }
     }
 
-    fn handle(&mut self, input: Input<Failure>) {
+    fn handle(&mut self, answer: Answer<Failure>) -> Result<(), ProtocolError> {
         match self {
-            Job::Publish(m, _) => m.handle(input),
-            Job::PublishNow(m, _) => m.handle(input),
-            Job::ReleaseUnused(m, _) => m.handle(input),
-            // An ended machine names no effect ([`Effect::Finished`]), so it is handed none.
-            Job::Ended => {}
+            Job::Publish(m) => m.handle(answer),
+            Job::PublishNow(m) => m.handle(answer),
+            Job::ReleaseUnused(m, _) => m.handle(answer),
+            Job::Ended => Err(ProtocolError::WrongAnswer {
+                machine: "ended publication",
+                answered: answer.effect(),
+            }),
         }
-    }
-
-    /// The publication of `credential`'s grant.
-    fn publish(credential: Credential, config: &Config) -> Job<'_> {
-        Job::Publish(
-            Box::new(Publish::new(credential.clone(), config.composition())),
-            credential,
-        )
     }
 }
 
@@ -108,16 +101,8 @@ self_cell::self_cell!(
 /// target lock, taken right before the transaction and let go right after it, runs on the JS
 /// thread in the transaction's turn, so it is never held across a turn of the host; no test
 /// observes that turn, see FENCING.md's mutation figures).
-fn on_pool(effect: &Effect<'_>, in_tx: bool) -> bool {
-    !in_tx
-        && matches!(
-            effect,
-            Effect::PrepareDir
-                | Effect::SyncParents
-                | Effect::WriteTemp(_)
-                | Effect::RemoveTemp
-                | Effect::SyncDir
-        )
+fn on_pool(effect: &Effect<'_, Failure>, in_tx: bool) -> bool {
+    !in_tx && matches!(effect, Effect::File(effect) if effect.is_slow())
 }
 
 /// An edge of the transaction.
@@ -151,73 +136,62 @@ fn js_turn<'a>(
         clock,
     };
     loop {
-        let effect = run.job.poll();
-        if matches!(effect, Effect::Finished) {
+        let Some(effect) = run.job.poll() else {
             match finish(owned, run) {
                 Some(answer) => return Stop::Answer(answer),
-                // A takeover committed on its own: its publication starts (with the pool).
+                // The release of an unused grant starts.
                 None => continue,
             }
-        }
+        };
         if on_pool(&effect, run.in_tx) {
             return Stop::Pool;
         }
-        let edge = match effect {
-            Effect::Begin => Some(Edge::Begin),
-            Effect::Commit => Some(Edge::Commit),
-            Effect::Rollback => Some(Edge::Rollback),
+        let edge = match &effect {
+            Effect::Store(StoreEffect::Begin(_)) => Some(Edge::Begin),
+            Effect::Store(StoreEffect::Commit(_)) => Some(Edge::Commit),
+            Effect::Store(StoreEffect::Rollback(_)) => Some(Edge::Rollback),
             _ => None,
         };
         let mut pause = false;
-        let input = match effect {
-            Effect::Reached(step) => {
+        let answer = match effect {
+            Effect::Reached(step, ask) => {
                 pause = host.reached(step) && !run.in_tx;
-                Input::Done
+                ask.answer(())
             }
-            effect => run
-                .files
-                .execute(&effect)
-                .unwrap_or_else(|| host.step(effect)),
+            Effect::File(effect) => run.files.execute(effect),
+            effect => host.step(effect),
         };
-        run.in_tx = match (edge, &input) {
-            (Some(Edge::Begin), Input::Done) => true,
+        run.in_tx = match (edge, answer.failed()) {
+            (Some(Edge::Begin), false) => true,
             // A failed commit is followed by a rollback: the transaction ends there.
-            (Some(Edge::Commit), Input::Done) | (Some(Edge::Rollback), _) => false,
+            (Some(Edge::Commit), false) | (Some(Edge::Rollback), _) => false,
             _ => run.in_tx,
         };
-        run.job.handle(input);
+        if let Err(bug) = run.job.handle(answer) {
+            return Stop::Answer(super::answer(|| Err(internal(bug))));
+        }
         if pause {
             return Stop::Paused;
         }
     }
 }
 
-/// The answer of the ended machine of `run` — or `None` when `run` goes on with another
-/// machine, in a new envelope: the publication of a one-shot's grant that took over an
-/// expired one, or the release of the grant of a publication that could not start.
+/// The answer of the ended machine of `run` — or `None` when `run` goes on with the release of
+/// the grant of a publication that could not start, in a new envelope.
 fn finish<'a>(owned: &'a Owned, run: &mut Running<'a>) -> Option<String> {
     let (config, target) = (&owned.config, &owned.target);
-    let next = match std::mem::replace(&mut run.job, Job::Ended) {
-        Job::Publish(machine, credential) => {
-            match publish_answer(config, target, machine.into_end()) {
-                Ok(outcome) => return Some(answer(|| outcome)),
-                Err(failure) if !releases_unused(&failure) => return Some(answer(|| Err(failure))),
-                Err(failure) => {
-                    run.job = Job::ReleaseUnused(Box::new(Release::new(credential)), failure);
-                    run.files = release_steps(config, target);
-                    run.in_tx = false;
-                    return None;
-                }
-            }
-        }
-        Job::PublishNow(machine, token_hash) => {
-            match publish_now_answer(config, target, machine.into_end(), token_hash) {
-                Ok(outcome) => return Some(answer(|| outcome)),
-                Err(credential) => Job::publish(credential, config),
-            }
-        }
+    let ended = match std::mem::replace(&mut run.job, Job::Ended) {
+        Job::Publish(machine) => machine
+            .output()
+            .map(|end| publish_answer(config, target, end)),
+        Job::PublishNow(machine) => machine
+            .output()
+            .map(|end| publish_now_answer(config, target, end)),
         Job::ReleaseUnused(machine, failure) => {
-            return Some(answer(|| not_started(failure, machine.into_result())))
+            return Some(answer(|| {
+                let release = machine.output().map_err(internal)?;
+                not_started(target, failure, release)
+            }))
         }
         Job::Ended => {
             return Some(answer(|| {
@@ -225,37 +199,37 @@ fn finish<'a>(owned: &'a Owned, run: &mut Running<'a>) -> Option<String> {
             }))
         }
     };
-    run.job = next;
-    run.files = file_steps(config, target);
-    run.in_tx = false;
-    None
+    match ended {
+        Err(bug) => Some(answer(|| Err(internal(bug)))),
+        Ok(Ended::Answer(outcome)) => Some(answer(|| outcome)),
+        Ok(Ended::ReleaseUnused(failure, credential)) => {
+            run.job = Job::ReleaseUnused(Box::new(Release::new(credential)), failure);
+            run.files = release_steps(config, target);
+            run.in_tx = false;
+            None
+        }
+    }
 }
 
 /// The pool's part of `run`: its effects until the next JS-thread effect.
-fn pool_turn(run: &mut Running<'_>) {
+fn pool_turn(run: &mut Running<'_>) -> Result<(), Failure> {
     #[cfg(feature = "test-seams")]
     super::seams::panic_at("pool");
     loop {
-        let effect = run.job.poll();
-        if !on_pool(&effect, run.in_tx) {
-            return;
+        match run.job.poll() {
+            Some(Effect::File(effect)) if !run.in_tx && effect.is_slow() => {
+                let answer = run.files.execute(effect);
+                run.job.handle(answer).map_err(internal)?;
+            }
+            _ => return Ok(()),
         }
-        // Every pool effect is a file effect (`on_pool`), so `FileSteps` executes it; were it
-        // not, the machine fails instead of being asked again for ever.
-        let input = run.files.execute::<Failure>(&effect).unwrap_or_else(|| {
-            Input::Failed(Failure::new(
-                "INTERNAL",
-                format!("no file step executes `{}`", effect.name()),
-            ))
-        });
-        run.job.handle(input);
     }
 }
 
 /// What starts a run.
 enum Start {
     Publish(Credential),
-    PublishNow(Applicant, TokenHash),
+    PublishNow(Applicant),
 }
 
 /// A publication driven in turns: running, refused before it started (answered at the first
@@ -288,11 +262,14 @@ impl NativePublication {
                 Owned { config, target },
                 |owned| Running {
                     job: match start {
-                        Start::Publish(credential) => Job::publish(credential, &owned.config),
-                        Start::PublishNow(applicant, token_hash) => Job::PublishNow(
-                            Box::new(PublishNow::new(applicant, owned.config.composition())),
-                            token_hash,
-                        ),
+                        Start::Publish(credential) => Job::Publish(Box::new(Publish::new(
+                            credential,
+                            owned.config.composition(),
+                        ))),
+                        Start::PublishNow(applicant) => Job::PublishNow(Box::new(PublishNow::new(
+                            applicant,
+                            owned.config.composition(),
+                        ))),
                     },
                     files: file_steps(&owned.config, &owned.target),
                     in_tx: false,
@@ -333,8 +310,8 @@ impl NativePublication {
         Self::start(|| {
             let config = Config::parse_publication(&options)?;
             let target = parse_target(&target)?;
-            let (applicant, token_hash) = applicant(&config, &holder, token_hex)?;
-            Ok((config, target, Start::PublishNow(applicant, token_hash)))
+            let applicant = applicant(&config, &holder, token_hex)?;
+            Ok((config, target, Start::PublishNow(applicant)))
         })
     }
 
@@ -402,10 +379,7 @@ impl Task for PoolTurn {
     fn compute(&mut self) -> napi::Result<()> {
         let mut state = lock(&self.0);
         if let State::Running(run) = &mut *state {
-            let ran = caught(|| {
-                run.with_dependent_mut(|_, running| pool_turn(running));
-                Ok(())
-            });
+            let ran = caught(|| run.with_dependent_mut(|_, running| pool_turn(running)));
             // A panic on the pool never unwinds into libuv: the run is abandoned (dropped: the
             // target lock let go) and the next turn answers INTERNAL.
             if let Err(failure) = ran {

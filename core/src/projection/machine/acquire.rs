@@ -6,41 +6,23 @@
 //! observed, commit. A grant is therefore always decided and written under both locks; a
 //! contender writes nothing.
 
+use super::outcome::Failure;
 use super::serialized::{Body, End, Serialized};
-use super::{protocol_violation, Effect, Input, Machine};
+use super::{Answer, Effect, Input, Machine, ProtocolError};
 use crate::config::LeaseTtl;
 use crate::names::InstanceDigest;
 use crate::projection::lease::{
-    observe, AcquirePlan, AcquireRefused, AcquireRequest, HeldBy, InconsistentLease, LeaseRecord,
-    Observed,
+    observe, AcquirePlan, AcquireRefused, AcquireRequest, HeldBy, LeaseRecord, Observed,
 };
 use crate::token::TokenHash;
 
-/// What an acquisition ended with.
+/// What an acquisition that did not fail ended with.
 #[derive(Debug)]
-pub enum Acquired<E> {
+pub enum Acquired {
     /// The grant committed.
     Granted(AcquirePlan),
     /// A live grant holds the target; nothing was written.
     Held(HeldBy),
-    /// No grant: nothing was written.
-    Failed(AcquireFailure<E>),
-}
-
-/// Why an acquisition failed (nothing was written).
-#[derive(Debug)]
-pub enum AcquireFailure<E> {
-    /// The target has no lease row.
-    NotAdmitted,
-    /// The lease row breaks the row invariants.
-    Inconsistent(InconsistentLease),
-    /// The epoch cannot be raised any further.
-    EpochExhausted,
-    /// The conditional grant write changed no row although the decision, made under the same
-    /// locks, said it would.
-    RowChanged,
-    /// An effect failed (busy store or target lock, a store error, the commit).
-    Effect(E),
 }
 
 /// Who asks, and for how long.
@@ -54,25 +36,23 @@ pub struct Applicant {
     pub ttl: LeaseTtl,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Stage {
+/// Where the grant's steps are, and what each has learned.
+#[derive(Debug)]
+enum Stage<E> {
     ReadLease,
-    ReadCurrent,
-    ReadClock,
-    Write,
-    Done,
+    /// The row was read; the document at the target's path is read next.
+    ReadCurrent(LeaseRecord),
+    /// The row and the epoch of the document at the target's path, if any.
+    ReadClock(LeaseRecord, Option<u64>),
+    Write(AcquirePlan),
+    Done(Result<Acquired, Failure<E>>),
 }
 
 /// The grant's steps, for a machine that holds the locks.
 #[derive(Debug)]
 pub(crate) struct Grant<E> {
     applicant: Applicant,
-    stage: Stage,
-    record: Option<LeaseRecord>,
-    /// The epoch of the document at the target's path, if any.
-    published_epoch: Option<u64>,
-    plan: Option<AcquirePlan>,
-    pub(crate) result: Option<Acquired<E>>,
+    stage: Stage<E>,
     /// The grant replaces an expired one (a takeover).
     pub(crate) takeover: bool,
 }
@@ -82,100 +62,103 @@ impl<E> Grant<E> {
         Grant {
             applicant,
             stage: Stage::ReadLease,
-            record: None,
-            published_epoch: None,
-            plan: None,
-            result: None,
             takeover: false,
         }
     }
 
     /// The applicant's token hash.
-    pub(crate) fn token_hash(&self) -> crate::token::TokenHash {
+    pub(crate) fn token_hash(&self) -> TokenHash {
         self.applicant.token_hash
     }
 
-    fn finish(&mut self, result: Acquired<E>) -> Stage {
-        self.result = Some(result);
-        Stage::Done
+    /// The plan of the grant, once it was written.
+    pub(crate) fn granted(&self) -> Option<&AcquirePlan> {
+        match &self.stage {
+            Stage::Done(Ok(Acquired::Granted(plan))) => Some(plan),
+            _ => None,
+        }
+    }
+
+    /// What the grant's steps ended with.
+    pub(crate) fn into_result(self) -> Result<Result<Acquired, Failure<E>>, ProtocolError> {
+        match self.stage {
+            Stage::Done(result) => Ok(result),
+            _ => Err(ProtocolError::Unfinished { machine: "grant" }),
+        }
+    }
+
+    /// The clock was read (`now`): the core decides over the row.
+    fn decide(
+        &mut self,
+        record: LeaseRecord,
+        published_epoch: Option<u64>,
+        now: crate::time::Millis,
+    ) -> Stage<E> {
+        let request = AcquireRequest {
+            token_hash: self.applicant.token_hash,
+            holder_instance_digest: self.applicant.holder_instance_digest.clone(),
+            now,
+            ttl: self.applicant.ttl,
+            published_epoch,
+        };
+        let observed = observe(record, now);
+        // A grant over an expired one is a takeover: its predecessor may still try to
+        // publish (and would be fenced only once this grant has committed).
+        self.takeover = matches!(observed, Ok(Observed::Expired(_)));
+        match observed.map(|o| o.decide_acquire(request)) {
+            Err(inconsistent) => Stage::Done(Err(Failure::Inconsistent(inconsistent))),
+            Ok(Ok(plan)) => Stage::Write(plan),
+            Ok(Err(AcquireRefused::Held(held))) => Stage::Done(Ok(Acquired::Held(held))),
+            Ok(Err(AcquireRefused::EpochExhausted)) => Stage::Done(Err(Failure::EpochExhausted)),
+        }
     }
 }
 
 impl<E> Body<E> for Grant<E> {
-    fn poll(&self) -> Effect<'_> {
-        match (self.stage, &self.plan) {
-            (Stage::ReadLease, _) => Effect::ReadLease,
-            (Stage::ReadCurrent, _) => Effect::ReadCurrent,
-            (Stage::ReadClock, _) => Effect::ReadClock,
-            (Stage::Write, Some(plan)) => Effect::WriteGrant(plan),
-            (Stage::Write, None) | (Stage::Done, _) => Effect::Finished,
-        }
+    fn poll(&self) -> Option<Effect<'_, E>> {
+        Some(match &self.stage {
+            Stage::ReadLease => Effect::read_lease(),
+            Stage::ReadCurrent(_) => Effect::read_current(),
+            Stage::ReadClock(..) => Effect::read_clock(),
+            Stage::Write(plan) => Effect::write_grant(plan),
+            Stage::Done(_) => return None,
+        })
     }
 
-    fn handle(&mut self, input: Input<E>) {
-        self.stage = match (self.stage, input) {
-            (Stage::ReadLease, Input::Lease(Some(record))) => {
-                self.record = Some(record);
-                Stage::ReadCurrent
-            }
-            (Stage::ReadCurrent, Input::Current(bytes)) => {
-                self.published_epoch = bytes
+    fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+        let (answered, input) = answer.into_parts();
+        let stage = std::mem::replace(&mut self.stage, Stage::ReadLease);
+        self.stage = match (stage, input) {
+            (Stage::ReadLease, Input::Lease(Some(record))) => Stage::ReadCurrent(record),
+            (Stage::ReadLease, Input::Lease(None)) => Stage::Done(Err(Failure::NotAdmitted)),
+            (Stage::ReadCurrent(record), Input::Current(bytes)) => {
+                let published_epoch = bytes
                     .as_deref()
                     .and_then(crate::projection::ProjectionDocument::published_epoch);
-                Stage::ReadClock
+                Stage::ReadClock(record, published_epoch)
             }
-            (Stage::ReadLease, Input::Lease(None)) => {
-                self.finish(Acquired::Failed(AcquireFailure::NotAdmitted))
+            (Stage::ReadClock(record, published_epoch), Input::Clock(now)) => {
+                self.decide(record, published_epoch, now)
             }
-            (Stage::ReadClock, Input::Clock(now)) => {
-                let Some(record) = self.record.take() else {
-                    unreachable!("the clock is read after the row")
-                };
-                let request = AcquireRequest {
-                    token_hash: self.applicant.token_hash,
-                    holder_instance_digest: self.applicant.holder_instance_digest.clone(),
-                    now,
-                    ttl: self.applicant.ttl,
-                    published_epoch: self.published_epoch,
-                };
-                let observed = observe(record, now);
-                // A grant over an expired one is a takeover: its predecessor may still try to
-                // publish (and would be fenced only once this grant has committed).
-                self.takeover = matches!(observed, Ok(Observed::Expired(_)));
-                match observed.map(|o| o.decide_acquire(request)) {
-                    Err(inconsistent) => {
-                        self.finish(Acquired::Failed(AcquireFailure::Inconsistent(inconsistent)))
-                    }
-                    Ok(Ok(plan)) => {
-                        self.plan = Some(plan);
-                        Stage::Write
-                    }
-                    Ok(Err(AcquireRefused::Held(held))) => self.finish(Acquired::Held(held)),
-                    Ok(Err(AcquireRefused::EpochExhausted)) => {
-                        self.finish(Acquired::Failed(AcquireFailure::EpochExhausted))
-                    }
-                }
-            }
-            (Stage::Write, Input::Written(true)) => match self.plan.take() {
-                Some(plan) => self.finish(Acquired::Granted(plan)),
-                None => unreachable!("the grant is written from its plan"),
-            },
-            (Stage::Write, Input::Written(false)) => {
-                self.finish(Acquired::Failed(AcquireFailure::RowChanged))
-            }
+            (Stage::Write(plan), Input::Written(true)) => Stage::Done(Ok(Acquired::Granted(plan))),
+            (Stage::Write(_), Input::Written(false)) => Stage::Done(Err(Failure::RowChanged)),
             (
-                Stage::ReadLease | Stage::ReadCurrent | Stage::ReadClock | Stage::Write,
+                Stage::ReadLease | Stage::ReadCurrent(_) | Stage::ReadClock(..) | Stage::Write(_),
                 Input::Failed(e),
-            ) => self.finish(Acquired::Failed(AcquireFailure::Effect(e))),
-            (stage, other) => protocol_violation(&format!("acquire {stage:?}"), &other),
+            ) => Stage::Done(Err(Failure::Effect(e))),
+            (stage, _) => {
+                self.stage = stage;
+                return Err(ProtocolError::wrong("grant", answered));
+            }
         };
+        Ok(())
     }
 
     fn end(&self) -> Option<End> {
-        match (&self.result, self.stage) {
-            (_, Stage::ReadLease | Stage::ReadCurrent | Stage::ReadClock | Stage::Write) => None,
-            (Some(Acquired::Granted(_)), _) => Some(End::Commit),
-            _ => Some(End::Rollback),
+        match &self.stage {
+            Stage::Done(Ok(Acquired::Granted(_))) => Some(End::Commit),
+            Stage::Done(_) => Some(End::Rollback),
+            _ => None,
         }
     }
 }
@@ -196,19 +179,24 @@ pub(crate) enum PreludeNext<E> {
     Continue(Prelude),
     /// No live grant seen: take the locks (what was seen: unheld, expired or released).
     Serialize(Observed),
-    /// Answered without any lock.
-    Answered(Acquired<E>),
+    /// Answered without any lock: a live grant, or a failure.
+    Answered(Result<HeldBy, Failure<E>>),
+    /// An answer the prelude did not ask for: refused, the prelude unchanged.
+    Refused(Prelude, ProtocolError),
 }
 
 impl Prelude {
-    pub(crate) fn poll(&self) -> Effect<'static> {
+    pub(crate) fn poll<E>(&self) -> Effect<'static, E> {
         match self {
-            Prelude::Snapshot => Effect::ReadCommittedLease,
-            Prelude::SnapshotClock(_) => Effect::ReadClock,
+            Prelude::Snapshot => Effect::read_committed_lease(),
+            Prelude::SnapshotClock(_) => Effect::read_clock(),
         }
     }
 
-    pub(crate) fn handle<E>(self, input: Input<E>) -> PreludeNext<E> {
+    /// The prelude's next step; an answer it did not ask for is refused with the prelude
+    /// unchanged.
+    pub(crate) fn step<E>(self, answer: Answer<E>) -> PreludeNext<E> {
+        let (answered, input) = answer.into_parts();
         match (self, input) {
             (Prelude::Snapshot, Input::Lease(Some(record))) => {
                 PreludeNext::Continue(Prelude::SnapshotClock(record))
@@ -217,118 +205,118 @@ impl Prelude {
             // admitted then: answered without taking any lock (nothing is created, not even
             // the target's lock file).
             (Prelude::Snapshot, Input::Lease(None)) => {
-                PreludeNext::Answered(Acquired::Failed(AcquireFailure::NotAdmitted))
+                PreludeNext::Answered(Err(Failure::NotAdmitted))
             }
-            (Prelude::Snapshot, Input::Failed(e)) => {
-                PreludeNext::Answered(Acquired::Failed(AcquireFailure::Effect(e)))
-            }
+            (Prelude::Snapshot, Input::Failed(e)) => PreludeNext::Answered(Err(Failure::Effect(e))),
             (Prelude::SnapshotClock(record), Input::Clock(now)) => match observe(record, now) {
-                Ok(Observed::Held(live)) => PreludeNext::Answered(Acquired::Held(live.held_by())),
+                Ok(Observed::Held(live)) => PreludeNext::Answered(Ok(live.held_by())),
                 Ok(observed) => PreludeNext::Serialize(observed),
-                Err(inconsistent) => PreludeNext::Answered(Acquired::Failed(
-                    AcquireFailure::Inconsistent(inconsistent),
-                )),
-            },
-            (_, other) => protocol_violation("acquire prelude", &other),
-        }
-    }
-}
-
-/// The phases every acquiring machine goes through: the lock-free prelude, then its body
-/// inside the lock envelope — or an answer before it.
-#[derive(Debug)]
-pub(crate) enum Gated<E, B> {
-    Prelude(Prelude),
-    /// Inside the lock envelope.
-    Serialized(Box<Serialized<E, B>>),
-    /// Answered before the envelope.
-    Done(Option<Acquired<E>>),
-}
-
-impl<E, B: Body<E>> Gated<E, B> {
-    pub(crate) fn new() -> Self {
-        Gated::Prelude(Prelude::Snapshot)
-    }
-
-    pub(crate) fn poll(&self) -> Effect<'_> {
-        match self {
-            Gated::Prelude(prelude) => prelude.poll(),
-            Gated::Serialized(inner) => inner.poll(),
-            Gated::Done(_) => Effect::Finished,
-        }
-    }
-
-    /// Consumes `input`; `body` makes the envelope's body from what the prelude saw when it
-    /// leads into the envelope (called at most once).
-    pub(crate) fn handle(&mut self, input: Input<E>, body: impl FnOnce(Observed) -> B) {
-        let phase = std::mem::replace(self, Gated::Done(None));
-        *self = match phase {
-            Gated::Prelude(prelude) => match prelude.handle(input) {
-                PreludeNext::Continue(prelude) => Gated::Prelude(prelude),
-                PreludeNext::Answered(answer) => Gated::Done(Some(answer)),
-                PreludeNext::Serialize(seen) => {
-                    Gated::Serialized(Box::new(Serialized::new(body(seen))))
+                Err(inconsistent) => {
+                    PreludeNext::Answered(Err(Failure::Inconsistent(inconsistent)))
                 }
             },
-            Gated::Serialized(mut inner) => {
-                inner.handle(input);
-                Gated::Serialized(inner)
+            (prelude, _) => {
+                PreludeNext::Refused(prelude, ProtocolError::wrong("acquire prelude", answered))
             }
-            Gated::Done(_) => protocol_violation("finished machine", &input),
+        }
+    }
+}
+
+/// The phases every acquiring machine goes through: the lock-free prelude (with the seed `S`
+/// its body is made from), then its body inside the lock envelope — or an answer before it.
+#[derive(Debug)]
+pub(crate) enum Gated<E, S, B> {
+    Prelude(Prelude, S),
+    /// Inside the lock envelope.
+    Serialized(Box<Serialized<E, B>>),
+    /// Answered before the envelope: a live grant, or a failure.
+    Done(Result<HeldBy, Failure<E>>),
+    /// Only while a step moves the machine from one phase to the next.
+    Moving,
+}
+
+impl<E, S, B: Body<E>> Gated<E, S, B> {
+    pub(crate) fn new(seed: S) -> Self {
+        Gated::Prelude(Prelude::Snapshot, seed)
+    }
+
+    pub(crate) fn poll(&self) -> Option<Effect<'_, E>> {
+        match self {
+            Gated::Prelude(prelude, _) => Some(prelude.poll()),
+            Gated::Serialized(inner) => inner.poll(),
+            Gated::Done(_) | Gated::Moving => None,
+        }
+    }
+
+    /// Consumes `answer`; `body` makes the envelope's body from the seed and what the prelude
+    /// saw, when the prelude leads into the envelope.
+    pub(crate) fn handle(
+        &mut self,
+        answer: Answer<E>,
+        body: impl FnOnce(S, Observed) -> B,
+    ) -> Result<(), ProtocolError> {
+        let (next, result) = match std::mem::replace(self, Gated::Moving) {
+            Gated::Prelude(prelude, seed) => match prelude.step(answer) {
+                PreludeNext::Refused(prelude, e) => (Gated::Prelude(prelude, seed), Err(e)),
+                PreludeNext::Continue(prelude) => (Gated::Prelude(prelude, seed), Ok(())),
+                PreludeNext::Answered(answer) => (Gated::Done(answer), Ok(())),
+                PreludeNext::Serialize(seen) => (
+                    Gated::Serialized(Box::new(Serialized::new(body(seed, seen)))),
+                    Ok(()),
+                ),
+            },
+            Gated::Serialized(mut inner) => {
+                let result = inner.handle(answer);
+                (Gated::Serialized(inner), result)
+            }
+            ended @ (Gated::Done(_) | Gated::Moving) => (
+                ended,
+                Err(ProtocolError::wrong("ended machine", answer.effect())),
+            ),
         };
+        *self = next;
+        result
     }
 }
 
 /// The acquisition machine.
 #[derive(Debug)]
 pub struct Acquire<E> {
-    applicant: Option<Applicant>,
-    phase: Gated<E, Grant<E>>,
+    phase: Gated<E, Applicant, Grant<E>>,
 }
 
 impl<E> Acquire<E> {
     /// An acquisition for `applicant`.
     pub fn new(applicant: Applicant) -> Self {
         Acquire {
-            applicant: Some(applicant),
-            phase: Gated::new(),
-        }
-    }
-
-    /// The result, once [`Effect::Finished`] was polled.
-    ///
-    /// # Panics
-    /// If the machine has not finished.
-    pub fn into_result(self) -> Acquired<E> {
-        match self.phase {
-            Gated::Done(Some(result)) => result,
-            Gated::Serialized(mut inner) if inner.is_done() => {
-                if let Some(e) = inner.not_started.take() {
-                    return Acquired::Failed(AcquireFailure::Effect(e));
-                }
-                if let Some(e) = inner.commit_failed.take() {
-                    return Acquired::Failed(AcquireFailure::Effect(e));
-                }
-                match inner.body.result.take() {
-                    Some(result) => result,
-                    None => unreachable!("a started grant runs its steps to their end"),
-                }
-            }
-            _ => panic!("acquire machine not polled to its end"),
+            phase: Gated::new(applicant),
         }
     }
 }
 
 impl<E> Machine<E> for Acquire<E> {
-    fn poll(&self) -> Effect<'_> {
+    type Output = Result<Acquired, Failure<E>>;
+
+    fn poll(&self) -> Option<Effect<'_, E>> {
         self.phase.poll()
     }
 
-    fn handle(&mut self, input: Input<E>) {
-        let applicant = &mut self.applicant;
-        self.phase.handle(input, |_| match applicant.take() {
-            Some(applicant) => Grant::new(applicant),
-            None => unreachable!("the envelope is entered once"),
-        });
+    fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+        self.phase
+            .handle(answer, |applicant, _| Grant::new(applicant))
+    }
+
+    fn output(self) -> Result<Self::Output, ProtocolError> {
+        match self.phase {
+            Gated::Done(result) => Ok(result.map(Acquired::Held)),
+            Gated::Serialized(inner) if inner.is_done() => {
+                let inner = *inner;
+                if let Some(e) = inner.not_started.or(inner.commit_failed) {
+                    return Ok(Err(Failure::Effect(e)));
+                }
+                inner.body.into_result()
+            }
+            _ => Err(ProtocolError::Unfinished { machine: "acquire" }),
+        }
     }
 }

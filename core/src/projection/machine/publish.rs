@@ -33,64 +33,16 @@
 //! sweep (8) may remove a live one; it runs only under both locks, so it never removes a temp
 //! that a transaction is about to rename — one written in a transaction is renamed in it.
 
-use super::release::{ReleaseFailure, ReleaseOutcome, ReleaseSteps};
+use super::outcome::{fold, Failure, Published, Unpublished};
+use super::release::ReleaseSteps;
 use super::serialized::{Body, End, Serialized};
-use super::{protocol_violation, Effect, Input, Machine};
+use super::{Answer, Effect, Input, Machine, ProtocolError};
 use crate::projection::channel::ChannelRecord;
 use crate::projection::composition::Composition;
-use crate::projection::lease::{
-    observe, Authority, Credential, DeadlinePassed, Fenced, InconsistentLease,
-};
+use crate::projection::lease::{observe, Authority, Credential, DeadlinePassed, LeaseRecord};
 use crate::projection::publication::PublishStep;
-use crate::projection::{DocumentError, Draft};
+use crate::projection::Draft;
 use crate::time::Millis;
-
-/// A publication that renamed its document durably.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Published {
-    /// Epoch of the publishing grant.
-    pub fencing_epoch: u64,
-    /// Size of the document in bytes.
-    pub bytes: usize,
-    /// Broker time of composition.
-    pub published_at: Millis,
-}
-
-/// Why a publication did not (durably) publish.
-#[derive(Debug)]
-pub enum PublishFailure<E> {
-    /// The target has no lease row. No file was touched.
-    NotAdmitted,
-    /// The lease row breaks the row invariants. No file was touched.
-    Inconsistent(InconsistentLease),
-    /// The holder no longer holds the lease. No file was touched.
-    Fenced(Fenced),
-    /// The document could not be composed. No file was touched.
-    Document(DocumentError),
-    /// The deadline passed before the rename: aborted, the temp removed, no renewal.
-    Expired(DeadlinePassed),
-    /// An effect before the rename failed: `current.json` untouched, the temp removed.
-    Effect(E),
-    /// The rename happened but the directory fsync failed: readers see the new document, a
-    /// power loss may bring back the old one.
-    NotDurable(E),
-}
-
-/// How a publication ended.
-#[derive(Debug)]
-pub enum PublishEnd<E> {
-    /// The target lock or the transaction could not be had: nothing was renamed or released,
-    /// the grant is untouched (a draft written before the transaction was removed; an earlier
-    /// failure of the draft is not reported).
-    NotStarted(E),
-    /// The publication ran, and so did its conditional release.
-    Ran {
-        /// The publication's result.
-        result: Result<Published, PublishFailure<E>>,
-        /// The release's result (a failed commit is a failed release).
-        release: Result<ReleaseOutcome, ReleaseFailure<E>>,
-    },
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
@@ -141,7 +93,7 @@ pub(crate) struct Steps<'r, E> {
     stage: Stage,
     /// Inside the transaction (decides where the shared file steps lead).
     in_tx: bool,
-    record: Option<crate::projection::lease::LeaseRecord>,
+    record: Option<LeaseRecord>,
     authority: Option<Authority>,
     now: Millis,
     draft: Option<Draft>,
@@ -150,8 +102,9 @@ pub(crate) struct Steps<'r, E> {
     /// The temp sibling to rename was written before the transaction (so a sweep may have
     /// removed it: written again once inside the transaction if the rename finds it gone).
     drafted_outside: bool,
-    renamed: bool,
-    failure: Option<PublishFailure<E>>,
+    /// What the rename published (`None` until it happened).
+    renamed: Option<Published>,
+    failure: Option<Failure<E>>,
     release: ReleaseSteps<E>,
 }
 
@@ -171,7 +124,7 @@ impl<'r, E> Steps<'r, E> {
             draft: None,
             temp: false,
             drafted_outside: false,
-            renamed: false,
+            renamed: None,
             failure: None,
             release,
         }
@@ -196,36 +149,29 @@ impl<'r, E> Steps<'r, E> {
         self.begun(true);
     }
 
-    /// The publication's and the release's results, once the envelope has ended
+    /// The publication's result, its release's folded in, once the envelope has ended
     /// (`commit_failed`: the commit's error, which is the release's too).
     pub(crate) fn results(
-        &mut self,
+        self,
         commit_failed: Option<E>,
-    ) -> (
-        Result<Published, PublishFailure<E>>,
-        Result<ReleaseOutcome, ReleaseFailure<E>>,
-    ) {
-        let result = match self.failure.take() {
-            Some(failure) => Err(failure),
-            None => Ok(Published {
-                fencing_epoch: self.authority().epoch(),
-                bytes: self.draft().bytes().len(),
-                published_at: self.draft().composed_at(),
-            }),
+    ) -> Result<Result<Published, Unpublished<E>>, ProtocolError> {
+        let result = match (self.failure, self.renamed) {
+            (Some(failure), _) => Err(failure),
+            (None, Some(published)) => Ok(published),
+            (None, None) => return Err(ProtocolError::Unfinished { machine: "publish" }),
         };
-        let release = match (commit_failed, self.release.take_result()) {
-            (Some(e), _) => Err(ReleaseFailure::Effect(e)),
-            (None, Some(release)) => release,
-            (None, None) => unreachable!("a started publication runs its release"),
+        let release = match commit_failed {
+            Some(e) => Err(Failure::Effect(e)),
+            None => self.release.into_result()?,
         };
-        (result, release)
+        Ok(fold(result, release))
     }
 }
 
 impl<E> Steps<'_, E> {
     /// A failure: recorded, then straight to the release (before the transaction: to the
     /// transaction, which runs it).
-    fn fail(&mut self, failure: PublishFailure<E>) -> Stage {
+    fn fail(&mut self, failure: Failure<E>) -> Stage {
         self.failure = Some(failure);
         if self.in_tx {
             Stage::Releasing
@@ -251,41 +197,27 @@ impl<E> Steps<'_, E> {
                     Stage::Mark(PublishStep::Composed)
                 }
             }
-            Err(e) => self.fail(PublishFailure::Document(e)),
-        }
-    }
-
-    fn authority(&self) -> &Authority {
-        match &self.authority {
-            Some(authority) => authority,
-            None => unreachable!("every stage after revalidation has the authority"),
-        }
-    }
-
-    fn draft(&self) -> &Draft {
-        match &self.draft {
-            Some(draft) => draft,
-            None => unreachable!("every stage after composition has the draft"),
+            Err(e) => self.fail(Failure::Document(e)),
         }
     }
 
     /// The effect of the file steps shared by the parts before and inside the transaction.
-    fn poll_files(&self) -> Option<Effect<'_>> {
-        Some(match self.stage {
-            Stage::Mark(step) => Effect::Reached(step),
-            Stage::PrepareDir => Effect::PrepareDir,
-            Stage::SyncParents => Effect::SyncParents,
-            Stage::WriteTemp => Effect::WriteTemp(self.draft().bytes()),
+    fn poll_files(&self) -> Option<Effect<'_, E>> {
+        Some(match (self.stage, &self.draft) {
+            (Stage::Mark(step), _) => Effect::reached(step),
+            (Stage::PrepareDir, _) => Effect::prepare_dir(),
+            (Stage::SyncParents, _) => Effect::sync_parents(),
+            (Stage::WriteTemp, Some(draft)) => Effect::write_temp(draft.bytes()),
             _ => return None,
         })
     }
 }
 
 impl<E> Body<E> for Steps<'_, E> {
-    fn poll_before(&self) -> Option<Effect<'_>> {
+    fn poll_before(&self) -> Option<Effect<'_, E>> {
         match self.stage {
-            Stage::DraftClock => Some(Effect::ReadClock),
-            Stage::DraftChannels => Some(Effect::ReadChannels),
+            Stage::DraftClock => Some(Effect::read_clock()),
+            Stage::DraftChannels => Some(Effect::read_channels()),
             // `Ready` names no file step: the transaction begins.
             _ => self.poll_files(),
         }
@@ -300,19 +232,28 @@ impl<E> Body<E> for Steps<'_, E> {
         };
     }
 
-    fn poll(&self) -> Effect<'_> {
-        match self.stage {
-            Stage::ReadLease => Effect::ReadLease,
-            Stage::ReadClock | Stage::DeadlineClock => Effect::ReadClock,
-            Stage::ReadChannels => Effect::ReadChannels,
-            Stage::Rename => Effect::Rename,
-            Stage::Sweep => Effect::RemoveOrphans,
-            Stage::Releasing => self.release.poll(),
-            _ => self.poll_files().unwrap_or(Effect::Finished),
-        }
+    fn poll(&self) -> Option<Effect<'_, E>> {
+        Some(match self.stage {
+            Stage::ReadLease => Effect::read_lease(),
+            Stage::ReadClock | Stage::DeadlineClock => Effect::read_clock(),
+            Stage::ReadChannels => Effect::read_channels(),
+            Stage::Rename => Effect::rename(),
+            Stage::Sweep => Effect::remove_orphans(),
+            Stage::Releasing => return self.release.poll(),
+            _ => return self.poll_files(),
+        })
     }
 
-    fn handle(&mut self, input: Input<E>) {
+    fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+        if self.stage == Stage::Releasing {
+            self.release.handle(answer)?;
+            if self.release.is_done() {
+                self.stage = Stage::Mark(PublishStep::Released);
+            }
+            return Ok(());
+        }
+        let (answered, input) = answer.into_parts();
+        let wrong = || ProtocolError::wrong("publish", answered);
         self.stage = match (self.stage, input) {
             (Stage::Mark(step), Input::Done) => after(step),
             (Stage::DraftClock, Input::Clock(now)) => {
@@ -324,65 +265,74 @@ impl<E> Body<E> for Steps<'_, E> {
                 self.record = Some(record);
                 Stage::ReadClock
             }
-            (Stage::ReadLease, Input::Lease(None)) => self.fail(PublishFailure::NotAdmitted),
+            (Stage::ReadLease, Input::Lease(None)) => self.fail(Failure::NotAdmitted),
             (Stage::ReadClock, Input::Clock(now)) => {
-                let Some(record) = self.record.take() else {
-                    unreachable!("the clock is read after the row")
-                };
+                let record = self.record.take().ok_or_else(wrong)?;
                 match observe(record, now) {
-                    Err(inconsistent) => self.fail(PublishFailure::Inconsistent(inconsistent)),
+                    Err(inconsistent) => self.fail(Failure::Inconsistent(inconsistent)),
                     Ok(observed) => match observed.authorize_publish(&self.credential) {
                         Ok(authority) => {
                             self.authority = Some(authority);
                             self.now = now;
                             Stage::Mark(PublishStep::Revalidated)
                         }
-                        Err(fenced) => self.fail(PublishFailure::Fenced(fenced)),
+                        Err(fenced) => self.fail(Failure::Fenced(fenced)),
                     },
                 }
             }
-            (Stage::ReadChannels, Input::Channels(rows)) => match &self.draft {
-                // The draft's clock already read the grant's expiry: the holder has observed
-                // it, so nothing is renamed, even if the clock has since stepped back.
-                Some(draft) if draft.composed_at() >= self.authority().expires_at() => {
-                    let passed = DeadlinePassed {
-                        expires_at: self.authority().expires_at(),
-                        now: draft.composed_at(),
-                    };
-                    self.fail(PublishFailure::Expired(passed))
+            (Stage::ReadChannels, Input::Channels(rows)) => {
+                let authority = self.authority.as_ref().ok_or_else(wrong)?;
+                match &self.draft {
+                    // The draft's clock already read the grant's expiry: the holder has
+                    // observed it, so nothing is renamed, even if the clock has since stepped
+                    // back.
+                    Some(draft) if draft.composed_at() >= authority.expires_at() => {
+                        let passed = DeadlinePassed {
+                            expires_at: authority.expires_at(),
+                            now: draft.composed_at(),
+                        };
+                        self.fail(Failure::Expired(passed))
+                    }
+                    Some(draft) if draft.confirmed(authority, &rows, self.now) => {
+                        Stage::DeadlineClock
+                    }
+                    // The rows moved or a row expired since the draft (or a one-shot was
+                    // granted another epoch than it expected, or drafted nothing): compose
+                    // again, at the revalidation's clock.
+                    _ => self.compose(rows),
                 }
-                Some(draft) if draft.confirmed(self.authority(), &rows, self.now) => {
-                    Stage::DeadlineClock
-                }
-                // The rows moved or a row expired since the draft (or a one-shot was granted
-                // another epoch than it expected, or drafted nothing): compose again, at the
-                // revalidation's clock.
-                _ => self.compose(rows),
-            },
-            (Stage::PrepareDir, Input::Dir { verified: true }) => Stage::WriteTemp,
-            (Stage::PrepareDir, Input::Dir { verified: false }) => Stage::SyncParents,
+            }
+            (Stage::PrepareDir, Input::Dir(true)) => Stage::WriteTemp,
+            (Stage::PrepareDir, Input::Dir(false)) => Stage::SyncParents,
             (Stage::SyncParents, Input::Done) => Stage::WriteTemp,
-            (Stage::WriteTemp, input) => {
+            (Stage::WriteTemp, input @ (Input::Done | Input::Failed(_))) => {
                 // From here on a temp sibling may exist (a failed write can leave one); a
                 // second one replaces the first, which the executor removes.
                 self.temp = true;
                 self.drafted_outside = !self.in_tx;
                 match input {
-                    Input::Done if self.in_tx => Stage::DeadlineClock,
-                    Input::Done => Stage::Mark(PublishStep::TempWritten),
-                    Input::Failed(e) => self.fail(PublishFailure::Effect(e)),
-                    other => protocol_violation("publish WriteTemp", &other),
+                    Input::Failed(e) => self.fail(Failure::Effect(e)),
+                    _ if self.in_tx => Stage::DeadlineClock,
+                    _ => Stage::Mark(PublishStep::TempWritten),
                 }
             }
             (Stage::DeadlineClock, Input::Clock(now)) => {
-                match self.authority().check_deadline(now) {
+                let authority = self.authority.as_ref().ok_or_else(wrong)?;
+                match authority.check_deadline(now) {
                     Ok(()) => Stage::Mark(PublishStep::DeadlineChecked),
-                    Err(passed) => self.fail(PublishFailure::Expired(passed)),
+                    Err(passed) => self.fail(Failure::Expired(passed)),
                 }
             }
             (Stage::Rename, Input::Done) => {
+                let (Some(authority), Some(draft)) = (&self.authority, &self.draft) else {
+                    return Err(wrong());
+                };
+                self.renamed = Some(Published {
+                    fencing_epoch: authority.epoch(),
+                    bytes: draft.bytes().len(),
+                    published_at: draft.composed_at(),
+                });
                 self.temp = false;
-                self.renamed = true;
                 Stage::Mark(PublishStep::Renamed)
             }
             // The draft written before the transaction is gone (swept): write it again, here,
@@ -390,17 +340,9 @@ impl<E> Body<E> for Steps<'_, E> {
             (Stage::Rename, Input::Failed(_)) if self.drafted_outside => Stage::WriteTemp,
             // The sweep is best effort: the document is in place, the next publication sweeps.
             (Stage::Sweep, Input::Done | Input::Failed(_)) => Stage::Releasing,
-            (Stage::Releasing, input) => {
-                self.release.handle(input);
-                if self.release.is_done() {
-                    Stage::Mark(PublishStep::Released)
-                } else {
-                    Stage::Releasing
-                }
-            }
             (Stage::SyncDir, Input::Done) => Stage::Mark(PublishStep::DirectorySynced),
             (Stage::SyncDir, Input::Failed(e)) => {
-                self.failure = Some(PublishFailure::NotDurable(e));
+                self.failure = Some(Failure::NotDurable(e));
                 Stage::Done
             }
             (Stage::RemoveTemp, Input::Done | Input::Failed(_)) => {
@@ -415,9 +357,10 @@ impl<E> Body<E> for Steps<'_, E> {
                 | Stage::SyncParents
                 | Stage::Rename,
                 Input::Failed(e),
-            ) => self.fail(PublishFailure::Effect(e)),
-            (stage, other) => protocol_violation(&format!("publish {stage:?}"), &other),
+            ) => self.fail(Failure::Effect(e)),
+            _ => return Err(wrong()),
         };
+        Ok(())
     }
 
     fn end(&self) -> Option<End> {
@@ -428,60 +371,106 @@ impl<E> Body<E> for Steps<'_, E> {
 
     fn ended(&mut self) {
         self.in_tx = false;
-        self.stage = if self.renamed {
+        self.stage = if self.renamed.is_some() {
             Stage::Mark(PublishStep::Unlocked)
         } else {
             Stage::RemoveTemp
         };
     }
 
-    fn poll_after(&self) -> Option<Effect<'_>> {
+    fn poll_after(&self) -> Option<Effect<'_, E>> {
         match self.stage {
-            Stage::Mark(step) => Some(Effect::Reached(step)),
-            Stage::SyncDir => Some(Effect::SyncDir),
-            Stage::RemoveTemp if self.temp => Some(Effect::RemoveTemp),
+            Stage::Mark(step) => Some(Effect::reached(step)),
+            Stage::SyncDir => Some(Effect::sync_dir()),
+            Stage::RemoveTemp if self.temp => Some(Effect::remove_temp()),
             // No temp to remove, or done: the machine has ended.
             _ => None,
         }
     }
 }
 
+/// Where a publication machine is.
+#[derive(Debug)]
+enum Phase<'r, E> {
+    /// The publication, in its lock envelope.
+    Publishing(Box<Serialized<E, Steps<'r, E>>>),
+    /// Ended.
+    Done(Result<Published, Unpublished<E>>),
+    /// Only while a step moves the machine from one phase to the next.
+    Moving,
+}
+
 /// The publication machine for the holder of `credential`.
 #[derive(Debug)]
 pub struct Publish<'r, E> {
-    inner: Serialized<E, Steps<'r, E>>,
+    credential: Credential,
+    phase: Phase<'r, E>,
 }
 
 impl<'r, E> Publish<'r, E> {
     /// A publication of the target of `credential`, composed with `composition` (a
     /// `&ChannelRegistry` is the generic profile's).
     pub fn new(credential: Credential, composition: impl Into<Composition<'r>>) -> Self {
+        let steps = Steps::new(credential.clone(), composition.into());
         Publish {
-            inner: Serialized::new(Steps::new(credential, composition.into())),
+            credential,
+            phase: Phase::Publishing(Box::new(Serialized::new(steps))),
         }
     }
 
-    /// The result, once [`Effect::Finished`] was polled.
-    ///
-    /// # Panics
-    /// If the machine has not finished.
-    pub fn into_end(mut self) -> PublishEnd<E> {
-        assert!(self.inner.is_done(), "publish machine polled to its end");
-        if let Some(e) = self.inner.not_started.take() {
-            return PublishEnd::NotStarted(e);
+    /// The result once the publication's envelope has ended.
+    fn ended(
+        &self,
+        inner: Serialized<E, Steps<'r, E>>,
+    ) -> Result<Result<Published, Unpublished<E>>, ProtocolError> {
+        let Serialized {
+            body,
+            not_started,
+            commit_failed,
+            ..
+        } = inner;
+        match not_started {
+            Some(error) => Ok(Err(Unpublished::NotStarted {
+                error,
+                credential: self.credential.clone(),
+            })),
+            None => body.results(commit_failed),
         }
-        let commit_failed = self.inner.commit_failed.take();
-        let (result, release) = self.inner.body.results(commit_failed);
-        PublishEnd::Ran { result, release }
     }
 }
 
 impl<E> Machine<E> for Publish<'_, E> {
-    fn poll(&self) -> Effect<'_> {
-        self.inner.poll()
+    type Output = Result<Published, Unpublished<E>>;
+
+    fn poll(&self) -> Option<Effect<'_, E>> {
+        match &self.phase {
+            Phase::Publishing(inner) => inner.poll(),
+            Phase::Done(_) | Phase::Moving => None,
+        }
     }
 
-    fn handle(&mut self, input: Input<E>) {
-        self.inner.handle(input)
+    fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+        let (next, result) = match std::mem::replace(&mut self.phase, Phase::Moving) {
+            Phase::Publishing(mut inner) => match inner.handle(answer) {
+                Ok(()) if inner.is_done() => match self.ended(*inner) {
+                    Ok(end) => (Phase::Done(end), Ok(())),
+                    Err(e) => (Phase::Moving, Err(e)),
+                },
+                result => (Phase::Publishing(inner), result),
+            },
+            ended @ (Phase::Done(_) | Phase::Moving) => (
+                ended,
+                Err(ProtocolError::wrong("ended publication", answer.effect())),
+            ),
+        };
+        self.phase = next;
+        result
+    }
+
+    fn output(self) -> Result<Self::Output, ProtocolError> {
+        match self.phase {
+            Phase::Done(result) => Ok(result),
+            _ => Err(ProtocolError::Unfinished { machine: "publish" }),
+        }
     }
 }

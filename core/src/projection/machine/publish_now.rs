@@ -12,41 +12,35 @@
 //! rolls back, the temp sibling is removed and nothing was written.
 //!
 //! Only a grant over an unheld or released row publishes in the same envelope. A grant over an
-//! *expired* one (a takeover) commits on its own first ([`PublishNowEnd::TakenOver`]; the
-//! caller then publishes with it as a two-step publication). The reason: the one-shot renames
-//! before its grant has committed, and if that commit is lost (a crash, a failed commit), the
-//! expired predecessor is the committed holder again — and with the broker clock set back it
-//! would revalidate and publish an older epoch over the newer document. A released
-//! predecessor can never publish again, so after a lost one-shot commit nothing older can be
-//! published (shuttle found this: "published epoch went back").
+//! *expired* one (a takeover) commits on its own first, and the machine then publishes with it
+//! as a two-step publication (a [`Publish`] in an envelope of its own). The reason: the
+//! one-shot renames before its grant has committed, and if that commit is lost (a crash, a
+//! failed commit), the expired predecessor is the committed holder again — and with the broker
+//! clock set back it would revalidate and publish an older epoch over the newer document. A
+//! released predecessor can never publish again, so after a lost one-shot commit nothing older
+//! can be published (shuttle found this: "published epoch went back").
 
 use super::acquire::{Acquired, Applicant, Gated, Grant};
-use super::publish::{PublishFailure, Published, Steps};
-use super::release::{ReleaseFailure, ReleaseOutcome};
-use super::serialized::{Body, End};
-use super::{Effect, Input, Machine};
+use super::outcome::{Failure, Published, Unpublished};
+use super::publish::{Publish, Steps};
+use super::serialized::{Body, End, Serialized};
+use super::{Answer, Effect, Machine, ProtocolError};
 use crate::projection::composition::Composition;
-use crate::projection::lease::{Credential, Observed};
+use crate::projection::lease::{Credential, HeldBy, Observed};
 
-/// How a one-shot publication ended.
+/// What a one-shot publication that did not fail ended with.
 #[derive(Debug)]
-pub enum PublishNowEnd<E> {
-    /// No grant (held, not admitted, or a failure before any write); nothing was written.
-    NotGranted(Acquired<E>),
-    /// The grant took over an expired one: it committed on its own and nothing was published;
-    /// publish with it as a two-step publication (its credential: the plan's target and epoch,
-    /// the applicant's token hash).
-    TakenOver(crate::projection::lease::AcquirePlan),
-    /// Granted at `epoch`; the publication ran, and so did its release.
-    Ran {
-        /// The epoch of the grant.
-        epoch: u64,
-        /// The publication's result.
-        result: Result<Published, PublishFailure<E>>,
-        /// The release's result (a failed commit is a failed release, and then the grant did
-        /// not commit either).
-        release: Result<ReleaseOutcome, ReleaseFailure<E>>,
+pub enum PublishedNow {
+    /// Granted, published and released.
+    Published {
+        /// The publication.
+        published: Published,
+        /// The grant took over an expired one: it committed on its own, and the publication
+        /// ran in a second envelope.
+        takeover: bool,
     },
+    /// Another holder's grant is live; nothing was written.
+    Held(HeldBy),
 }
 
 /// The one-shot's body: the publication's steps (drafting before the transaction), and the
@@ -55,15 +49,36 @@ pub enum PublishNowEnd<E> {
 struct Stage<'r, E> {
     /// `Some` until the grant moved on to publishing.
     grant: Option<Box<Grant<E>>>,
-    /// The epoch granted, once publishing.
-    epoch: Option<u64>,
     steps: Box<Steps<'r, E>>,
     /// Inside the transaction.
     in_tx: bool,
 }
 
+impl<'r, E> Stage<'r, E> {
+    /// The body for `applicant` over the row the prelude saw.
+    fn new(applicant: Applicant, seen: Observed, composition: Composition<'r>) -> Self {
+        // The draft is composed for the epoch a grant over the row seen would get; if the
+        // grant gets another, the publication composes again inside. Over an expired grant
+        // nothing is drafted: that takeover commits on its own.
+        let expected = Credential {
+            target_id: seen.target_id().clone(),
+            epoch: seen.epoch().saturating_add(1),
+            token_hash: applicant.token_hash,
+        };
+        let steps = match seen {
+            Observed::Expired(_) => Steps::undrafted(expected, composition),
+            _ => Steps::new(expected, composition),
+        };
+        Stage {
+            grant: Some(Box::new(Grant::new(applicant))),
+            steps: Box::new(steps),
+            in_tx: false,
+        }
+    }
+}
+
 impl<E> Body<E> for Stage<'_, E> {
-    fn poll_before(&self) -> Option<Effect<'_>> {
+    fn poll_before(&self) -> Option<Effect<'_, E>> {
         self.steps.poll_before()
     }
 
@@ -75,32 +90,32 @@ impl<E> Body<E> for Stage<'_, E> {
         }
     }
 
-    fn poll(&self) -> Effect<'_> {
+    fn poll(&self) -> Option<Effect<'_, E>> {
         match &self.grant {
             Some(grant) => grant.poll(),
             None => self.steps.poll(),
         }
     }
 
-    fn handle(&mut self, input: Input<E>) {
+    fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
         let Some(grant) = self.grant.as_mut().filter(|_| self.in_tx) else {
-            return self.steps.handle(input);
+            return self.steps.handle(answer);
         };
-        grant.handle(input);
+        grant.handle(answer)?;
         if grant.takeover {
             // Committed on its own (see the module documentation).
-            return;
+            return Ok(());
         }
-        if let Some(Acquired::Granted(plan)) = &grant.result {
+        if let Some(plan) = grant.granted() {
             let credential = Credential {
                 target_id: plan.target_id.clone(),
                 epoch: plan.epoch,
                 token_hash: grant.token_hash(),
             };
-            self.epoch = Some(plan.epoch);
             self.grant = None;
             self.steps.granted(credential);
         }
+        Ok(())
     }
 
     fn end(&self) -> Option<End> {
@@ -117,17 +132,37 @@ impl<E> Body<E> for Stage<'_, E> {
         self.steps.ended();
     }
 
-    fn poll_after(&self) -> Option<Effect<'_>> {
+    fn poll_after(&self) -> Option<Effect<'_, E>> {
         self.steps.poll_after()
     }
+}
+
+/// Where a one-shot is.
+#[derive(Debug)]
+enum Phase<'r, E> {
+    /// The prelude, then grant-publish-release in one envelope.
+    OneShot(Gated<E, Applicant, Stage<'r, E>>),
+    /// The grant took over an expired one and committed on its own: its publication.
+    TakenOver(Box<Publish<'r, E>>),
+    /// Ended.
+    Done(Result<PublishedNow, Unpublished<E>>),
+    /// Only while a step moves the machine from one phase to the next.
+    Moving,
 }
 
 /// The one-shot publication machine.
 #[derive(Debug)]
 pub struct PublishNow<'r, E> {
-    applicant: Option<Applicant>,
     composition: Composition<'r>,
-    phase: Gated<E, Stage<'r, E>>,
+    phase: Phase<'r, E>,
+}
+
+/// A failure before any publication: nothing to release.
+fn refused<E>(failure: Failure<E>) -> Result<PublishedNow, Unpublished<E>> {
+    Err(Unpublished::Failed {
+        failure,
+        release: None,
+    })
 }
 
 impl<'r, E> PublishNow<'r, E> {
@@ -135,83 +170,119 @@ impl<'r, E> PublishNow<'r, E> {
     /// `&ChannelRegistry` is the generic profile's).
     pub fn new(applicant: Applicant, composition: impl Into<Composition<'r>>) -> Self {
         PublishNow {
-            applicant: Some(applicant),
             composition: composition.into(),
-            phase: Gated::new(),
+            phase: Phase::OneShot(Gated::new(applicant)),
         }
     }
 
-    /// The result, once [`Effect::Finished`] was polled.
-    ///
-    /// # Panics
-    /// If the machine has not finished.
-    pub fn into_end(self) -> PublishNowEnd<E> {
-        match self.phase {
-            Gated::Done(Some(answer)) => PublishNowEnd::NotGranted(answer),
-            Gated::Serialized(mut inner) if inner.is_done() => {
-                if let Some(e) = inner.not_started.take() {
-                    return PublishNowEnd::NotGranted(Acquired::Failed(
-                        super::acquire::AcquireFailure::Effect(e),
-                    ));
-                }
-                let commit_failed = inner.commit_failed.take();
-                let mut stage = inner.body;
-                match (stage.grant, stage.epoch) {
-                    (Some(mut grant), _) => match (grant.result.take(), commit_failed) {
-                        (_, Some(e)) => PublishNowEnd::NotGranted(Acquired::Failed(
-                            super::acquire::AcquireFailure::Effect(e),
-                        )),
-                        (Some(Acquired::Granted(plan)), None) => PublishNowEnd::TakenOver(plan),
-                        (Some(answer), None) => PublishNowEnd::NotGranted(answer),
-                        (None, None) => {
-                            unreachable!("a started grant runs its steps to their end")
-                        }
-                    },
-                    (None, Some(epoch)) => {
-                        let (result, release) = stage.steps.results(commit_failed);
-                        PublishNowEnd::Ran {
-                            epoch,
-                            result,
-                            release,
-                        }
-                    }
-                    (None, None) => unreachable!("the grant moves on with its epoch"),
-                }
+    /// The next phase once the one-shot's envelope (or its answer before it) has ended.
+    fn ended(
+        &self,
+        gated: Gated<E, Applicant, Stage<'r, E>>,
+    ) -> Result<Phase<'r, E>, ProtocolError> {
+        let inner = match gated {
+            Gated::Done(answer) => {
+                return Ok(Phase::Done(match answer {
+                    Ok(held) => Ok(PublishedNow::Held(held)),
+                    Err(failure) => refused(failure),
+                }))
             }
-            _ => panic!("one-shot publication machine not polled to its end"),
+            Gated::Serialized(inner) => *inner,
+            Gated::Prelude(..) | Gated::Moving => {
+                return Err(ProtocolError::Unfinished {
+                    machine: "one-shot",
+                })
+            }
+        };
+        let Serialized {
+            body: stage,
+            not_started,
+            commit_failed,
+            ..
+        } = inner;
+        if let Some(e) = not_started {
+            return Ok(Phase::Done(refused(Failure::Effect(e))));
         }
+        let Some(grant) = stage.grant else {
+            let published = stage.steps.results(commit_failed)?;
+            return Ok(Phase::Done(published.map(|published| {
+                PublishedNow::Published {
+                    published,
+                    takeover: false,
+                }
+            })));
+        };
+        let token_hash = grant.token_hash();
+        Ok(match (grant.into_result()?, commit_failed) {
+            (_, Some(e)) => Phase::Done(refused(Failure::Effect(e))),
+            // A takeover committed on its own: publish with it in a second envelope.
+            (Ok(Acquired::Granted(plan)), None) => {
+                let credential = Credential {
+                    target_id: plan.target_id,
+                    epoch: plan.epoch,
+                    token_hash,
+                };
+                Phase::TakenOver(Box::new(Publish::new(credential, self.composition)))
+            }
+            (Ok(Acquired::Held(held)), None) => Phase::Done(Ok(PublishedNow::Held(held))),
+            (Err(failure), None) => Phase::Done(refused(failure)),
+        })
     }
 }
 
 impl<E> Machine<E> for PublishNow<'_, E> {
-    fn poll(&self) -> Effect<'_> {
-        self.phase.poll()
+    type Output = Result<PublishedNow, Unpublished<E>>;
+
+    fn poll(&self) -> Option<Effect<'_, E>> {
+        match &self.phase {
+            Phase::OneShot(gated) => gated.poll(),
+            Phase::TakenOver(publish) => publish.poll(),
+            Phase::Done(_) | Phase::Moving => None,
+        }
     }
 
-    fn handle(&mut self, input: Input<E>) {
-        let (applicant, composition) = (&mut self.applicant, self.composition);
-        self.phase.handle(input, |seen| match applicant.take() {
-            Some(applicant) => {
-                // The draft is composed for the epoch a grant over the row seen would get; if
-                // the grant gets another, the publication composes again inside. Over an
-                // expired grant nothing is drafted: that takeover commits on its own.
-                let expected = Credential {
-                    target_id: seen.target_id().clone(),
-                    epoch: seen.epoch().saturating_add(1),
-                    token_hash: applicant.token_hash,
-                };
-                let steps = match seen {
-                    Observed::Expired(_) => Steps::undrafted(expected, composition),
-                    _ => Steps::new(expected, composition),
-                };
-                Stage {
-                    grant: Some(Box::new(Grant::new(applicant))),
-                    epoch: None,
-                    steps: Box::new(steps),
-                    in_tx: false,
+    fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+        let composition = self.composition;
+        let (next, result) = match std::mem::replace(&mut self.phase, Phase::Moving) {
+            Phase::OneShot(mut gated) => {
+                match gated.handle(answer, |applicant, seen| {
+                    Stage::new(applicant, seen, composition)
+                }) {
+                    Ok(()) if gated.poll().is_none() => match self.ended(gated) {
+                        Ok(next) => (next, Ok(())),
+                        Err(e) => (Phase::Moving, Err(e)),
+                    },
+                    result => (Phase::OneShot(gated), result),
                 }
             }
-            None => unreachable!("the envelope is entered once"),
-        });
+            Phase::TakenOver(mut publish) => match publish.handle(answer) {
+                Ok(()) if publish.poll().is_none() => match publish.output() {
+                    Ok(published) => (
+                        Phase::Done(published.map(|published| PublishedNow::Published {
+                            published,
+                            takeover: true,
+                        })),
+                        Ok(()),
+                    ),
+                    Err(e) => (Phase::Moving, Err(e)),
+                },
+                result => (Phase::TakenOver(publish), result),
+            },
+            ended @ (Phase::Done(_) | Phase::Moving) => (
+                ended,
+                Err(ProtocolError::wrong("ended one-shot", answer.effect())),
+            ),
+        };
+        self.phase = next;
+        result
+    }
+
+    fn output(self) -> Result<Self::Output, ProtocolError> {
+        match self.phase {
+            Phase::Done(result) => Ok(result),
+            _ => Err(ProtocolError::Unfinished {
+                machine: "one-shot",
+            }),
+        }
     }
 }

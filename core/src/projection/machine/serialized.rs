@@ -8,7 +8,7 @@
 //! This is the only code that orders the locks, so no machine can take them the other way
 //! round.
 
-use super::{protocol_violation, Effect, Input};
+use super::{Answer, Effect, Input, ProtocolError};
 
 /// How a finished body ends its transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,24 +21,26 @@ pub(crate) enum End {
 pub(crate) trait Body<E> {
     /// Before the transaction (no lock held): the next effect, or `None` when the body is
     /// ready for the transaction. Most bodies have nothing to do here.
-    fn poll_before(&self) -> Option<Effect<'_>> {
+    fn poll_before(&self) -> Option<Effect<'_, E>> {
         None
     }
     /// The transaction began (`true`), or could not begin (`false`: the target lock or the
     /// transaction could not be had; the envelope keeps the error, the transaction's body will
     /// not run, the part after it will).
     fn begun(&mut self, _began: bool) {}
-    /// Inside the transaction: the next effect, while [`Body::end`] is `None`.
-    fn poll(&self) -> Effect<'_>;
-    /// The result of the effect last polled (before, inside or after the transaction).
-    fn handle(&mut self, input: Input<E>);
+    /// Inside the transaction: the next effect, while [`Body::end`] is `None` (a body that
+    /// names none then is stuck: its machine ends unfinished).
+    fn poll(&self) -> Option<Effect<'_, E>>;
+    /// The answer to the effect last polled (before, inside or after the transaction); an
+    /// answer to another effect is refused, the body unchanged.
+    fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError>;
     /// `Some` once the transaction's body has finished: how its transaction ends.
     fn end(&self) -> Option<End>;
     /// The transaction has ended (committed, or rolled back).
     fn ended(&mut self) {}
     /// After the transaction (both locks let go): the next effect, or `None` when the machine
     /// has ended.
-    fn poll_after(&self) -> Option<Effect<'_>> {
+    fn poll_after(&self) -> Option<Effect<'_, E>> {
         None
     }
 }
@@ -79,74 +81,91 @@ impl<E, B: Body<E>> Serialized<E, B> {
         self.phase == Phase::Done
     }
 
-    pub(crate) fn poll(&self) -> Effect<'_> {
-        match self.phase {
+    pub(crate) fn poll(&self) -> Option<Effect<'_, E>> {
+        Some(match self.phase {
             // The body is ready for the transaction: the target lock is taken right before it.
-            Phase::Before => self.body.poll_before().unwrap_or(Effect::LockTarget),
-            Phase::Begin => Effect::Begin,
+            Phase::Before => self.body.poll_before().unwrap_or_else(Effect::lock_target),
+            Phase::Begin => Effect::begin(),
             Phase::Body => match self.body.end() {
-                None => self.body.poll(),
-                Some(End::Commit) => Effect::Commit,
-                Some(End::Rollback) => Effect::Rollback,
+                None => return self.body.poll(),
+                Some(End::Commit) => Effect::commit(),
+                Some(End::Rollback) => Effect::rollback(),
             },
-            Phase::RollbackAfterFailedCommit => Effect::Rollback,
-            Phase::Unlock => Effect::UnlockTarget,
+            Phase::RollbackAfterFailedCommit => Effect::rollback(),
+            Phase::Unlock => Effect::unlock_target(),
             // `After` is entered only while the body has an effect there.
-            Phase::After => self.body.poll_after().unwrap_or(Effect::Finished),
-            Phase::Done => Effect::Finished,
-        }
+            Phase::After => return self.body.poll_after(),
+            Phase::Done => return None,
+        })
     }
 
-    pub(crate) fn handle(&mut self, input: Input<E>) {
-        self.phase = match (self.phase, input) {
-            (Phase::Before, input) if self.body.poll_before().is_some() => {
-                self.body.handle(input);
+    /// Consumes the answer to the effect last polled; an answer to another effect is
+    /// refused, the envelope unchanged.
+    pub(crate) fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+        let wrong = |answer: &Answer<E>| ProtocolError::wrong("lock envelope", answer.effect());
+        self.phase = match self.phase {
+            Phase::Before if self.body.poll_before().is_some() => {
+                self.body.handle(answer)?;
                 Phase::Before
             }
-            // The body polled nothing before the transaction: this answers `LockTarget`.
-            (Phase::Before, Input::Done) => Phase::Begin,
-            (Phase::Before, Input::Failed(e)) => {
+            // `After` is entered only while the body has an effect there (`after`).
+            Phase::After => {
+                self.body.handle(answer)?;
+                self.after()
+            }
+            Phase::Body if self.body.end().is_none() => {
+                self.body.handle(answer)?;
+                Phase::Body
+            }
+            phase => {
+                let expected = self.poll().map(|effect| effect.name());
+                if expected != Some(answer.effect()) {
+                    return Err(wrong(&answer));
+                }
+                let (_, input) = answer.into_parts();
+                self.envelope(phase, input)
+            }
+        };
+        Ok(())
+    }
+
+    /// The envelope's own effects (the locks and the transaction's edges), answered.
+    fn envelope(&mut self, phase: Phase, input: Input<E>) -> Phase {
+        let failed = match input {
+            Input::Failed(e) => Some(e),
+            _ => None,
+        };
+        match (phase, failed) {
+            // The body polled nothing before the transaction: this answers the target lock.
+            (Phase::Before, None) => Phase::Begin,
+            (Phase::Before, Some(e)) => {
                 self.not_started = Some(e);
                 self.body.begun(false);
                 self.after()
             }
-            (Phase::Begin, Input::Done) => {
+            (Phase::Begin, None) => {
                 self.body.begun(true);
                 Phase::Body
             }
-            (Phase::Begin, Input::Failed(e)) => {
+            (Phase::Begin, Some(e)) => {
                 self.not_started = Some(e);
                 self.body.begun(false);
                 Phase::Unlock
             }
-            (Phase::Body, input) => match self.body.end() {
-                None => {
-                    self.body.handle(input);
-                    Phase::Body
+            (Phase::Body, failed) => match (self.body.end(), failed) {
+                (Some(End::Commit), Some(e)) => {
+                    self.commit_failed = Some(e);
+                    Phase::RollbackAfterFailedCommit
                 }
-                Some(End::Commit) => match input {
-                    Input::Done => self.ended(),
-                    Input::Failed(e) => {
-                        self.commit_failed = Some(e);
-                        Phase::RollbackAfterFailedCommit
-                    }
-                    other => protocol_violation("commit", &other),
-                },
-                // A failed rollback is the executor's to report; the transaction ends either way.
-                Some(End::Rollback) => match input {
-                    Input::Done | Input::Failed(_) => self.ended(),
-                    other => protocol_violation("rollback", &other),
-                },
+                // A failed rollback is the executor's to report; the transaction ends either
+                // way.
+                _ => self.ended(),
             },
-            (Phase::RollbackAfterFailedCommit, Input::Done | Input::Failed(_)) => self.ended(),
-            (Phase::Unlock, Input::Done | Input::Failed(_)) => self.after(),
-            // `After` is entered only while the body has an effect there (`after`).
-            (Phase::After, input) => {
-                self.body.handle(input);
-                self.after()
-            }
-            (phase, other) => protocol_violation(&format!("{phase:?}"), &other),
-        };
+            (Phase::RollbackAfterFailedCommit, _) => self.ended(),
+            (Phase::Unlock, _) => self.after(),
+            // No effect is polled in these phases (`After` is handled by the body).
+            (Phase::After | Phase::Done, _) => phase,
+        }
     }
 
     fn ended(&mut self) -> Phase {

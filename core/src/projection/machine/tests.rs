@@ -3,11 +3,12 @@
 //! lease row; channel rows only inside a transaction, when a test plants them) and can make
 //! one named effect fail.
 
-use super::acquire::{Acquire, AcquireFailure, Acquired, Applicant};
-use super::publish::{Publish, PublishEnd, PublishFailure};
-use super::publish_now::{PublishNow, PublishNowEnd};
-use super::release::{EndOutcome, Release, ReleaseFailure, ReleaseOutcome};
-use super::{drive, Effect, Input, Machine};
+use super::acquire::{Acquire, Acquired, Applicant};
+use super::outcome::{Failure, Published, Unpublished};
+use super::publish::Publish;
+use super::publish_now::{PublishNow, PublishedNow};
+use super::release::{EndOutcome, Release, ReleaseOutcome};
+use super::{drive, Answer, Effect, FileEffect, Machine, ProtocolError, StoreEffect};
 use crate::config::LeaseTtl;
 use crate::names::InstanceDigest;
 use crate::projection::channel::{ChannelName, ChannelRecord, ChannelRegistry};
@@ -105,46 +106,57 @@ impl Script {
         self
     }
 
-    fn answer(&mut self, effect: Effect<'_>) -> Input<&'static str> {
+    fn answer(&mut self, effect: Effect<'_, &'static str>) -> Answer<&'static str> {
         let name = effect.name();
         self.log.push(name);
-        if self.fail == Some(name) {
+        let fails = if self.fail == Some(name) {
             self.fail = None;
-            return Input::Failed(name);
-        }
-        if let Some((effect, times)) = self.fail_times.filter(|(e, t)| *e == name && *t > 0) {
+            true
+        } else if let Some((effect, times)) = self.fail_times.filter(|(e, t)| *e == name && *t > 0)
+        {
             self.fail_times = Some((effect, times - 1));
-            return Input::Failed(name);
+            true
+        } else {
+            false
+        };
+        if fails {
+            return effect
+                .fail(name)
+                .expect("only a store or file effect fails");
         }
         match effect {
-            Effect::ReadCommittedLease => Input::Lease(self.row.clone()),
-            Effect::ReadLease => Input::Lease(self.inside.take().or_else(|| self.row.clone())),
-            Effect::ReadCurrent => Input::Current(self.current.clone()),
-            Effect::ReadClock => {
+            Effect::Store(StoreEffect::ReadCommittedLease(ask)) => ask.answer(Ok(self.row.clone())),
+            Effect::Store(StoreEffect::ReadLease(ask)) => {
+                ask.answer(Ok(self.inside.take().or_else(|| self.row.clone())))
+            }
+            Effect::File(FileEffect::ReadCurrent(ask)) => ask.answer(Ok(self.current.clone())),
+            Effect::Clock(ask) => {
                 let now = if self.clocks.len() > 1 {
                     self.clocks.remove(0)
                 } else {
                     self.clocks[0]
                 };
-                Input::Clock(Millis(now))
+                ask.answer(Millis(now))
             }
-            Effect::Begin => {
+            Effect::Store(StoreEffect::Begin(ask)) => {
                 self.in_tx = true;
-                Input::Done
+                ask.answer(Ok(()))
             }
-            Effect::Commit | Effect::Rollback => {
+            Effect::Store(StoreEffect::Commit(ask) | StoreEffect::Rollback(ask)) => {
                 self.in_tx = false;
-                Input::Done
+                ask.answer(Ok(()))
             }
-            Effect::ReadChannels if self.in_tx => Input::Channels(self.channels_inside.clone()),
-            Effect::ReadChannels => Input::Channels(Vec::new()),
-            Effect::WriteGrant(plan) => {
+            Effect::Store(StoreEffect::ReadChannels(ask)) if self.in_tx => {
+                ask.answer(Ok(self.channels_inside.clone()))
+            }
+            Effect::Store(StoreEffect::ReadChannels(ask)) => ask.answer(Ok(Vec::new())),
+            Effect::Store(StoreEffect::WriteGrant(plan, ask)) => {
                 if self.writes_match {
                     self.row = Some(plan.record());
                 }
-                Input::Written(self.writes_match)
+                ask.answer(Ok(self.writes_match))
             }
-            Effect::WriteRelease(plan) => {
+            Effect::Store(StoreEffect::WriteRelease(plan, ask)) => {
                 if self.writes_match {
                     if let Some(LeaseRecord {
                         state: LeaseState::Held(g),
@@ -159,19 +171,68 @@ impl Script {
                         });
                     }
                 }
-                Input::Written(self.writes_match)
+                ask.answer(Ok(self.writes_match))
             }
-            Effect::PrepareDir => Input::Dir {
-                verified: self.dir_verified,
-            },
-            Effect::Finished => unreachable!(),
-            _ => Input::Done,
+            Effect::File(FileEffect::PrepareDir(ask)) => ask.answer(Ok(self.dir_verified)),
+            Effect::File(
+                FileEffect::LockTarget(ask)
+                | FileEffect::SyncParents(ask)
+                | FileEffect::RemoveOrphans(ask)
+                | FileEffect::WriteTemp(_, ask)
+                | FileEffect::RemoveTemp(ask)
+                | FileEffect::Rename(ask)
+                | FileEffect::SyncDir(ask)
+                | FileEffect::UnlockTarget(ask),
+            ) => ask.answer(Ok(())),
+            Effect::Reached(_, ask) => ask.answer(()),
         }
     }
 
     fn run<M: Machine<&'static str>>(&mut self, machine: &mut M) {
-        assert!(drive(machine, |effect| Some(self.answer(effect))));
+        assert_eq!(drive(machine, |effect| Some(self.answer(effect))), Ok(true));
     }
+}
+
+/// A publication's end as the tests read it: the publication's result, and why its release
+/// did not commit.
+type Ran = (
+    Result<Published, Failure<&'static str>>,
+    Option<Failure<&'static str>>,
+);
+
+fn ran(end: Result<Published, Unpublished<&'static str>>) -> Ran {
+    match end {
+        Ok(published) => (Ok(published), None),
+        Err(Unpublished::NotReleased { published, release }) => (Ok(published), Some(release)),
+        Err(Unpublished::Failed { failure, release }) => (Err(failure), release),
+        Err(Unpublished::NotStarted { error, .. }) => panic!("not started: {error}"),
+    }
+}
+
+/// A one-shot's end as the tests read it, once it was granted.
+fn ran_now(end: Result<PublishedNow, Unpublished<&'static str>>) -> Ran {
+    ran(end.map(|now| match now {
+        PublishedNow::Published { published, .. } => published,
+        PublishedNow::Held(held) => panic!("held: {held:?}"),
+    }))
+}
+
+/// The release ran, committed, and released the grant.
+#[track_caller]
+fn assert_released(s: &Script, release: Option<Failure<&'static str>>, context: &str) {
+    assert!(release.is_none(), "{context}: {release:?}");
+    assert!(
+        matches!(
+            &s.row,
+            Some(LeaseRecord {
+                state: LeaseState::Released(_),
+                ..
+            })
+        ),
+        "{context}: {:?}",
+        s.row
+    );
+    assert!(s.log.contains(&"write-release"), "{context}");
 }
 
 fn registry() -> ChannelRegistry {
@@ -194,7 +255,7 @@ fn acquire_over_a_released_row_grants_the_next_epoch_under_both_locks() {
     let mut s = Script::new(Some(row(3, 1, 0, true)), &[10]);
     let mut m = Acquire::new(applicant(2));
     s.run(&mut m);
-    let Acquired::Granted(plan) = m.into_result() else {
+    let Ok(Acquired::Granted(plan)) = m.output().unwrap() else {
         panic!()
     };
     assert_eq!((plan.prior_epoch, plan.epoch), (3, 4));
@@ -208,7 +269,7 @@ fn acquire_answers_a_live_grant_and_an_absent_row_without_any_lock() {
     let mut s = Script::new(Some(row(1, 1, 0, false)), &[50]);
     let mut m = Acquire::<&str>::new(applicant(2));
     s.run(&mut m);
-    let Acquired::Held(held) = m.into_result() else {
+    let Ok(Acquired::Held(held)) = m.output().unwrap() else {
         panic!()
     };
     assert_eq!((held.fencing_epoch, held.retry_after_ms), (1, 50));
@@ -217,10 +278,7 @@ fn acquire_answers_a_live_grant_and_an_absent_row_without_any_lock() {
     let mut s = Script::new(None, &[50]);
     let mut m = Acquire::<&str>::new(applicant(2));
     s.run(&mut m);
-    assert!(matches!(
-        m.into_result(),
-        Acquired::Failed(AcquireFailure::NotAdmitted)
-    ));
+    assert!(matches!(m.output().unwrap(), Err(Failure::NotAdmitted)));
     assert_eq!(s.log, ["read-committed-lease"]);
 }
 
@@ -232,7 +290,7 @@ fn acquire_refused_inside_the_locks_rolls_back() {
     s.inside = Some(row(2, 3, 199, false));
     let mut m = Acquire::<&str>::new(applicant(2));
     s.run(&mut m);
-    assert!(matches!(m.into_result(), Acquired::Held(h) if h.fencing_epoch == 2));
+    assert!(matches!(m.output().unwrap(), Ok(Acquired::Held(h)) if h.fencing_epoch == 2));
     assert_eq!(
         s.log,
         [
@@ -256,36 +314,30 @@ fn acquire_failures_end_the_envelope_in_order() {
     let mut m = Acquire::new(applicant(2));
     s.run(&mut m);
     assert!(matches!(
-        m.into_result(),
-        Acquired::Failed(AcquireFailure::Effect("lock-target"))
+        m.output().unwrap(),
+        Err(Failure::Effect("lock-target"))
     ));
     assert_eq!(s.log, ["read-committed-lease", "read-clock", "lock-target"]);
     // The transaction cannot begin: the target lock is let go.
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("begin");
     let mut m = Acquire::new(applicant(2));
     s.run(&mut m);
-    assert!(matches!(
-        m.into_result(),
-        Acquired::Failed(AcquireFailure::Effect("begin"))
-    ));
+    assert!(matches!(m.output().unwrap(), Err(Failure::Effect("begin"))));
     assert_eq!(&s.log[2..], ["lock-target", "begin", "unlock-target"]);
     // The grant's write finds no row: rolled back.
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
     s.writes_match = false;
     let mut m = Acquire::new(applicant(2));
     s.run(&mut m);
-    assert!(matches!(
-        m.into_result(),
-        Acquired::Failed(AcquireFailure::RowChanged)
-    ));
+    assert!(matches!(m.output().unwrap(), Err(Failure::RowChanged)));
     assert_eq!(&s.log[7..], ["write-grant", "rollback", "unlock-target"]);
     // The commit fails: rolled back, the lock let go, no grant.
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("commit");
     let mut m = Acquire::new(applicant(2));
     s.run(&mut m);
     assert!(matches!(
-        m.into_result(),
-        Acquired::Failed(AcquireFailure::Effect("commit"))
+        m.output().unwrap(),
+        Err(Failure::Effect("commit"))
     ));
     assert_eq!(
         &s.log[7..],
@@ -327,19 +379,21 @@ const PUBLISHED: [&str; 27] = [
     "reached",
 ];
 
-fn publish(s: &mut Script, epoch: u64, n: u8) -> PublishEnd<&'static str> {
+fn publish_end(s: &mut Script, epoch: u64, n: u8) -> Result<Published, Unpublished<&'static str>> {
     let registry = registry();
     let mut m = Publish::new(credential(epoch, n), &registry);
     s.run(&mut m);
-    m.into_end()
+    m.output().unwrap()
+}
+
+fn publish(s: &mut Script, epoch: u64, n: u8) -> Ran {
+    ran(publish_end(s, epoch, n))
 }
 
 #[test]
 fn a_publication_runs_every_step_inside_both_locks_and_releases() {
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10, 20, 30]);
-    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
-        panic!()
-    };
+    let (result, release) = publish(&mut s, 2, 1);
     let published = result.unwrap();
     assert_eq!(
         (published.fencing_epoch, published.published_at),
@@ -347,30 +401,30 @@ fn a_publication_runs_every_step_inside_both_locks_and_releases() {
         "published as drafted, at the draft's clock"
     );
     assert!(published.bytes > 0);
-    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
+    assert_released(&s, release, "");
     assert_eq!(s.log, PUBLISHED);
     // A directory chain not yet known durable has its parents fsynced first.
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
     s.dir_verified = false;
-    publish(&mut s, 2, 1);
+    let _ = publish(&mut s, 2, 1);
     assert_eq!(&s.log[3..6], ["prepare-dir", "sync-parents", "write-temp"]);
 }
 
 #[test]
 fn a_fenced_publication_never_renames_removes_its_draft_and_does_not_release_a_successor() {
     let mut s = Script::new(Some(row(3, 2, 0, false)), &[10]);
-    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
-        panic!()
-    };
+    let (result, release) = publish(&mut s, 2, 1);
     assert!(matches!(
         result,
-        Err(PublishFailure::Fenced(Fenced::Superseded {
-            current_epoch: 3
-        }))
+        Err(Failure::Fenced(Fenced::Superseded { current_epoch: 3 }))
     ));
+    // The release found the successor's grant, not the presenter's: nothing to report,
+    // nothing written, the successor still holds.
+    assert!(release.is_none());
     assert!(matches!(
-        release,
-        Ok(ReleaseOutcome::NotHolder(Fenced::Superseded { .. }))
+        &s.row,
+        Some(LeaseRecord { fencing_epoch: 3, state: LeaseState::Held(g), .. })
+            if g.holder_token_hash.ct_eq(&hash(2))
     ));
     for effect in ["rename", "sync-dir", "write-release"] {
         assert!(!s.log.contains(&effect), "{effect} in {:?}", s.log);
@@ -382,13 +436,8 @@ fn a_fenced_publication_never_renames_removes_its_draft_and_does_not_release_a_s
     );
     // Expired at revalidation: fenced too.
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[TTL]);
-    let PublishEnd::Ran { result, .. } = publish(&mut s, 2, 1) else {
-        panic!()
-    };
-    assert!(matches!(
-        result,
-        Err(PublishFailure::Fenced(Fenced::Expired))
-    ));
+    let (result, _) = publish(&mut s, 2, 1);
+    assert!(matches!(result, Err(Failure::Fenced(Fenced::Expired))));
     assert!(!s.log.contains(&"rename"));
     assert!(s.log.contains(&"remove-temp"));
 }
@@ -396,11 +445,9 @@ fn a_fenced_publication_never_renames_removes_its_draft_and_does_not_release_a_s
 #[test]
 fn a_publication_past_its_deadline_removes_its_temp_and_never_renames() {
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10, 20, TTL]);
-    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
-        panic!()
-    };
-    assert!(matches!(result, Err(PublishFailure::Expired(_))));
-    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
+    let (result, release) = publish(&mut s, 2, 1);
+    assert!(matches!(result, Err(Failure::Expired(_))));
+    assert_released(&s, release, "");
     assert!(!s.log.contains(&"rename"));
     let at = s.log.iter().position(|e| *e == "read-channels").unwrap() + 1;
     let at = at
@@ -423,14 +470,12 @@ fn a_publication_past_its_deadline_removes_its_temp_and_never_renames() {
 fn a_failing_file_step_removes_the_temp_when_one_may_exist_and_always_releases() {
     for (fails, temp_removed) in [("prepare-dir", false), ("write-temp", true)] {
         let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing(fails);
-        let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
-            panic!()
-        };
+        let (result, release) = publish(&mut s, 2, 1);
         assert!(
-            matches!(result, Err(PublishFailure::Effect(e)) if e == fails),
+            matches!(result, Err(Failure::Effect(e)) if e == fails),
             "{fails}"
         );
-        assert_eq!(release.unwrap(), ReleaseOutcome::Released, "{fails}");
+        assert_released(&s, release, fails);
         assert_eq!(
             s.log.contains(&"remove-temp"),
             temp_removed,
@@ -449,31 +494,19 @@ fn a_failing_file_step_removes_the_temp_when_one_may_exist_and_always_releases()
     }
     // A failed sweep is not the publication's: the document is in place.
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("remove-orphans");
-    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
-        panic!()
-    };
+    let (result, release) = publish(&mut s, 2, 1);
     assert!(result.is_ok());
-    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
+    assert_released(&s, release, "");
     // The directory fsync fails after the rename: published, not durable, released.
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("sync-dir");
-    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
-        panic!()
-    };
-    assert!(matches!(
-        result,
-        Err(PublishFailure::NotDurable("sync-dir"))
-    ));
-    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
+    let (result, release) = publish(&mut s, 2, 1);
+    assert!(matches!(result, Err(Failure::NotDurable("sync-dir"))));
+    assert_released(&s, release, "");
     // A parent fsync fails: nothing is written.
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("sync-parents");
     s.dir_verified = false;
-    let PublishEnd::Ran { result, .. } = publish(&mut s, 2, 1) else {
-        panic!()
-    };
-    assert!(matches!(
-        result,
-        Err(PublishFailure::Effect("sync-parents"))
-    ));
+    let (result, _) = publish(&mut s, 2, 1);
+    assert!(matches!(result, Err(Failure::Effect("sync-parents"))));
     assert!(!s.log.contains(&"write-temp"));
 }
 
@@ -481,8 +514,11 @@ fn a_failing_file_step_removes_the_temp_when_one_may_exist_and_always_releases()
 fn a_publication_that_cannot_start_or_commit_says_so() {
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("lock-target");
     assert!(matches!(
-        publish(&mut s, 2, 1),
-        PublishEnd::NotStarted("lock-target")
+        publish_end(&mut s, 2, 1),
+        Err(Unpublished::NotStarted {
+            error: "lock-target",
+            ..
+        })
     ));
     assert_eq!(
         s.log,
@@ -500,8 +536,8 @@ fn a_publication_that_cannot_start_or_commit_says_so() {
     );
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("begin");
     assert!(matches!(
-        publish(&mut s, 2, 1),
-        PublishEnd::NotStarted("begin")
+        publish_end(&mut s, 2, 1),
+        Err(Unpublished::NotStarted { error: "begin", .. })
     ));
     assert_eq!(
         s.log,
@@ -520,11 +556,9 @@ fn a_publication_that_cannot_start_or_commit_says_so() {
         "a busy store: the draft's temp is removed, nothing else happened"
     );
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("commit");
-    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
-        panic!()
-    };
+    let (result, release) = publish(&mut s, 2, 1);
     assert!(result.is_ok(), "the rename happened");
-    assert!(matches!(release, Err(ReleaseFailure::Effect("commit"))));
+    assert!(matches!(release, Some(Failure::Effect("commit"))));
     assert_eq!(
         &s.log[s.log.len() - 6..],
         [
@@ -539,11 +573,9 @@ fn a_publication_that_cannot_start_or_commit_says_so() {
     );
     // A row missing or broken at revalidation.
     let mut s = Script::new(None, &[10]);
-    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
-        panic!()
-    };
-    assert!(matches!(result, Err(PublishFailure::NotAdmitted)));
-    assert!(matches!(release, Err(ReleaseFailure::NotAdmitted)));
+    let (result, release) = publish(&mut s, 2, 1);
+    assert!(matches!(result, Err(Failure::NotAdmitted)));
+    assert!(matches!(release, Some(Failure::NotAdmitted)));
 }
 
 #[test]
@@ -552,17 +584,9 @@ fn one_shot_publishes_over_a_released_row_in_one_envelope() {
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
     let mut m = PublishNow::new(applicant(2), &registry);
     s.run(&mut m);
-    let PublishNowEnd::Ran {
-        epoch,
-        result,
-        release,
-    } = m.into_end()
-    else {
-        panic!()
-    };
-    assert_eq!(epoch, 2);
+    let (result, release) = ran_now(m.output().unwrap());
     assert_eq!(result.unwrap().fencing_epoch, 2);
-    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
+    assert_released(&s, release, "");
     assert_eq!(s.log.iter().filter(|e| **e == "commit").count(), 1);
     assert_eq!(s.log.iter().filter(|e| **e == "lock-target").count(), 1);
     assert!(s.log.contains(&"rename"));
@@ -597,16 +621,14 @@ fn channel_row(watermark: u64) -> ChannelRecord {
 fn a_draft_whose_rows_moved_is_composed_and_written_again_inside_the_transaction() {
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10, 20, 30]);
     s.channels_inside = vec![channel_row(7)];
-    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
-        panic!()
-    };
+    let (result, release) = publish(&mut s, 2, 1);
     let published = result.unwrap();
     assert_eq!(
         published.published_at,
         Millis(20),
         "composed again at the revalidation's clock"
     );
-    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
+    assert_released(&s, release, "");
     let begin = positions(&s.log, "begin")[0];
     let writes = positions(&s.log, "write-temp");
     assert_eq!(writes.len(), 2, "{:?}", s.log);
@@ -618,9 +640,7 @@ fn a_draft_whose_rows_moved_is_composed_and_written_again_inside_the_transaction
     );
     let empty = Script::new(Some(row(2, 1, 0, false)), &[10, 20, 30]);
     let mut unmoved = empty;
-    let PublishEnd::Ran { result, .. } = publish(&mut unmoved, 2, 1) else {
-        panic!()
-    };
+    let (result, _) = publish(&mut unmoved, 2, 1);
     assert!(
         published.bytes > result.unwrap().bytes,
         "the renamed document holds the row committed after the draft"
@@ -636,10 +656,7 @@ fn a_one_shot_granted_another_epoch_than_it_drafted_for_composes_again() {
     s.inside = Some(row(3, 1, 0, true));
     let mut m = PublishNow::new(applicant(2), &registry);
     s.run(&mut m);
-    let PublishNowEnd::Ran { epoch, result, .. } = m.into_end() else {
-        panic!()
-    };
-    assert_eq!(epoch, 4);
+    let (result, _) = ran_now(m.output().unwrap());
     assert_eq!(result.unwrap().fencing_epoch, 4);
     assert_eq!(positions(&s.log, "write-temp").len(), 2, "{:?}", s.log);
 }
@@ -651,8 +668,11 @@ fn one_shot_that_cannot_begin_removes_its_draft() {
     let mut m = PublishNow::new(applicant(2), &registry);
     s.run(&mut m);
     assert!(matches!(
-        m.into_end(),
-        PublishNowEnd::NotGranted(Acquired::Failed(AcquireFailure::Effect("begin")))
+        m.output().unwrap(),
+        Err(Unpublished::Failed {
+            failure: Failure::Effect("begin"),
+            release: None
+        })
     ));
     assert_eq!(
         &s.log[s.log.len() - 3..],
@@ -667,10 +687,7 @@ fn one_shot_refused_inside_its_locks_removes_its_draft() {
     s.inside = Some(row(2, 3, 5, false)); // granted to another after the snapshot
     let mut m = PublishNow::new(applicant(2), &registry);
     s.run(&mut m);
-    assert!(matches!(
-        m.into_end(),
-        PublishNowEnd::NotGranted(Acquired::Held(_))
-    ));
+    assert!(matches!(m.output().unwrap(), Ok(PublishedNow::Held(_))));
     assert_eq!(
         &s.log[s.log.len() - 3..],
         ["rollback", "unlock-target", "remove-temp"]
@@ -679,26 +696,36 @@ fn one_shot_refused_inside_its_locks_removes_its_draft() {
 }
 
 #[test]
-fn one_shot_over_an_expired_grant_commits_the_takeover_alone() {
+fn one_shot_over_an_expired_grant_commits_the_takeover_alone_then_publishes_with_it() {
     let registry = registry();
     let mut s = Script::new(Some(row(1, 1, 0, false)), &[TTL + 5]);
     let mut m = PublishNow::new(applicant(2), &registry);
     s.run(&mut m);
-    let PublishNowEnd::TakenOver(plan) = m.into_end() else {
-        panic!()
-    };
-    assert_eq!(plan.epoch, 2);
+    let end = m.output().unwrap();
+    assert!(
+        matches!(&end, Ok(PublishedNow::Published { takeover: true, .. })),
+        "{end:?}"
+    );
+    let (result, release) = ran_now(end);
+    assert_eq!(result.unwrap().fencing_epoch, 2);
+    assert_released(&s, release, "the takeover's publication releases");
     let mut expected = vec!["read-committed-lease", "read-clock"];
     expected.extend(GRANT);
-    assert_eq!(s.log, expected, "the grant commits and nothing is renamed");
+    assert_eq!(
+        s.log[..expected.len()],
+        expected,
+        "the grant commits on its own, nothing renamed in its envelope"
+    );
+    assert_eq!(
+        s.log[expected.len()..],
+        PUBLISHED,
+        "then a two-step publication with the grant, in an envelope of its own"
+    );
     // A live grant: held, no lock.
     let mut s = Script::new(Some(row(1, 1, 0, false)), &[5]);
     let mut m = PublishNow::<&str>::new(applicant(2), &registry);
     s.run(&mut m);
-    assert!(matches!(
-        m.into_end(),
-        PublishNowEnd::NotGranted(Acquired::Held(_))
-    ));
+    assert!(matches!(m.output().unwrap(), Ok(PublishedNow::Held(_))));
     assert_eq!(s.log, ["read-committed-lease", "read-clock"]);
 }
 
@@ -707,7 +734,7 @@ fn release_needs_the_epoch_and_the_token_and_rolls_back_a_failed_write() {
     let run = |s: &mut Script, epoch, n| {
         let mut m = Release::new(credential(epoch, n));
         s.run(&mut m);
-        m.into_result()
+        m.output().unwrap()
     };
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
     assert_eq!(run(&mut s, 2, 1).unwrap(), ReleaseOutcome::Released);
@@ -731,18 +758,15 @@ fn release_needs_the_epoch_and_the_token_and_rolls_back_a_failed_write() {
     assert!(!s.log.contains(&"write-release"));
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
     s.writes_match = false;
-    assert!(matches!(run(&mut s, 2, 1), Err(ReleaseFailure::RowChanged)));
+    assert!(matches!(run(&mut s, 2, 1), Err(Failure::RowChanged)));
     assert_eq!(&s.log[4..], ["write-release", "rollback", "unlock-target"]);
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("lock-target");
     assert!(matches!(
         run(&mut s, 2, 1),
-        Err(ReleaseFailure::Effect("lock-target"))
+        Err(Failure::Effect("lock-target"))
     ));
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("commit");
-    assert!(matches!(
-        run(&mut s, 2, 1),
-        Err(ReleaseFailure::Effect("commit"))
-    ));
+    assert!(matches!(run(&mut s, 2, 1), Err(Failure::Effect("commit"))));
 }
 
 #[test]
@@ -750,7 +774,7 @@ fn an_operator_end_releases_exactly_the_live_grant_and_fences_its_holder() {
     let run = |s: &mut Script| {
         let mut m = Release::<&str, _>::end();
         s.run(&mut m);
-        m.into_result()
+        m.output().unwrap()
     };
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
     match run(&mut s).unwrap() {
@@ -782,7 +806,7 @@ fn an_operator_end_releases_exactly_the_live_grant_and_fences_its_holder() {
     let mut holder = Release::<&str>::new(credential(2, 1));
     s.run(&mut holder);
     assert_eq!(
-        holder.into_result().unwrap(),
+        holder.output().unwrap().unwrap(),
         ReleaseOutcome::NotHolder(Fenced::Released)
     );
     // An expired grant is ended as well: released, so a clock set back cannot revive it.
@@ -814,53 +838,104 @@ fn an_operator_end_releases_exactly_the_live_grant_and_fences_its_holder() {
         assert!(!s.log.contains(&"write-release"), "{why:?}: {:?}", s.log);
     }
     let mut s = Script::new(None, &[10]);
-    assert!(matches!(run(&mut s), Err(ReleaseFailure::NotAdmitted)));
+    assert!(matches!(run(&mut s), Err(Failure::NotAdmitted)));
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
     s.writes_match = false;
-    assert!(matches!(run(&mut s), Err(ReleaseFailure::RowChanged)));
+    assert!(matches!(run(&mut s), Err(Failure::RowChanged)));
     assert_eq!(&s.log[4..], ["write-release", "rollback", "unlock-target"]);
 }
 
+/// Drives `machine` through its first `effects` effects only, and stops.
+fn stop_after<M: Machine<&'static str>>(s: &mut Script, machine: &mut M, effects: usize) {
+    let mut left = effects;
+    let ended = drive(machine, |effect| {
+        left = left.checked_sub(1)?;
+        Some(s.answer(effect))
+    });
+    assert_eq!(ended, Ok(false));
+}
+
 #[test]
-#[should_panic(expected = "executor bug")]
-fn an_input_that_does_not_answer_the_effect_is_an_executor_bug() {
+fn an_answer_the_machine_did_not_ask_for_is_refused_and_changes_nothing() {
+    // An answer made for another machine's effect (a release's target lock) handed to an
+    // acquisition, which asked for the committed row.
+    let release = Release::<&str>::new(credential(1, 1));
+    let Some(Effect::File(FileEffect::LockTarget(ask))) = release.poll() else {
+        panic!("a release takes the target lock first")
+    };
     let mut m = Acquire::<&str>::new(applicant(1));
-    m.handle(Input::Done);
-}
-
-#[test]
-#[should_panic(expected = "not polled to its end")]
-fn a_result_is_only_taken_from_a_finished_machine() {
-    let _ = Acquire::<&str>::new(applicant(1)).into_result();
-}
-
-#[test]
-#[should_panic(expected = "not polled to its end")]
-fn an_acquisition_inside_its_locks_has_no_result_yet() {
+    assert_eq!(
+        m.handle(ask.answer(Ok(()))),
+        Err(ProtocolError::WrongAnswer {
+            machine: "acquire prelude",
+            answered: "lock-target"
+        })
+    );
+    assert_eq!(
+        m.poll().map(|e| e.name()),
+        Some("read-committed-lease"),
+        "unchanged"
+    );
+    // An answer kept from an earlier poll: the clock's question, answered after the machine
+    // moved on (the row was read, the clock answered, the target lock is asked now).
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
     let mut m = Acquire::<&str>::new(applicant(2));
-    m.handle(Input::Lease(Some(row(1, 1, 0, true))));
-    m.handle(Input::Clock(Millis(10)));
-    m.handle(Input::Done); // the target lock
-    let _ = m.into_result();
+    stop_after(&mut s, &mut m, 1);
+    let Some(Effect::Clock(stale)) = m.poll() else {
+        panic!("the clock is asked after the row")
+    };
+    let stale = stale.answer(Millis(10));
+    stop_after(&mut s, &mut m, 1);
+    assert_eq!(m.poll().map(|e| e.name()), Some("lock-target"));
+    assert!(matches!(
+        m.handle(stale),
+        Err(ProtocolError::WrongAnswer {
+            answered: "read-clock",
+            ..
+        })
+    ));
+    assert_eq!(m.poll().map(|e| e.name()), Some("lock-target"), "unchanged");
+    // The machine still runs to its end.
+    s.run(&mut m);
+    assert!(matches!(m.output(), Ok(Ok(Acquired::Granted(_)))));
+    // An ended machine takes no answer.
+    let release = Release::<&str>::new(credential(1, 1));
+    let Some(Effect::File(FileEffect::LockTarget(ask))) = release.poll() else {
+        panic!()
+    };
+    let mut s = Script::new(None, &[10]);
+    let mut m = Acquire::<&str>::new(applicant(1));
+    s.run(&mut m);
+    assert!(m.handle(ask.answer(Ok(()))).is_err());
+    assert!(matches!(m.output(), Ok(Err(Failure::NotAdmitted))));
 }
 
 #[test]
-#[should_panic(expected = "not polled to its end")]
-fn a_one_shot_inside_its_locks_has_no_result_yet() {
+fn a_result_is_only_taken_from_a_finished_machine() {
+    let unfinished = |e| matches!(e, Err(ProtocolError::Unfinished { .. }));
+    assert!(unfinished(
+        Acquire::<&str>::new(applicant(1)).output().map(drop)
+    ));
+    // Inside the locks: the row and the clock read, the target lock taken.
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
+    let mut m = Acquire::<&str>::new(applicant(2));
+    stop_after(&mut s, &mut m, 4);
+    assert!(unfinished(m.output().map(drop)));
+    // A one-shot drafting before its transaction.
     let registry = registry();
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
     let mut m = PublishNow::<&str>::new(applicant(2), &registry);
-    m.handle(Input::Lease(Some(row(1, 1, 0, true))));
-    m.handle(Input::Clock(Millis(10)));
-    m.handle(Input::Clock(Millis(10))); // the draft's clock
-    let _ = m.into_end();
-}
-
-#[test]
-#[should_panic(expected = "polled to its end")]
-fn a_release_inside_its_locks_has_no_result_yet() {
+    stop_after(&mut s, &mut m, 3);
+    assert!(unfinished(m.output().map(drop)));
+    // A release holding the target lock; a publication inside its transaction.
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
     let mut m = Release::<&str>::new(credential(1, 1));
-    m.handle(Input::Done); // the target lock
-    let _ = m.into_result();
+    stop_after(&mut s, &mut m, 1);
+    assert!(unfinished(m.output().map(drop)));
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
+    let mut m = Publish::<&str>::new(credential(2, 1), &registry);
+    stop_after(&mut s, &mut m, 9);
+    assert!(unfinished(m.output().map(drop)));
 }
 
 #[test]
@@ -869,11 +944,9 @@ fn a_draft_swept_before_the_transaction_is_written_again_inside_it_once() {
     // publication held no lock): the draft is written again inside the transaction, the
     // deadline checked again, and renamed.
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("rename");
-    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
-        panic!()
-    };
+    let (result, release) = publish(&mut s, 2, 1);
     assert!(result.is_ok(), "{:?}", s.log);
-    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
+    assert_released(&s, release, "");
     let renames = positions(&s.log, "rename");
     assert_eq!(renames.len(), 2, "{:?}", s.log);
     assert_eq!(
@@ -884,20 +957,16 @@ fn a_draft_swept_before_the_transaction_is_written_again_inside_it_once() {
     // again fails the publication (and the release still runs).
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
     s.fail_times = Some(("rename", 2));
-    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
-        panic!()
-    };
-    assert!(matches!(result, Err(PublishFailure::Effect("rename"))));
-    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
+    let (result, release) = publish(&mut s, 2, 1);
+    assert!(matches!(result, Err(Failure::Effect("rename"))));
+    assert_released(&s, release, "");
     assert_eq!(positions(&s.log, "write-temp").len(), 2, "{:?}", s.log);
     // A draft composed inside the transaction was never outside it: no second write.
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10, 20, 30]);
     s.channels_inside = vec![channel_row(7)];
     s.fail_times = Some(("rename", 2));
-    let PublishEnd::Ran { result, .. } = publish(&mut s, 2, 1) else {
-        panic!()
-    };
-    assert!(matches!(result, Err(PublishFailure::Effect("rename"))));
+    let (result, _) = publish(&mut s, 2, 1);
+    assert!(matches!(result, Err(Failure::Effect("rename"))));
     assert_eq!(positions(&s.log, "rename").len(), 1, "{:?}", s.log);
 }
 
@@ -922,7 +991,7 @@ fn a_grant_numbers_past_the_epoch_of_the_document_in_place() {
         s.current = current;
         let mut m = Acquire::new(applicant(2));
         s.run(&mut m);
-        let Acquired::Granted(plan) = m.into_result() else {
+        let Ok(Acquired::Granted(plan)) = m.output().unwrap() else {
             panic!()
         };
         assert_eq!((plan.prior_epoch, plan.epoch), (3, expected));
@@ -933,10 +1002,8 @@ fn a_grant_numbers_past_the_epoch_of_the_document_in_place() {
     let registry = registry();
     let mut m = PublishNow::new(applicant(2), &registry);
     s.run(&mut m);
-    let PublishNowEnd::Ran { epoch, result, .. } = m.into_end() else {
-        panic!()
-    };
-    assert_eq!((epoch, result.unwrap().fencing_epoch), (8, 8));
+    let (result, _) = ran_now(m.output().unwrap());
+    assert_eq!(result.unwrap().fencing_epoch, 8);
     assert_eq!(positions(&s.log, "write-temp").len(), 2, "{:?}", s.log);
 }
 
@@ -946,14 +1013,12 @@ fn a_holder_whose_draft_saw_its_expiry_never_renames_even_after_the_clock_steppe
     // then steps back, so the revalidation (at 10) passes; the publication aborts as expired
     // all the same (no draft of it, and no document composed again, is renamed).
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[TTL, 10, 10]);
-    let PublishEnd::Ran { result, release } = publish(&mut s, 2, 1) else {
-        panic!()
-    };
+    let (result, release) = publish(&mut s, 2, 1);
     assert!(
-        matches!(result, Err(PublishFailure::Expired(d)) if d.expires_at == Millis(TTL)),
+        matches!(result, Err(Failure::Expired(d)) if d.expires_at == Millis(TTL)),
         "{result:?}"
     );
-    assert_eq!(release.unwrap(), ReleaseOutcome::Released);
+    assert_released(&s, release, "");
     assert!(!s.log.contains(&"rename"), "{:?}", s.log);
     assert!(s.log.contains(&"remove-temp"), "{:?}", s.log);
 }
