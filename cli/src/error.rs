@@ -191,6 +191,7 @@ pub fn classify(error: &LibError) -> Class {
         // it is classed here.
         _ => match error {
             LibError::ReleaseFailed { cause, .. } => classify(cause),
+            LibError::Protocol(_) => Class::Invariant,
             LibError::NotPublished { .. } => Class::NotPublished,
             LibError::Document(_) => Class::CorruptDocument,
             LibError::Io { .. }

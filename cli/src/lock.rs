@@ -55,6 +55,7 @@ pub fn lock_error(error: LockError) -> CliError {
     match error {
         LockError::ClearRefused { .. } => CliError::new(Class::Refused, error.to_string()),
         LockError::Busy { .. } => CliError::new(Class::Retry, error.to_string()),
+        LockError::Protocol(_) => CliError::new(Class::Invariant, error.to_string()),
         LockError::Malformed { .. } => CliError::new(
             Class::Io,
             format!("{error}; the lock file was left untouched"),

@@ -15,6 +15,7 @@
 //! - [`projection`]: the fenced projection writer — target ids, the lease type-state,
 //!   channels, watermark admission, composition of the document, and the acquire / publish /
 //!   release step machines both the SQLite adapter and the model checkers execute.
+//! - [`protocol`]: the typed error a machine reports when its executor breaks the contract.
 //! - [`subtree`]: subtree write locks of (agent, session) writers and fail-closed write admission.
 //! - [`project_lock`]: process-generation authority of the project lock and its lock record.
 //! - [`ledger`]: the event ledger's facts, integrity-checked snapshot and build decisions, and
@@ -28,6 +29,7 @@ pub mod ledger;
 pub mod names;
 pub mod project_lock;
 pub mod projection;
+pub mod protocol;
 pub mod subtree;
 pub mod time;
 pub mod token;

@@ -215,15 +215,13 @@ impl<'w, S: Shim> Executor<'w, S> {
     /// The working state of the open transaction, opened now if the executor had left it
     /// (the traps that commit early open a second transaction for the release).
     fn work(&mut self) -> &mut StoreState {
-        if self.tx.is_none() {
-            let guard = S::lock(&self.world.store);
+        let store = &self.world.store;
+        let (_, work) = self.tx.get_or_insert_with(|| {
+            let guard = S::lock(store);
             let work = guard.clone();
-            self.tx = Some((guard, work));
-        }
-        match &mut self.tx {
-            Some((_, work)) => work,
-            None => unreachable!("opened above"),
-        }
+            (guard, work)
+        });
+        work
     }
 
     fn commit(&mut self) {

@@ -17,7 +17,7 @@
 
 use crate::shim::Shim;
 use solewriter_core::project_lock::machine::{
-    Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, Release, ReleaseEnd,
+    Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, LockMachine, Release, ReleaseEnd,
 };
 use solewriter_core::project_lock::ownership::{
     BootId, BootSeen, Guard, LockNonce, LockRecord, NamespaceSeen, OwnerIdentity, ProbeReport,
@@ -141,11 +141,13 @@ impl<S: Shim> LockWorld<S> {
                 return self.crash(pid);
             }
             let input = S::with(&self.dir, |d| self.execute(d, pid, record_only, effect));
-            machine.handle(input);
+            if let Err(bug) = machine.handle(input) {
+                crate::ghost::violation(format!("the lock model's executor: {bug}"));
+            }
         }
         let record = match machine.into_end() {
-            Some(AttemptEnd::Acquired(record)) => record,
-            Some(AttemptEnd::Busy(..)) => {
+            Ok(AttemptEnd::Acquired(record)) => record,
+            Ok(AttemptEnd::Busy(..)) => {
                 S::with(&self.dir, |d| self.let_go_kernel(d, pid));
                 return ProcessEnd::Busy;
             }
@@ -161,14 +163,16 @@ impl<S: Shim> LockWorld<S> {
                 return self.crash(pid);
             }
             let input = S::with(&self.dir, |d| self.execute(d, pid, record_only, effect));
-            release.handle(input);
+            if let Err(bug) = release.handle(input) {
+                crate::ghost::violation(format!("the lock model's executor: {bug}"));
+            }
         }
         S::with(&self.dir, |d| {
             d.holders.remove(&pid);
             self.let_go_kernel(d, pid);
         });
         match release.into_end() {
-            Some(Ok(end)) => ProcessEnd::Released(end),
+            Ok(Ok(end)) => ProcessEnd::Released(end),
             other => ProcessEnd::Refused(format!("release: {other:?}")),
         }
     }

@@ -146,6 +146,7 @@ pub(crate) fn lock_failure(error: LockError) -> Failure {
         ),
         LockError::Io { step, path, .. } => ("IO", json!({"step": step, "path": path_json(path)})),
         LockError::Random(_) => ("RANDOM", Value::Null),
+        LockError::Protocol(_) => ("INTERNAL", Value::Null),
         LockError::Lost { lock, reason } => (
             "LOCK_LOST",
             json!({"lock": path_json(lock), "reason": reason}),

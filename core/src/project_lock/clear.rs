@@ -18,10 +18,13 @@
 //!
 //! Refusals write nothing.
 
-use crate::project_lock::machine::{Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, Slot};
+use crate::project_lock::machine::{
+    Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, LockMachine, Slot,
+};
 use crate::project_lock::ownership::{
     classify, judge_unobserved, LockNonce, LockRecord, OwnerIdentity, Ownership,
 };
+use crate::protocol::ProtocolError;
 
 /// Why a clear was refused; nothing was removed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -92,69 +95,6 @@ impl<E> Clear<E> {
         }
     }
 
-    /// The next effect, or `None` when the clear has ended ([`Self::into_end`]).
-    pub fn poll(&self) -> Option<LockEffect> {
-        match &self.stage {
-            Stage::Kernel => Some(LockEffect::TryKernel),
-            Stage::Read { .. } => Some(LockEffect::Read(Slot::lock())),
-            Stage::Observe { record } => Some(LockEffect::Observe(record.owner.pid)),
-            Stage::Remove { by, .. } => by.poll(),
-            Stage::Done => None,
-        }
-    }
-
-    /// Consumes the result of the effect [`Self::poll`] named (nothing, once ended).
-    pub fn handle(&mut self, input: LockInput<E>) {
-        if self.end.is_some() {
-            return;
-        }
-        let stage = std::mem::replace(&mut self.stage, Stage::Done);
-        self.stage = match (stage, input) {
-            (Stage::Remove { record, mut by }, input) => {
-                by.handle(input);
-                if by.poll().is_some() {
-                    Stage::Remove { record, by }
-                } else {
-                    self.removed(record, *by)
-                }
-            }
-            (_, LockInput::Failed(error)) => {
-                self.finish(ClearEnd::Stopped(AttemptEnd::Failed(error)))
-            }
-            (Stage::Kernel, LockInput::Kernel(kernel)) => {
-                self.kernel_held = kernel == KernelSeen::Taken;
-                Stage::Read { kernel }
-            }
-            (
-                Stage::Read {
-                    kernel: KernelSeen::Busy,
-                },
-                LockInput::Record(record),
-            ) => self.finish(ClearEnd::Refused(ClearRefused::Held(record))),
-            (Stage::Read { .. }, LockInput::Record(None)) => self.finish(ClearEnd::NoLock),
-            (Stage::Read { .. }, LockInput::Record(Some(record))) => {
-                match judge_unobserved(record.guard, self.kernel_held) {
-                    Some(judged) => self.judged(record, judged),
-                    None => Stage::Observe { record },
-                }
-            }
-            (Stage::Observe { record }, LockInput::Observed(report)) => {
-                let judged = classify(&record.owner, &report);
-                self.judged(record, judged)
-            }
-            (_, other) => panic!(
-                "project lock clear: an answer that does not fit the effect it named ({}) — an \
-                 executor bug",
-                other.name()
-            ),
-        };
-    }
-
-    /// How the clear ended; `None` while it has not.
-    pub fn into_end(self) -> Option<ClearEnd<E>> {
-        self.end
-    }
-
     fn finish(&mut self, end: ClearEnd<E>) -> Stage<E> {
         self.end = Some(end);
         Stage::Done
@@ -179,12 +119,78 @@ impl<E> Clear<E> {
     }
 
     /// The removal by the claim rule has ended.
-    fn removed(&mut self, record: LockRecord, by: Attempt<E>) -> Stage<E> {
-        match by.into_end() {
-            Some(AttemptEnd::Cleared) => self.finish(ClearEnd::Cleared(record)),
-            Some(other) => self.finish(ClearEnd::Stopped(other)),
-            None => unreachable!("an attempt that names no effect has ended"),
+    fn removed(&mut self, record: LockRecord, by: Attempt<E>) -> Result<Stage<E>, ProtocolError> {
+        Ok(match by.into_end()? {
+            AttemptEnd::Cleared => self.finish(ClearEnd::Cleared(record)),
+            other => self.finish(ClearEnd::Stopped(other)),
+        })
+    }
+}
+
+impl<E> LockMachine<E> for Clear<E> {
+    type End = ClearEnd<E>;
+
+    fn poll(&self) -> Option<LockEffect> {
+        match &self.stage {
+            Stage::Kernel => Some(LockEffect::TryKernel),
+            Stage::Read { .. } => Some(LockEffect::Read(Slot::lock())),
+            Stage::Observe { record } => Some(LockEffect::Observe(record.owner.pid)),
+            Stage::Remove { by, .. } => by.poll(),
+            Stage::Done => None,
         }
+    }
+
+    fn handle(&mut self, input: LockInput<E>) -> Result<(), ProtocolError> {
+        let answered = input.name();
+        if self.end.is_some() {
+            return Err(ProtocolError::wrong("ended project lock clear", answered));
+        }
+        let stage = std::mem::replace(&mut self.stage, Stage::Done);
+        self.stage = match (stage, input) {
+            (Stage::Remove { record, mut by }, input) => match by.handle(input) {
+                Err(e) => {
+                    self.stage = Stage::Remove { record, by };
+                    return Err(e);
+                }
+                Ok(()) if by.poll().is_some() => Stage::Remove { record, by },
+                Ok(()) => self.removed(record, *by)?,
+            },
+            (_, LockInput::Failed(error)) => {
+                self.finish(ClearEnd::Stopped(AttemptEnd::Failed(error)))
+            }
+            (Stage::Kernel, LockInput::Kernel(kernel)) => {
+                self.kernel_held = kernel == KernelSeen::Taken;
+                Stage::Read { kernel }
+            }
+            (
+                Stage::Read {
+                    kernel: KernelSeen::Busy,
+                },
+                LockInput::Record(record),
+            ) => self.finish(ClearEnd::Refused(ClearRefused::Held(record))),
+            (Stage::Read { .. }, LockInput::Record(None)) => self.finish(ClearEnd::NoLock),
+            (Stage::Read { .. }, LockInput::Record(Some(record))) => {
+                match judge_unobserved(record.guard, self.kernel_held) {
+                    Some(judged) => self.judged(record, judged),
+                    None => Stage::Observe { record },
+                }
+            }
+            (Stage::Observe { record }, LockInput::Observed(report)) => {
+                let judged = classify(&record.owner, &report);
+                self.judged(record, judged)
+            }
+            (stage, _) => {
+                self.stage = stage;
+                return Err(ProtocolError::wrong("project lock clear", answered));
+            }
+        };
+        Ok(())
+    }
+
+    fn into_end(self) -> Result<ClearEnd<E>, ProtocolError> {
+        self.end.ok_or(ProtocolError::Unfinished {
+            machine: "project lock clear",
+        })
     }
 }
 

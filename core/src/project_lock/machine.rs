@@ -5,8 +5,9 @@
 //! is the adapter's module documentation ("The rule", "Race-free recovery"); every decision in
 //! it is made here.
 //!
-//! A machine names the next [`LockEffect`] ([`Attempt::poll`]) and consumes its result
-//! ([`Attempt::handle`]). Waiting between attempts (the caller's bound, the backoff), sweeping
+//! A machine names the next [`LockEffect`] ([`LockMachine::poll`]) and consumes its result
+//! ([`LockMachine::handle`]; a result that does not fit the effect is refused with a
+//! [`ProtocolError`], never a panic). Waiting between attempts (the caller's bound, the backoff), sweeping
 //! stale temp files and the kernel lock's release stay with the executor: they decide nothing
 //! about who holds the lock.
 
@@ -14,7 +15,32 @@ use crate::project_lock::ownership::{
     classify, judge_unobserved, Guard, LockNonce, LockRecord, OwnerIdentity, Ownership,
     ProbeReport, UnknownReason,
 };
+use crate::protocol::ProtocolError;
 use crate::time::Millis;
+
+/// A lock machine: poll the next effect, execute it, hand back its result.
+pub trait LockMachine<E> {
+    /// What the machine ends with.
+    type End;
+    /// The next effect, or `None` when the machine has ended.
+    fn poll(&self) -> Option<LockEffect>;
+    /// Consumes the result of the effect [`LockMachine::poll`] named; a result of another
+    /// kind (an executor bug) is refused, the machine unchanged.
+    fn handle(&mut self, input: LockInput<E>) -> Result<(), ProtocolError>;
+    /// How the machine ended ([`ProtocolError::Unfinished`] before).
+    fn into_end(self) -> Result<Self::End, ProtocolError>;
+}
+
+/// Runs `machine` to its end, executing each effect with `execute`.
+pub fn run<E, M: LockMachine<E>>(
+    mut machine: M,
+    mut execute: impl FnMut(LockEffect) -> LockInput<E>,
+) -> Result<M::End, ProtocolError> {
+    while let Some(effect) = machine.poll() {
+        machine.handle(execute(effect))?;
+    }
+    machine.into_end()
+}
 
 /// File name of the lock record inside the project directory.
 pub const LOCK_FILE: &str = "project.lock";
@@ -288,81 +314,7 @@ impl<E> Attempt<E> {
         }
     }
 
-    /// The next effect, or `None` when the attempt has ended ([`Self::into_end`]).
-    pub fn poll(&self) -> Option<LockEffect> {
-        if self.end.is_some() {
-            return None;
-        }
-        Some(match self.frames.last() {
-            None => match self.stage {
-                Stage::Kernel => LockEffect::TryKernel,
-                Stage::Diagnose => LockEffect::Read(Slot::lock()),
-                Stage::Fresh => LockEffect::Fresh,
-                Stage::Create | Stage::Recovering => {
-                    LockEffect::Create(Slot::lock(), self.mine.clone()?)
-                }
-            },
-            Some(Frame::Clear(slot)) => LockEffect::Read(slot.clone()),
-            Some(Frame::Judge(_, record)) => LockEffect::Observe(record.owner.pid),
-            Some(Frame::Recover {
-                slot,
-                nonce,
-                claim,
-                stage,
-            }) => match stage {
-                Recover::Fresh => LockEffect::Fresh,
-                Recover::Create => LockEffect::Create(slot.claim(nonce), claim.clone()?),
-                Recover::ReadStale => LockEffect::Read(slot.clone()),
-                Recover::UnlinkStale => LockEffect::Unlink(slot.clone()),
-                Recover::ReadClaim => LockEffect::Read(slot.claim(nonce)),
-                Recover::UnlinkClaim => LockEffect::Unlink(slot.claim(nonce)),
-            },
-        })
-    }
-
-    /// Consumes the result of the effect [`Self::poll`] named.
-    pub fn handle(&mut self, input: LockInput<E>) {
-        if self.end.is_some() {
-            return;
-        }
-        let input = match input {
-            LockInput::Failed(error) => return self.fail(error),
-            input => input,
-        };
-        match self.frames.pop() {
-            None => self.handle_attempt(input),
-            Some(Frame::Clear(slot)) => match input {
-                LockInput::Record(None) => self.cleared(Cleared::Gone),
-                LockInput::Record(Some(seen)) => {
-                    match judge_unobserved(seen.guard, self.kernel_held) {
-                        Some(judged) => self.judged(slot, seen, judged),
-                        None => self.frames.push(Frame::Judge(slot, seen)),
-                    }
-                }
-                other => self.violation(Frame::Clear(slot), other),
-            },
-            Some(Frame::Judge(slot, seen)) => match input {
-                LockInput::Observed(report) => {
-                    let judged = classify(&seen.owner, &report);
-                    self.judged(slot, seen, judged)
-                }
-                other => self.violation(Frame::Judge(slot, seen), other),
-            },
-            Some(Frame::Recover {
-                slot,
-                nonce,
-                claim,
-                stage,
-            }) => self.handle_recover(slot, nonce, claim, stage, input),
-        }
-    }
-
-    /// How the attempt ended; `None` while it has not.
-    pub fn into_end(self) -> Option<AttemptEnd<E>> {
-        self.end
-    }
-
-    fn handle_attempt(&mut self, input: LockInput<E>) {
+    fn handle_attempt(&mut self, input: LockInput<E>) -> Result<(), ProtocolError> {
         match (self.stage, input) {
             (Stage::Kernel, LockInput::Kernel(KernelSeen::Busy)) => self.stage = Stage::Diagnose,
             (Stage::Kernel, LockInput::Kernel(seen)) => {
@@ -384,11 +336,9 @@ impl<E> Attempt<E> {
                 self.stage = Stage::Recovering;
                 self.frames.push(Frame::Clear(Slot::lock()));
             }
-            (stage, other) => {
-                self.stage = stage;
-                self.protocol_violation(&other)
-            }
+            (_, other) => return Err(ProtocolError::wrong("project lock attempt", other.name())),
         }
+        Ok(())
     }
 
     fn handle_recover(
@@ -398,7 +348,7 @@ impl<E> Attempt<E> {
         claim: Option<LockRecord>,
         stage: Recover,
         input: LockInput<E>,
-    ) {
+    ) -> Result<(), ProtocolError> {
         let next = |stage| Frame::Recover {
             slot: slot.clone(),
             nonce,
@@ -443,9 +393,10 @@ impl<E> Attempt<E> {
             },
             (stage, other) => {
                 self.frames.push(next(stage));
-                self.protocol_violation(&other)
+                return Err(ProtocolError::wrong("project lock recovery", other.name()));
             }
         }
+        Ok(())
     }
 
     /// A record at `slot` was judged.
@@ -523,22 +474,99 @@ impl<E> Attempt<E> {
         }
     }
 
-    fn violation(&mut self, frame: Frame, input: LockInput<E>) {
+    /// A result that does not fit `frame`'s effect: refused, the frame put back.
+    fn violation(&mut self, frame: Frame, input: &LockInput<E>) -> Result<(), ProtocolError> {
         self.frames.push(frame);
-        self.protocol_violation(&input)
+        Err(ProtocolError::wrong("project lock recovery", input.name()))
+    }
+}
+
+impl<E> LockMachine<E> for Attempt<E> {
+    type End = AttemptEnd<E>;
+
+    fn poll(&self) -> Option<LockEffect> {
+        if self.end.is_some() {
+            return None;
+        }
+        Some(match self.frames.last() {
+            None => match self.stage {
+                Stage::Kernel => LockEffect::TryKernel,
+                Stage::Diagnose => LockEffect::Read(Slot::lock()),
+                Stage::Fresh => LockEffect::Fresh,
+                Stage::Create | Stage::Recovering => {
+                    LockEffect::Create(Slot::lock(), self.mine.clone()?)
+                }
+            },
+            Some(Frame::Clear(slot)) => LockEffect::Read(slot.clone()),
+            Some(Frame::Judge(_, record)) => LockEffect::Observe(record.owner.pid),
+            Some(Frame::Recover {
+                slot,
+                nonce,
+                claim,
+                stage,
+            }) => match stage {
+                Recover::Fresh => LockEffect::Fresh,
+                Recover::Create => LockEffect::Create(slot.claim(nonce), claim.clone()?),
+                Recover::ReadStale => LockEffect::Read(slot.clone()),
+                Recover::UnlinkStale => LockEffect::Unlink(slot.clone()),
+                Recover::ReadClaim => LockEffect::Read(slot.claim(nonce)),
+                Recover::UnlinkClaim => LockEffect::Unlink(slot.claim(nonce)),
+            },
+        })
     }
 
-    fn protocol_violation(&self, input: &LockInput<E>) {
-        panic!(
-            "project lock machine: an answer that does not fit the effect it named ({}) — an \
-             executor bug",
-            input.name()
-        )
+    fn handle(&mut self, input: LockInput<E>) -> Result<(), ProtocolError> {
+        if self.end.is_some() {
+            return Err(ProtocolError::wrong(
+                "ended project lock attempt",
+                input.name(),
+            ));
+        }
+        let input = match input {
+            LockInput::Failed(error) => {
+                self.fail(error);
+                return Ok(());
+            }
+            input => input,
+        };
+        match self.frames.pop() {
+            None => return self.handle_attempt(input),
+            Some(Frame::Clear(slot)) => match input {
+                LockInput::Record(None) => self.cleared(Cleared::Gone),
+                LockInput::Record(Some(seen)) => {
+                    match judge_unobserved(seen.guard, self.kernel_held) {
+                        Some(judged) => self.judged(slot, seen, judged),
+                        None => self.frames.push(Frame::Judge(slot, seen)),
+                    }
+                }
+                other => return self.violation(Frame::Clear(slot), &other),
+            },
+            Some(Frame::Judge(slot, seen)) => match input {
+                LockInput::Observed(report) => {
+                    let judged = classify(&seen.owner, &report);
+                    self.judged(slot, seen, judged)
+                }
+                other => return self.violation(Frame::Judge(slot, seen), &other),
+            },
+            Some(Frame::Recover {
+                slot,
+                nonce,
+                claim,
+                stage,
+            }) => return self.handle_recover(slot, nonce, claim, stage, input),
+        }
+        Ok(())
+    }
+
+    fn into_end(self) -> Result<AttemptEnd<E>, ProtocolError> {
+        self.end.ok_or(ProtocolError::Unfinished {
+            machine: "project lock attempt",
+        })
     }
 }
 
 impl<E> LockInput<E> {
-    /// The answer's kind, for an executor bug's message.
+    /// The answer's kind, for an executor bug's report.
     pub fn name(&self) -> &'static str {
         match self {
             LockInput::Kernel(_) => "kernel",
@@ -569,9 +597,12 @@ impl<E> Release<E> {
             end: None,
         }
     }
+}
 
-    /// The next effect, or `None` when the release has ended.
-    pub fn poll(&self) -> Option<LockEffect> {
+impl<E> LockMachine<E> for Release<E> {
+    type End = Result<ReleaseEnd, E>;
+
+    fn poll(&self) -> Option<LockEffect> {
         match (&self.end, &self.found) {
             (Some(_), _) => None,
             (None, None) => Some(LockEffect::Read(Slot::lock())),
@@ -579,27 +610,27 @@ impl<E> Release<E> {
         }
     }
 
-    /// Consumes the result of the effect [`Self::poll`] named.
-    pub fn handle(&mut self, input: LockInput<E>) {
-        self.end = match (self.found.take(), input) {
-            (_, LockInput::Failed(error)) => Some(Err(error)),
-            (None, LockInput::Record(Some(found))) if found.nonce == self.nonce => {
+    fn handle(&mut self, input: LockInput<E>) -> Result<(), ProtocolError> {
+        let answered = input.name();
+        self.end = match (self.end.is_some(), &self.found, input) {
+            (true, ..) => return Err(ProtocolError::wrong("ended project lock release", answered)),
+            (_, _, LockInput::Failed(error)) => Some(Err(error)),
+            (_, None, LockInput::Record(Some(found))) if found.nonce == self.nonce => {
                 self.found = Some(Some(found));
                 None
             }
-            (None, LockInput::Record(found)) => Some(Ok(ReleaseEnd::NotHolder(found))),
-            (Some(_), LockInput::Unlinked(true)) => Some(Ok(ReleaseEnd::Removed)),
-            (Some(_), LockInput::Unlinked(false)) => Some(Ok(ReleaseEnd::NotHolder(None))),
-            (_, other) => panic!(
-                "project lock release: an answer that does not fit ({}) — an executor bug",
-                other.name()
-            ),
-        }
+            (_, None, LockInput::Record(found)) => Some(Ok(ReleaseEnd::NotHolder(found))),
+            (_, Some(_), LockInput::Unlinked(true)) => Some(Ok(ReleaseEnd::Removed)),
+            (_, Some(_), LockInput::Unlinked(false)) => Some(Ok(ReleaseEnd::NotHolder(None))),
+            _ => return Err(ProtocolError::wrong("project lock release", answered)),
+        };
+        Ok(())
     }
 
-    /// How the release ended; `None` while it has not.
-    pub fn into_end(self) -> Option<Result<ReleaseEnd, E>> {
-        self.end
+    fn into_end(self) -> Result<Result<ReleaseEnd, E>, ProtocolError> {
+        self.end.ok_or(ProtocolError::Unfinished {
+            machine: "project lock release",
+        })
     }
 }
 

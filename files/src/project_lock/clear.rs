@@ -6,6 +6,7 @@
 use super::{Ended, LockError, ProjectLock};
 use solewriter_core::project_lock::clear::{Clear, ClearEnd};
 use solewriter_core::project_lock::ownership::{LockNonce, LockRecord};
+use solewriter_core::protocol::ProtocolError;
 
 /// What an operator's clear did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,30 +35,28 @@ impl ProjectLock {
         self.existing_dir()?;
         let me = self.probe.current().map_err(LockError::OwnIdentity)?;
         let mut kernel = None;
-        let mut machine = Clear::new(me, *nonce);
-        while let Some(effect) = machine.poll() {
-            machine.handle(self.execute(effect, &mut kernel));
-        }
+        let end = self.run(Clear::new(me, *nonce), &mut kernel)?;
         let lock = self.path();
-        let cleared = match machine.into_end() {
-            Some(ClearEnd::Cleared(record)) => Cleared::Removed(record),
-            Some(ClearEnd::NoLock) => Cleared::NoLock,
-            Some(ClearEnd::Refused(refused)) => {
+        let cleared = match end {
+            ClearEnd::Cleared(record) => Cleared::Removed(record),
+            ClearEnd::NoLock => Cleared::NoLock,
+            ClearEnd::Refused(refused) => {
                 return Err(LockError::ClearRefused {
                     lock,
                     refused: Box::new(refused),
                 })
             }
-            Some(ClearEnd::Stopped(end)) => {
-                return Err(match self.ended(Some(end)) {
+            ClearEnd::Stopped(end) => {
+                return Err(match self.ended(end) {
                     Err(error) => error,
                     Ok(Ended::Busy(owner)) => LockError::Busy { lock, owner },
-                    Ok(Ended::Acquired(_) | Ended::Cleared) => {
-                        unreachable!("a clear stops only busy or failed")
+                    Ok(Ended::Acquired(_) | Ended::Cleared) => ProtocolError::ImpossibleEnd {
+                        machine: "project lock clear",
+                        end: "acquired or cleared, as a stop",
                     }
+                    .into(),
                 })
             }
-            None => unreachable!("a machine run ends when it names no effect"),
         };
         tracing::info!(lock = %lock.display(), nonce = %nonce.to_hex(), ?cleared, "project lock cleared by an operator");
         Ok(cleared)

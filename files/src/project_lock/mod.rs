@@ -103,12 +103,13 @@ use crate::atomic_file::{
 use crate::clock::{Clock, SystemClock};
 use crate::project_lock::process::{effective_uid, ProcessProbe};
 use solewriter_core::project_lock::machine::{
-    Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, Release, Slot,
+    run, Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, LockMachine, Release, Slot,
 };
 use solewriter_core::project_lock::ownership::{
     judge, refuse_lock_dir, BootId, Guard, LockNonce, LockRecord, OwnerIdentity, Ownership,
     RecordError, UnknownReason, LOCK_RECORD_MAX_BYTES,
 };
+use solewriter_core::protocol::ProtocolError;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -276,6 +277,10 @@ pub enum LockError {
     /// The OS random source failed. Nothing was created.
     #[error("random source failed ({0}); nothing was created")]
     Random(String),
+    /// A bug in this library's executor of the lock machines, reported instead of a panic.
+    /// Nothing more was done.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
     /// A holder found it no longer holds the lock ([`ProjectLockGuard::verify`], or a release
     /// that found another record): its record was removed or replaced, or its kernel lock
     /// file is no longer the one at the lock's path. Nothing was removed.
@@ -499,11 +504,8 @@ impl ProjectLock {
     /// anything is written; a live owner ends with the kernel lock let go.
     fn attempt(&self, me: &OwnerIdentity, path: &Path) -> Result<Outcome, LockError> {
         let mut kernel = None;
-        let mut machine = Attempt::new(me.clone());
-        while let Some(effect) = machine.poll() {
-            machine.handle(self.execute(effect, &mut kernel));
-        }
-        match self.ended(machine.into_end())? {
+        let end = self.run(Attempt::new(me.clone()), &mut kernel)?;
+        match self.ended(end)? {
             Ended::Acquired(record) => {
                 let held = kernel.is_some();
                 tracing::info!(lock = %path.display(), owner = %me, kernel_lock = held, outcome = "acquired", "project lock");
@@ -517,27 +519,39 @@ impl ProjectLock {
                 }))
             }
             Ended::Busy(owner) => Ok(Outcome::Busy(owner)),
-            Ended::Cleared => unreachable!("only a clear-only run ends cleared"),
+            Ended::Cleared => Err(ProtocolError::ImpossibleEnd {
+                machine: "project lock attempt",
+                end: "cleared",
+            }
+            .into()),
         }
     }
 
-    /// The end of a machine run, with its failures as errors.
-    fn ended(&self, end: Option<AttemptEnd<LockError>>) -> Result<Ended, LockError> {
+    /// Runs a lock machine to its end; a kernel lock taken is kept in `kernel`.
+    fn run<M: LockMachine<LockError>>(
+        &self,
+        machine: M,
+        kernel: &mut Option<KernelLock>,
+    ) -> Result<M::End, LockError> {
+        Ok(run(machine, |effect| self.execute(effect, kernel))?)
+    }
+
+    /// The end of an attempt, with its failures as errors.
+    fn ended(&self, end: AttemptEnd<LockError>) -> Result<Ended, LockError> {
         match end {
-            Some(AttemptEnd::Acquired(record)) => Ok(Ended::Acquired(record)),
-            Some(AttemptEnd::Busy(_, owner)) => Ok(Ended::Busy(owner)),
-            Some(AttemptEnd::Cleared) => Ok(Ended::Cleared),
-            Some(AttemptEnd::Unknown(slot, owner, reason)) => Err(LockError::UnknownOwner {
+            AttemptEnd::Acquired(record) => Ok(Ended::Acquired(record)),
+            AttemptEnd::Busy(_, owner) => Ok(Ended::Busy(owner)),
+            AttemptEnd::Cleared => Ok(Ended::Cleared),
+            AttemptEnd::Unknown(slot, owner, reason) => Err(LockError::UnknownOwner {
                 lock: self.dir.join(slot.file_name()),
                 owner,
                 reason,
             }),
-            Some(AttemptEnd::Abandoned(slot)) => Err(LockError::RecoveryAbandoned {
+            AttemptEnd::Abandoned(slot) => Err(LockError::RecoveryAbandoned {
                 lock: self.dir.join(slot.file_name()),
                 depth: slot.depth(),
             }),
-            Some(AttemptEnd::Failed(error)) => Err(error),
-            None => unreachable!("a machine run ends when it names no effect"),
+            AttemptEnd::Failed(error) => Err(error),
         }
     }
 
@@ -735,13 +749,7 @@ impl ProjectLock {
     /// Runs the release machine: removes the lock if it still carries `nonce`.
     fn remove_if_carries(&self, nonce: &LockNonce) -> Result<Released, LockError> {
         let mut kernel = None;
-        let mut machine = Release::new(*nonce);
-        while let Some(effect) = machine.poll() {
-            machine.handle(self.execute(effect, &mut kernel));
-        }
-        machine
-            .into_end()
-            .unwrap_or_else(|| unreachable!("a machine run ends when it names no effect"))
+        self.run(Release::new(*nonce), &mut kernel)?
     }
 
     /// Removes temp files and recovery claims judged stale like records are (written under the
@@ -760,11 +768,9 @@ impl ProjectLock {
             };
             if let Some(claim) = Slot::of_name(name).filter(|slot| slot.depth() > 0) {
                 let mut kernel = None;
-                let mut machine = Attempt::clear(me.clone(), kernel_held, claim);
-                while let Some(effect) = machine.poll() {
-                    machine.handle(self.execute(effect, &mut kernel));
-                }
-                if let Err(e) = self.ended(machine.into_end()) {
+                let machine = Attempt::clear(me.clone(), kernel_held, claim);
+                let cleared = self.run(machine, &mut kernel);
+                if let Err(e) = cleared.and_then(|end| self.ended(end)) {
                     tracing::warn!(claim = %entry.path().display(), error = %e, "recovery claim not cleared");
                 }
                 continue;

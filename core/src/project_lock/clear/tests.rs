@@ -54,7 +54,7 @@ fn run(n: u8, script: Vec<Step>) -> ClearEnd<&'static str> {
     let mut machine = Clear::new(owner(1), nonce(n));
     for (step, (expected, answer)) in script.into_iter().enumerate() {
         assert_eq!(machine.poll(), Some(expected), "step {step}");
-        machine.handle(answer);
+        machine.handle(answer).unwrap();
     }
     assert_eq!(
         machine.poll(),
@@ -271,18 +271,30 @@ fn a_claim_held_by_a_live_recoverer_or_a_failed_effect_stops_the_clear() {
 }
 
 #[test]
-fn an_ended_clear_ignores_further_answers() {
+fn an_ended_clear_refuses_further_answers() {
     let mut machine = Clear::new(owner(1), nonce(2));
-    machine.handle(LockInput::Kernel(KernelSeen::Taken));
-    machine.handle(LockInput::Record(None));
+    machine
+        .handle(LockInput::Kernel(KernelSeen::Taken))
+        .unwrap();
+    machine.handle(LockInput::Record(None)).unwrap();
     assert_eq!(machine.poll(), None);
-    machine.handle(LockInput::Failed("late"));
-    assert!(matches!(machine.into_end(), Some(ClearEnd::NoLock)));
+    assert!(machine.handle(LockInput::Failed("late")).is_err());
+    assert!(matches!(machine.into_end(), Ok(ClearEnd::NoLock)));
 }
 
 #[test]
-#[should_panic(expected = "executor bug")]
-fn an_answer_that_does_not_fit_is_an_executor_bug() {
+fn an_answer_that_does_not_fit_is_refused_and_changes_nothing() {
     let mut machine = Clear::<&str>::new(owner(1), nonce(2));
-    machine.handle(LockInput::Unlinked(true));
+    assert_eq!(
+        machine.handle(LockInput::Unlinked(true)),
+        Err(ProtocolError::WrongAnswer {
+            machine: "project lock clear",
+            answered: "unlinked"
+        })
+    );
+    assert_eq!(machine.poll(), Some(LockEffect::TryKernel), "unchanged");
+    assert!(matches!(
+        machine.into_end(),
+        Err(ProtocolError::Unfinished { .. })
+    ));
 }

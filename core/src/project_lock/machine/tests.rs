@@ -56,7 +56,7 @@ fn fresh(n: u8) -> LockInput<&'static str> {
 fn run(machine: &mut Attempt<&'static str>, script: Vec<(LockEffect, LockInput<&'static str>)>) {
     for (step, (expected, answer)) in script.into_iter().enumerate() {
         assert_eq!(machine.poll(), Some(expected), "step {step}");
-        machine.handle(answer);
+        machine.handle(answer).unwrap();
     }
     assert_eq!(
         machine.poll(),
@@ -83,7 +83,7 @@ fn an_uncontended_attempt_takes_the_kernel_lock_then_creates_the_record() {
             ),
         ],
     );
-    match m.into_end() {
+    match m.into_end().ok() {
         Some(AttemptEnd::Acquired(r)) => assert_eq!(r, record(1, Guard::Kernel, 1).with_time(9)),
         other => panic!("{other:?}"),
     }
@@ -102,7 +102,7 @@ fn a_busy_kernel_lock_writes_nothing_and_names_the_recorded_owner() {
             ),
         ],
     );
-    match m.into_end() {
+    match m.into_end().ok() {
         Some(AttemptEnd::Busy(slot, Some(o))) => assert_eq!((slot, o), (lock(), owner(2))),
         other => panic!("{other:?}"),
     }
@@ -148,7 +148,7 @@ fn a_kernel_guarded_record_found_under_the_kernel_lock_is_recovered_without_obse
             ),
         ],
     );
-    assert!(matches!(m.into_end(), Some(AttemptEnd::Acquired(r)) if r == mine));
+    assert!(matches!(m.into_end().ok(), Some(AttemptEnd::Acquired(r)) if r == mine));
 }
 
 /// In record-only mode every record is classified: a live owner is busy, an unknown one fails
@@ -185,7 +185,7 @@ fn record_only_owners_are_observed_and_a_live_or_unknown_one_is_left_alone() {
                 (LockEffect::Observe(2), LockInput::Observed(report)),
             ],
         );
-        match m.into_end() {
+        match m.into_end().ok() {
             Some(AttemptEnd::Busy(slot, Some(o))) if expect_busy => {
                 assert_eq!((slot, o), (lock(), owner(2)))
             }
@@ -229,7 +229,7 @@ fn a_live_recoverers_claim_is_busy_and_left_alone() {
             (LockEffect::Observe(5), LockInput::Observed(seen(true))),
         ],
     );
-    match m.into_end() {
+    match m.into_end().ok() {
         Some(AttemptEnd::Busy(slot, Some(o))) => assert_eq!((slot, o), (claim, owner(5))),
         other => panic!("{other:?}"),
     }
@@ -282,7 +282,7 @@ fn a_successors_record_found_under_the_claim_is_left_alone() {
             (LockEffect::Observe(6), LockInput::Observed(seen(true))),
         ],
     );
-    assert!(matches!(m.into_end(), Some(AttemptEnd::Busy(_, Some(o))) if o == owner(6)));
+    assert!(matches!(m.into_end().ok(), Some(AttemptEnd::Busy(_, Some(o))) if o == owner(6)));
 }
 
 /// A failure while holding the claim still removes the claim, then reports the first failure.
@@ -323,7 +323,7 @@ fn a_failed_removal_still_gives_up_the_claim() {
         ],
     );
     assert!(matches!(
-        m.into_end(),
+        m.into_end().ok(),
         Some(AttemptEnd::Failed("unlink failed"))
     ));
 }
@@ -363,7 +363,7 @@ fn recovery_is_abandoned_at_the_depth_bound() {
         LockInput::Record(Some(record(2, Guard::Kernel, 99))),
     ));
     run(&mut m, script);
-    match m.into_end() {
+    match m.into_end().ok() {
         Some(AttemptEnd::Abandoned(at)) => {
             assert_eq!((at.depth(), at), (MAX_RECOVERY_DEPTH, slot))
         }
@@ -401,7 +401,7 @@ fn release_removes_only_its_own_record() {
         let mut release = Release::new(mine.nonce);
         for (effect, answer) in script {
             assert_eq!(release.poll(), Some(effect));
-            release.handle(answer);
+            release.handle(answer).unwrap();
         }
         assert_eq!(release.poll(), None);
         assert_eq!(release.into_end().unwrap().unwrap(), expected);
@@ -463,7 +463,7 @@ fn a_clear_only_run_removes_a_stale_claim_and_ends() {
             (LockEffect::Unlink(upper), LockInput::Unlinked(true)),
         ],
     );
-    assert!(matches!(m.into_end(), Some(AttemptEnd::Cleared)));
+    assert!(matches!(m.into_end().ok(), Some(AttemptEnd::Cleared)));
 }
 
 /// A lock that keeps reappearing after it was found gone ends the attempt busy after
@@ -484,8 +484,39 @@ fn a_lock_that_keeps_reappearing_ends_the_attempt_busy() {
     }
     let mut m = Attempt::new(owner(1));
     run(&mut m, script);
-    match m.into_end() {
+    match m.into_end().ok() {
         Some(AttemptEnd::Busy(slot, None)) => assert_eq!(slot, lock()),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_result_that_does_not_fit_the_effect_is_refused_and_changes_nothing() {
+    let mut m = Attempt::<&str>::new(owner(1));
+    assert_eq!(m.poll(), Some(LockEffect::TryKernel));
+    assert_eq!(
+        m.handle(LockInput::Unlinked(true)),
+        Err(ProtocolError::WrongAnswer {
+            machine: "project lock attempt",
+            answered: "unlinked"
+        })
+    );
+    assert_eq!(m.poll(), Some(LockEffect::TryKernel), "unchanged");
+    m.handle(LockInput::Kernel(KernelSeen::Taken)).unwrap();
+    assert_eq!(m.poll(), Some(LockEffect::Fresh));
+    // The release: a result of another kind, then one after its end.
+    let mut release = Release::<&str>::new(record(1, Guard::Kernel, 1).nonce);
+    assert!(release.handle(LockInput::Created(true)).is_err());
+    assert_eq!(release.poll(), Some(LockEffect::Read(lock())), "unchanged");
+    release.handle(LockInput::Record(None)).unwrap();
+    assert!(release.handle(LockInput::Unlinked(true)).is_err());
+    assert!(matches!(
+        release.into_end(),
+        Ok(Ok(ReleaseEnd::NotHolder(None)))
+    ));
+    // An attempt's end is only taken once it has ended.
+    assert!(matches!(
+        Attempt::<&str>::new(owner(1)).into_end(),
+        Err(ProtocolError::Unfinished { .. })
+    ));
 }

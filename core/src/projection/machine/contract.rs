@@ -5,6 +5,7 @@
 use crate::projection::channel::ChannelRecord;
 use crate::projection::lease::{AcquirePlan, LeaseRecord, ReleasePlan};
 use crate::projection::publication::PublishStep;
+pub use crate::protocol::ProtocolError;
 use crate::time::Millis;
 
 /// What a machine asked, answered by a `T`. Only a machine makes one; an executor turns it
@@ -65,32 +66,6 @@ impl<E> Answer<E> {
     /// The answer, taken apart (the name is kept for a [`ProtocolError`]).
     pub(crate) fn into_parts(self) -> (&'static str, Input<E>) {
         (self.effect, self.input)
-    }
-}
-
-/// An executor bug, reported instead of a panic: nothing changed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ProtocolError {
-    /// An answer was handed to a machine that did not ask for it (an answer kept from an
-    /// earlier effect); the machine is unchanged.
-    #[error("executor bug: the {machine} machine was handed an answer to `{answered}` it did not ask for; nothing changed")]
-    WrongAnswer {
-        /// The machine (and its stage).
-        machine: &'static str,
-        /// The effect the answer was made for.
-        answered: &'static str,
-    },
-    /// A machine's result was asked before it ended.
-    #[error("executor bug: the {machine} machine's result was asked before it ended")]
-    Unfinished {
-        /// The machine.
-        machine: &'static str,
-    },
-}
-
-impl ProtocolError {
-    pub(crate) fn wrong(machine: &'static str, answered: &'static str) -> Self {
-        ProtocolError::WrongAnswer { machine, answered }
     }
 }
 
