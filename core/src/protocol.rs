@@ -11,7 +11,8 @@ pub enum ProtocolError {
     WrongAnswer {
         /// The machine (and its stage).
         machine: &'static str,
-        /// The effect the answer was made for.
+        /// The effect the answer was made for (for the project lock's machines: the kind of
+        /// result).
         answered: &'static str,
     },
     /// A machine's result was asked before it ended.

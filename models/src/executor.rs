@@ -398,6 +398,13 @@ impl<'w, S: Shim> Executor<'w, S> {
         let target = self.target.clone();
         match effect {
             FileEffect::LockTarget(ask) => {
+                if self.kind == Kind::PublishNow && self.credential.is_some() {
+                    // A one-shot whose grant took over an expired one and committed on its
+                    // own: its second envelope is a two-step publication with that grant, and
+                    // the traps of a publication apply to it as they do to any.
+                    self.kind = Kind::Publish;
+                    self.lease_reads = 0;
+                }
                 world.note_lock_attempt();
                 let skipped = self.unguarded() || self.design() == Design::TargetLockSkipped;
                 // Trap `LockAcrossDraft`: the lock may already be held since the draft.

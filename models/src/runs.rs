@@ -345,8 +345,6 @@ fn publish_end(
         Failure::Effect(ModelFault::Busy) => PublishOutcome::Busy,
         Failure::Effect(ModelFault::Refused) => PublishOutcome::Refused,
         Failure::EpochExhausted | Failure::RowChanged => PublishOutcome::NotAdmitted,
-        Failure::Document(_) | Failure::NotDurable(ModelFault::Refused | ModelFault::Busy) => {
-            PublishOutcome::Refused
-        }
+        Failure::Document(_) | Failure::NotDurable(_) => PublishOutcome::Refused,
     }
 }

@@ -2,12 +2,13 @@
 //! machine (`solewriter_core::projection::machine::publish`, where the sequence and its reasons are
 //! written down), run by the [`Executor`](crate::projection::executor).
 //!
-//! Everything happens while holding the target's kernel lock and ONE serialized SQLite write
-//! transaction (`BEGIN IMMEDIATE`), so no acquisition can commit between the revalidation and
-//! the rename: revalidate the lease against the broker clock, compose from the committed
-//! rows, write and fsync a temp sibling, check the deadline, rename, fsync the directory,
-//! release conditionally, commit. Every failure after the transaction opens also ends with the
-//! conditional release and a commit; a temp file that was not renamed is removed.
+//! The draft is composed and its temp sibling written and fsynced holding no lock. Then, under
+//! the target's kernel lock and ONE serialized SQLite write transaction (`BEGIN IMMEDIATE`),
+//! so that no acquisition can commit between the revalidation and the rename: revalidate the
+//! lease against the broker clock, confirm the draft against the committed rows (or compose and
+//! write it again), check the deadline, rename, release conditionally, commit; the directory is
+//! fsynced after both locks are let go. Every failure after the transaction opens also ends with
+//! the conditional release and a commit; a temp file that was not renamed is removed.
 
 use crate::error::{Error, Result};
 use crate::projection::executor::Executor;
@@ -60,7 +61,7 @@ impl HeldLease<'_> {
         // unused grant conditionally (if the store is still busy, it ends at its expiry).
         self.armed = matches!(end, Err(Unpublished::NotStarted { .. }));
         let path = executor.take_renamed();
-        answer(store, target, path, end)
+        answer(store, target, Some(epoch), path, end)
     }
 }
 
@@ -127,7 +128,7 @@ impl ProjectionStore {
             self.release_unused(credential);
         }
         let path = executor.take_renamed();
-        let (published, takeover) = match end {
+        let published = match end {
             Ok(one_shot::PublishedNow::Held(held)) => {
                 log_held(target, holder, &held);
                 return Ok(PublishedNow::Held(held));
@@ -135,25 +136,30 @@ impl ProjectionStore {
             Ok(one_shot::PublishedNow::Published {
                 published,
                 takeover,
-            }) => (Ok(published), takeover),
-            Err(unpublished) => (Err(unpublished), false),
+            }) => {
+                let how = if takeover { "takeover" } else { "one-shot" };
+                tracing::info!(target_id = %target, epoch = published.fencing_epoch, holder = %holder, "lease granted ({how})");
+                Ok(published)
+            }
+            Err(unpublished) => Err(unpublished),
         };
-        tracing::info!(target_id = %target, holder = %holder, takeover, "one-shot publication");
-        answer(self, target, path, published).map(PublishedNow::Published)
+        answer(self, target, None, path, published).map(PublishedNow::Published)
     }
 }
 
-/// The adapter's answer for a publication: the one mapping of the core's [`Unpublished`].
+/// The adapter's answer for a publication: the one mapping of the core's [`Unpublished`]
+/// (`epoch`: the grant's, when the caller knows it, for the log).
 fn answer(
     store: &ProjectionStore,
     target: &TargetId,
+    epoch: Option<u64>,
     renamed: Option<PathBuf>,
     end: std::result::Result<outcome::Published, Unpublished<Error>>,
 ) -> Result<Published> {
     let path = renamed.unwrap_or_else(|| store.options.runtime_root.current_path(target));
     let release_reason = |release| {
         let e = failure(target, release);
-        tracing::error!(target_id = %target, error = %e, "conditional release did not commit; the lease expires on its own");
+        tracing::error!(target_id = %target, ?epoch, error = %e, "conditional release did not commit; the lease expires on its own");
         e.to_string()
     };
     let (failed, not_released) = match end {
@@ -175,14 +181,14 @@ fn answer(
         Err(Unpublished::Failed { failure, release }) => (failure, release),
     };
     if let outcome::Failure::NotDurable(e) = &failed {
-        tracing::error!(target_id = %target, error = %e, "published but directory fsync failed");
+        tracing::error!(target_id = %target, ?epoch, error = %e, "published but directory fsync failed");
     }
     let error = failure(target, failed);
     match &error {
         Error::Fenced(reason) => {
-            tracing::warn!(target_id = %target, %reason, "publication fenced");
+            tracing::warn!(target_id = %target, ?epoch, %reason, "publication fenced");
         }
-        error => tracing::warn!(target_id = %target, %error, "publication aborted"),
+        error => tracing::warn!(target_id = %target, ?epoch, %error, "publication aborted"),
     }
     Err(match not_released.map(release_reason) {
         None => error,

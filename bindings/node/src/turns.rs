@@ -380,7 +380,8 @@ impl Task for PoolTurn {
         let mut state = lock(&self.0);
         if let State::Running(run) = &mut *state {
             let ran = caught(|| run.with_dependent_mut(|_, running| pool_turn(running)));
-            // A panic on the pool never unwinds into libuv: the run is abandoned (dropped: the
+            // A panic on the pool never unwinds into libuv, and a machine that refused an answer
+            // (`ProtocolError`) goes no further: either way the run is abandoned (dropped: the
             // target lock let go) and the next turn answers INTERNAL.
             if let Err(failure) = ran {
                 *state = State::Refused(failure);

@@ -256,6 +256,12 @@ impl<E, S, B: Body<E>> Gated<E, S, B> {
         body: impl FnOnce(S, Observed) -> B,
     ) -> Result<(), ProtocolError> {
         let (next, result) = match std::mem::replace(self, Gated::Moving) {
+            // The prelude's answers must answer the effect polled (a committed-row read is
+            // not the clock's, nor the transaction's row read).
+            Gated::Prelude(prelude, seed) if prelude.poll::<E>().name() != answer.effect() => {
+                let refused = ProtocolError::wrong("acquire prelude", answer.effect());
+                (Gated::Prelude(prelude, seed), Err(refused))
+            }
             Gated::Prelude(prelude, seed) => match prelude.step(answer) {
                 PreludeNext::Refused(prelude, e) => (Gated::Prelude(prelude, seed), Err(e)),
                 PreludeNext::Continue(prelude) => (Gated::Prelude(prelude, seed), Ok(())),

@@ -59,16 +59,18 @@ pub struct Published {
 pub enum Unpublished<E> {
     /// The target lock or the transaction could not be had (`error`): nothing was renamed or
     /// released, the grant was not used. The executor releases it as it releases any grant a
-    /// holder drops unused (the adapter: when the lease is dropped; the Node binding: at
-    /// once, its target lock tried once) — or leaves it to expire.
+    /// holder leaves unused (the adapter: when the lease is dropped, or at once after a
+    /// one-shot's takeover; the Node binding: at once, its target lock tried once; the model:
+    /// never, the grant expires).
     NotStarted {
         /// Why it could not start.
         error: E,
         /// The grant it did not use (after a one-shot's takeover: the grant it took).
         credential: Credential,
     },
-    /// The publication failed (`failure`); its conditional release ran too, and did not
-    /// commit if `release` says why.
+    /// The publication failed (`failure`); its conditional release ran too if the grant
+    /// existed (a one-shot refused before its grant has none), and did not commit if `release`
+    /// says why.
     Failed {
         /// Why it did not publish (durably).
         failure: Failure<E>,

@@ -102,7 +102,12 @@ impl<E, B: Body<E>> Serialized<E, B> {
     /// Consumes the answer to the effect last polled; an answer to another effect is
     /// refused, the envelope unchanged.
     pub(crate) fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
-        let wrong = |answer: &Answer<E>| ProtocolError::wrong("lock envelope", answer.effect());
+        // Every answer, the body's included, must answer the effect polled: an answer kept
+        // from an earlier effect (a `sync-parents` handed to a `rename`) is refused here, so a
+        // body never takes one effect's answer for another's.
+        if self.poll().map(|effect| effect.name()) != Some(answer.effect()) {
+            return Err(ProtocolError::wrong("lock envelope", answer.effect()));
+        }
         self.phase = match self.phase {
             Phase::Before if self.body.poll_before().is_some() => {
                 self.body.handle(answer)?;
@@ -118,10 +123,6 @@ impl<E, B: Body<E>> Serialized<E, B> {
                 Phase::Body
             }
             phase => {
-                let expected = self.poll().map(|effect| effect.name());
-                if expected != Some(answer.effect()) {
-                    return Err(wrong(&answer));
-                }
                 let (_, input) = answer.into_parts();
                 self.envelope(phase, input)
             }

@@ -911,6 +911,46 @@ fn an_answer_the_machine_did_not_ask_for_is_refused_and_changes_nothing() {
 }
 
 #[test]
+fn an_answer_kept_from_another_effect_of_the_same_kind_is_refused() {
+    // A successful `sync-parents` answer (the same kind of answer as a rename's) kept, then
+    // handed to the publication when it asks for the rename: refused, nothing renamed.
+    let registry = registry();
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10, 20, 30]);
+    s.dir_verified = false;
+    let mut m = Publish::new(credential(2, 1), &registry);
+    while m.poll().map(|e| e.name()) != Some("sync-parents") {
+        stop_after(&mut s, &mut m, 1);
+    }
+    let Some(Effect::File(FileEffect::SyncParents(kept))) = m.poll() else {
+        panic!("the parents are synced")
+    };
+    let kept = kept.answer(Ok(()));
+    while m.poll().map(|e| e.name()) != Some("rename") {
+        stop_after(&mut s, &mut m, 1);
+    }
+    assert!(matches!(
+        m.handle(kept),
+        Err(ProtocolError::WrongAnswer {
+            answered: "sync-parents",
+            ..
+        })
+    ));
+    assert_eq!(m.poll().map(|e| e.name()), Some("rename"), "unchanged");
+    // A committed-row read kept from the prelude, handed to the clock's question.
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
+    let mut m = Acquire::<&str>::new(applicant(2));
+    let Some(Effect::Store(StoreEffect::ReadCommittedLease(kept))) = m.poll() else {
+        panic!("the prelude reads the committed row")
+    };
+    let kept = kept.answer(Ok(None));
+    stop_after(&mut s, &mut m, 1);
+    assert!(m.handle(kept).is_err());
+    assert_eq!(m.poll().map(|e| e.name()), Some("read-clock"), "unchanged");
+    s.run(&mut m);
+    assert!(matches!(m.output(), Ok(Ok(Acquired::Granted(_)))));
+}
+
+#[test]
 fn a_result_is_only_taken_from_a_finished_machine() {
     let unfinished = |e| matches!(e, Err(ProtocolError::Unfinished { .. }));
     assert!(unfinished(
