@@ -1,0 +1,106 @@
+//! `FileSteps` executing the file effects of the core's acquisition machine for real, the
+//! store's effects answered by a script (one released lease row): what the grant reads of the
+//! document in place — its epoch, nothing where there is none, a failure where it cannot be
+//! read — and the target lock taken and let go around the transaction.
+
+use solewriter_core::config::LeaseTtl;
+use solewriter_core::names::InstanceDigest;
+use solewriter_core::projection::channel::ChannelRegistry;
+use solewriter_core::projection::lease::{Grant, LeaseRecord, LeaseState};
+use solewriter_core::projection::machine::acquire::{Acquire, Acquired, Applicant};
+use solewriter_core::projection::machine::outcome::Failure;
+use solewriter_core::projection::machine::{run, Effect, StoreEffect};
+use solewriter_core::projection::target::TargetId;
+use solewriter_core::projection::Draft;
+use solewriter_core::time::Millis;
+use solewriter_core::token::HolderToken;
+use solewriter_files::atomic_file::RealFs;
+use solewriter_files::runtime::RuntimeRoot;
+use solewriter_files::steps::{DurableDirs, FileSteps};
+use solewriter_files::Error;
+use std::time::Duration;
+
+fn target() -> TargetId {
+    TargetId::parse(&"cd".repeat(32)).unwrap()
+}
+
+/// The lease row: epoch 3, released.
+fn released_row() -> LeaseRecord {
+    LeaseRecord {
+        target_id: target(),
+        fencing_epoch: 3,
+        state: LeaseState::Released(Grant {
+            holder_token_hash: HolderToken::from_bytes([1; 32]).hash(),
+            holder_instance_digest: InstanceDigest::parse("h").unwrap(),
+            acquired_at: Millis(0),
+            expires_at: Millis(100),
+        }),
+    }
+}
+
+/// Acquires the target under `root` with `FileSteps` doing the file effects: the grant's
+/// epoch, or why there is none.
+fn acquire(root: &RuntimeRoot) -> Result<u64, Failure<Error>> {
+    let target = target();
+    let durable = DurableDirs::default();
+    let mut files = FileSteps::new(root, &target, &RealFs, &durable, Duration::from_secs(1));
+    let machine = Acquire::new(Applicant {
+        token_hash: HolderToken::from_bytes([2; 32]).hash(),
+        holder_instance_digest: InstanceDigest::parse("a").unwrap(),
+        ttl: LeaseTtl::from_millis(Some(100)).unwrap(),
+    });
+    let ended = run(machine, |effect| match effect {
+        Effect::File(effect) => files.execute(effect),
+        Effect::Clock(ask) => ask.answer(Millis(10)),
+        Effect::Reached(_, ask) => ask.answer(()),
+        Effect::Store(StoreEffect::ReadCommittedLease(ask) | StoreEffect::ReadLease(ask)) => {
+            ask.answer(Ok(Some(released_row())))
+        }
+        Effect::Store(StoreEffect::WriteGrant(_, ask)) => ask.answer(Ok(true)),
+        Effect::Store(
+            StoreEffect::Begin(ask) | StoreEffect::Commit(ask) | StoreEffect::Rollback(ask),
+        ) => ask.answer(Ok(())),
+        Effect::Store(StoreEffect::ReadChannels(ask)) => ask.answer(Ok(Vec::new())),
+        Effect::Store(StoreEffect::WriteRelease(_, ask)) => ask.answer(Ok(true)),
+    })
+    .expect("the machine runs to its end");
+    match ended? {
+        Acquired::Granted(plan) => Ok(plan.epoch),
+        Acquired::Held(held) => panic!("held: {held:?}"),
+    }
+}
+
+fn document(epoch: u64) -> Vec<u8> {
+    let registry = ChannelRegistry::new([]).unwrap();
+    Draft::compose(&target(), epoch, &registry, Vec::new(), Millis(1))
+        .unwrap()
+        .bytes()
+        .to_vec()
+}
+
+#[test]
+fn a_grant_numbers_past_the_document_in_place_and_fails_where_it_cannot_read_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = RuntimeRoot::new(dir.path());
+    // No document: the row's epoch decides.
+    assert_eq!(acquire(&root).unwrap(), 4);
+    // A document of epoch 7 in place (a one-shot's rename whose grant was rolled back).
+    std::fs::create_dir_all(root.target_dir(&target())).unwrap();
+    std::fs::write(root.current_path(&target()), document(7)).unwrap();
+    assert_eq!(acquire(&root).unwrap(), 8);
+    // Something that is no document (a directory at its path): no epoch, the row decides.
+    std::fs::remove_file(root.current_path(&target())).unwrap();
+    std::fs::create_dir(root.current_path(&target())).unwrap();
+    assert_eq!(acquire(&root).unwrap(), 4);
+    // The document's directory is a file: the read fails, and so does the grant — an epoch
+    // is never handed out without knowing the one in place.
+    std::fs::remove_dir(root.current_path(&target())).unwrap();
+    std::fs::remove_dir(root.target_dir(&target())).unwrap();
+    std::fs::write(root.target_dir(&target()), b"not a directory").unwrap();
+    match acquire(&root) {
+        Err(Failure::Effect(Error::Io { step, .. })) => {
+            assert_eq!(step, "read the document in place")
+        }
+        other => panic!("{other:?}"),
+    }
+}
