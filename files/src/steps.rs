@@ -150,8 +150,8 @@ impl<'a> FileSteps<'a> {
     /// The bytes of the document in place, if there is one.
     fn read_current(&self) -> Result<Option<Vec<u8>>> {
         let path = self.target_dir().join(CURRENT_FILE);
-        // One byte past the bound is enough to know it is no document.
-        match read_bounded(&path, MAX_DOCUMENT_BYTES + 1) {
+        // `read_bounded` reads one byte past the bound: enough to know it is no document.
+        match read_bounded(&path, MAX_DOCUMENT_BYTES) {
             Ok(bytes) => Ok(Some(bytes)),
             // No file, or something at its path that solewriter never writes (a symlink,
             // which is not followed; a directory): no document, no epoch.
