@@ -510,10 +510,24 @@ fn a_result_that_does_not_fit_the_effect_is_refused_and_changes_nothing() {
     assert_eq!(release.poll(), Some(LockEffect::Read(lock())), "unchanged");
     release.handle(LockInput::Record(None)).unwrap();
     assert!(release.handle(LockInput::Unlinked(true)).is_err());
+    assert!(release.handle(LockInput::Failed("late")).is_err());
     assert!(matches!(
         release.into_end(),
         Ok(Ok(ReleaseEnd::NotHolder(None)))
     ));
+    // Inside a recovery: the lock exists, so its record is read at the lock's slot; a result
+    // of another kind leaves that frame in place.
+    let mut m = Attempt::<&str>::new(owner(1));
+    m.handle(LockInput::Kernel(KernelSeen::Taken)).unwrap();
+    m.handle(LockInput::Fresh {
+        nonce: record(1, Guard::Kernel, 1).nonce,
+        now: Millis(9),
+    })
+    .unwrap();
+    m.handle(LockInput::Created(false)).unwrap();
+    assert_eq!(m.poll(), Some(LockEffect::Read(lock())));
+    assert!(m.handle(LockInput::Unlinked(true)).is_err());
+    assert_eq!(m.poll(), Some(LockEffect::Read(lock())), "unchanged");
     // An attempt's end is only taken once it has ended.
     assert!(matches!(
         Attempt::<&str>::new(owner(1)).into_end(),
