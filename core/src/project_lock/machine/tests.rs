@@ -374,7 +374,7 @@ fn recovery_is_abandoned_at_the_depth_bound() {
 #[test]
 fn release_removes_only_its_own_record() {
     let mine = record(1, Guard::Kernel, 1);
-    let cases: [(Script, ReleaseEnd); 3] = [
+    let cases: [(Script, ReleaseEnd); 4] = [
         (
             vec![
                 (
@@ -384,6 +384,17 @@ fn release_removes_only_its_own_record() {
                 (LockEffect::Unlink(lock()), LockInput::Unlinked(true)),
             ],
             ReleaseEnd::Removed,
+        ),
+        // Its own record, gone by the time it is unlinked (recovered meanwhile).
+        (
+            vec![
+                (
+                    LockEffect::Read(lock()),
+                    LockInput::Record(Some(mine.clone())),
+                ),
+                (LockEffect::Unlink(lock()), LockInput::Unlinked(false)),
+            ],
+            ReleaseEnd::NotHolder(None),
         ),
         (
             vec![(
@@ -405,6 +416,22 @@ fn release_removes_only_its_own_record() {
         }
         assert_eq!(release.poll(), None);
         assert_eq!(release.into_end().unwrap().unwrap(), expected);
+    }
+    // A step that fails ends the release with that failure.
+    for fails_at in 0..2 {
+        let mut release = Release::new(mine.nonce);
+        release
+            .handle(match fails_at {
+                0 => LockInput::Failed("read"),
+                _ => LockInput::Record(Some(mine.clone())),
+            })
+            .unwrap();
+        if fails_at == 1 {
+            release.handle(LockInput::Failed("unlink")).unwrap();
+        }
+        assert_eq!(release.poll(), None);
+        let expected = ["read", "unlink"][fails_at];
+        assert_eq!(release.into_end().unwrap(), Err(expected));
     }
 }
 
