@@ -1062,3 +1062,50 @@ fn a_holder_whose_draft_saw_its_expiry_never_renames_even_after_the_clock_steppe
     assert!(!s.log.contains(&"rename"), "{:?}", s.log);
     assert!(s.log.contains(&"remove-temp"), "{:?}", s.log);
 }
+
+#[test]
+fn an_answer_says_whether_it_failed_and_a_file_effect_whether_it_is_slow_work() {
+    // What an asynchronous executor reads off the contract: whether the transaction's edge
+    // succeeded, and which file effects leave its event loop.
+    let Some(Effect::Store(StoreEffect::ReadCommittedLease(ask))) =
+        Acquire::<&str>::new(applicant(1)).poll()
+    else {
+        panic!("the prelude reads the committed row")
+    };
+    assert_eq!(format!("{ask:?}"), "Ask(read-committed-lease)");
+    assert!(ask.fail("busy").failed());
+    let Some(Effect::Store(StoreEffect::ReadCommittedLease(ask))) =
+        Acquire::<&str>::new(applicant(1)).poll()
+    else {
+        panic!()
+    };
+    assert!(!ask.answer(Ok(None)).failed());
+    // Every file effect of a publication, by name: the slow ones outside the locks.
+    let registry = registry();
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10, 20, 30]);
+    s.dir_verified = false;
+    let mut m = Publish::new(credential(2, 1), &registry);
+    let mut slow = Vec::new();
+    let mut fast = Vec::new();
+    assert_eq!(
+        drive(&mut m, |effect| {
+            if let Effect::File(file) = &effect {
+                if file.is_slow() {
+                    slow.push(file.name());
+                } else {
+                    fast.push(file.name());
+                }
+            }
+            Some(s.answer(effect))
+        }),
+        Ok(true)
+    );
+    assert_eq!(
+        slow,
+        ["prepare-dir", "sync-parents", "write-temp", "sync-dir"]
+    );
+    assert_eq!(
+        fast,
+        ["lock-target", "rename", "remove-orphans", "unlock-target"]
+    );
+}
