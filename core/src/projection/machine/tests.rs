@@ -948,6 +948,19 @@ fn an_answer_kept_from_another_effect_of_the_same_kind_is_refused() {
     assert_eq!(m.poll().map(|e| e.name()), Some("read-clock"), "unchanged");
     s.run(&mut m);
     assert!(matches!(m.output(), Ok(Ok(Acquired::Granted(_)))));
+    // A failure made for another effect (a release's target lock, busy) is not taken for the
+    // committed-row read's failure.
+    let release = Release::<&str>::new(credential(1, 1));
+    let Some(Effect::File(FileEffect::LockTarget(ask))) = release.poll() else {
+        panic!()
+    };
+    let mut m = Acquire::<&str>::new(applicant(2));
+    assert!(m.handle(ask.fail("busy")).is_err());
+    assert_eq!(
+        m.poll().map(|e| e.name()),
+        Some("read-committed-lease"),
+        "unchanged"
+    );
 }
 
 #[test]
