@@ -974,6 +974,12 @@ fn a_result_is_only_taken_from_a_finished_machine() {
     let mut m = Acquire::<&str>::new(applicant(2));
     stop_after(&mut s, &mut m, 4);
     assert!(unfinished(m.output().map(drop)));
+    // The grant written but not yet committed: no grant to report.
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
+    let mut m = Acquire::<&str>::new(applicant(2));
+    stop_after(&mut s, &mut m, 8);
+    assert_eq!(m.poll().map(|e| e.name()), Some("commit"));
+    assert!(unfinished(m.output().map(drop)));
     // A one-shot drafting before its transaction.
     let registry = registry();
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
