@@ -185,6 +185,72 @@ fn a_publication_that_could_not_start_releases_its_grant_on_drop() {
     assert!(f.current_bytes(&target).is_none(), "nothing written");
 }
 
+/// Lets the first `begin` (the takeover's grant) through, then holds the store's write lock
+/// from just before the second `begin` (the publication with that grant) until just before
+/// that publication lets its target lock go: the grant commits, its publication cannot start.
+struct BusyDuringSecondBegin {
+    blocker: rusqlite::Connection,
+    begins: Mutex<u32>,
+}
+
+impl PublishProbe for BusyDuringSecondBegin {
+    fn reached(&self, _: PublishStep, _: &TargetId, _: u64) {}
+
+    fn before(&self, effect: &'static str, _: &TargetId, _: u64) {
+        let mut begins = self.begins.lock().unwrap();
+        match effect {
+            "begin" => {
+                *begins += 1;
+                if *begins == 2 {
+                    self.blocker.execute_batch("BEGIN IMMEDIATE;").unwrap();
+                }
+            }
+            "unlock-target" if *begins == 2 && !self.blocker.is_autocommit() => {
+                self.blocker.execute_batch("ROLLBACK;").unwrap()
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A one-shot publication that takes over an expired grant commits its own grant first; when
+/// the publication with that grant then cannot start (`Busy`), the grant is released at once,
+/// as a dropped lease's is: the row ends `released` at the new epoch with no clock moved, and
+/// nothing is written.
+#[test]
+fn a_one_shot_takeover_whose_publication_could_not_start_releases_its_grant() {
+    let f = Fixture::with_timing(timing(TTL_MS, 50), 1024);
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    let stale = expect_acquired(store.acquire(&target, &holder("z")).unwrap());
+    f.clock.advance(TTL_MS + 1); // z's grant expires, unreleased
+    let probe = BusyDuringSecondBegin {
+        blocker: rusqlite::Connection::open(&f.options.db_path).unwrap(),
+        begins: Mutex::new(0),
+    };
+    assert!(matches!(
+        store
+            .publish_now_observed(&target, &holder("a"), &probe)
+            .unwrap_err(),
+        Error::Busy { timeout_ms: 50 }
+    ));
+    assert_eq!(
+        *probe.begins.lock().unwrap(),
+        2,
+        "the grant's envelope, then the publication's"
+    );
+    let row = store.lease_row(&target).unwrap().unwrap();
+    assert_eq!(row.fencing_epoch, 2, "the takeover's grant committed");
+    assert!(
+        matches!(row.state, LeaseState::Released(_)),
+        "the unused grant is released: {:?}",
+        row.state
+    );
+    assert!(f.current_bytes(&target).is_none(), "nothing written");
+    assert!(f.leftovers(&target).is_empty());
+    drop(stale);
+}
+
 #[test]
 fn holder_paused_inside_its_transaction_cannot_be_taken_over_and_aborts_at_expiry() {
     let f = Fixture::with_timing(timing(TTL_MS, 100), 1024);

@@ -77,3 +77,46 @@ for (const form of ['publish', 'publishAsync']) {
     blocker.close();
   });
 }
+
+/**
+ * A store whose connection's write lock `blocker` takes just before the second `begin` (a
+ * one-shot's publication with the grant of its takeover, which committed in its own
+ * transaction) and lets go just before the third (the release of that unused grant).
+ */
+class BusyAtSecondBegin extends ProjectionStore {
+  constructor(db, config, blocker) {
+    super(db, config);
+    this.blocker = blocker;
+    this.begins = 0;
+  }
+
+  executor(onPause) {
+    const execute = super.executor(onPause);
+    return (effect) => {
+      if (effect.kind === 'begin') {
+        this.begins += 1;
+        if (this.begins === 2) this.blocker.exec('BEGIN IMMEDIATE');
+        if (this.begins === 3) this.blocker.exec('ROLLBACK');
+      }
+      return execute(effect);
+    };
+  }
+}
+
+for (const form of ['publishNow', 'publishNowAsync']) {
+  test(`a ${form} whose takeover's publication could not start releases the grant it took`, async () => {
+    const { dbPath, db, store, runtimeRoot, clock } = setup({ timeout: 50 });
+    const t = store.admitTarget(tuple(0));
+    store.acquire(t, 'holder-1'); // never released
+    clock.now += 101; // ... and now expired
+    const blocker = new Database(dbPath);
+    const busy = new BusyAtSecondBegin(db, store.config, blocker);
+    await assert.rejects(async () => busy[form](t, 'holder-2'), (e) => e.code === 'BUSY' && /unused grant was released/.test(e.message));
+    assert.equal(busy.begins, 3, "the takeover's grant, its publication, the grant's release");
+    const row = db.prepare('SELECT fencing_epoch, state FROM HookProjectionLeases WHERE target_id = ?').get(t);
+    assert.deepEqual({ ...row }, { fencing_epoch: 2, state: 'released' }, 'the grant it took is released, not left to expire');
+    assert.equal(fs.existsSync(path.join(runtimeRoot, 'hook-projections', t, 'current.json')), false, 'nothing published');
+    assert.equal(db.inTransaction, false);
+    blocker.close();
+  });
+}
