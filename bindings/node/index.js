@@ -21,11 +21,12 @@
  * INVALID_INPUT, INTERNAL, ... (docs/node.md lists them all).
  */
 
-const fs = require('node:fs');
-const path = require('node:path');
 const { SQL, statement, executeSqlEffect } = require('./lib/sql');
 const { adoptOn, bindParam } = require('./lib/adopt');
-const { ERROR_CODES, coded, unwrap, native } = require('./lib/answer');
+const fs = require('node:fs');
+const path = require('node:path');
+const { addon } = require('./lib/addon');
+const { ERROR_CODES, coded, native } = require('./lib/answer');
 const { durably, restore } = require('./lib/durable');
 const { Grant, presented } = require('./lib/grant');
 
@@ -39,63 +40,6 @@ const { projectLockClasses } = require('./lib/project_lock');
 const { writeGuardApi } = require('./lib/write_guard');
 const { ledgerClasses } = require('./lib/ledger');
 
-/**
- * The platform this process runs on, as the platform packages are named: `linux-x64-gnu`,
- * `linux-x64-musl`, `darwin-arm64`, ... (on Linux the C library node itself runs with).
- */
-function platformName() {
-  const { platform, arch } = process;
-  if (platform !== 'linux') return `${platform}-${arch}`;
-  const { glibcVersionRuntime } = process.report.getReport().header;
-  return `${platform}-${arch}-${glibcVersionRuntime ? 'gnu' : 'musl'}`;
-}
-
-/** Loads the addon at `file`, or throws ADDON_MISSING saying what `file` is and why it failed. */
-function dlopen(file, what) {
-  const module = { exports: {} };
-  try {
-    process.dlopen(module, file);
-  } catch (e) {
-    throw coded('ADDON_MISSING', `cannot load the solewriter addon at ${file} (${what}): ${e.message}`);
-  }
-  return module.exports;
-}
-
-/**
- * Loads the addon, the first of:
- * - the file `SOLEWRITER_NODE_ADDON` names (tests);
- * - the prebuilt addon of the platform package `solewriter-<platform>` (e.g.
- *   `solewriter-linux-x64-gnu`), an optional dependency of this package that npm installs on
- *   the platform it is built for; once installed it is used or the load fails (never a stale
- *   development build instead);
- * - `solewriter.node` beside this file, a development build (`npm run build`).
- * Nothing found: ADDON_MISSING naming the platform package looked for.
- */
-function loadAddon() {
-  const override = process.env.SOLEWRITER_NODE_ADDON;
-  if (override) return dlopen(override, 'build it: npm run build');
-  const platform = platformName();
-  const pkg = `solewriter-${platform}`;
-  let manifest;
-  try {
-    manifest = require.resolve(`${pkg}/package.json`);
-  } catch (e) {
-    if (e.code !== 'MODULE_NOT_FOUND') throw coded('ADDON_MISSING', `cannot look for the package ${pkg}: ${e.message}`);
-  }
-  if (manifest) {
-    return dlopen(path.join(path.dirname(manifest), `solewriter.${platform}.node`), `the prebuilt addon of ${pkg}`);
-  }
-  const local = path.join(__dirname, 'solewriter.node');
-  if (fs.existsSync(local)) return dlopen(local, 'build it: npm run build');
-  throw coded(
-    'ADDON_MISSING',
-    `no solewriter addon for ${platform}: the package ${pkg} is not installed (npm installs it with ` +
-      `solewriter, as an optional dependency, on the platforms with a prebuilt addon: linux-x64-gnu), and there is no ` +
-      `development build ${local} (in a checkout of the repository: npm run build in bindings/node)`,
-  );
-}
-
-const addon = loadAddon();
 const { ProjectLock, ProjectLockGuard } = projectLockClasses(addon);
 const { WriteGuard, admitWrite, parseBridgeFrame, parseAgentEnvelope } = writeGuardApi(addon);
 const { Ledger } = ledgerClasses(addon);
@@ -118,7 +62,7 @@ function sqliteError(e) {
   return coded('INVALID_INPUT', `invalid input: ${e.message}; nothing was written`);
 }
 
-const STATEMENTS = unwrap(native(() => addon.schemaStatements()));
+const STATEMENTS = native(() => addon.schemaStatements());
 const TABLES = ['HookProjectionLeases', 'HookProjectionChannels'];
 
 /** Whether `db` looks like a better-sqlite3 `Database` (what solewriter calls on it). */
@@ -248,7 +192,7 @@ function initialize(db, options = {}) {
       }
       const leases = statement(db, 'readLeases').all();
       const channels = statement(db, 'readAllChannels').all();
-      const plan = unwrap(native(() => addon.upgradeStatements(leases, channels)));
+      const plan = native(() => addon.upgradeStatements(leases, channels));
       for (const { sql, params } of plan.statements) db.prepare(sql).run(...params.map(bindParam));
       return 'upgraded';
     }
@@ -338,7 +282,7 @@ class ProjectionStore {
     this.channelsJson = JSON.stringify(this.config.channels);
     this.execute = this.executor();
     const { runtimeRoot, leaseTtlMs, busyTimeoutMs, profile } = this.config;
-    unwrap(native(() => addon.checkOptions({ channelsJson: this.channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot, profile })));
+    native(() => addon.checkOptions({ channelsJson: this.channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot, profile }));
     requireTablesOf(db, profile ?? GENERIC_PROFILE);
   }
 
@@ -421,7 +365,7 @@ class ProjectionStore {
     // runs between turns): that one is never touched.
     const hostTransaction = this.db.inTransaction;
     try {
-      return unwrap(native(call));
+      return native(call);
     } finally {
       if (!hostTransaction && this.db.inTransaction) this.db.exec('ROLLBACK');
       restore(this.db);
@@ -455,7 +399,7 @@ class ProjectionStore {
     const run = this.db.transaction(() => {
       const admitted = statement(this.db, 'readLease').get(submission.targetId) !== undefined;
       const existing = statement(this.db, 'readChannel').get(submission.targetId, submission.channel) ?? null;
-      const decision = unwrap(native(() => addon.decideSubmission(this.options(), producer, admitted, existing, submission)));
+      const decision = native(() => addon.decideSubmission(this.options(), producer, admitted, existing, submission));
       const row = decision.row;
       if (row) {
         statement(this.db, 'upsertChannel').run(
@@ -566,7 +510,7 @@ class ProjectionStore {
     } catch (e) {
       throw sqliteError(e);
     }
-    return unwrap(native(() => addon.inspect(this.options(), leases, channels)));
+    return native(() => addon.inspect(this.options(), leases, channels));
   }
 
   /** The published document of a target (validated, in the store's profile), or throws NOT_PUBLISHED. */
@@ -595,7 +539,7 @@ function adoptJsWriterTables(db, tuples, options = {}) {
   refuseTransaction(db, 'the adoption');
   requireWal(db);
   const host = { profile, channelsJson: JSON.stringify(channels), nowMs: clock ? clock() : undefined };
-  const run = db.transaction(() => adoptOn(db, addon, (call) => unwrap(native(call)), tuples, host));
+  const run = db.transaction(() => adoptOn(db, addon, native, tuples, host));
   try {
     return durably(db, () => run.immediate());
   } catch (e) {
@@ -620,7 +564,7 @@ function targetIdFor(profile, tuple) {
   } catch (e) {
     throw coded('INVALID_INPUT', `tuple: not JSON (${e.message})`);
   }
-  return unwrap(native(() => addon.targetId(text, profile))).targetId;
+  return native(() => addon.targetId(text, profile)).targetId;
 }
 
 /**
@@ -629,7 +573,7 @@ function targetIdFor(profile, tuple) {
  * epoch and target — judging it further is the hooks' reader's work).
  */
 function readProjection(runtimeRoot, targetId, profile) {
-  return unwrap(native(() => addon.readProjection(runtimeRoot, targetId, profile))).document;
+  return native(() => addon.readProjection(runtimeRoot, targetId, profile)).document;
 }
 
 /**

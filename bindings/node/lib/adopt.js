@@ -19,7 +19,7 @@ function bindParam(p) {
 /**
  * Runs the adoption on `db` (inside the caller's `run.immediate()`): `{ outcome:
  * 'nothingToAdopt' | 'alreadyAdopted' }` or `{ outcome: 'converted', leases, channels }`.
- * `addon` is the package's, `answer(call)` runs a call into it and unwraps its answer; `host`:
+ * `addon` is the package's, `answer(call)` runs a call into it (`native`); `host`:
  * `{ profile, channelsJson, nowMs }` — the store's profile, its channel registry as JSON (each
  * channel's watermark kind) and the broker time (undefined: system clock).
  */

@@ -16,7 +16,7 @@
  *   `git`, without writing (a free kernel lock is taken for the moment of the look).
  */
 
-const { coded, unwrap, native } = require('./answer');
+const { coded, native } = require('./answer');
 
 /** The options as JSON text, or INVALID_INPUT. */
 function text(value, what) {
@@ -49,19 +49,19 @@ function ledgerClasses(addon) {
     /** The commit id (hex) `rev` names now. */
     resolve(rev) {
       if (typeof rev !== 'string') throw coded('INVALID_INPUT', 'resolve: rev must be a string');
-      return unwrap(native(() => this.native.resolve(rev))).oid;
+      return native(() => this.native.resolve(rev)).oid;
     }
 
     /** The demand read: `{ history, persisted }`; never waits for a live writer. */
     demand(query) {
       const json = text(query, 'the query');
-      return unwrap(native(() => this.native.demand(json)));
+      return native(() => this.native.demand(json));
     }
 
     /** The build transaction under the project lock: `{ history, persisted }`. */
     build(query) {
       const json = text(query, 'the query');
-      return unwrap(native(() => this.native.build(json)));
+      return native(() => this.native.build(json));
     }
 
     /**
@@ -70,7 +70,7 @@ function ledgerClasses(addon) {
      */
     async demandAsync(query) {
       const json = text(query, 'the query');
-      return unwrap(await native(() => this.native.demandAsync(json)));
+      return await native(() => this.native.demandAsync(json));
     }
 
     /**
@@ -79,12 +79,12 @@ function ledgerClasses(addon) {
      */
     async buildAsync(query) {
       const json = text(query, 'the query');
-      return unwrap(await native(() => this.native.buildAsync(json)));
+      return await native(() => this.native.buildAsync(json));
     }
 
     /** `{ snapshot, lock }`: what is stored and who holds the lock, writing nothing. */
     status() {
-      return unwrap(native(() => this.native.status()));
+      return native(() => this.native.status());
     }
   }
 

@@ -10,7 +10,7 @@
  * for at most that long while a live owner holds the lock (there is no default wait).
  */
 
-const { coded, unwrap, native } = require('./answer');
+const { coded, native } = require('./answer');
 
 /** The classes over the loaded `addon`. */
 function projectLockClasses(addon) {
@@ -18,12 +18,12 @@ function projectLockClasses(addon) {
   class ProjectLockGuard {
     constructor(guard) {
       this.native = guard;
-      this.record = unwrap(native(() => guard.record()));
+      this.record = native(() => guard.record());
     }
 
     /** Returns while this guard still holds the lock; throws LOCK_LOST otherwise. */
     verify() {
-      unwrap(native(() => this.native.verify()));
+      native(() => this.native.verify());
     }
 
     /**
@@ -31,7 +31,7 @@ function projectLockClasses(addon) {
      * lock go: `{ removed: true }` or `{ notHolder: { found } }` (the record found, or null).
      */
     release() {
-      return unwrap(native(() => this.native.release()));
+      return native(() => this.native.release());
     }
   }
 
@@ -57,14 +57,12 @@ function projectLockClasses(addon) {
       } catch (e) {
         throw coded('INVALID_INPUT', `acquire: the options are not JSON (${e.message})`);
       }
-      const got = native(() => this.native.acquire(text));
-      if (typeof got === 'string') unwrap(got);
-      return new ProjectLockGuard(got);
+      return new ProjectLockGuard(native(() => this.native.acquire(text)));
     }
 
     /** `{ lock, kernel, record, ownership }`, read without writing (the Rust `LockStatus`). */
     status() {
-      return unwrap(native(() => this.native.status()));
+      return native(() => this.native.status());
     }
 
     /**
@@ -73,7 +71,7 @@ function projectLockClasses(addon) {
      * 'known' | 'nonce-mismatch', with the `record`) having removed nothing.
      */
     clear(nonce) {
-      return unwrap(native(() => this.native.clear(nonce)));
+      return native(() => this.native.clear(nonce));
     }
   }
 

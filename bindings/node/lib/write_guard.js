@@ -12,7 +12,7 @@
  * no wait — an overlapping write of another writer is denied at once.
  */
 
-const { coded, unwrap, native } = require('./answer');
+const { coded, native } = require('./answer');
 
 /** The JSON text of `value` for the addon, or INVALID_INPUT naming `what`. */
 function json(value, what) {
@@ -77,7 +77,7 @@ function writeGuardApi(addon) {
    */
   function parseBridgeFrame(frame) {
     const text = frameText(frame);
-    return unwrap(native(() => addon.parseBridgeFrameJson(text)));
+    return native(() => addon.parseBridgeFrameJson(text));
   }
 
   /**
@@ -104,7 +104,7 @@ function writeGuardApi(addon) {
       requireId(componentId, 'componentId');
       requireFunction(parentOf);
       const text = contextText(context);
-      return unwrap(native(() => this.native.admitWrite(text, componentId, parentOf)));
+      return native(() => this.native.admitWrite(text, componentId, parentOf));
     }
 
     /**
@@ -117,9 +117,7 @@ function writeGuardApi(addon) {
       requireId(nodeId, 'nodeId');
       requireId(newParentId, 'newParentId');
       requireFunction(parentOf);
-      return unwrap(
-        native(() => this.native.admitMove(contextText(context), nodeId, newParentId, parentOf)),
-      );
+      return native(() => this.native.admitMove(contextText(context), nodeId, newParentId, parentOf));
     }
 
     /**
@@ -129,7 +127,7 @@ function writeGuardApi(addon) {
      */
     releaseWrite(lock) {
       const text = json(lock, 'the lock');
-      return unwrap(native(() => this.native.release(text)));
+      return native(() => this.native.release(text));
     }
 
     /**
@@ -139,12 +137,12 @@ function writeGuardApi(addon) {
      */
     releaseAgent(writer) {
       const text = json(writer, 'the writer');
-      return unwrap(native(() => this.native.releaseAgent(text)));
+      return native(() => this.native.releaseAgent(text));
     }
 
     /** A copy of every held lock, sorted. */
     heldLocks() {
-      return unwrap(native(() => this.native.heldLocks()));
+      return native(() => this.native.heldLocks());
     }
   }
 
@@ -162,7 +160,7 @@ function writeGuardApi(addon) {
       requireId(componentId, 'componentId');
       requireFunction(parentOf);
       const text = contextText(context);
-      return unwrap(native(() => addon.admitUnguardedWrite(text, componentId, parentOf)));
+      return native(() => addon.admitUnguardedWrite(text, componentId, parentOf));
     }
     if (!(writeGuard instanceof WriteGuard)) throw coded('INVALID_INPUT', 'writeGuard must be a WriteGuard');
     return writeGuard.admitWrite({ context, componentId, parentOf });

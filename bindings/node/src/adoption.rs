@@ -7,7 +7,8 @@
 //! `{"int": "<decimal>"}` (bound as a BigInt), `{"text": …}` or `{"blobHex": …}`.
 
 use super::boundary::answer;
-use super::{from_js, Failure};
+use super::failure::{Code, Failure, JsAnswer};
+use super::from_js;
 use napi_derive::napi;
 use serde_json::{json, Value};
 use solewriter_core::projection::adoption::{self, js_writer, AdoptionRefused, Param, Survey};
@@ -32,17 +33,13 @@ fn refused(e: AdoptionRefused) -> Failure {
         AdoptionRefused::Shape { table, reason } => json!({"table": table, "reason": reason}),
         _ => Value::Null,
     };
-    Failure {
-        code: "ADOPTION_REFUSED".to_owned(),
-        message: format!("adoption refused: {e}"),
-        detail,
-    }
+    Failure::new(Code::AdoptionRefused, format!("adoption refused: {e}")).with(detail)
 }
 
 /// The reading statements: `{"catalog", "columns" (one parameter: the table), "tables",
 /// "rows": [leases, channels]}`.
 #[napi]
-pub fn adoption_statements() -> String {
+pub fn adoption_statements() -> JsAnswer {
     answer(|| {
         Ok(json!({
             "catalog": js_writer::READ_CATALOG,
@@ -69,7 +66,7 @@ pub fn adoption_survey(
     catalog: Rows,
     lease_columns: Rows,
     channel_columns: Rows,
-) -> String {
+) -> JsAnswer {
     answer(|| {
         adoption::survey(
             profile(profile_name.as_deref())?,
@@ -118,7 +115,7 @@ pub fn adoption_plan(
     tuples_json: String,
     leases: Rows,
     channels: Rows,
-) -> String {
+) -> JsAnswer {
     answer(|| {
         let now = match clock_ms {
             Some(ms) => Millis(from_js(ms, "clockMs")?),
@@ -159,7 +156,7 @@ pub fn adoption_plan(
 pub fn upgrade_statements(
     leases: Vec<super::LeaseRow>,
     channels: Vec<super::ChannelRow>,
-) -> String {
+) -> JsAnswer {
     answer(|| {
         let leases = leases
             .into_iter()

@@ -8,7 +8,7 @@
 //! connection is rolled back by the JS layer, a temp sibling is removed by the next
 //! publication's orphan sweep, a target lock is let go when its file is dropped.
 
-use super::{Failure, Outcome};
+use super::failure::{Code, Failure, JsAnswer, Outcome};
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -20,7 +20,7 @@ pub(crate) fn internal(payload: Box<dyn Any + Send>) -> Failure {
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic without a message".to_owned());
     Failure::new(
-        "INTERNAL",
+        Code::Internal,
         format!("solewriter failed internally ({what}); please report it. The call was abandoned like a crash at that point: nothing it had not committed was committed"),
     )
 }
@@ -30,11 +30,8 @@ pub(crate) fn caught<T>(body: impl FnOnce() -> Result<T, Failure>) -> Result<T, 
     catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| Err(internal(payload)))
 }
 
-/// The answer of `body` as JSON text: its value, or `{"error": {code, message, ...}}` — also
-/// when it panicked.
-pub(crate) fn answer(body: impl FnOnce() -> Outcome) -> String {
-    match caught(body) {
-        Ok(value) => value.to_string(),
-        Err(failure) => failure.json().to_string(),
-    }
+/// The answer of `body`: its value, or its failure (thrown as a coded JS error) — also when it
+/// panicked.
+pub(crate) fn answer(body: impl FnOnce() -> Outcome) -> JsAnswer {
+    JsAnswer(caught(body))
 }

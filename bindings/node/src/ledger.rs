@@ -10,8 +10,9 @@
 //! nested demand is a Rust consumer's). Every [`LedgerError`] is an error with its own code.
 
 use super::boundary::{answer, caught};
+use super::failure::{invalid, Code, Failure, JsAnswer};
+use super::from_js;
 use super::project_lock::{lock_failure, owner_json, parse_wait, status_json};
-use super::{from_js, invalid, Failure};
 use napi::bindgen_prelude::AsyncTask;
 use napi::{Env, Task};
 use napi_derive::napi;
@@ -41,31 +42,32 @@ fn ledger_failure(error: LedgerError) -> Failure {
     };
     let (code, detail) = match &error {
         LedgerError::LockLost { snapshot, .. } => {
-            ("LOCK_LOST", json!({"snapshot": snapshot_name(snapshot)}))
+            (Code::LockLost, json!({"snapshot": snapshot_name(snapshot)}))
         }
         LedgerError::Release { snapshot, .. } => (
-            "RELEASE_FAILED",
+            Code::ReleaseFailed,
             json!({"snapshot": snapshot_name(snapshot)}),
         ),
-        LedgerError::SnapshotTooLarge(_) => ("SNAPSHOT_TOO_LARGE", Value::Null),
-        LedgerError::Source(source) => ("SOURCE", json!({"what": source.what})),
+        LedgerError::SnapshotTooLarge(_) => (Code::SnapshotTooLarge, Value::Null),
+        LedgerError::Source(source) => (Code::Source, json!({"what": source.what})),
         LedgerError::InterpretationMoved { before, after } => (
-            "INTERPRETATION_MOVED",
+            Code::InterpretationMoved,
             json!({"before": before.as_str(), "after": after.as_str()}),
         ),
-        LedgerError::Conflict(conflict) => ("FACT_CONFLICT", json!({"id": conflict.id.as_str()})),
-        LedgerError::Consumer(_) => ("CONSUMER", Value::Null),
-        LedgerError::Io { step, path, .. } => {
-            ("IO", json!({"step": step, "path": path.to_string_lossy()}))
+        LedgerError::Conflict(conflict) => {
+            (Code::FactConflict, json!({"id": conflict.id.as_str()}))
         }
+        LedgerError::Consumer(_) => (Code::Consumer, Value::Null),
+        LedgerError::Io { step, path, .. } => (
+            Code::Io,
+            json!({"step": step, "path": path.to_string_lossy()}),
+        ),
         LedgerError::NotDurable { path, .. } => {
-            ("NOT_DURABLE", json!({"path": path.to_string_lossy()}))
+            (Code::NotDurable, json!({"path": path.to_string_lossy()}))
         }
-        _ => ("LEDGER", Value::Null),
+        _ => (Code::Ledger, Value::Null),
     };
-    let mut failure = Failure::new(code, &error);
-    failure.detail = detail;
-    failure
+    Failure::new(code, &error).with(detail)
 }
 
 fn persisted_json(persisted: &Persisted) -> Value {
@@ -133,8 +135,8 @@ enum Call {
     Build,
 }
 
-/// Runs `call` with the query of `query_json` on `ledger`: the answer as JSON text.
-fn run(ledger: &Ledger<GitSource>, call: Call, query_json: &str) -> String {
+/// Runs `call` with the query of `query_json` on `ledger`: its answer.
+fn run(ledger: &Ledger<GitSource>, call: Call, query_json: &str) -> JsAnswer {
     answer(|| {
         let query = parse_query(query_json)?;
         let outcome = match call {
@@ -149,8 +151,8 @@ fn run(ledger: &Ledger<GitSource>, call: Call, query_json: &str) -> String {
 }
 
 /// A ledger call run on the libuv thread pool, so that its `git` processes (and a build's wait
-/// for the lock) do not block the event loop. Its answer is JSON text, like the synchronous
-/// call's.
+/// for the lock) do not block the event loop. Its answer is the synchronous call's: the promise
+/// resolves with its value or rejects with its coded error.
 pub struct LedgerTask {
     ledger: Arc<Ledger<GitSource>>,
     call: Call,
@@ -158,14 +160,14 @@ pub struct LedgerTask {
 }
 
 impl Task for LedgerTask {
-    type Output = String;
-    type JsValue = String;
+    type Output = JsAnswer;
+    type JsValue = JsAnswer;
 
-    fn compute(&mut self) -> napi::Result<String> {
+    fn compute(&mut self) -> napi::Result<JsAnswer> {
         Ok(run(&self.ledger, self.call, &self.query_json))
     }
 
-    fn resolve(&mut self, _: Env, answer: String) -> napi::Result<String> {
+    fn resolve(&mut self, _: Env, answer: JsAnswer) -> napi::Result<JsAnswer> {
         Ok(answer)
     }
 }
@@ -193,16 +195,17 @@ impl NativeLedger {
     /// environment `git_env` (a JSON object of strings; `{}` for none).
     #[napi(constructor)]
     pub fn new(
+        env: Env,
         dir: String,
         repo: String,
         record_only: bool,
         git_env: String,
     ) -> napi::Result<Self> {
         caught(|| {
-            let env: serde_json::Map<String, Value> = serde_json::from_str(&git_env)
+            let git_env: serde_json::Map<String, Value> = serde_json::from_str(&git_env)
                 .map_err(|e| invalid(format!("gitEnv must be an object of strings: {e}")))?;
             let mut source = GitSource::new(repo);
-            for (key, value) in env {
+            for (key, value) in git_env {
                 let value = value
                     .as_str()
                     .ok_or_else(|| invalid(format!("gitEnv.{key} must be a string")))?;
@@ -218,13 +221,13 @@ impl NativeLedger {
                 ledger: Arc::new(Ledger::with_lock(lock, source)),
             })
         })
-        .map_err(|failure| napi::Error::from_reason(failure.json().to_string()))
+        .map_err(|failure| failure.into_js(&env))
     }
 
     /// Resolves a revision (`HEAD`, a branch, an id) to a commit id: `{oid}`. Runs `git`; not
     /// a fact (refs move), so it touches neither the snapshot nor the lock.
     #[napi]
-    pub fn resolve(&self, rev: String) -> String {
+    pub fn resolve(&self, rev: String) -> JsAnswer {
         answer(|| {
             let oid = self
                 .ledger
@@ -237,13 +240,13 @@ impl NativeLedger {
 
     /// The demand read of the query (JSON): never waits for a live writer.
     #[napi]
-    pub fn demand(&self, query_json: String) -> String {
+    pub fn demand(&self, query_json: String) -> JsAnswer {
         run(&self.ledger, Call::Demand, &query_json)
     }
 
     /// The build transaction of the query (JSON, with its `wait`): the sole writer.
     #[napi]
-    pub fn build(&self, query_json: String) -> String {
+    pub fn build(&self, query_json: String) -> JsAnswer {
         run(&self.ledger, Call::Build, &query_json)
     }
 
@@ -264,7 +267,7 @@ impl NativeLedger {
     /// without `git` and without the lock, and the project lock's status (as
     /// `ProjectLock.status()` gives it; null when the directory does not exist).
     #[napi]
-    pub fn status(&self) -> String {
+    pub fn status(&self) -> JsAnswer {
         answer(|| {
             let path = self.ledger.snapshot_path().to_string_lossy().into_owned();
             let stored = snapshot_status(self.ledger.lock().dir()).map_err(ledger_failure)?;
@@ -287,7 +290,7 @@ impl NativeLedger {
             };
             let lock = match status_json(self.ledger.lock()) {
                 Ok(status) => status,
-                Err(failure) if failure.code == "NO_DIRECTORY" => Value::Null,
+                Err(failure) if failure.code == Code::NoDirectory => Value::Null,
                 Err(failure) => return Err(failure),
             };
             Ok(json!({"snapshot": snapshot, "lock": lock}))

@@ -11,8 +11,8 @@
 //! is called for each SQL effect (`readCommittedLease`, `begin`, `readLease`, `readChannels`,
 //! `writeGrant`, `writeRelease`, `commit`, `rollback`; and `reached`, a publication step for
 //! the host's probe) and answers with a [`SqlAnswer`]. The
-//! transaction never spans an event-loop turn. Outcomes come back as JSON text (the JS layer
-//! turns `{"error": …}` into a thrown `Error` with a `code`).
+//! transaction never spans an event-loop turn. Outcomes come back as JS values, failures as
+//! thrown `Error`s with a `code` ([`failure`]).
 
 use napi::bindgen_prelude::{Buffer, Either, Function, Uint8Array};
 use napi_derive::napi;
@@ -20,9 +20,7 @@ use serde_json::{json, Value};
 use solewriter_core::config::LeaseTtl;
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::channel::{ChannelRegistry, ChannelSpec, ProducerId, Submission};
-use solewriter_core::projection::columns::{
-    ChannelColumns, CorruptRow, LeaseColumns, WatermarkColumn,
-};
+use solewriter_core::projection::columns::{ChannelColumns, LeaseColumns, WatermarkColumn};
 use solewriter_core::projection::composition::Composition;
 use solewriter_core::projection::lease::{
     observe, Credential, Fenced, HeldBy, LeaseRecord, Observed,
@@ -51,6 +49,7 @@ use std::time::Duration;
 
 pub mod adoption;
 mod boundary;
+pub mod failure;
 pub mod ledger;
 pub mod project_lock;
 #[cfg(feature = "test-seams")]
@@ -59,6 +58,7 @@ pub mod turns;
 pub mod write_guard;
 
 use boundary::answer;
+use failure::{invalid, Code, Failure, JsAnswer, Outcome};
 
 /// Directories whose creation this process has seen fsynced in their parent.
 static DURABLE: LazyLock<DurableDirs> = LazyLock::new(DurableDirs::default);
@@ -71,67 +71,11 @@ const MAX_SAFE: u64 = (1 << 53) - 1;
 /// exactly (a larger TTL would be accepted and then make every grant unreadable from JS).
 const MAX_LEASE_TTL_MS: u64 = 1 << 52;
 
-/// Why an effect or a call failed: `code` is the Rust error class in upper snake case
-/// (`BUSY`, `FENCED`, `NOT_ADMITTED`, ...).
-#[derive(Debug)]
-struct Failure {
-    code: String,
-    message: String,
-    /// More fields for the JS error (a fencing reason), or null.
-    detail: Value,
-}
-
-impl Failure {
-    fn new(code: &str, message: impl std::fmt::Display) -> Self {
-        Failure {
-            code: code.to_owned(),
-            message: message.to_string(),
-            detail: Value::Null,
-        }
-    }
-
-    fn json(self) -> Value {
-        let mut error = json!({"code": self.code, "message": self.message});
-        if let (Value::Object(fields), Value::Object(detail)) = (&mut error, self.detail) {
-            fields.extend(detail);
-        }
-        json!({ "error": error })
-    }
-}
-
-impl From<solewriter_files::Error> for Failure {
-    fn from(e: solewriter_files::Error) -> Self {
-        use solewriter_files::Error as F;
-        let code = match &e {
-            F::Busy { .. } => "BUSY",
-            F::Io { .. } => "IO",
-            F::UnsafeRuntimeDir { .. } => "UNSAFE_RUNTIME_DIR",
-            F::NotDurable { .. } => "NOT_DURABLE",
-            F::Document(_) => "DOCUMENT",
-            F::NotPublished { .. } => "NOT_PUBLISHED",
-            F::Read { .. } => "READ",
-        };
-        Failure::new(code, e)
-    }
-}
-
-impl From<CorruptRow> for Failure {
-    fn from(e: CorruptRow) -> Self {
-        Failure::new("CORRUPT_ROW", format!("store holds a corrupt row ({e})"))
-    }
-}
-
-type Outcome = Result<Value, Failure>;
-
-fn invalid(what: impl std::fmt::Display) -> Failure {
-    Failure::new("INVALID_INPUT", what)
-}
-
 /// A value for a JS number, refused beyond 2^53 - 1 (it would be rounded).
 fn js_int(value: u64) -> Result<i64, Failure> {
     if value > MAX_SAFE {
         return Err(Failure::new(
-            "CORRUPT_ROW",
+            Code::CorruptRow,
             format!("integer {value} exceeds what a JS number holds exactly"),
         ));
     }
@@ -183,7 +127,7 @@ struct Config {
 /// A configuration that is wrong: `INVALID_CONFIG`, naming the field.
 fn bad_config(field: &str, what: impl std::fmt::Display) -> Failure {
     Failure::new(
-        "INVALID_CONFIG",
+        Code::InvalidConfig,
         format!("configuration `{field}`: {what}; nothing was done"),
     )
 }
@@ -469,26 +413,31 @@ impl Host<'_, '_> {
         let answer = self
             .execute
             .call(effect)
-            .map_err(|e| Failure::new("HOST", format!("the SQL executor threw on `{kind}`: {e}")))?
+            .map_err(|e| {
+                Failure::new(
+                    Code::Host,
+                    format!("the SQL executor threw on `{kind}`: {e}"),
+                )
+            })?
             .ok_or_else(|| {
                 Failure::new(
-                    "HOST",
+                    Code::Host,
                     format!("the SQL executor gave no answer to `{kind}`"),
                 )
             })?;
         match answer.error {
             Some(SqlError { code, message }) if code.starts_with("SQLITE_BUSY") => {
                 Err(Failure::new(
-                    "BUSY",
+                    Code::Busy,
                     format!("store is busy ({message}); nothing was written"),
                 ))
             }
             Some(SqlError { code, message }) if code == "IN_TRANSACTION" => Err(Failure::new(
-                "IN_TRANSACTION",
+                Code::InTransaction,
                 format!("{message}; solewriter opens its own, so nothing was written"),
             )),
             Some(SqlError { code, message }) => Err(Failure::new(
-                "SQLITE",
+                Code::Sqlite,
                 format!(
                     "store operation failed ({code}: {message}); the transaction was rolled back"
                 ),
@@ -508,8 +457,9 @@ impl Host<'_, '_> {
     fn written(&self, effect: SqlEffect) -> Result<bool, Failure> {
         let kind = effect.kind.clone();
         self.sql(effect).and_then(|a| {
-            a.written
-                .ok_or_else(|| Failure::new("HOST", format!("`{kind}` answered without `written`")))
+            a.written.ok_or_else(|| {
+                Failure::new(Code::Host, format!("`{kind}` answered without `written`"))
+            })
         })
     }
 
@@ -542,7 +492,7 @@ impl Host<'_, '_> {
             Effect::File(effect) => {
                 let name = effect.name();
                 return effect.fail(Failure::new(
-                    "INTERNAL",
+                    Code::Internal,
                     format!("the host was handed the file effect `{name}`"),
                 ));
             }
@@ -560,7 +510,10 @@ impl Host<'_, '_> {
                     .and_then(|a| {
                         a.channels
                             .ok_or_else(|| {
-                                Failure::new("HOST", "`readChannels` answered without `channels`")
+                                Failure::new(
+                                    Code::Host,
+                                    "`readChannels` answered without `channels`",
+                                )
                             })?
                             .into_iter()
                             .map(|row| row.columns().decode().map_err(Failure::from))
@@ -603,7 +556,7 @@ impl Host<'_, '_> {
 
 /// An executor bug the machine refused (instead of panicking): `INTERNAL`.
 fn internal(bug: ProtocolError) -> Failure {
-    Failure::new("INTERNAL", bug)
+    Failure::new(Code::Internal, bug)
 }
 
 fn fenced_json(fenced: Fenced) -> Value {
@@ -634,23 +587,23 @@ fn failure(target: &TargetId, failure: outcome::Failure<Failure>) -> Failure {
     use outcome::Failure as F;
     match failure {
         F::NotAdmitted => not_admitted(target),
-        F::Inconsistent(e) => Failure::new("INCONSISTENT_LEASE", e),
+        F::Inconsistent(e) => Failure::new(Code::InconsistentLease, e),
         F::EpochExhausted => Failure::new(
-            "EPOCH_EXHAUSTED",
+            Code::EpochExhausted,
             "fencing epoch exhausted for this target; nothing was written",
         ),
         F::RowChanged => row_changed(),
         F::Fenced(fenced) => {
             let mut failure = Failure::new(
-                "FENCED",
+                Code::Fenced,
                 format!("publication fenced ({fenced}); current.json was not touched"),
             );
             failure.detail = fenced_json(fenced);
             failure
         }
-        F::Document(e) => Failure::new("DOCUMENT", e),
+        F::Document(e) => Failure::new(Code::Document, e),
         F::Expired(passed) => Failure::new(
-            "LEASE_EXPIRED",
+            Code::LeaseExpired,
             format!("{passed}; current.json was not touched"),
         ),
         F::Effect(e) | F::NotDurable(e) => e,
@@ -659,14 +612,14 @@ fn failure(target: &TargetId, failure: outcome::Failure<Failure>) -> Failure {
 
 fn not_admitted(target: &TargetId) -> Failure {
     Failure::new(
-        "NOT_ADMITTED",
+        Code::NotAdmitted,
         format!("target {target} is not admitted; nothing was written"),
     )
 }
 
 fn row_changed() -> Failure {
     Failure::new(
-        "CORRUPT_ROW",
+        Code::CorruptRow,
         "store holds a corrupt row (lease row changed under the write lock); nothing was written",
     )
 }
@@ -698,7 +651,7 @@ fn publish_answer(
             "path": config.root.current_path(target),
         }})),
         Err(Unpublished::NotReleased { release, .. }) => Err(Failure::new(
-            "PUBLISHED_NOT_RELEASED",
+            Code::PublishedNotReleased,
             format!("current.json was replaced, but the lease release did not commit ({}); the lease expires on its own", release_message(release)),
         )),
         Err(Unpublished::NotStarted {
@@ -713,7 +666,7 @@ fn publish_answer(
             Err(match release {
                 None => failed,
                 Some(release) => Failure::new(
-                    "RELEASE_FAILED",
+                    Code::ReleaseFailed,
                     format!(
                         "{} ({}); the conditional release did not commit ({}), so the lease stays held until it expires",
                         failed.message, failed.code, release_message(release)
@@ -730,7 +683,7 @@ fn publish_answer(
 /// was open: the grant stays usable, and a release must not commit in a later turn behind the
 /// caller's back), nor after `HOST` (the host's executor failed: nothing more is asked of it).
 fn releases_unused(failure: &Failure) -> bool {
-    !matches!(failure.code.as_str(), "IN_TRANSACTION" | "HOST")
+    !matches!(failure.code, Code::InTransaction | Code::Host)
 }
 
 /// The answer of a publication that could not start (`failure`), once the conditional release
@@ -843,7 +796,7 @@ fn token(hex: Option<String>) -> Result<HolderToken, Failure> {
             let mut bytes = [0u8; 32];
             getrandom::fill(&mut bytes).map_err(|e| {
                 Failure::new(
-                    "RANDOM",
+                    Code::Random,
                     format!("random source failed ({e}); nothing was written"),
                 )
             })?;
@@ -877,7 +830,7 @@ fn credential(grant: &GrantIn) -> Result<Credential, Failure> {
 /// `{}`, or `INVALID_CONFIG` naming the first field that is wrong (the same parse every call
 /// runs, so a configuration accepted here is never refused later).
 #[napi]
-pub fn check_options(options: Options) -> String {
+pub fn check_options(options: Options) -> JsAnswer {
     answer(|| Config::parse(&options).map(|_| json!({})))
 }
 
@@ -885,7 +838,7 @@ pub fn check_options(options: Options) -> String {
 /// camelCase fields) in a store of `profile` (64 hex digits for the generic profile, when
 /// absent; 32 for the Memory Core's).
 #[napi]
-pub fn target_id(tuple_json: String, profile: Option<String>) -> String {
+pub fn target_id(tuple_json: String, profile: Option<String>) -> JsAnswer {
     answer(|| {
         let profile = match profile.as_deref() {
             None => Profile::Generic,
@@ -905,7 +858,7 @@ pub fn acquire(
     holder: String,
     execute: Execute<'_>,
     token_hex: Option<String>,
-) -> String {
+) -> JsAnswer {
     answer(|| {
         let config = Config::parse(&options)?;
         let target = parse_target(&target)?;
@@ -933,7 +886,7 @@ pub fn acquire(
 
 /// Publishes `current.json` with a grant and releases it: `{"published": {...}}`.
 #[napi]
-pub fn publish(options: Options, grant: GrantIn, execute: Execute<'_>) -> String {
+pub fn publish(options: Options, grant: GrantIn, execute: Execute<'_>) -> JsAnswer {
     answer(|| {
         Config::parse_publication(&options)
             .and_then(|config| publish_with(&config, &execute, credential(&grant)?))
@@ -948,7 +901,7 @@ pub fn publish_now(
     holder: String,
     execute: Execute<'_>,
     token_hex: Option<String>,
-) -> String {
+) -> JsAnswer {
     answer(|| {
         let config = Config::parse_publication(&options)?;
         let target = parse_target(&target)?;
@@ -966,7 +919,7 @@ pub fn publish_now(
 
 /// The conditional release of a grant: `{"released": true}` or `{"notHolder": {reason}}`.
 #[napi]
-pub fn release(options: Options, grant: GrantIn, execute: Execute<'_>) -> String {
+pub fn release(options: Options, grant: GrantIn, execute: Execute<'_>) -> JsAnswer {
     answer(|| {
         let config = Config::parse(&options)?;
         let credential = credential(&grant)?;
@@ -986,7 +939,7 @@ pub fn release(options: Options, grant: GrantIn, execute: Execute<'_>) -> String
 /// `{"nothingHeld": {epoch, why}}` (`why`: `unheld` or `released`: nothing written; `expired`,
 /// with `"closed": true`: that grant was marked released, so a clock set back cannot revive it).
 #[napi]
-pub fn end_lease(options: Options, target: String, execute: Execute<'_>) -> String {
+pub fn end_lease(options: Options, target: String, execute: Execute<'_>) -> JsAnswer {
     answer(|| {
         let config = Config::parse(&options)?;
         let target = parse_target(&target)?;
@@ -1033,7 +986,7 @@ pub fn decide_submission(
     admitted: bool,
     existing: Option<ChannelRow>,
     submission: SubmissionIn,
-) -> String {
+) -> JsAnswer {
     answer(|| {
         let config = Config::parse(&options)?;
         let producer =
@@ -1112,7 +1065,7 @@ fn rejection_failure(rejected: watermark::SubmissionRejected) -> Failure {
     Failure {
         detail,
         ..Failure::new(
-            "REJECTED",
+            Code::Rejected,
             format!("submission rejected ({rejected}); nothing was written"),
         )
     }
@@ -1122,7 +1075,7 @@ fn rejection_failure(rejected: watermark::SubmissionRejected) -> Failure {
 /// generic one when absent): `{"document": {...}}`. A Memory Core document is checked for its
 /// format, its epoch and its target; judging it further is the hooks' reader's work.
 #[napi]
-pub fn read_projection(runtime_root: String, target: String, profile: Option<String>) -> String {
+pub fn read_projection(runtime_root: String, target: String, profile: Option<String>) -> JsAnswer {
     answer(|| {
         let target = parse_target(&target)?;
         let root = RuntimeRoot::new(runtime_root);
@@ -1160,7 +1113,7 @@ pub fn read_projection(runtime_root: String, target: String, profile: Option<Str
 /// adapter writes them (`solewriter_core::projection::schema`): `{"current": {<profile
 /// name>: [two strings]}, "earlier": [[two strings of schema 1], [two of release 0.1.0]]}`.
 #[napi]
-pub fn schema_statements() -> String {
+pub fn schema_statements() -> JsAnswer {
     use solewriter_core::projection::schema::{create_statement, Shape};
     answer(|| {
         let both = |shape| [create_statement(0, shape), create_statement(1, shape)];
@@ -1178,7 +1131,7 @@ pub fn schema_statements() -> String {
 /// being `unheld`, `held`, `expired` or `released`. A row solewriter could not have written
 /// is an error (`CORRUPT_ROW`, `INCONSISTENT_LEASE`), never a guess.
 #[napi]
-pub fn inspect(options: Options, leases: Vec<LeaseRow>, channels: Vec<ChannelRow>) -> String {
+pub fn inspect(options: Options, leases: Vec<LeaseRow>, channels: Vec<ChannelRow>) -> JsAnswer {
     answer(|| {
         let config = Config::parse(&options)?;
         let now = config.now();
@@ -1188,7 +1141,7 @@ pub fn inspect(options: Options, leases: Vec<LeaseRow>, channels: Vec<ChannelRow
                 let record = row.columns().decode()?;
                 let grant = record.state.grant().cloned();
                 let state = match observe(record.clone(), now)
-                    .map_err(|e| Failure::new("INCONSISTENT_LEASE", e))?
+                    .map_err(|e| Failure::new(Code::InconsistentLease, e))?
                 {
                     Observed::Unheld(_) => "unheld",
                     Observed::Held(_) => "held",

@@ -1,5 +1,5 @@
 //! The project lock for Node: `solewriter_files::project_lock::ProjectLock` (the same code the
-//! Rust API and `solewriter lock …` run) with the system process probe. Answers are JSON text
+//! Rust API and `solewriter lock …` run) with the system process probe. Answers are JS values
 //! like the rest of the addon's; every [`LockError`] variant is an error with its own `code`
 //! and the fields a caller acts on (the owner of a busy lock, the record a clear refused, ...).
 //!
@@ -9,8 +9,9 @@
 //! "alive"}`, `{state: "dead", reason}` or `{state: "unknown", reason, detail}`.
 
 use super::boundary::{answer, caught};
-use super::{from_js, invalid, Failure, Outcome};
-use napi::bindgen_prelude::Either;
+use super::failure::{invalid, Code, Failure, JsAnswer, Outcome};
+use super::from_js;
+use napi::Env;
 use napi_derive::napi;
 use serde_json::{json, Value};
 use solewriter_core::project_lock::ownership::{
@@ -95,12 +96,13 @@ fn ownership_json(ownership: &Ownership) -> Value {
 pub(crate) fn lock_failure(error: LockError) -> Failure {
     let (code, detail) = match &error {
         LockError::Busy { lock, owner } => (
-            "BUSY",
+            Code::Busy,
             json!({"lock": path_json(lock), "owner": owner.as_ref().map(owner_json)}),
         ),
-        LockError::KernelLockUnavailable { lock, .. } => {
-            ("KERNEL_LOCK_UNAVAILABLE", json!({"lock": path_json(lock)}))
-        }
+        LockError::KernelLockUnavailable { lock, .. } => (
+            Code::KernelLockUnavailable,
+            json!({"lock": path_json(lock)}),
+        ),
         LockError::ClearRefused { lock, refused } => {
             let (why, record, ownership) = match &**refused {
                 ClearRefused::Held(record) => ("held", record.as_ref(), None),
@@ -108,7 +110,7 @@ pub(crate) fn lock_failure(error: LockError) -> Failure {
                 ClearRefused::NonceMismatch(record) => ("nonce-mismatch", Some(record), None),
             };
             (
-                "CLEAR_REFUSED",
+                Code::ClearRefused,
                 json!({
                     "lock": path_json(lock),
                     "refused": why,
@@ -117,13 +119,13 @@ pub(crate) fn lock_failure(error: LockError) -> Failure {
                 }),
             )
         }
-        LockError::NoDirectory { dir } => ("NO_DIRECTORY", json!({"dir": path_json(dir)})),
+        LockError::NoDirectory { dir } => (Code::NoDirectory, json!({"dir": path_json(dir)})),
         LockError::UnknownOwner {
             lock,
             owner,
             reason,
         } => (
-            "UNKNOWN_OWNER",
+            Code::UnknownOwner,
             json!({
                 "lock": path_json(lock),
                 "owner": owner_json(owner),
@@ -132,30 +134,30 @@ pub(crate) fn lock_failure(error: LockError) -> Failure {
             }),
         ),
         LockError::Malformed { lock, reason } => (
-            "MALFORMED_LOCK",
+            Code::MalformedLock,
             json!({"lock": path_json(lock), "reason": reason.0}),
         ),
         LockError::RecoveryAbandoned { lock, depth } => (
-            "RECOVERY_ABANDONED",
+            Code::RecoveryAbandoned,
             json!({"lock": path_json(lock), "depth": depth}),
         ),
-        LockError::OwnIdentity(_) => ("OWN_IDENTITY", Value::Null),
+        LockError::OwnIdentity(_) => (Code::OwnIdentity, Value::Null),
         LockError::UnsafeDir { dir, reason } => (
-            "UNSAFE_LOCK_DIR",
+            Code::UnsafeLockDir,
             json!({"dir": path_json(dir), "reason": reason}),
         ),
-        LockError::Io { step, path, .. } => ("IO", json!({"step": step, "path": path_json(path)})),
-        LockError::Random(_) => ("RANDOM", Value::Null),
-        LockError::Protocol(_) => ("INTERNAL", Value::Null),
+        LockError::Io { step, path, .. } => {
+            (Code::Io, json!({"step": step, "path": path_json(path)}))
+        }
+        LockError::Random(_) => (Code::Random, Value::Null),
+        LockError::Protocol(_) => (Code::Internal, Value::Null),
         LockError::Lost { lock, reason } => (
-            "LOCK_LOST",
+            Code::LockLost,
             json!({"lock": path_json(lock), "reason": reason}),
         ),
-        _ => ("LOCK", Value::Null),
+        _ => (Code::Lock, Value::Null),
     };
-    let mut failure = Failure::new(code, &error);
-    failure.detail = detail;
-    failure
+    Failure::new(code, &error).with(detail)
 }
 
 /// `{lock, kernel, record, ownership}`: `lock`'s status (the Rust `LockStatus`), read without
@@ -201,10 +203,8 @@ pub struct NativeProjectLock {
 impl NativeProjectLock {
     /// The lock of project directory `dir` (record-only: no kernel lock, for a file system
     /// that refuses locks).
-    /// A constructor cannot answer JSON text, so its failure (a panic) is thrown with the
-    /// answer's JSON as its message, which the JS layer reads back (`lib/answer.js`).
     #[napi(constructor)]
-    pub fn new(dir: String, record_only: bool) -> napi::Result<Self> {
+    pub fn new(env: Env, dir: String, record_only: bool) -> napi::Result<Self> {
         caught(|| {
             #[cfg(feature = "test-seams")]
             super::seams::panic_at("project-lock-new");
@@ -217,31 +217,30 @@ impl NativeProjectLock {
                 },
             })
         })
-        .map_err(|failure| napi::Error::from_reason(failure.json().to_string()))
+        .map_err(|failure| failure.into_js(&env))
     }
 
     /// Takes the lock, waiting as the options' `wait` allows (blocking the calling thread):
-    /// the guard, or the error as JSON text.
+    /// the guard, or the error thrown.
     #[napi]
-    pub fn acquire(&self, options_json: String) -> Either<NativeLockGuard, String> {
-        match caught(|| {
+    pub fn acquire(&self, env: Env, options_json: String) -> napi::Result<NativeLockGuard> {
+        caught(|| {
             parse_wait(&options_json).and_then(|wait| self.lock.acquire(wait).map_err(lock_failure))
-        }) {
-            Ok(guard) => Either::A(NativeLockGuard { guard: Some(guard) }),
-            Err(failure) => Either::B(failure.json().to_string()),
-        }
+        })
+        .map(|guard| NativeLockGuard { guard: Some(guard) })
+        .map_err(|failure| failure.into_js(&env))
     }
 
     /// `{lock, kernel, record, ownership}`: the Rust `LockStatus`, read without writing.
     #[napi]
-    pub fn status(&self) -> String {
+    pub fn status(&self) -> JsAnswer {
         answer(|| status_json(&self.lock))
     }
 
     /// Clears the record carrying `nonce` if its owner is unknown from here (`clear_unknown`):
     /// `{"removed": record}` or `{"noLock": true}`.
     #[napi]
-    pub fn clear(&self, nonce: String) -> String {
+    pub fn clear(&self, nonce: String) -> JsAnswer {
         answer(|| {
             let nonce = LockNonce::parse_hex(&nonce)
                 .ok_or_else(|| invalid("nonce must be 64 lowercase hex characters"))?;
@@ -274,13 +273,13 @@ impl NativeLockGuard {
 impl NativeLockGuard {
     /// This acquisition's record.
     #[napi]
-    pub fn record(&self) -> String {
+    pub fn record(&self) -> JsAnswer {
         answer(|| self.held().map(|g| record_json(g.record())))
     }
 
     /// `{}` while this guard still holds the lock; `LOCK_LOST` otherwise.
     #[napi]
-    pub fn verify(&self) -> String {
+    pub fn verify(&self) -> JsAnswer {
         answer(|| {
             self.held().and_then(|g| {
                 g.verify().map_err(lock_failure)?;
@@ -292,7 +291,7 @@ impl NativeLockGuard {
     /// Releases the lock if it still carries this acquisition's nonce: `{"removed": true}` or
     /// `{"notHolder": {"found": record | null}}`.
     #[napi]
-    pub fn release(&mut self) -> String {
+    pub fn release(&mut self) -> JsAnswer {
         answer(|| match self.guard.take() {
             None => Err(invalid("this guard was released")),
             Some(guard) => guard.release().map_err(lock_failure).map(|r| match r {

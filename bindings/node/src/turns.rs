@@ -20,10 +20,11 @@
 //! or the outcome, as the synchronous call would answer it.
 
 use super::boundary::{answer, caught};
+use super::failure::{invalid, Failure, JsAnswer};
 use super::{
-    applicant, credential, file_steps, from_js, internal, invalid, not_started, parse_target,
-    publish_answer, publish_now_answer, release_steps, Config, Ended, Execute, Failure, GrantIn,
-    Host, Options,
+    applicant, credential, file_steps, from_js, internal, not_started, parse_target,
+    publish_answer, publish_now_answer, release_steps, Config, Ended, Execute, GrantIn, Host,
+    Options,
 };
 use napi::bindgen_prelude::AsyncTask;
 use napi::{Env, Task};
@@ -120,7 +121,7 @@ enum Stop {
     /// The host's probe asked to pause, outside the transaction.
     Paused,
     /// The machine ended with this answer.
-    Answer(String),
+    Answer(JsAnswer),
 }
 
 /// One JS-thread turn of `run`: its effects until the next pool effect, a pause, or the end.
@@ -178,7 +179,7 @@ fn js_turn<'a>(
 
 /// The answer of the ended machine of `run` — or `None` when `run` goes on with the release of
 /// the grant of a publication that could not start, in a new envelope.
-fn finish<'a>(owned: &'a Owned, run: &mut Running<'a>) -> Option<String> {
+fn finish<'a>(owned: &'a Owned, run: &mut Running<'a>) -> Option<JsAnswer> {
     let (config, target) = (&owned.config, &owned.target);
     let ended = match std::mem::replace(&mut run.job, Job::Ended) {
         Job::Publish(machine) => machine
@@ -319,7 +320,7 @@ impl NativePublication {
     /// (`{"paused": true}`) or the end (the answer). `clockMs`: the broker clock for this
     /// turn (tests); the system clock when absent.
     #[napi]
-    pub fn turn(&self, execute: Execute<'_>, clock_ms: Option<f64>) -> String {
+    pub fn turn(&self, execute: Execute<'_>, clock_ms: Option<f64>) -> JsAnswer {
         let clock = match clock_ms.map(|ms| from_js(ms, "clock")).transpose() {
             Ok(clock) => clock.map(Millis),
             Err(failure) => return answer(|| Err(failure)),
@@ -344,8 +345,8 @@ impl NativePublication {
         // layer rolls back a transaction left open): it answers INTERNAL.
         let stop = turned.unwrap_or_else(|failure| Stop::Answer(answer(|| Err(failure))));
         match stop {
-            Stop::Pool => json!({"pool": true}).to_string(),
-            Stop::Paused => json!({"paused": true}).to_string(),
+            Stop::Pool => JsAnswer(Ok(json!({"pool": true}))),
+            Stop::Paused => JsAnswer(Ok(json!({"paused": true}))),
             Stop::Answer(answer) => {
                 *state = State::Answered;
                 answer

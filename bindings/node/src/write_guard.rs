@@ -17,7 +17,7 @@
 //! other call is the error `AUTHORITY_UNAVAILABLE` — and changes nothing.
 
 use super::boundary::answer;
-use super::{invalid, Failure, Outcome};
+use super::failure::{invalid, Code, Failure, JsAnswer, Outcome};
 use napi::bindgen_prelude::{Either3, Function, Null, Undefined};
 use napi_derive::napi;
 use serde_json::{json, Value};
@@ -127,7 +127,7 @@ impl<'a, 'f> Lookup<'a, 'f> {
             Ok(Either3::C(())) => Parent::Unknown,
             Err(e) => {
                 self.failed = Some(Failure::new(
-                    "HOST",
+                    Code::Host,
                     format!("parentOf failed on `{id}` (it must return a parent id, null at a root, or undefined for an id not in the tree): {e}"),
                 ));
                 Parent::Unknown
@@ -161,7 +161,7 @@ fn denied_json(denied: &WriteDenied) -> Value {
 /// The error of a guard call made while the guard is in use (from a `parentOf` callback).
 fn unavailable() -> Failure {
     Failure::new(
-        "AUTHORITY_UNAVAILABLE",
+        Code::AuthorityUnavailable,
         "the write guard is in use by an admission that has not returned (a parentOf callback called into it); nothing changed",
     )
 }
@@ -177,9 +177,9 @@ fn reentered() -> WriteDenied {
 /// for a legacy frame) or `{type: "disconnected", writer}`; a malformed frame is the error
 /// `MALFORMED_FRAME`, and reaches no service.
 #[napi]
-pub fn parse_bridge_frame_json(frame: String) -> String {
-    answer(
-        || match parse_bridge_frame(&frame).map_err(|e| Failure::new("MALFORMED_FRAME", e))? {
+pub fn parse_bridge_frame_json(frame: String) -> JsAnswer {
+    answer(|| {
+        match parse_bridge_frame(&frame).map_err(|e| Failure::new(Code::MalformedFrame, e))? {
             BridgeFrame::Message(envelope) => Ok(json!({
                 "type": "message",
                 "jsonrpc": envelope.message,
@@ -189,8 +189,8 @@ pub fn parse_bridge_frame_json(frame: String) -> String {
                 "type": "disconnected",
                 "writer": writer_json(&writer),
             })),
-        },
-    )
+        }
+    })
 }
 
 /// Admits a write with no write guard wired: legacy frames are admitted, anything else is
@@ -200,7 +200,7 @@ pub fn admit_unguarded_write(
     context_json: String,
     component_id: String,
     parent_of: ParentOf<'_>,
-) -> String {
+) -> JsAnswer {
     answer(|| {
         let context = parse_context(&context_json)?;
         let mut lookup = Lookup::new(&parent_of);
@@ -276,14 +276,14 @@ impl NativeWriteGuard {
     }
 
     /// Admits a write of `context` (JSON) to `component_id`: the lock is held until released
-    /// or swept. The answer as JSON text (see the module doc).
+    /// or swept. The answer's shape is in the module doc.
     #[napi]
     pub fn admit_write(
         &self,
         context_json: String,
         component_id: String,
         parent_of: ParentOf<'_>,
-    ) -> String {
+    ) -> JsAnswer {
         answer(|| {
             admission_json(
                 self.admit(&context_json, &parent_of, |context, parent, state| {
@@ -303,7 +303,7 @@ impl NativeWriteGuard {
         node_id: String,
         new_parent_id: String,
         parent_of: ParentOf<'_>,
-    ) -> String {
+    ) -> JsAnswer {
         answer(|| {
             let moved = self.admit(&context_json, &parent_of, |context, parent, state| {
                 admit_move(context, &node_id, &new_parent_id, parent, Some(state))
@@ -321,7 +321,7 @@ impl NativeWriteGuard {
 
     /// Releases exactly `lock` (JSON: same writer and path): `{released: bool}`.
     #[napi]
-    pub fn release(&self, lock_json: String) -> String {
+    pub fn release(&self, lock_json: String) -> JsAnswer {
         answer(|| {
             let lock = parse_lock(&lock_json)?;
             Ok(json!({"released": self.state()?.release(&lock)}))
@@ -331,7 +331,7 @@ impl NativeWriteGuard {
     /// The disconnect sweep of `writer` (JSON `{agentId, sessionId}`): frees its locks
     /// (returned, sorted) and bars it from acquiring again.
     #[napi]
-    pub fn release_agent(&self, writer_json: String) -> String {
+    pub fn release_agent(&self, writer_json: String) -> JsAnswer {
         answer(|| {
             let value: Value =
                 serde_json::from_str(&writer_json).map_err(|e| invalid(format!("writer: {e}")))?;
@@ -343,7 +343,7 @@ impl NativeWriteGuard {
 
     /// A copy of every held lock, sorted.
     #[napi]
-    pub fn held_locks(&self) -> String {
+    pub fn held_locks(&self) -> JsAnswer {
         answer(|| {
             let state = self.state.try_borrow().map_err(|_| unavailable())?;
             Ok(Value::Array(state.held().iter().map(lock_json).collect()))

@@ -1,0 +1,251 @@
+//! The addon's errors as the host sees them: every error code of the package, named once here
+//! ([`Code`], listed to JS by `errorCodes()`), a [`Failure`] carrying one of them, and an
+//! [`JsAnswer`], what every entry point returns: its value as a JS value, or its failure thrown
+//! as a JS `Error` whose `code` is the failure's code and whose other own properties are the
+//! failure's fields (a fencing `reason`, a lock's `owner`, ...). No JSON text crosses the
+//! boundary in either direction of an answer.
+
+use napi::bindgen_prelude::{Object, ToNapiValue};
+use napi::{sys, Env, JsValue, Status};
+use napi_derive::napi;
+use serde_json::Value;
+use solewriter_core::projection::columns::CorruptRow;
+
+/// Declares [`Code`] and its JS names from one list.
+macro_rules! codes {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal,)*) => {
+        /// Every `code` an error of the package carries (`docs/node.md` says what each means).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Code {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Code {
+            /// Every code, in the manual's order.
+            pub const ALL: &'static [Code] = &[$(Code::$variant,)*];
+
+            /// The code as JS sees it (upper snake case).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Code::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+codes! {
+    // The caller's input.
+    /// The configuration is wrong (the message names the field).
+    InvalidConfig = "INVALID_CONFIG",
+    /// An argument is wrong.
+    InvalidInput = "INVALID_INPUT",
+    /// The target is not admitted.
+    NotAdmitted = "NOT_ADMITTED",
+    /// A submission was refused (`rejection` names why).
+    Rejected = "REJECTED",
+    /// A document could not be composed or read.
+    Document = "DOCUMENT",
+    // Contention worth retrying.
+    /// A lock or the store was busy.
+    Busy = "BUSY",
+    /// The host's connection is inside a transaction of its own.
+    InTransaction = "IN_TRANSACTION",
+    // Lost authority.
+    /// The grant no longer holds the lease (`reason`).
+    Fenced = "FENCED",
+    /// The lease expired before the rename.
+    LeaseExpired = "LEASE_EXPIRED",
+    /// The fencing epoch cannot be raised further.
+    EpochExhausted = "EPOCH_EXHAUSTED",
+    /// A held project lock is no longer this holder's.
+    LockLost = "LOCK_LOST",
+    // The store, the files or the environment.
+    /// The tables are not this build's.
+    ForeignSchema = "FOREIGN_SCHEMA",
+    /// The Memory Core's tables were not adopted.
+    AdoptionRefused = "ADOPTION_REFUSED",
+    /// A stored row breaks solewriter's invariants.
+    CorruptRow = "CORRUPT_ROW",
+    /// A lease row is inconsistent.
+    InconsistentLease = "INCONSISTENT_LEASE",
+    /// Any other SQLite error (`sqliteCode`), raised by the JS layer.
+    Sqlite = "SQLITE",
+    /// A callback of the host failed.
+    Host = "HOST",
+    /// A file-system step failed.
+    Io = "IO",
+    /// The runtime directory is not a plain directory.
+    UnsafeRuntimeDir = "UNSAFE_RUNTIME_DIR",
+    /// Nothing was published for the target yet.
+    NotPublished = "NOT_PUBLISHED",
+    /// Reading a published document failed.
+    Read = "READ",
+    /// The OS random source failed.
+    Random = "RANDOM",
+    /// No addon could be loaded (thrown by the JS loader, before this addon exists).
+    AddonMissing = "ADDON_MISSING",
+    // Partial success.
+    /// `current.json` was replaced, its directory fsync failed.
+    NotDurable = "NOT_DURABLE",
+    /// `current.json` was replaced, the release did not commit.
+    PublishedNotReleased = "PUBLISHED_NOT_RELEASED",
+    /// The work failed and its release did not commit either.
+    ReleaseFailed = "RELEASE_FAILED",
+    // The project lock.
+    /// The file system refuses kernel locks.
+    KernelLockUnavailable = "KERNEL_LOCK_UNAVAILABLE",
+    /// A clear was refused (`refused` names why).
+    ClearRefused = "CLEAR_REFUSED",
+    /// The project directory does not exist.
+    NoDirectory = "NO_DIRECTORY",
+    /// The lock's owner cannot be judged from here.
+    UnknownOwner = "UNKNOWN_OWNER",
+    /// The lock record cannot be read as one.
+    MalformedLock = "MALFORMED_LOCK",
+    /// A dead owner's recovery was abandoned.
+    RecoveryAbandoned = "RECOVERY_ABANDONED",
+    /// This process's own identity could not be read.
+    OwnIdentity = "OWN_IDENTITY",
+    /// The lock directory is unsafe.
+    UnsafeLockDir = "UNSAFE_LOCK_DIR",
+    /// A project lock error of a kind this build has no name for.
+    Lock = "LOCK",
+    // The write guard.
+    /// A bridge frame or agent envelope is malformed.
+    MalformedFrame = "MALFORMED_FRAME",
+    /// The guard's authority cannot be reached.
+    AuthorityUnavailable = "AUTHORITY_UNAVAILABLE",
+    // The ledger.
+    /// The fact source (`git`) failed.
+    Source = "SOURCE",
+    /// The interpretation moved during a build.
+    InterpretationMoved = "INTERPRETATION_MOVED",
+    /// Two facts conflict.
+    FactConflict = "FACT_CONFLICT",
+    /// The snapshot is too large.
+    SnapshotTooLarge = "SNAPSHOT_TOO_LARGE",
+    /// The consumer of a build failed.
+    Consumer = "CONSUMER",
+    /// A ledger error of a kind this build has no name for.
+    Ledger = "LEDGER",
+    // A bug of solewriter's.
+    /// A bug of solewriter's, caught at the native boundary instead of aborting the host.
+    Internal = "INTERNAL",
+}
+
+/// Every error code of the package, in the manual's order: the one list the JS layer and the
+/// tests read (`lib/answer.js`, `test/surface.test.js`).
+#[napi]
+pub fn error_codes() -> Vec<&'static str> {
+    Code::ALL.iter().map(|c| c.as_str()).collect()
+}
+
+/// Why an effect or a call failed.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) code: Code,
+    pub(crate) message: String,
+    /// More fields for the JS error (a fencing reason), or null.
+    pub(crate) detail: Value,
+}
+
+impl Failure {
+    pub(crate) fn new(code: Code, message: impl std::fmt::Display) -> Self {
+        Failure {
+            code,
+            message: message.to_string(),
+            detail: Value::Null,
+        }
+    }
+
+    /// This failure with the fields of `detail` (an object) added to its JS error.
+    pub(crate) fn with(self, detail: Value) -> Self {
+        Failure { detail, ..self }
+    }
+
+    /// This failure as a JS `Error` (`code`, `message` and the detail's fields), to be thrown
+    /// by napi-rs as it is: an error made from a JS error object is rethrown verbatim.
+    pub(crate) fn into_js(self, env: &Env) -> napi::Error {
+        match self.error_object(env) {
+            Ok(error) => napi::Error::from(error.to_unknown()),
+            // The environment could not make an object (it is tearing down): the code is kept
+            // in the message.
+            Err(_) => napi::Error::new(
+                Status::GenericFailure,
+                format!("{}: {}", self.code.as_str(), self.message),
+            ),
+        }
+    }
+
+    fn error_object<'e>(&self, env: &'e Env) -> napi::Result<Object<'e>> {
+        let mut error =
+            env.create_error(napi::Error::new(Status::GenericFailure, &self.message))?;
+        error.set("code", self.code.as_str())?;
+        if let Value::Object(fields) = &self.detail {
+            for (name, value) in fields {
+                error.set(name, value)?;
+            }
+        }
+        Ok(error)
+    }
+}
+
+impl From<solewriter_files::Error> for Failure {
+    fn from(e: solewriter_files::Error) -> Self {
+        use solewriter_files::Error as F;
+        let code = match &e {
+            F::Busy { .. } => Code::Busy,
+            F::Io { .. } => Code::Io,
+            F::UnsafeRuntimeDir { .. } => Code::UnsafeRuntimeDir,
+            F::NotDurable { .. } => Code::NotDurable,
+            F::Document(_) => Code::Document,
+            F::NotPublished { .. } => Code::NotPublished,
+            F::Read { .. } => Code::Read,
+        };
+        Failure::new(code, e)
+    }
+}
+
+impl From<CorruptRow> for Failure {
+    fn from(e: CorruptRow) -> Self {
+        Failure::new(Code::CorruptRow, format!("store holds a corrupt row ({e})"))
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A wrong argument: `INVALID_INPUT`.
+pub(crate) fn invalid(what: impl std::fmt::Display) -> Failure {
+    Failure::new(Code::InvalidInput, what)
+}
+
+/// What an entry point's body gives: its value, or its failure.
+pub(crate) type Outcome = Result<Value, Failure>;
+
+/// What an entry point returns: its value as a JS value, or its failure thrown as a coded JS
+/// `Error` ([`Failure::into_js`]).
+pub struct JsAnswer(pub(crate) Outcome);
+
+impl ToNapiValue for JsAnswer {
+    unsafe fn to_napi_value(env: sys::napi_env, answer: Self) -> napi::Result<sys::napi_value> {
+        match answer.0 {
+            Ok(value) => unsafe { Value::to_napi_value(env, value) },
+            Err(failure) => Err(failure.into_js(&Env::from_raw(env))),
+        }
+    }
+}
+
+impl napi::bindgen_prelude::TypeName for JsAnswer {
+    fn type_name() -> &'static str {
+        "unknown"
+    }
+
+    fn value_type() -> napi::ValueType {
+        napi::ValueType::Unknown
+    }
+}
