@@ -282,7 +282,8 @@ class ProjectionStore {
     this.channelsJson = JSON.stringify(this.config.channels);
     this.execute = this.executor();
     const { runtimeRoot, leaseTtlMs, busyTimeoutMs, profile } = this.config;
-    native(() => addon.checkOptions({ channelsJson: this.channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot, profile }));
+    // The store's machines, its configuration checked once (INVALID_CONFIG).
+    this.native = native(() => new addon.NativeStore({ channelsJson: this.channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot, profile }));
     requireTablesOf(db, profile ?? GENERIC_PROFILE);
   }
 
@@ -307,7 +308,7 @@ class ProjectionStore {
   }
 
   /**
-   * Drives an asynchronous publication (`addon.NativePublication`) to its answer: its
+   * Drives an asynchronous publication (a `NativePublication` of the addon) to its answer: its
    * JS-thread turns (every SQL effect, and the whole transaction in one turn) alternate with
    * its file effects outside the transaction on the libuv thread pool, and with the pauses the
    * probe asks for.
@@ -333,12 +334,11 @@ class ProjectionStore {
   }
 
   /**
-   * The configuration as every native call takes it (the clock read now); a publication's
+   * What a native call adds to the store's configuration: the clock read now; a publication's
    * `publishing` options add its consumer binding (Memory Core profile).
    */
-  options(publishing) {
-    const { runtimeRoot, leaseTtlMs, busyTimeoutMs, profile } = this.config;
-    const options = { channelsJson: this.channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot, profile, clockMs: this.clockMs() };
+  call(publishing) {
+    const options = { clockMs: this.clockMs() };
     if (publishing !== undefined && publishing !== null) {
       if (typeof publishing !== 'object') throw coded('INVALID_INPUT', 'publication options must be an object');
       if (publishing.consumerBinding !== undefined) {
@@ -399,7 +399,7 @@ class ProjectionStore {
     const run = this.db.transaction(() => {
       const admitted = statement(this.db, 'readLease').get(submission.targetId) !== undefined;
       const existing = statement(this.db, 'readChannel').get(submission.targetId, submission.channel) ?? null;
-      const decision = native(() => addon.decideSubmission(this.options(), producer, admitted, existing, submission));
+      const decision = native(() => this.native.decideSubmission(producer, admitted, existing, submission, this.call()));
       const row = decision.row;
       if (row) {
         statement(this.db, 'upsertChannel').run(
@@ -432,7 +432,7 @@ class ProjectionStore {
   acquire(targetId, holder, options) {
     this.outsideTransaction();
     const token = testToken(options);
-    const r = this.machine(() => addon.acquire(this.options(), targetId, holder, this.execute, token));
+    const r = this.machine(() => this.native.acquire(targetId, holder, this.execute, this.call(), token));
     return r.granted ? { granted: new Grant(r.granted) } : r;
   }
 
@@ -443,14 +443,14 @@ class ProjectionStore {
   publish(grant, options) {
     this.outsideTransaction();
     const presenting = presented(grant);
-    return this.machine(() => addon.publish(this.options(options), presenting, this.execute)).published;
+    return this.machine(() => this.native.publish(presenting, this.execute, this.call(options))).published;
   }
 
   /** Grant, publish and release in one envelope: `{ published }` or `{ held }`. */
   publishNow(targetId, holder, options) {
     this.outsideTransaction();
     const token = testToken(options, ['consumerBinding']);
-    return this.machine(() => addon.publishNow(this.options(options), targetId, holder, this.execute, token));
+    return this.machine(() => this.native.publishNow(targetId, holder, this.execute, this.call(options), token));
   }
 
   /**
@@ -465,7 +465,7 @@ class ProjectionStore {
   async publishAsync(grant, options) {
     this.outsideTransaction();
     const presenting = presented(grant);
-    const run = native(() => addon.NativePublication.publish(this.options(options), presenting));
+    const run = native(() => this.native.publication(presenting, this.call(options)));
     return (await this.turns(run)).published;
   }
 
@@ -473,14 +473,14 @@ class ProjectionStore {
   async publishNowAsync(targetId, holder, options) {
     this.outsideTransaction();
     const token = testToken(options, ['consumerBinding']);
-    return this.turns(native(() => addon.NativePublication.publishNow(this.options(options), targetId, holder, token)));
+    return this.turns(native(() => this.native.publicationNow(targetId, holder, this.call(options), token)));
   }
 
   /** The conditional release: `{ released: true }` or `{ notHolder: { reason, currentEpoch? } }`. */
   release(grant) {
     this.outsideTransaction();
     const presenting = presented(grant);
-    return this.machine(() => addon.release(this.options(), presenting, this.execute));
+    return this.machine(() => this.native.release(presenting, this.execute, this.call()));
   }
 
   /**
@@ -493,7 +493,7 @@ class ProjectionStore {
    */
   endLease(targetId) {
     this.outsideTransaction();
-    return this.machine(() => addon.endLease(this.options(), targetId, this.execute));
+    return this.machine(() => this.native.endLease(targetId, this.execute, this.call()));
   }
 
   /**
@@ -510,7 +510,7 @@ class ProjectionStore {
     } catch (e) {
       throw sqliteError(e);
     }
-    return native(() => addon.inspect(this.options(), leases, channels));
+    return native(() => this.native.inspect(leases, channels, this.call()));
   }
 
   /** The published document of a target (validated, in the store's profile), or throws NOT_PUBLISHED. */

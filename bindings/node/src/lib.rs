@@ -17,31 +17,24 @@
 use napi::bindgen_prelude::{Buffer, Either, Function, Uint8Array};
 use napi_derive::napi;
 use serde_json::{json, Value};
-use solewriter_core::config::LeaseTtl;
 use solewriter_core::names::InstanceDigest;
-use solewriter_core::projection::channel::{ChannelRegistry, ChannelSpec, ProducerId, Submission};
 use solewriter_core::projection::columns::{ChannelColumns, LeaseColumns, WatermarkColumn};
-use solewriter_core::projection::composition::Composition;
-use solewriter_core::projection::lease::{
-    observe, Credential, Fenced, HeldBy, LeaseRecord, Observed,
-};
-use solewriter_core::projection::machine::acquire::{Acquire, Acquired, Applicant};
+use solewriter_core::projection::lease::{Credential, Fenced, HeldBy, LeaseRecord};
+use solewriter_core::projection::machine::acquire::Applicant;
 use solewriter_core::projection::machine::outcome::{self, Published, Unpublished};
 use solewriter_core::projection::machine::publish::Publish;
-use solewriter_core::projection::machine::publish_now::{PublishNow, PublishedNow};
-use solewriter_core::projection::machine::release::{EndOutcome, Release, ReleaseOutcome};
+use solewriter_core::projection::machine::publish_now::PublishedNow;
+use solewriter_core::projection::machine::release::{Release, ReleaseOutcome};
 use solewriter_core::projection::machine::{
     run, Answer, Effect, Machine, ProtocolError, StoreEffect,
 };
-use solewriter_core::projection::profile::{ConsumerBinding, Profile};
+use solewriter_core::projection::profile::Profile;
 use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::{TargetId, TargetTuple};
-use solewriter_core::projection::watermark::{self, SubmissionPlan, Watermark};
 use solewriter_core::projection::DocumentError;
 use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
 use solewriter_files::atomic_file::RealFs;
-use solewriter_files::clock::{Clock, SystemClock};
 use solewriter_files::runtime::RuntimeRoot;
 use solewriter_files::steps::{DurableDirs, FileSteps};
 use std::sync::LazyLock;
@@ -49,15 +42,18 @@ use std::time::Duration;
 
 pub mod adoption;
 mod boundary;
+mod config;
 pub mod failure;
 pub mod ledger;
 pub mod project_lock;
 #[cfg(feature = "test-seams")]
 mod seams;
+pub mod store;
 pub mod turns;
 pub mod write_guard;
 
 use boundary::answer;
+use config::{now, Config};
 use failure::{invalid, Code, Failure, JsAnswer, Outcome};
 
 /// Directories whose creation this process has seen fsynced in their parent.
@@ -65,11 +61,6 @@ static DURABLE: LazyLock<DurableDirs> = LazyLock::new(DurableDirs::default);
 
 /// The largest integer a JS number holds exactly (2^53 - 1).
 const MAX_SAFE: u64 = (1 << 53) - 1;
-
-/// The longest lease TTL a Node store accepts (2^52 ms, about 142,000 years): with any clock
-/// reading below 2^52 ms, a grant's `acquired_at + ttl` stays below 2^53, a number JS holds
-/// exactly (a larger TTL would be accepted and then make every grant unreadable from JS).
-const MAX_LEASE_TTL_MS: u64 = 1 << 52;
 
 /// A value for a JS number, refused beyond 2^53 - 1 (it would be rounded).
 fn js_int(value: u64) -> Result<i64, Failure> {
@@ -90,135 +81,6 @@ fn from_js(value: f64, what: &str) -> Result<u64, Failure> {
         )));
     }
     Ok(value as u64)
-}
-
-/// The configuration every machine call takes. Every field is optional here only so that a
-/// missing one is refused by [`Config::parse`] with `INVALID_CONFIG` naming it (there is no
-/// default for any of them), never by the binding layer with a code of its own.
-#[napi(object)]
-pub struct Options {
-    /// The channel registry: a JSON array of `{name, owner, envelopeSchema, maxEnvelopeBytes}`.
-    pub channels_json: Option<String>,
-    /// The lease TTL in ms (required, at least 1).
-    pub lease_ttl_ms: Option<f64>,
-    /// How long the target lock is waited for, in ms (required, at least 1).
-    pub busy_timeout_ms: Option<f64>,
-    /// The host's runtime root (required; it must exist when a publication runs).
-    pub runtime_root: Option<String>,
-    /// A fixed broker clock for this call (tests); the system clock when absent.
-    pub clock_ms: Option<f64>,
-    /// The store's profile: `solewriter.hook-projection.v2` (when absent) or
-    /// `live-lane-awareness-projection.v1` (the Memory Core's).
-    pub profile: Option<String>,
-    /// A publication's consumer binding, as JSON (Memory Core profile: required to publish).
-    pub consumer_binding_json: Option<String>,
-}
-
-struct Config {
-    registry: ChannelRegistry,
-    profile: Profile,
-    binding: Option<ConsumerBinding>,
-    ttl: LeaseTtl,
-    busy_timeout: Duration,
-    root: RuntimeRoot,
-    clock: Option<Millis>,
-}
-
-/// A configuration that is wrong: `INVALID_CONFIG`, naming the field.
-fn bad_config(field: &str, what: impl std::fmt::Display) -> Failure {
-    Failure::new(
-        Code::InvalidConfig,
-        format!("configuration `{field}`: {what}; nothing was done"),
-    )
-}
-
-/// A required millisecond count of the configuration: present, a safe integer, at least 1.
-fn config_ms(value: Option<f64>, field: &str) -> Result<u64, Failure> {
-    let value = value.ok_or_else(|| bad_config(field, "missing (there is no default)"))?;
-    let ms = from_js(value, field).map_err(|e| bad_config(field, e.message))?;
-    if ms == 0 {
-        return Err(bad_config(field, "must be at least 1 ms"));
-    }
-    Ok(ms)
-}
-
-impl Config {
-    fn parse(options: &Options) -> Result<Self, Failure> {
-        let channels = options
-            .channels_json
-            .as_deref()
-            .ok_or_else(|| bad_config("channels", "missing (an array, maybe empty)"))?;
-        let specs: Vec<ChannelSpec> =
-            serde_json::from_str(channels).map_err(|e| bad_config("channels", e))?;
-        let registry = ChannelRegistry::new(specs).map_err(|e| bad_config("channels", e))?;
-        let ttl_ms = config_ms(options.lease_ttl_ms, "leaseTtlMs")?;
-        if ttl_ms > MAX_LEASE_TTL_MS {
-            return Err(bad_config(
-                "leaseTtlMs",
-                format!("must be at most 2^52 ms ({MAX_LEASE_TTL_MS}), so that a grant's expiry stays a number JS holds exactly"),
-            ));
-        }
-        let ttl = LeaseTtl::from_millis(Some(ttl_ms)).map_err(|e| bad_config("leaseTtlMs", e))?;
-        let busy_timeout =
-            Duration::from_millis(config_ms(options.busy_timeout_ms, "busyTimeoutMs")?);
-        let runtime_root = match options.runtime_root.as_deref() {
-            None | Some("") => return Err(bad_config("runtimeRoot", "missing")),
-            Some(root) => root,
-        };
-        let clock = match options.clock_ms {
-            Some(ms) => Some(Millis(from_js(ms, "clock")?)),
-            None => None,
-        };
-        let profile = match options.profile.as_deref() {
-            None => Profile::Generic,
-            Some(name) => Profile::parse(name).map_err(|e| bad_config("profile", e))?,
-        };
-        registry
-            .check_profile(profile)
-            .map_err(|e| bad_config("channels", e))?;
-        let binding = options
-            .consumer_binding_json
-            .as_deref()
-            .map(ConsumerBinding::from_json)
-            .transpose()
-            .map_err(|e| invalid(format!("consumerBinding: {e}; nothing was written")))?;
-        Ok(Config {
-            registry,
-            profile,
-            binding,
-            ttl,
-            busy_timeout,
-            root: RuntimeRoot::new(runtime_root),
-            clock,
-        })
-    }
-
-    fn now(&self) -> Millis {
-        now(self.clock)
-    }
-
-    /// [`Config::parse`] for a publication: its consumer binding must fit the profile
-    /// (`INVALID_INPUT` otherwise, before anything is done), so [`Config::composition`] is the
-    /// profile's.
-    fn parse_publication(options: &Options) -> Result<Self, Failure> {
-        let config = Self::parse(options)?;
-        Composition::for_store(config.profile, &config.registry, config.binding.as_ref())
-            .map_err(|e| invalid(format!("{e}; nothing was written")))?;
-        Ok(config)
-    }
-
-    /// What a publication composes with (checked by [`Config::parse_publication`]).
-    fn composition(&self) -> Composition<'_> {
-        match &self.binding {
-            Some(binding) => Composition::memory_core(&self.registry, binding),
-            None => (&self.registry).into(),
-        }
-    }
-}
-
-/// The fixed `clock` reading, or the system clock.
-fn now(clock: Option<Millis>) -> Millis {
-    clock.unwrap_or_else(|| SystemClock.now())
 }
 
 /// A SQL effect for the host's executor. `kind` names it; the other fields are those the
@@ -805,35 +667,6 @@ fn token(hex: Option<String>) -> Result<HolderToken, Failure> {
     }
 }
 
-/// A grant as the JS `Grant` presents it to `publish` or `release`: its target, its epoch and
-/// its holder's raw token (the secret `acquire` drew). Never the stored hash: the addon hashes
-/// the token here, and the core compares that hash with the row's in constant time.
-#[napi(object)]
-pub struct GrantIn {
-    pub target_id: String,
-    pub epoch: f64,
-    /// The raw holder token, 64 hex characters.
-    pub token: String,
-}
-
-fn credential(grant: &GrantIn) -> Result<Credential, Failure> {
-    Ok(Credential {
-        target_id: parse_target(&grant.target_id)?,
-        epoch: from_js(grant.epoch, "epoch")?,
-        token_hash: HolderToken::from_hex(&grant.token)
-            .ok_or_else(|| invalid("token must be 64 hex characters"))?
-            .hash(),
-    })
-}
-
-/// Checks a store's configuration, as the JS `ProjectionStore` does once at construction:
-/// `{}`, or `INVALID_CONFIG` naming the first field that is wrong (the same parse every call
-/// runs, so a configuration accepted here is never refused later).
-#[napi]
-pub fn check_options(options: Options) -> JsAnswer {
-    answer(|| Config::parse(&options).map(|_| json!({})))
-}
-
 /// The target id of an attested tuple given as JSON (an object with exactly its seven
 /// camelCase fields) in a store of `profile` (64 hex digits for the generic profile, when
 /// absent; 32 for the Memory Core's).
@@ -848,227 +681,6 @@ pub fn target_id(tuple_json: String, profile: Option<String>) -> JsAnswer {
             .map(|t| json!({"targetId": profile.target_id(&t).as_str()}))
             .map_err(|e| invalid(format!("tuple: {e}")))
     })
-}
-
-/// Acquires the lease of `target` for `holder`: `{"granted": {...}}` or `{"held": {...}}`.
-#[napi]
-pub fn acquire(
-    options: Options,
-    target: String,
-    holder: String,
-    execute: Execute<'_>,
-    token_hex: Option<String>,
-) -> JsAnswer {
-    answer(|| {
-        let config = Config::parse(&options)?;
-        let target = parse_target(&target)?;
-        let holder = parse_holder(&holder)?;
-        let token = token(token_hex)?;
-        let machine = Acquire::new(Applicant {
-            token_hash: token.hash(),
-            holder_instance_digest: holder.clone(),
-            ttl: config.ttl,
-        });
-        let acquired = Run::new(&execute, &target, &config).run(machine)?;
-        match acquired.map_err(|e| failure(&target, e))? {
-            Acquired::Granted(plan) => Ok(json!({"granted": {
-                "targetId": plan.target_id.as_str(),
-                "epoch": plan.epoch,
-                "token": token.to_hex(),
-                "holder": holder.as_str(),
-                "acquiredAt": plan.grant.acquired_at.0,
-                "expiresAt": plan.grant.expires_at.0,
-            }})),
-            Acquired::Held(held) => Ok(held_json(&held)),
-        }
-    })
-}
-
-/// Publishes `current.json` with a grant and releases it: `{"published": {...}}`.
-#[napi]
-pub fn publish(options: Options, grant: GrantIn, execute: Execute<'_>) -> JsAnswer {
-    answer(|| {
-        Config::parse_publication(&options)
-            .and_then(|config| publish_with(&config, &execute, credential(&grant)?))
-    })
-}
-
-/// Grant, publish and release in one envelope: `{"published": {...}}` or `{"held": {...}}`.
-#[napi]
-pub fn publish_now(
-    options: Options,
-    target: String,
-    holder: String,
-    execute: Execute<'_>,
-    token_hex: Option<String>,
-) -> JsAnswer {
-    answer(|| {
-        let config = Config::parse_publication(&options)?;
-        let target = parse_target(&target)?;
-        let applicant = applicant(&config, &holder, token_hex)?;
-        let machine = PublishNow::new(applicant, config.composition());
-        let end = Run::new(&execute, &target, &config).run(machine)?;
-        match publish_now_answer(&config, &target, end) {
-            Ended::Answer(outcome) => outcome,
-            Ended::ReleaseUnused(failed, credential) => {
-                release_unused(&config, &execute, failed, credential)
-            }
-        }
-    })
-}
-
-/// The conditional release of a grant: `{"released": true}` or `{"notHolder": {reason}}`.
-#[napi]
-pub fn release(options: Options, grant: GrantIn, execute: Execute<'_>) -> JsAnswer {
-    answer(|| {
-        let config = Config::parse(&options)?;
-        let credential = credential(&grant)?;
-        let target = credential.target_id.clone();
-        let released = Run::new(&execute, &target, &config).run(Release::new(credential))?;
-        match released {
-            Ok(ReleaseOutcome::Released) => Ok(json!({"released": true})),
-            Ok(ReleaseOutcome::NotHolder(fenced)) => Ok(json!({"notHolder": fenced_json(fenced)})),
-            Err(e) => Err(failure(&target, e)),
-        }
-    })
-}
-
-/// An operator's end of the current grant of `target`, whoever holds it (the core's
-/// `Release::end()` machine, as `ProjectionStore::end_lease` runs it): `{"ended": {epoch,
-/// holder, acquiredAt, expiresAt}}` (that grant is released: its holder is fenced) or
-/// `{"nothingHeld": {epoch, why}}` (`why`: `unheld` or `released`: nothing written; `expired`,
-/// with `"closed": true`: that grant was marked released, so a clock set back cannot revive it).
-#[napi]
-pub fn end_lease(options: Options, target: String, execute: Execute<'_>) -> JsAnswer {
-    answer(|| {
-        let config = Config::parse(&options)?;
-        let target = parse_target(&target)?;
-        let ended = Run::new(&execute, &target, &config).run(Release::end())?;
-        match ended {
-            Ok(EndOutcome::Ended(plan)) => Ok(json!({"ended": {
-                "epoch": plan.release.epoch,
-                "holder": plan.grant.holder_instance_digest.as_str(),
-                "acquiredAt": plan.grant.acquired_at.0,
-                "expiresAt": plan.grant.expires_at.0,
-            }})),
-            // No live grant: an expired one was marked released (so a clock set back cannot
-            // revive it), an unheld or released row was left as it is.
-            Ok(EndOutcome::Closed(plan)) => Ok(
-                json!({"nothingHeld": {"epoch": plan.release.epoch, "why": "expired", "closed": true}}),
-            ),
-            Ok(EndOutcome::NothingHeld { epoch, why }) => {
-                Ok(json!({"nothingHeld": {"epoch": epoch, "why": why.name()}}))
-            }
-            Err(e) => Err(failure(&target, e)),
-        }
-    })
-}
-
-/// A producer's submission, as the JS caller gives it.
-#[napi(object)]
-pub struct SubmissionIn {
-    pub target_id: String,
-    pub channel: String,
-    /// A number (channels of kind `integer`) or a string (the other kinds).
-    pub source_watermark: Either<f64, String>,
-    pub envelope_json: String,
-    pub captured_at: f64,
-    pub expires_at: f64,
-}
-
-/// Decides a submission (`watermark::decide_submission`) from the rows the caller read
-/// inside its write transaction: `{"plan": "insert"|"advance"|"replay"|"degrade", "row":
-/// {...}}` (the row to upsert, absent for a replay) or a `REJECTED` error.
-#[napi]
-pub fn decide_submission(
-    options: Options,
-    producer: String,
-    admitted: bool,
-    existing: Option<ChannelRow>,
-    submission: SubmissionIn,
-) -> JsAnswer {
-    answer(|| {
-        let config = Config::parse(&options)?;
-        let producer =
-            ProducerId::parse(&producer).map_err(|e| invalid(format!("producer: {e}")))?;
-        let existing = existing.map(|row| row.columns().decode()).transpose()?;
-        let submission = Submission {
-            target_id: parse_target(&submission.target_id)?,
-            channel: solewriter_core::projection::channel::ChannelName::parse(&submission.channel)
-                .map_err(|e| invalid(format!("channel: {e}")))?,
-            source_watermark: match submission.source_watermark {
-                Either::A(n) => Watermark::Integer(from_js(n, "sourceWatermark")?),
-                Either::B(t) => Watermark::Text(t),
-            },
-            envelope_json: submission.envelope_json,
-            captured_at: Millis(from_js(submission.captured_at, "capturedAt")?),
-            expires_at: Millis(from_js(submission.expires_at, "expiresAt")?),
-        };
-        let plan = watermark::decide_submission(
-            config.profile,
-            &config.registry,
-            &producer,
-            admitted,
-            existing.as_ref(),
-            &submission,
-            config.now(),
-        )
-        .map_err(rejection_failure)?;
-        let (name, record) = match &plan {
-            SubmissionPlan::Insert(record) => ("insert", Some(record)),
-            SubmissionPlan::Advance(record) => ("advance", Some(record)),
-            SubmissionPlan::Replay => ("replay", None),
-            SubmissionPlan::Degrade { record } => ("degrade", Some(record)),
-        };
-        let row = match record {
-            None => Value::Null,
-            Some(r) => json!({
-                "target_id": r.target_id.as_str(),
-                "channel": r.channel.as_str(),
-                "source_watermark": match &r.source_watermark {
-                    Watermark::Integer(n) => json!(js_int(*n)?),
-                    Watermark::Text(t) => json!(t),
-                },
-                "envelope_json": r.envelope_json,
-                "captured_at": js_int(r.captured_at.0)?,
-                "expires_at": js_int(r.expires_at.0)?,
-                "updated_at": js_int(r.updated_at.0)?,
-                "degraded_reason": r.degraded_reason.map(|d| d.as_str()),
-            }),
-        };
-        Ok(json!({"plan": name, "row": row}))
-    })
-}
-
-/// A rejected submission as a `REJECTED` error whose `rejection` field names its kind (a
-/// regression also carries the `submitted` and `stored` watermarks, as text), so a caller maps
-/// it without reading the message.
-fn rejection_failure(rejected: watermark::SubmissionRejected) -> Failure {
-    use watermark::SubmissionRejected as R;
-    let mut detail = json!({"rejection": match &rejected {
-        R::UnknownChannel(_) => "unknown-channel",
-        R::NotChannelOwner { .. } => "not-channel-owner",
-        R::TargetNotAdmitted(_) => "target-not-admitted",
-        R::Oversized { .. } => "oversized",
-        R::SchemaInvalid(_) => "schema-invalid",
-        R::InvalidRange(_) => "invalid-range",
-        R::InvalidWatermark(_) => "invalid-watermark",
-        R::StoredWatermarkOfAnotherKind(_) => "stored-watermark-of-another-kind",
-        R::Regressed { .. } => "regressed",
-        // A kind a later core adds: REJECTED all the same, named as such.
-        _ => "other",
-    }});
-    if let (R::Regressed { submitted, stored }, Value::Object(fields)) = (&rejected, &mut detail) {
-        fields.insert("submitted".into(), json!(submitted.text()));
-        fields.insert("stored".into(), json!(stored.text()));
-    }
-    Failure {
-        detail,
-        ..Failure::new(
-            Code::Rejected,
-            format!("submission rejected ({rejected}); nothing was written"),
-        )
-    }
 }
 
 /// Reads and validates the published document of `target` in the format of `profile` (the
@@ -1122,55 +734,5 @@ pub fn schema_statements() -> JsAnswer {
             .map(|p| (p.name().to_owned(), json!(both(Shape::Current(p)))))
             .collect();
         Ok(json!({"current": current, "earlier": [both(Shape::V1), both(Shape::Unmarked)]}))
-    })
-}
-
-/// The lease rows and channel rows the caller read, decoded strictly and the leases observed
-/// at the broker clock: `{"leases": [{targetId, epoch, state, holder, acquiredAt, expiresAt}],
-/// "channels": [{targetId, channel, sourceWatermark, updatedAt, degradedReason}]}`, `state`
-/// being `unheld`, `held`, `expired` or `released`. A row solewriter could not have written
-/// is an error (`CORRUPT_ROW`, `INCONSISTENT_LEASE`), never a guess.
-#[napi]
-pub fn inspect(options: Options, leases: Vec<LeaseRow>, channels: Vec<ChannelRow>) -> JsAnswer {
-    answer(|| {
-        let config = Config::parse(&options)?;
-        let now = config.now();
-        let leases = leases
-            .into_iter()
-            .map(|row| {
-                let record = row.columns().decode()?;
-                let grant = record.state.grant().cloned();
-                let state = match observe(record.clone(), now)
-                    .map_err(|e| Failure::new(Code::InconsistentLease, e))?
-                {
-                    Observed::Unheld(_) => "unheld",
-                    Observed::Held(_) => "held",
-                    Observed::Expired(_) => "expired",
-                    Observed::Released(_) => "released",
-                };
-                Ok(json!({
-                    "targetId": record.target_id.as_str(),
-                    "epoch": record.fencing_epoch,
-                    "state": state,
-                    "holder": grant.as_ref().map(|g| g.holder_instance_digest.as_str().to_owned()),
-                    "acquiredAt": grant.as_ref().map(|g| g.acquired_at.0),
-                    "expiresAt": grant.as_ref().map(|g| g.expires_at.0),
-                }))
-            })
-            .collect::<Result<Vec<_>, Failure>>()?;
-        let channels = channels
-            .into_iter()
-            .map(|row| {
-                let c = row.columns().decode()?;
-                Ok(json!({
-                    "targetId": c.target_id.as_str(),
-                    "channel": c.channel.as_str(),
-                    "sourceWatermark": c.source_watermark,
-                    "updatedAt": c.updated_at.0,
-                    "degradedReason": c.degraded_reason.map(|d| d.as_str()),
-                }))
-            })
-            .collect::<Result<Vec<_>, Failure>>()?;
-        Ok(json!({"leases": leases, "channels": channels}))
     })
 }

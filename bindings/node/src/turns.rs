@@ -22,9 +22,8 @@
 use super::boundary::{answer, caught};
 use super::failure::{invalid, Failure, JsAnswer};
 use super::{
-    applicant, credential, file_steps, from_js, internal, not_started, parse_target,
-    publish_answer, publish_now_answer, release_steps, Config, Ended, Execute, GrantIn, Host,
-    Options,
+    file_steps, from_js, internal, not_started, publish_answer, publish_now_answer, release_steps,
+    Config, Ended, Execute, Host,
 };
 use napi::bindgen_prelude::AsyncTask;
 use napi::{Env, Task};
@@ -228,7 +227,7 @@ fn pool_turn(run: &mut Running<'_>) -> Result<(), Failure> {
 }
 
 /// What starts a run.
-enum Start {
+pub(crate) enum Start {
     Publish(Credential),
     PublishNow(Applicant),
 }
@@ -256,7 +255,9 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 impl NativePublication {
     /// A publication whose run `setup` describes — or, when it fails (or panics), one refused
     /// with that failure at its first turn.
-    fn start(setup: impl FnOnce() -> Result<(Config, TargetId, Start), Failure>) -> Self {
+    pub(crate) fn start(
+        setup: impl FnOnce() -> Result<(Config, TargetId, Start), Failure>,
+    ) -> Self {
         let state = caught(|| {
             let (config, target, start) = setup()?;
             Ok(State::Running(Run::new(
@@ -286,36 +287,6 @@ impl NativePublication {
 
 #[napi]
 impl NativePublication {
-    /// The publication of a grant (as `publish`).
-    #[napi(factory)]
-    pub fn publish(options: Options, grant: GrantIn) -> Self {
-        Self::start(|| {
-            let config = Config::parse_publication(&options)?;
-            let credential = credential(&grant)?;
-            Ok((
-                config,
-                credential.target_id.clone(),
-                Start::Publish(credential),
-            ))
-        })
-    }
-
-    /// A one-shot publication (as `publishNow`).
-    #[napi(factory)]
-    pub fn publish_now(
-        options: Options,
-        target: String,
-        holder: String,
-        token_hex: Option<String>,
-    ) -> Self {
-        Self::start(|| {
-            let config = Config::parse_publication(&options)?;
-            let target = parse_target(&target)?;
-            let applicant = applicant(&config, &holder, token_hex)?;
-            Ok((config, target, Start::PublishNow(applicant)))
-        })
-    }
-
     /// Runs the JS-thread effects up to the next pool effect (`{"pool": true}`), a pause
     /// (`{"paused": true}`) or the end (the answer). `clockMs`: the broker clock for this
     /// turn (tests); the system clock when absent.

@@ -359,11 +359,11 @@ test('the addon itself refuses a configuration without its timing: no default be
   process.dlopen(module, process.env.SOLEWRITER_NODE_ADDON || path.join(__dirname, '..', 'solewriter.node'));
   const { runtimeRoot } = setup();
   const full = { channelsJson: JSON.stringify(CHANNELS), leaseTtlMs: 100, busyTimeoutMs: 100, runtimeRoot };
-  assert.deepEqual(module.exports.checkOptions(full), {});
+  assert.ok(new module.exports.NativeStore(full) instanceof module.exports.NativeStore);
   for (const field of ['channelsJson', 'leaseTtlMs', 'busyTimeoutMs', 'runtimeRoot']) {
     const { [field]: _, ...missing } = full;
-    // The addon throws its own coded error: no JSON text, no JS layer needed to read it.
-    assert.throws(() => module.exports.checkOptions(missing), (e) => e instanceof Error && e.code === 'INVALID_CONFIG' && /missing/.test(e.message), field);
+    // The addon's class throws its own coded error: no JSON text, no JS layer needed to read it.
+    assert.throws(() => new module.exports.NativeStore(missing), (e) => e instanceof Error && e.code === 'INVALID_CONFIG' && /missing/.test(e.message), field);
   }
 });
 

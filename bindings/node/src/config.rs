@@ -1,0 +1,184 @@
+//! A store's configuration as the addon holds it: [`Store`], checked once when the JS
+//! `ProjectionStore` is made (`NativeStore`'s constructor), and [`Config`], one call's view of
+//! it — the store with that call's clock reading and, for a publication, its consumer binding.
+
+use super::failure::{invalid, Code, Failure};
+use super::from_js;
+use napi_derive::napi;
+use solewriter_core::config::LeaseTtl;
+use solewriter_core::projection::channel::{ChannelRegistry, ChannelSpec};
+use solewriter_core::projection::composition::Composition;
+use solewriter_core::projection::profile::{ConsumerBinding, Profile};
+use solewriter_core::time::Millis;
+use solewriter_files::clock::{Clock, SystemClock};
+use solewriter_files::runtime::RuntimeRoot;
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The longest lease TTL a Node store accepts (2^52 ms, about 142,000 years): with any clock
+/// reading below 2^52 ms, a grant's `acquired_at + ttl` stays below 2^53, a number JS holds
+/// exactly (a larger TTL would be accepted and then make every grant unreadable from JS).
+const MAX_LEASE_TTL_MS: u64 = 1 << 52;
+
+/// A store's configuration. Every field is optional here only so that a missing one is refused
+/// by [`Store::parse`] with `INVALID_CONFIG` naming it (there is no default for any of them),
+/// never by the binding layer with a code of its own.
+#[napi(object)]
+pub struct Options {
+    /// The channel registry: a JSON array of `{name, owner, envelopeSchema, maxEnvelopeBytes}`.
+    pub channels_json: Option<String>,
+    /// The lease TTL in ms (required, at least 1).
+    pub lease_ttl_ms: Option<f64>,
+    /// How long the target lock is waited for, in ms (required, at least 1).
+    pub busy_timeout_ms: Option<f64>,
+    /// The host's runtime root (required; it must exist when a publication runs).
+    pub runtime_root: Option<String>,
+    /// The store's profile: `solewriter.hook-projection.v2` (when absent) or
+    /// `live-lane-awareness-projection.v1` (the Memory Core's).
+    pub profile: Option<String>,
+}
+
+/// What one call adds to its store's configuration.
+#[napi(object)]
+pub struct CallOptions {
+    /// A fixed broker clock for this call (tests); the system clock when absent.
+    pub clock_ms: Option<f64>,
+    /// A publication's consumer binding, as JSON (Memory Core profile: required to publish).
+    pub consumer_binding_json: Option<String>,
+}
+
+/// A store's configuration, checked.
+pub(crate) struct Store {
+    pub(crate) registry: ChannelRegistry,
+    pub(crate) profile: Profile,
+    pub(crate) ttl: LeaseTtl,
+    pub(crate) busy_timeout: Duration,
+    pub(crate) root: RuntimeRoot,
+}
+
+/// One call's configuration: its store's, its clock reading, its consumer binding.
+pub(crate) struct Config {
+    store: Arc<Store>,
+    pub(crate) binding: Option<ConsumerBinding>,
+    /// The broker clock's fixed reading (tests); the system clock when `None`.
+    pub(crate) clock: Option<Millis>,
+}
+
+impl Deref for Config {
+    type Target = Store;
+
+    fn deref(&self) -> &Store {
+        &self.store
+    }
+}
+
+/// A configuration that is wrong: `INVALID_CONFIG`, naming the field.
+fn bad_config(field: &str, what: impl std::fmt::Display) -> Failure {
+    Failure::new(
+        Code::InvalidConfig,
+        format!("configuration `{field}`: {what}; nothing was done"),
+    )
+}
+
+/// A required millisecond count of the configuration: present, a safe integer, at least 1.
+fn config_ms(value: Option<f64>, field: &str) -> Result<u64, Failure> {
+    let value = value.ok_or_else(|| bad_config(field, "missing (there is no default)"))?;
+    let ms = from_js(value, field).map_err(|e| bad_config(field, e.message))?;
+    if ms == 0 {
+        return Err(bad_config(field, "must be at least 1 ms"));
+    }
+    Ok(ms)
+}
+
+impl Store {
+    /// The store of `options`, or `INVALID_CONFIG` naming the first field that is wrong.
+    pub(crate) fn parse(options: &Options) -> Result<Self, Failure> {
+        let channels = options
+            .channels_json
+            .as_deref()
+            .ok_or_else(|| bad_config("channels", "missing (an array, maybe empty)"))?;
+        let specs: Vec<ChannelSpec> =
+            serde_json::from_str(channels).map_err(|e| bad_config("channels", e))?;
+        let registry = ChannelRegistry::new(specs).map_err(|e| bad_config("channels", e))?;
+        let ttl_ms = config_ms(options.lease_ttl_ms, "leaseTtlMs")?;
+        if ttl_ms > MAX_LEASE_TTL_MS {
+            return Err(bad_config(
+                "leaseTtlMs",
+                format!("must be at most 2^52 ms ({MAX_LEASE_TTL_MS}), so that a grant's expiry stays a number JS holds exactly"),
+            ));
+        }
+        let ttl = LeaseTtl::from_millis(Some(ttl_ms)).map_err(|e| bad_config("leaseTtlMs", e))?;
+        let busy_timeout =
+            Duration::from_millis(config_ms(options.busy_timeout_ms, "busyTimeoutMs")?);
+        let runtime_root = match options.runtime_root.as_deref() {
+            None | Some("") => return Err(bad_config("runtimeRoot", "missing")),
+            Some(root) => root,
+        };
+        let profile = match options.profile.as_deref() {
+            None => Profile::Generic,
+            Some(name) => Profile::parse(name).map_err(|e| bad_config("profile", e))?,
+        };
+        registry
+            .check_profile(profile)
+            .map_err(|e| bad_config("channels", e))?;
+        Ok(Store {
+            registry,
+            profile,
+            ttl,
+            busy_timeout,
+            root: RuntimeRoot::new(runtime_root),
+        })
+    }
+}
+
+/// The configuration of one call on `store`: `INVALID_INPUT` for a clock reading or a consumer
+/// binding that is not one.
+pub(crate) fn call(store: &Arc<Store>, call: Option<&CallOptions>) -> Result<Config, Failure> {
+    let clock = match call.and_then(|c| c.clock_ms) {
+        Some(ms) => Some(Millis(from_js(ms, "clock")?)),
+        None => None,
+    };
+    let binding = call
+        .and_then(|c| c.consumer_binding_json.as_deref())
+        .map(ConsumerBinding::from_json)
+        .transpose()
+        .map_err(|e| invalid(format!("consumerBinding: {e}; nothing was written")))?;
+    Ok(Config {
+        store: Arc::clone(store),
+        binding,
+        clock,
+    })
+}
+
+/// [`call`] for a publication: its consumer binding must fit the profile (`INVALID_INPUT`
+/// otherwise, before anything is done), so [`Config::composition`] is the profile's.
+pub(crate) fn publication(
+    store: &Arc<Store>,
+    options: Option<&CallOptions>,
+) -> Result<Config, Failure> {
+    let config = call(store, options)?;
+    Composition::for_store(config.profile, &config.registry, config.binding.as_ref())
+        .map_err(|e| invalid(format!("{e}; nothing was written")))?;
+    Ok(config)
+}
+
+impl Config {
+    /// The broker clock: the call's fixed reading, or the system clock.
+    pub(crate) fn now(&self) -> Millis {
+        now(self.clock)
+    }
+
+    /// What a publication composes with (checked by [`publication`]).
+    pub(crate) fn composition(&self) -> Composition<'_> {
+        match &self.binding {
+            Some(binding) => Composition::memory_core(&self.registry, binding),
+            None => (&self.registry).into(),
+        }
+    }
+}
+
+/// The fixed `clock` reading, or the system clock.
+pub(crate) fn now(clock: Option<Millis>) -> Millis {
+    clock.unwrap_or_else(|| SystemClock.now())
+}
