@@ -118,6 +118,7 @@ pub mod projection {
 pub mod subtree {
     pub use solewriter_adapters::subtree::write_guard::*;
     pub use solewriter_core::subtree::*;
+    pub use solewriter_core::ErrorKind;
 }
 
 /// The project lock: one sole writer per project directory, whose authority is one exact
@@ -129,6 +130,7 @@ pub mod project_lock {
         BootId, DeadReason, Guard, IdentityError, LockNonce, LockRecord, OwnerIdentity, Ownership,
         RecordError, UnknownReason,
     };
+    pub use solewriter_core::ErrorKind;
 }
 
 /// The event ledger: the sole-writer build transaction, demand reads that never queue behind
@@ -138,6 +140,7 @@ pub mod ledger {
     pub use solewriter_adapters::ledger::*;
     pub use solewriter_core::ledger::git_facts::*;
     pub use solewriter_core::ledger::*;
+    pub use solewriter_core::ErrorKind;
 }
 
 /// The atomic file publisher every product writes with — a temp sibling, its fsync, the rename

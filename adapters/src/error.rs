@@ -65,8 +65,9 @@ pub enum Error {
         /// The SQLite error.
         reason: String,
     },
-    /// SQLite's write lock was not obtained within the configured busy timeout.
-    #[error("store is busy (write lock not obtained within {timeout_ms} ms); nothing was written")]
+    /// SQLite's write lock, or the target's lock, was not obtained within the configured busy
+    /// timeout.
+    #[error("store is busy (its write lock or the target's lock not obtained within {timeout_ms} ms); nothing was written")]
     Busy {
         /// The configured busy timeout.
         timeout_ms: u64,
@@ -208,23 +209,7 @@ impl From<solewriter_files::Error> for Error {
 /// Result alias.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Who must act on an [`Error`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ErrorKind {
-    /// The caller's input was refused (a submission, an unadmitted target): fix the input.
-    Input,
-    /// The store was busy: the same call may succeed later ([`Error::is_retryable`]).
-    Contention,
-    /// This holder's authority is gone (fenced, or its lease expired before the rename):
-    /// acquire again; never retry the publication with the old grant.
-    LostAuthority,
-    /// The store, the files or the operating system: an operator must look.
-    Environment,
-    /// Part of the work took effect (`current.json` replaced, but not durably, or not
-    /// released): the error says which part.
-    PartialSuccess,
-}
+pub use solewriter_core::ErrorKind;
 
 impl Error {
     /// Who must act on this error. A [`Error::ReleaseFailed`] is of its cause's kind.
@@ -259,7 +244,7 @@ impl Error {
 
     /// Whether the same call may succeed if made again later, unchanged: only contention.
     pub fn is_retryable(&self) -> bool {
-        self.kind() == ErrorKind::Contention
+        self.kind().is_retryable()
     }
 }
 
@@ -267,6 +252,61 @@ impl Error {
 mod tests {
     use super::*;
     use solewriter_core::projection::lease::Fenced;
+
+    /// A file effect's error is the adapters' error of the same name and of the same kind, so
+    /// a host sees one kind whichever executor ran the effect.
+    #[test]
+    fn a_file_error_keeps_its_kind_in_the_adapters_error() {
+        use solewriter_files::Error as F;
+        let io = || std::io::Error::other("x");
+        let files = [
+            F::Busy { timeout_ms: 5 },
+            F::Io {
+                step: "rename",
+                path: PathBuf::new(),
+                source: io(),
+            },
+            F::UnsafeRuntimeDir {
+                path: PathBuf::new(),
+                reason: "a symlink",
+            },
+            F::NotDurable {
+                path: PathBuf::new(),
+                source: io(),
+            },
+            F::Document(DocumentError::Malformed("x".into())),
+            F::NotPublished {
+                path: PathBuf::new(),
+            },
+            F::Read {
+                path: PathBuf::new(),
+                source: io(),
+            },
+        ];
+        let kinds: Vec<ErrorKind> = files.iter().map(F::kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                ErrorKind::Contention,
+                ErrorKind::Environment,
+                ErrorKind::Environment,
+                ErrorKind::PartialSuccess,
+                ErrorKind::Environment,
+                ErrorKind::Environment,
+                ErrorKind::Environment,
+            ]
+        );
+        let name = |debug: String| debug.split([' ', '(', '{']).next().unwrap().to_owned();
+        for (file, kind) in files.into_iter().zip(kinds) {
+            let (text, named) = (file.to_string(), name(format!("{file:?}")));
+            let error = Error::from(file);
+            assert_eq!(error.kind(), kind, "{text}");
+            assert_eq!(name(format!("{error:?}")), named, "the same name");
+            if named != "Busy" {
+                assert_eq!(error.to_string(), text, "the same message");
+            }
+        }
+    }
 
     #[test]
     fn errors_are_grouped_by_who_must_act() {

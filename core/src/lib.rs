@@ -16,6 +16,7 @@
 //!   channels, watermark admission, composition of the document, and the acquire / publish /
 //!   release step machines both the SQLite adapter and the model checkers execute.
 //! - [`protocol`]: the typed error a machine reports when its executor breaks the contract.
+//! - [`error_kind`]: who must act on an error, the classification every product's error answers.
 //! - [`subtree`]: subtree write locks of (agent, session) writers and fail-closed write admission.
 //! - [`project_lock`]: process-generation authority of the project lock and its lock record.
 //! - [`ledger`]: the event ledger's facts, integrity-checked snapshot and build decisions, and
@@ -24,6 +25,7 @@
 #![deny(missing_docs)]
 
 pub mod config;
+pub mod error_kind;
 pub mod hex;
 pub mod ledger;
 pub mod names;
@@ -33,6 +35,8 @@ pub mod protocol;
 pub mod subtree;
 pub mod time;
 pub mod token;
+
+pub use error_kind::ErrorKind;
 
 /// Largest integer the SQLite store can hold (`INTEGER` is a signed 64-bit value). Epochs,
 /// watermarks and timestamps above it are rejected before they reach a plan.

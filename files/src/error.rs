@@ -2,6 +2,7 @@
 //! converts from this one), so a host sees the same error whichever executor ran the effect.
 
 use solewriter_core::projection::DocumentError;
+use solewriter_core::ErrorKind;
 use std::path::PathBuf;
 
 /// What a file effect or a read of a published document failed with.
@@ -62,6 +63,26 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl Error {
+    /// Who must act on this error: the kind the adapters' error of the same name has.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Busy { .. } => ErrorKind::Contention,
+            Error::NotDurable { .. } => ErrorKind::PartialSuccess,
+            Error::Io { .. }
+            | Error::UnsafeRuntimeDir { .. }
+            | Error::Document(_)
+            | Error::NotPublished { .. }
+            | Error::Read { .. } => ErrorKind::Environment,
+        }
+    }
+
+    /// Whether the same call may succeed if made again later, unchanged: only contention.
+    pub fn is_retryable(&self) -> bool {
+        self.kind().is_retryable()
+    }
 }
 
 /// Result alias.

@@ -13,6 +13,7 @@
 use solewriter_core::subtree::{
     Acquired, GuardRefusal, GuardState, Lock, LockAuthority, Refusal, Writer,
 };
+use solewriter_core::ErrorKind;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Why a write guard operation failed. A failed operation changed nothing.
@@ -35,6 +36,24 @@ pub enum GuardError {
     /// trusted, so nothing is granted or released.
     #[error("the write guard is poisoned (a thread panicked while holding it); nothing changed")]
     Poisoned,
+}
+
+impl GuardError {
+    /// Who must act on this error: a conflict is contention (the write may be admitted once
+    /// the holder releases), a swept writer has lost its authority, a poisoned guard is for an
+    /// operator.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            GuardError::Conflict { .. } => ErrorKind::Contention,
+            GuardError::Disconnected { .. } => ErrorKind::LostAuthority,
+            GuardError::Poisoned => ErrorKind::Environment,
+        }
+    }
+
+    /// Whether the same call may succeed if made again later, unchanged: only contention.
+    pub fn is_retryable(&self) -> bool {
+        self.kind().is_retryable()
+    }
 }
 
 impl From<GuardRefusal> for GuardError {

@@ -59,6 +59,7 @@ use solewriter_core::ledger::{
     FactId, Interpretation, Recheck, Snapshot, SnapshotError, MAX_SNAPSHOT_BYTES,
 };
 use solewriter_core::project_lock::ownership::OwnerIdentity;
+use solewriter_core::ErrorKind;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -187,6 +188,37 @@ pub enum LedgerError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl LedgerError {
+    /// Who must act on this error: a lock error is of its own kind; a lost lock is lost
+    /// authority; a failed release after the snapshot was replaced, or a snapshot not made
+    /// durable, is partial success; an interpretation that kept moving is contention; a
+    /// consumer's failure or a nested demand of another interpretation is the caller's input;
+    /// everything else an operator must look at.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            LedgerError::Lock(lock) => lock.kind(),
+            LedgerError::LockLost { .. } => ErrorKind::LostAuthority,
+            LedgerError::Release {
+                snapshot: SnapshotState::Replaced,
+                ..
+            }
+            | LedgerError::NotDurable { .. } => ErrorKind::PartialSuccess,
+            LedgerError::InterpretationMoved { .. } => ErrorKind::Contention,
+            LedgerError::Consumer(_) | LedgerError::NestedInterpretation { .. } => ErrorKind::Input,
+            LedgerError::Release { .. }
+            | LedgerError::SnapshotTooLarge(_)
+            | LedgerError::Source(_)
+            | LedgerError::Conflict(_)
+            | LedgerError::Io { .. } => ErrorKind::Environment,
+        }
+    }
+
+    /// Whether the same call may succeed if made again later, unchanged: only contention.
+    pub fn is_retryable(&self) -> bool {
+        self.kind().is_retryable()
+    }
 }
 
 /// What became of the facts a transaction derived.

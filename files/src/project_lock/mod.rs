@@ -110,6 +110,7 @@ use solewriter_core::project_lock::ownership::{
     RecordError, UnknownReason, LOCK_RECORD_MAX_BYTES,
 };
 use solewriter_core::protocol::ProtocolError;
+use solewriter_core::ErrorKind;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -294,6 +295,31 @@ pub enum LockError {
 }
 
 impl LockError {
+    /// Who must act on this error: a busy lock is contention, a lost one lost authority, a
+    /// clear refused the operator's input; everything else an operator must look at.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            LockError::Busy { .. } => ErrorKind::Contention,
+            LockError::Lost { .. } => ErrorKind::LostAuthority,
+            LockError::ClearRefused { .. } => ErrorKind::Input,
+            LockError::KernelLockUnavailable { .. }
+            | LockError::NoDirectory { .. }
+            | LockError::UnknownOwner { .. }
+            | LockError::Malformed { .. }
+            | LockError::RecoveryAbandoned { .. }
+            | LockError::OwnIdentity(_)
+            | LockError::UnsafeDir { .. }
+            | LockError::Io { .. }
+            | LockError::Random(_)
+            | LockError::Protocol(_) => ErrorKind::Environment,
+        }
+    }
+
+    /// Whether the same call may succeed if made again later, unchanged: only contention.
+    pub fn is_retryable(&self) -> bool {
+        self.kind().is_retryable()
+    }
+
     /// [`LockError::Lost`] for a holder that found `found` (or nothing) at `lock` where its
     /// own record should be.
     pub fn lost(lock: PathBuf, found: Option<&LockRecord>) -> Self {
