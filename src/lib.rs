@@ -88,7 +88,7 @@ pub mod projection {
     pub use solewriter_adapters::projection::store::{Initialized, ProjectionStore, StoreOptions};
     pub use solewriter_adapters::projection::submission::SubmitOutcome;
     pub use solewriter_adapters::projection::watch::wait_for_projection;
-    pub use solewriter_adapters::{Error, ErrorKind};
+    pub use solewriter_adapters::{Error, ErrorKind, FileError};
     pub use solewriter_core::config::{BusyTimeout, ConfigError, LeaseTtl, TimingConfig};
     pub use solewriter_core::names::{InstanceDigest, NameError};
     pub use solewriter_core::projection::channel::{

@@ -6,6 +6,7 @@ use solewriter_core::projection::machine::ProtocolError;
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::watermark::SubmissionRejected;
 use solewriter_core::projection::DocumentError;
+pub use solewriter_files::Error as FileError;
 use std::path::PathBuf;
 
 /// Everything that can go wrong in the store, the publisher and the reader.
@@ -65,9 +66,9 @@ pub enum Error {
         /// The SQLite error.
         reason: String,
     },
-    /// SQLite's write lock, or the target's lock, was not obtained within the configured busy
-    /// timeout.
-    #[error("store is busy (its write lock or the target's lock not obtained within {timeout_ms} ms); nothing was written")]
+    /// SQLite's write lock was not obtained within the configured busy timeout. (The target's
+    /// lock not obtained is the file effects' `Busy`, in [`Error::File`]: of the same kind.)
+    #[error("store is busy (write lock not obtained within {timeout_ms} ms); nothing was written")]
     Busy {
         /// The configured busy timeout.
         timeout_ms: u64,
@@ -102,39 +103,6 @@ pub enum Error {
     /// The fencing epoch cannot be raised any further. Nothing was written.
     #[error("fencing epoch exhausted for this target; nothing was written")]
     EpochExhausted,
-    /// A file-system step of publication failed. `current.json` was not touched, the temp
-    /// file was removed, and the lease was released (if that release fails, the error is
-    /// wrapped in [`Error::ReleaseFailed`]).
-    #[error("publication failed at `{step}` on {path}: {source}; current.json was not touched")]
-    Io {
-        /// The publication step.
-        step: &'static str,
-        /// The path involved.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The runtime directory is not a plain directory (a symlink, a file). Nothing was written.
-    #[error("runtime directory {path} is unsafe ({reason}); nothing was written")]
-    UnsafeRuntimeDir {
-        /// The offending path.
-        path: PathBuf,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// `current.json` was replaced and readers see the new document, but the directory fsync
-    /// failed, so the replacement may not survive a power loss (the previous complete
-    /// document would reappear). The lease was released (if that release fails, the error is
-    /// wrapped in [`Error::ReleaseFailed`]); publish again to make it durable.
-    #[error("current.json at {path} was replaced but its directory fsync failed ({source}); the new document may not survive power loss")]
-    NotDurable {
-        /// The published path.
-        path: PathBuf,
-        /// The fsync error.
-        #[source]
-        source: std::io::Error,
-    },
     /// `current.json` was replaced (a complete document composed from committed rows), but
     /// the conditional release did not commit: the lease stays held until it expires.
     #[error("current.json at {path} was replaced, but the lease release did not commit ({reason}); the lease expires on its own")]
@@ -160,15 +128,18 @@ pub enum Error {
     /// not ask for): reported instead of a panic. The open transaction was rolled back.
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
-    /// A document could not be composed or read.
+    /// A document could not be composed (a channel's envelope does not fit it, or it would
+    /// exceed its bound). Nothing was written.
     #[error(transparent)]
     Document(#[from] DocumentError),
-    /// No projection has been published for the target yet.
-    #[error("no projection published at {path}")]
-    NotPublished {
-        /// The expected path.
-        path: PathBuf,
-    },
+    /// A file effect, or a read of a published document, failed: the file effects' own error
+    /// (`FileError`), wrapped, with its own variants — the target lock busy, a file-system step
+    /// (`current.json` was not touched, the temp file was removed, the lease was released), an
+    /// unsafe runtime directory, a directory fsync failed after the rename (`NotDurable`: the
+    /// new document is visible but may not survive power loss), no document published yet, a
+    /// document unreadable or malformed. Its kind is the wrapped error's.
+    #[error(transparent)]
+    File(#[from] FileError),
     /// No newer document was published before the wait's timeout. Nothing was read.
     #[error("no document newer than {} at {path} within {timeout_ms} ms", after_epoch.map_or_else(|| "none".to_owned(), |e| format!("epoch {e}")))]
     WatchTimedOut {
@@ -179,31 +150,6 @@ pub enum Error {
         /// The wait's timeout.
         timeout_ms: u64,
     },
-    /// Reading a published projection failed.
-    #[error("reading {path} failed: {source}")]
-    Read {
-        /// The path.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-impl From<solewriter_files::Error> for Error {
-    /// Each file error is the adapters' error of the same name.
-    fn from(e: solewriter_files::Error) -> Self {
-        use solewriter_files::Error as F;
-        match e {
-            F::Busy { timeout_ms } => Error::Busy { timeout_ms },
-            F::Io { step, path, source } => Error::Io { step, path, source },
-            F::UnsafeRuntimeDir { path, reason } => Error::UnsafeRuntimeDir { path, reason },
-            F::NotDurable { path, source } => Error::NotDurable { path, source },
-            F::Document(e) => Error::Document(e),
-            F::NotPublished { path } => Error::NotPublished { path },
-            F::Read { path, source } => Error::Read { path, source },
-        }
-    }
 }
 
 /// Result alias.
@@ -218,9 +164,8 @@ impl Error {
             Error::NotAdmitted(_) | Error::Rejected(_) | Error::Profile(_) => ErrorKind::Input,
             Error::Busy { .. } | Error::WatchTimedOut { .. } => ErrorKind::Contention,
             Error::Fenced(_) | Error::LeaseExpired(_) => ErrorKind::LostAuthority,
-            Error::NotDurable { .. } | Error::PublishedNotReleased { .. } => {
-                ErrorKind::PartialSuccess
-            }
+            Error::PublishedNotReleased { .. } => ErrorKind::PartialSuccess,
+            Error::File(file) => file.kind(),
             Error::ReleaseFailed { cause, .. } => cause.kind(),
             Error::StoreMissing { .. }
             | Error::ForeignSchema { .. }
@@ -232,13 +177,9 @@ impl Error {
             | Error::InconsistentLease(_)
             | Error::AdoptionRefused(_)
             | Error::EpochExhausted
-            | Error::Io { .. }
-            | Error::UnsafeRuntimeDir { .. }
             | Error::Random(_)
             | Error::Protocol(_)
-            | Error::Document(_)
-            | Error::NotPublished { .. }
-            | Error::Read { .. } => ErrorKind::Environment,
+            | Error::Document(_) => ErrorKind::Environment,
         }
     }
 
@@ -253,10 +194,10 @@ mod tests {
     use super::*;
     use solewriter_core::projection::lease::Fenced;
 
-    /// A file effect's error is the adapters' error of the same name and of the same kind, so
-    /// a host sees one kind whichever executor ran the effect.
+    /// A file effect's error is wrapped whole: its kind, its message and its source are the
+    /// wrapped error's, so a host sees one kind whichever executor ran the effect.
     #[test]
-    fn a_file_error_keeps_its_kind_in_the_adapters_error() {
+    fn a_file_error_is_wrapped_with_its_kind_and_message() {
         use solewriter_files::Error as F;
         let io = || std::io::Error::other("x");
         let files = [
@@ -296,15 +237,17 @@ mod tests {
                 ErrorKind::Environment,
             ]
         );
-        let name = |debug: String| debug.split([' ', '(', '{']).next().unwrap().to_owned();
         for (file, kind) in files.into_iter().zip(kinds) {
-            let (text, named) = (file.to_string(), name(format!("{file:?}")));
+            let text = file.to_string();
             let error = Error::from(file);
+            assert!(matches!(error, Error::File(_)), "{text}");
             assert_eq!(error.kind(), kind, "{text}");
-            assert_eq!(name(format!("{error:?}")), named, "the same name");
-            if named != "Busy" {
-                assert_eq!(error.to_string(), text, "the same message");
-            }
+            assert_eq!(
+                error.is_retryable(),
+                kind == ErrorKind::Contention,
+                "{text}"
+            );
+            assert_eq!(error.to_string(), text, "the wrapped error's message");
         }
     }
 

@@ -27,4 +27,4 @@ pub mod error;
 pub mod projection;
 pub mod subtree;
 
-pub use error::{Error, ErrorKind};
+pub use error::{Error, ErrorKind, FileError};

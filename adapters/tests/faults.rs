@@ -11,7 +11,7 @@ mod support;
 use scripted_fs::{Call, Script, ScriptedFs};
 use solewriter_adapters::projection::runtime::read_projection;
 use solewriter_adapters::projection::store::ProjectionStore;
-use solewriter_adapters::Error;
+use solewriter_adapters::{Error, FileError};
 use solewriter_core::projection::channel::{ChannelName, ProducerId, Submission};
 use solewriter_core::projection::lease::LeaseState;
 use solewriter_core::projection::target::TargetId;
@@ -158,7 +158,7 @@ fn each_injected_fault_is_typed_leaves_current_in_its_documented_state_and_loses
         let store = f.open().with_file_system(fs.clone());
         let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
         match lease.publish() {
-            Err(Error::Io { step, source, .. }) => {
+            Err(Error::File(FileError::Io { step, source, .. })) => {
                 assert_eq!(step, expected_step, "{op:?}");
                 assert_eq!(source.raw_os_error(), Some(errno), "{op:?}");
             }
@@ -186,7 +186,7 @@ fn a_directory_fsync_failing_after_the_rename_is_not_durable_and_releases() {
         let store = f.open().with_file_system(fs.clone());
         let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
         match lease.publish() {
-            Err(Error::NotDurable { path, source }) => {
+            Err(Error::File(FileError::NotDurable { path, source })) => {
                 assert_eq!(path, f.current_path(&target));
                 assert_eq!(source.raw_os_error(), Some(errno));
             }
@@ -212,10 +212,10 @@ fn a_failed_fsync_of_a_new_target_directory_is_typed_and_creates_no_file() {
     let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
     assert!(matches!(
         lease.publish(),
-        Err(Error::Io {
+        Err(Error::File(FileError::Io {
             step: "sync parent directory",
             ..
-        })
+        }))
     ));
     assert!(f.current_bytes(&target).is_none());
     drop(store);
@@ -236,10 +236,10 @@ fn a_retry_after_a_failed_parent_fsync_fsyncs_the_parent_before_reporting_succes
     let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
     assert!(matches!(
         lease.publish(),
-        Err(Error::Io {
+        Err(Error::File(FileError::Io {
             step: "sync parent directory",
             ..
-        })
+        }))
     ));
     let after_failure = fs.0.calls.load(Ordering::SeqCst);
     assert_eq!(after_failure, 1, "the failed fsync was the first");
@@ -387,10 +387,10 @@ fn a_target_directory_replaced_by_a_symlink_is_refused_and_nothing_is_written_th
     let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
     assert!(matches!(
         lease.publish(),
-        Err(Error::UnsafeRuntimeDir {
+        Err(Error::File(FileError::UnsafeRuntimeDir {
             reason: "is a symlink",
             ..
-        })
+        }))
     ));
     assert_eq!(
         std::fs::read(outside.join("current.json")).unwrap(),
@@ -604,7 +604,7 @@ fn a_torn_or_foreign_document_is_refused_by_the_reader_as_malformed() {
     std::fs::write(&path, &before[..before.len() / 2]).unwrap();
     let torn = read_projection(&f.options.runtime_root, &target).unwrap_err();
     assert!(
-        matches!(&torn, Error::Document(DocumentError::Malformed(why)) if why.contains("EOF")),
+        matches!(&torn, Error::File(FileError::Document(DocumentError::Malformed(why))) if why.contains("EOF")),
         "{torn:?}"
     );
     let text = String::from_utf8(before).unwrap();
@@ -613,7 +613,7 @@ fn a_torn_or_foreign_document_is_refused_by_the_reader_as_malformed() {
     std::fs::write(&path, foreign).unwrap();
     let err = read_projection(&f.options.runtime_root, &target).unwrap_err();
     assert!(
-        matches!(&err, Error::Document(DocumentError::Malformed(why)) if why.starts_with("format `other.v1`")),
+        matches!(&err, Error::File(FileError::Document(DocumentError::Malformed(why))) if why.starts_with("format `other.v1`")),
         "{err:?}"
     );
 }

@@ -6,7 +6,7 @@ mod support;
 
 use solewriter_adapters::projection::publication::{PublishProbe, PublishStep, PublishedNow};
 use solewriter_adapters::projection::runtime::read_projection;
-use solewriter_adapters::Error;
+use solewriter_adapters::{Error, FileError};
 use solewriter_core::projection::lease::{Fenced, LeaseState};
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::{DocumentError, MAX_DOCUMENT_BYTES};
@@ -298,8 +298,8 @@ fn holder_paused_inside_its_transaction_cannot_be_taken_over_and_aborts_at_expir
         let store_b = f.open();
         let err = store_b.acquire(target, &holder("b")).unwrap_err();
         assert!(
-            matches!(err, Error::Busy { .. }),
-            "B must not take over mid-transaction: {err}"
+            matches!(err, Error::File(FileError::Busy { .. })),
+            "B must not take over mid-transaction (A holds the target's lock): {err}"
         );
         assert_eq!(store_b.lease_row(target).unwrap().unwrap().fencing_epoch, 2);
         resume_tx.send(()).unwrap();
@@ -479,12 +479,18 @@ fn unwritable_runtime_directory_is_a_typed_error_and_writes_nothing() {
     std::fs::remove_dir(&projections).unwrap();
     std::fs::write(&projections, b"not a dir").unwrap();
     let err = lease.publish().unwrap_err();
-    assert!(matches!(err, Error::UnsafeRuntimeDir { .. }), "{err}");
+    assert!(
+        matches!(err, Error::File(FileError::UnsafeRuntimeDir { .. })),
+        "{err}"
+    );
     let row = store.lease_row(&target).unwrap().unwrap();
     assert!(matches!(row.state, LeaseState::Held(_)), "{row:?}");
     f.clock.advance(TTL_MS);
     let err = store.acquire(&target, &holder("b")).unwrap_err();
-    assert!(matches!(err, Error::UnsafeRuntimeDir { .. }), "{err}");
+    assert!(
+        matches!(err, Error::File(FileError::UnsafeRuntimeDir { .. })),
+        "{err}"
+    );
     let after = store.lease_row(&target).unwrap().unwrap();
     assert_eq!(
         after.fencing_epoch, row.fencing_epoch,
@@ -506,10 +512,10 @@ fn failed_rename_leaves_current_untouched_removes_temp_and_releases() {
     assert!(
         matches!(
             err,
-            Error::Io {
+            Error::File(FileError::Io {
                 step: "rename into place",
                 ..
-            }
+            })
         ),
         "{err}"
     );
@@ -535,10 +541,10 @@ fn symlinked_projection_directory_is_refused() {
     .unwrap();
     assert!(matches!(
         store.acquire(&target, &holder("a")).unwrap_err(),
-        Error::UnsafeRuntimeDir {
+        Error::File(FileError::UnsafeRuntimeDir {
             reason: "is a symlink",
             ..
-        }
+        })
     ));
     assert_eq!(
         std::fs::read_dir(&outside).unwrap().count(),
@@ -564,7 +570,7 @@ fn a_symlinked_current_json_is_neither_read_nor_written_through() {
     let planted = std::fs::read(&outside).unwrap();
     std::os::unix::fs::symlink(&outside, f.current_path(&target)).unwrap();
     let err = read_projection(&f.options.runtime_root, &target).unwrap_err();
-    assert!(matches!(err, Error::Read { .. }), "{err}");
+    assert!(matches!(err, Error::File(FileError::Read { .. })), "{err}");
     expect_acquired(store.acquire(&target, &holder("a")).unwrap())
         .publish()
         .unwrap();
@@ -584,7 +590,7 @@ fn publication_composes_committed_rows_and_the_reader_returns_them() {
     let target = store.admit_target(&tuple("a")).unwrap();
     assert!(matches!(
         read_projection(&f.options.runtime_root, &target),
-        Err(Error::NotPublished { .. })
+        Err(Error::File(FileError::NotPublished { .. }))
     ));
     store
         .submit(&router(), &route(&target, 3, "hello"))
@@ -615,7 +621,7 @@ fn publication_composes_committed_rows_and_the_reader_returns_them() {
     std::fs::write(&published.path, &bytes[..bytes.len() / 2]).unwrap();
     assert!(matches!(
         read_projection(&f.options.runtime_root, &target),
-        Err(Error::Document(_))
+        Err(Error::File(FileError::Document(_)))
     ));
 }
 
@@ -638,7 +644,7 @@ fn a_document_past_the_bound_is_refused_by_the_reader() {
     file.set_len(MAX_DOCUMENT_BYTES as u64 + 1000).unwrap();
     assert!(matches!(
         read_projection(&f.options.runtime_root, &target),
-        Err(Error::Document(DocumentError::TooLarge { size })) if size == MAX_DOCUMENT_BYTES + 1
+        Err(Error::File(FileError::Document(DocumentError::TooLarge { size }))) if size == MAX_DOCUMENT_BYTES + 1
     ));
 }
 

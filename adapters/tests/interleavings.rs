@@ -31,7 +31,7 @@ use solewriter_adapters::projection::lease::{Acquisition, ReleaseOutcome};
 use solewriter_adapters::projection::publication::{PublishProbe, PublishStep};
 use solewriter_adapters::projection::store::StoreOptions;
 use solewriter_adapters::projection::target_lock::lock_path;
-use solewriter_adapters::Error;
+use solewriter_adapters::{Error, FileError};
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
@@ -265,7 +265,8 @@ fn run(at: Option<Point>, back: bool) -> (Run, Arc<Parker>) {
                 .unwrap();
         // A rogue presents the holder's epoch with its own token: never a release.
         match contender.release_token(&target, epoch, &HolderToken::from_bytes([7; 32])) {
-            Ok(ReleaseOutcome::NotHolder(_)) | Err(Error::Busy { .. }) => {}
+            Ok(ReleaseOutcome::NotHolder(_)) => {}
+            Err(e) if e.is_retryable() => {}
             other => panic!("rogue release at {at:?}: {other:?}"),
         }
         let granted: Option<solewriter_adapters::projection::lease::HeldLease<'_>> =
@@ -277,7 +278,7 @@ fn run(at: Option<Point>, back: bool) -> (Run, Arc<Parker>) {
                     None
                 }
                 Ok(Acquisition::Held(h)) => panic!("holder expired, yet held: {h:?}"),
-                Err(Error::Busy { .. }) => {
+                Err(e) if e.is_retryable() => {
                     seen.contender_busy = true;
                     None
                 }
@@ -464,7 +465,8 @@ fn a_holder_that_drops_sqlites_locks_still_excludes_the_successor() {
     let contender =
         solewriter_adapters::projection::store::ProjectionStore::open(&contender_options).unwrap();
     match contender.acquire(&target, &holder("b")) {
-        Err(Error::Busy { .. }) => {}
+        // Held out by the holder's target lock, which it holds for its whole transaction.
+        Err(Error::File(FileError::Busy { .. })) => {}
         Ok(Acquisition::Acquired(b)) => panic!(
             "a successor was granted epoch {} while the holder was inside its publication",
             b.epoch()

@@ -7,7 +7,7 @@ mod support;
 use solewriter_adapters::projection::lease::Acquisition;
 use solewriter_adapters::projection::runtime::read_projection;
 use solewriter_adapters::projection::store::ProjectionStore;
-use solewriter_adapters::Error;
+use solewriter_adapters::{Error, FileError};
 use solewriter_core::projection::lease::LeaseState;
 use solewriter_core::projection::target::TargetId;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -78,7 +78,7 @@ fn writer(sh: &Shared<'_>, store: ProjectionStore, id: usize) {
         // Watermarks from a shared counter: a lower one may lose the race and be rejected.
         match store.submit(&router(), &route(sh.target, n as u64 + 1, &body)) {
             Ok(_) | Err(Error::Rejected(_)) => {}
-            Err(Error::Busy { .. }) => {
+            Err(e) if e.is_retryable() => {
                 sh.hiccups.busy.fetch_add(1, Ordering::SeqCst);
             }
             Err(e) => panic!("submit: {e}"),
@@ -90,7 +90,7 @@ fn writer(sh: &Shared<'_>, store: ProjectionStore, id: usize) {
                     Ok(_) => {
                         sh.published.fetch_add(1, Ordering::SeqCst);
                     }
-                    Err(Error::Busy { .. }) => {
+                    Err(e) if e.is_retryable() => {
                         sh.hiccups.busy.fetch_add(1, Ordering::SeqCst);
                         end_lost_grant(sh, &store, epoch);
                     }
@@ -98,7 +98,7 @@ fn writer(sh: &Shared<'_>, store: ProjectionStore, id: usize) {
                 }
             }
             Ok(Acquisition::Held(_)) => std::thread::yield_now(),
-            Err(Error::Busy { .. }) => {
+            Err(e) if e.is_retryable() => {
                 sh.hiccups.busy.fetch_add(1, Ordering::SeqCst);
             }
             Err(e) => panic!("acquire: {e}"),
@@ -211,7 +211,7 @@ fn readers_never_see_a_torn_document_and_epochs_never_decrease() {
                                 }
                                 reads += 1;
                             }
-                            Err(Error::NotPublished { .. }) => {}
+                            Err(Error::File(FileError::NotPublished { .. })) => {}
                             Err(e) => panic!("torn or unreadable read after {reads} reads: {e}"),
                         }
                     }

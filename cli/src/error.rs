@@ -6,7 +6,7 @@
 //! contention (retry), lost authority, partial success; the environment is split into the
 //! store, a missing or corrupt published document, and the other file-system failures.
 
-use solewriter::{Error as LibError, ErrorKind};
+use solewriter::{Error as LibError, ErrorKind, FileError};
 use std::fmt;
 
 /// The class of a failure; each has its own exit code.
@@ -192,12 +192,11 @@ pub fn classify(error: &LibError) -> Class {
         _ => match error {
             LibError::ReleaseFailed { cause, .. } => classify(cause),
             LibError::Protocol(_) => Class::Invariant,
-            LibError::NotPublished { .. } => Class::NotPublished,
-            LibError::Document(_) => Class::CorruptDocument,
-            LibError::Io { .. }
-            | LibError::UnsafeRuntimeDir { .. }
-            | LibError::Read { .. }
-            | LibError::Random(_) => Class::Io,
+            LibError::File(FileError::NotPublished { .. }) => Class::NotPublished,
+            LibError::Document(_) | LibError::File(FileError::Document(_)) => {
+                Class::CorruptDocument
+            }
+            LibError::File(_) | LibError::Random(_) => Class::Io,
             _ => Class::Store,
         },
     }

@@ -42,7 +42,7 @@ use crate::config::Settings;
 use crate::error::{CliError, CliResult};
 use crate::{parse_instance, parse_target};
 use solewriter::projection::Fenced;
-use solewriter::projection::PublishProbe;
+use solewriter::projection::{FileError, PublishProbe};
 use solewriter::{
     Acquisition, Error, HeldLease, ProjectionStore, PublishedNow, ReleaseOutcome, TargetId,
 };
@@ -90,7 +90,7 @@ pub fn fenced_reason(fenced: Fenced) -> String {
 /// The answer for a failed store operation.
 fn failure(error: &Error) -> String {
     match error {
-        Error::Busy { .. } => "busy".into(),
+        Error::Busy { .. } | Error::File(FileError::Busy { .. }) => "busy".into(),
         Error::Fenced(fenced) => format!("fenced {}", fenced_reason(*fenced)),
         Error::LeaseExpired(_) => "expired".into(),
         other => format!("error {}", other.to_string().replace('\n', " ")),

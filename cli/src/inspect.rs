@@ -8,8 +8,8 @@ use crate::say;
 use crate::time::{relative, rfc3339};
 use serde_json::{json, Value};
 use solewriter::projection::wait_for_projection;
-use solewriter::projection::ChannelRecord;
 use solewriter::projection::{channel_status, ChannelStatus, StatusReason};
+use solewriter::projection::{ChannelRecord, FileError};
 use solewriter::projection::{LeaseRecord, LeaseState};
 use solewriter::{
     read_projection, ChannelRegistry, Error as LibError, Millis, ProjectionDocument,
@@ -254,7 +254,7 @@ fn show(
         let class = classify(&e);
         match e {
             // The library's message names no path: a script needs to know which file.
-            LibError::Document(refused) => CliError::new(
+            LibError::File(FileError::Document(refused)) => CliError::new(
                 class,
                 format!(
                     "{} refused: {refused}; it was left untouched",

@@ -14,7 +14,7 @@
 use crate::config::Settings;
 use crate::error::{Class, CliError, CliResult};
 use crate::parse_target;
-use solewriter::{read_projection, Error, Millis};
+use solewriter::{read_projection, Error, FileError, Millis};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -63,7 +63,7 @@ pub fn run(settings: &Settings, target: &str) -> CliResult<()> {
                     }
                 }
             }
-            Err(Error::NotPublished { .. }) if tally.last.is_none() => {}
+            Err(Error::File(FileError::NotPublished { .. })) if tally.last.is_none() => {}
             Err(_) => tally.invalid += 1,
         }
         if stop.load(Ordering::SeqCst) {

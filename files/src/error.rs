@@ -1,5 +1,6 @@
-//! The file effects' error type. Each variant is also a variant of the adapters' error (which
-//! converts from this one), so a host sees the same error whichever executor ran the effect.
+//! The file effects' error type. The adapters' error wraps it whole (`Error::File`), and the
+//! Node addon gives each variant its own code, so a host sees the same error whichever
+//! executor ran the effect.
 
 use solewriter_core::projection::DocumentError;
 use solewriter_core::ErrorKind;

@@ -8,7 +8,7 @@
 //! fresh read through [`read_projection`], with its guarantees (bounded, no symlink followed,
 //! the target checked); the event itself is never trusted.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, FileError, Result};
 use crate::projection::runtime::{read_projection, RuntimeRoot, PROJECTIONS_DIR};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
@@ -36,9 +36,11 @@ pub fn wait_for_projection(
     ];
     let fail = |path: &Path| {
         let path = path.to_owned();
-        move |errno: rustix::io::Errno| Error::Read {
-            path,
-            source: errno.into(),
+        move |errno: rustix::io::Errno| {
+            Error::File(FileError::Read {
+                path,
+                source: errno.into(),
+            })
         }
     };
     let inotify =
@@ -59,7 +61,7 @@ pub fn wait_for_projection(
         }
         match read_projection(root, target) {
             Ok(doc) if after_epoch.is_none_or(|after| doc.fencing_epoch > after) => return Ok(doc),
-            Ok(_) | Err(Error::NotPublished { .. }) => {}
+            Ok(_) | Err(Error::File(FileError::NotPublished { .. })) => {}
             Err(other) => return Err(other),
         }
         let left = match deadline {
