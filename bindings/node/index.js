@@ -322,6 +322,8 @@ class ProjectionStore {
       for (;;) {
         const next = this.machine(() => run.turn(execute, this.clockMs()));
         if (next.pool) await run.pool();
+        // The target lock is another's: try again after a timer, the event loop free meanwhile.
+        else if (next.waitMs !== undefined) await new Promise((resolve) => setTimeout(resolve, next.waitMs));
         // A pause ends when its promise settles, either way: the publication then goes on.
         else if (next.paused) await Promise.resolve(paused).then(undefined, () => undefined);
         else return next;
@@ -458,7 +460,7 @@ class ProjectionStore {
    * fsync, the directory chain and parent fsyncs, the orphan sweep) and, after the commit, the
    * directory fsync run on the libuv thread pool; every SQL statement, and the whole
    * transaction (revalidation, rename, release, commit), runs on the JS thread within one
-   * event-loop turn. Resolves to what `publish` returns; rejects with its errors, and with
+   * event-loop turn; a busy target lock is waited for on a timer between turns. Resolves to what `publish` returns; rejects with its errors, and with
    * IN_TRANSACTION when the host holds a transaction open on the connection when this one
    * would begin (nothing renamed, the draft removed).
    */

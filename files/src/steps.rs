@@ -165,6 +165,24 @@ impl<'a> FileSteps<'a> {
         }
     }
 
+    /// One attempt at the target lock, for an executor that waits between attempts itself (on
+    /// a timer, instead of a sleeping thread): `None` while another holds it and the busy
+    /// timeout, counted from `since` (the first attempt), has not passed — try again later,
+    /// the effect still unanswered; otherwise what [`FileEffect::LockTarget`] answers: the
+    /// lock taken, `Busy` once the timeout passed, or another failure.
+    pub fn try_lock_target(&mut self, since: Instant) -> Option<Result<()>> {
+        let deadline = since + self.timeout;
+        match TargetLock::acquire(self.root, self.target, Instant::now(), self.timeout) {
+            Ok(lock) => {
+                self.lock = Some(lock);
+                self.wait_left = Some(deadline.saturating_duration_since(Instant::now()));
+                Some(Ok(()))
+            }
+            Err(Error::Busy { .. }) if Instant::now() < deadline => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
     fn lock_target(&mut self) -> Result<()> {
         let deadline = Instant::now() + self.timeout;
         self.lock = Some(TargetLock::acquire(

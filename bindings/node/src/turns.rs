@@ -12,12 +12,18 @@
 //! sweep, the conditional release, the commit or rollback, the target lock's release) — in one
 //! call, so one event-loop turn: neither the transaction nor the target lock ever spans turns
 //! (the host's executor and probe run inside that call, nothing else of the host does). The
-//! wait for the target lock (at most `busyTimeoutMs`) blocks the JS thread, as `BEGIN
-//! IMMEDIATE`'s wait for SQLite's lock (at most the connection's `timeout`) does.
+//! wait for the target lock (at most `busyTimeoutMs`) is NOT in that turn: a turn tries the
+//! lock once ([`FileSteps::try_lock_target`]) and, while another holds it, ends asking the
+//! driver to wait on a timer (1 ms, doubling to 4 ms) and turn again — nothing held, the lock
+//! effect unanswered, the machine unchanged; the machine sees the answer a blocking wait would
+//! have given (the lock, or `Busy` once the timeout passed). `BEGIN IMMEDIATE`'s wait for
+//! SQLite's lock (at most the connection's `timeout`) still blocks the JS thread: it is
+//! better-sqlite3's busy handler, inside the transaction's turn.
 //!
-//! The JS driver alternates: `turn(execute)` answers `{"pool": true}` (await `pool()`),
-//! `{"paused": true}` (the host's probe returned a promise outside the transaction: await it),
-//! or the outcome, as the synchronous call would answer it.
+//! The JS driver alternates: `turn(execute)` answers `{pool: true}` (await `pool()`),
+//! `{waitMs}` (await a timer of that many ms), `{paused: true}` (the host's probe returned a
+//! promise outside the transaction: await it), or the outcome, as the synchronous call would
+//! answer it.
 
 use super::boundary::{answer, caught};
 use super::failure::{invalid, Failure, JsAnswer};
@@ -34,11 +40,14 @@ use solewriter_core::projection::machine::acquire::Applicant;
 use solewriter_core::projection::machine::publish::Publish;
 use solewriter_core::projection::machine::publish_now::PublishNow;
 use solewriter_core::projection::machine::release::Release;
-use solewriter_core::projection::machine::{Answer, Effect, Machine, ProtocolError, StoreEffect};
+use solewriter_core::projection::machine::{
+    Answer, Effect, FileEffect, Machine, ProtocolError, StoreEffect,
+};
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
 use solewriter_files::steps::FileSteps;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// What a run borrows from: its configuration and its target.
 struct Owned {
@@ -87,7 +96,15 @@ struct Running<'a> {
     files: FileSteps<'a>,
     /// Between a `Begin` that succeeded and the end of that transaction.
     in_tx: bool,
+    /// While the target lock is waited for: when the first attempt was made, and the pause
+    /// before the next.
+    lock_wait: Option<(Instant, Duration)>,
 }
+
+/// The first pause between two attempts at a busy target lock, and the longest: a waiter
+/// gets the lock within about this much of its release (a JS timer's resolution is 1 ms).
+const FIRST_LOCK_PAUSE: Duration = Duration::from_millis(1);
+const MAX_LOCK_PAUSE: Duration = Duration::from_millis(4);
 
 self_cell::self_cell!(
     struct Run {
@@ -119,6 +136,9 @@ enum Stop {
     Pool,
     /// The host's probe asked to pause, outside the transaction.
     Paused,
+    /// The target lock is taken by another: wait this long on a timer, then turn again (the
+    /// lock effect still unanswered; nothing held).
+    Wait(Duration),
     /// The machine ended with this answer.
     Answer(JsAnswer),
 }
@@ -154,6 +174,22 @@ fn js_turn<'a>(
         };
         let mut pause = false;
         let answer = match effect {
+            // The target lock is tried, not waited for: the wait is the JS driver's timer.
+            Effect::File(FileEffect::LockTarget(ask)) => {
+                let (since, next) = *run
+                    .lock_wait
+                    .get_or_insert((Instant::now(), FIRST_LOCK_PAUSE));
+                match run.files.try_lock_target(since) {
+                    None => {
+                        run.lock_wait = Some((since, (next * 2).min(MAX_LOCK_PAUSE)));
+                        return Stop::Wait(next);
+                    }
+                    Some(taken) => {
+                        run.lock_wait = None;
+                        ask.answer(taken.map_err(Failure::from))
+                    }
+                }
+            }
             Effect::Reached(step, ask) => {
                 pause = host.reached(step) && !run.in_tx;
                 ask.answer(())
@@ -206,6 +242,7 @@ fn finish<'a>(owned: &'a Owned, run: &mut Running<'a>) -> Option<JsAnswer> {
             run.job = Job::ReleaseUnused(Box::new(Release::new(credential)), failure);
             run.files = release_steps(config, target);
             run.in_tx = false;
+            run.lock_wait = None;
             None
         }
     }
@@ -275,6 +312,7 @@ impl NativePublication {
                     },
                     files: file_steps(&owned.config, &owned.target),
                     in_tx: false,
+                    lock_wait: None,
                 },
             )))
         })
@@ -318,6 +356,7 @@ impl NativePublication {
         match stop {
             Stop::Pool => JsAnswer(Ok(json!({"pool": true}))),
             Stop::Paused => JsAnswer(Ok(json!({"paused": true}))),
+            Stop::Wait(pause) => JsAnswer(Ok(json!({"waitMs": pause.as_millis() as u64}))),
             Stop::Answer(answer) => {
                 *state = State::Answered;
                 answer

@@ -264,3 +264,31 @@ test('a Node holder stalled outside its transaction never stops its successor, i
   await successor.stop();
   db.close();
 });
+
+test('an asynchronous publication waits for a target lock another process holds on a timer: the event loop turns meanwhile', { timeout: 60000 }, async () => {
+  const { db, runtimeRoot, target, node } = environment();
+  // A holder stalled inside its transaction holds the target lock (and SQLite's write lock).
+  const z = node('node-z', { stallAt: 'revalidated' });
+  assert.equal((await z.ask('acquire')).split(' ')[0], 'acquired');
+  assert.equal(await z.ask('publish'), 'stalled revalidated');
+  // A store of this process whose clock is past z's expiry: its one-shot takes over, so it
+  // needs the target lock z holds, and waits for it up to its busy timeout.
+  const store = new ProjectionStore(db, { runtimeRoot, channels: CHANNELS, leaseTtlMs: TTL_MS, busyTimeoutMs: 300, clock: () => 1000 + 2 * TTL_MS });
+  let ticks = 0;
+  const ticking = setInterval(() => {
+    ticks += 1;
+  }, 1);
+  const started = Date.now();
+  await assert.rejects(store.publishNowAsync(target, 'holder-2'), (e) => e.code === 'BUSY' && /target lock/.test(e.message));
+  const waited = Date.now() - started;
+  clearInterval(ticking);
+  assert.ok(waited >= 300, `BUSY only once the busy timeout passed (${waited} ms)`);
+  // Blocked in the turn, the interval could not have run at all while the lock was waited for.
+  assert.ok(ticks >= 30, `the event loop turned ${ticks} times in ${waited} ms of waiting`);
+  const exited = new Promise((resolve) => z.child.on('exit', resolve));
+  z.child.kill('SIGKILL');
+  await exited;
+  // With the lock free, the same call takes over and publishes.
+  const now = await store.publishNowAsync(target, 'holder-2');
+  assert.equal(now.published.epoch, 2);
+});
