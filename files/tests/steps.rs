@@ -104,3 +104,40 @@ fn a_grant_numbers_past_the_document_in_place_and_fails_where_it_cannot_read_it(
         other => panic!("{other:?}"),
     }
 }
+
+/// One attempt at the target lock per call, for an executor that waits on a timer between
+/// attempts: nothing while another holds it and the busy timeout (from the first attempt) has
+/// not passed, `Busy` once it has, the lock once it is free — and then it is held.
+#[test]
+fn the_target_lock_is_tried_once_per_call_until_the_busy_timeout() {
+    use solewriter_files::target_lock::TargetLock;
+    use std::time::Instant;
+    let scratch = tempfile::tempdir().unwrap();
+    let root = RuntimeRoot::new(scratch.path());
+    let target = target();
+    let durable = DurableDirs::default();
+    let timeout = Duration::from_secs(1);
+    let held = TargetLock::acquire(&root, &target, Instant::now(), timeout).unwrap();
+    let mut files = FileSteps::new(&root, &target, &RealFs, &durable, timeout);
+    assert!(
+        files.try_lock_target(Instant::now()).is_none(),
+        "taken: try later"
+    );
+    assert!(files.wait_deadline().is_none(), "nothing taken yet");
+    let long_ago = Instant::now() - Duration::from_secs(2);
+    assert!(matches!(
+        files.try_lock_target(long_ago),
+        Some(Err(Error::Busy { timeout_ms: 1000 }))
+    ));
+    drop(held);
+    let first = Instant::now();
+    assert!(matches!(files.try_lock_target(first), Some(Ok(()))));
+    let left = files.wait_deadline().unwrap() - Instant::now();
+    assert!(
+        left <= timeout,
+        "the transaction waits what the lock's wait left"
+    );
+    // Held now: another run only finds it taken.
+    let mut other = FileSteps::new(&root, &target, &RealFs, &durable, timeout);
+    assert!(other.try_lock_target(Instant::now()).is_none());
+}
