@@ -619,18 +619,20 @@ fn publish_with(config: &Config, execute: &Execute<'_>, credential: Credential) 
     }
 }
 
-/// The applicant of a one-shot publication: `holder`, with the token `token_hex` (a fresh
-/// random one when absent).
+/// The applicant `holder`, with the token `token_hex` (a fresh random one when absent), and
+/// that token (the grant's secret, which an acquisition hands back).
 fn applicant(
     config: &Config,
     holder: &str,
     token_hex: Option<String>,
-) -> Result<Applicant, Failure> {
-    Ok(Applicant {
-        token_hash: token(token_hex)?.hash(),
+) -> Result<(Applicant, HolderToken), Failure> {
+    let token = token(token_hex)?;
+    let applicant = Applicant {
+        token_hash: token.hash(),
         holder_instance_digest: parse_holder(holder)?,
         ttl: config.ttl,
-    })
+    };
+    Ok((applicant, token))
 }
 
 fn parse_target(text: &str) -> Result<TargetId, Failure> {

@@ -9,9 +9,8 @@ use super::config::{self, CallOptions, Options, Store};
 use super::failure::{invalid, Code, Failure, JsAnswer};
 use super::turns::{NativePublication, Start};
 use super::{
-    applicant, failure, fenced_json, from_js, held_json, js_int, parse_holder, parse_target,
-    publish_now_answer, publish_with, release_unused, token, ChannelRow, Ended, Execute, LeaseRow,
-    Run,
+    applicant, failure, fenced_json, from_js, held_json, js_int, parse_target, publish_now_answer,
+    publish_with, release_unused, ChannelRow, Ended, Execute, LeaseRow, Run,
 };
 use napi::bindgen_prelude::Either;
 use napi::Env;
@@ -19,7 +18,7 @@ use napi_derive::napi;
 use serde_json::{json, Value};
 use solewriter_core::projection::channel::{ChannelName, ProducerId, Submission};
 use solewriter_core::projection::lease::{observe, Credential, Observed};
-use solewriter_core::projection::machine::acquire::{Acquire, Acquired, Applicant};
+use solewriter_core::projection::machine::acquire::{Acquire, Acquired};
 use solewriter_core::projection::machine::publish_now::PublishNow;
 use solewriter_core::projection::machine::release::{EndOutcome, Release, ReleaseOutcome};
 use solewriter_core::projection::watermark::{self, SubmissionPlan, Watermark};
@@ -72,7 +71,7 @@ impl NativeStore {
         NativePublication::start(|| {
             let config = config::publication(&self.store, call.as_ref())?;
             let target = parse_target(&target)?;
-            let applicant = applicant(&config, &holder, token_hex)?;
+            let (applicant, _) = applicant(&config, &holder, token_hex)?;
             Ok((config, target, Start::PublishNow(applicant)))
         })
     }
@@ -90,14 +89,9 @@ impl NativeStore {
         answer(|| {
             let config = config::call(&self.store, call.as_ref())?;
             let target = parse_target(&target)?;
-            let holder = parse_holder(&holder)?;
-            let token = token(token_hex)?;
-            let machine = Acquire::new(Applicant {
-                token_hash: token.hash(),
-                holder_instance_digest: holder.clone(),
-                ttl: config.ttl,
-            });
-            let acquired = Run::new(&execute, &target, &config).run(machine)?;
+            let (applicant, token) = applicant(&config, &holder, token_hex)?;
+            let holder = applicant.holder_instance_digest.clone();
+            let acquired = Run::new(&execute, &target, &config).run(Acquire::new(applicant))?;
             match acquired.map_err(|e| failure(&target, e))? {
                 Acquired::Granted(plan) => Ok(json!({"granted": {
                     "targetId": plan.target_id.as_str(),
@@ -139,7 +133,7 @@ impl NativeStore {
         answer(|| {
             let config = config::publication(&self.store, call.as_ref())?;
             let target = parse_target(&target)?;
-            let applicant = applicant(&config, &holder, token_hex)?;
+            let (applicant, _) = applicant(&config, &holder, token_hex)?;
             let machine = PublishNow::new(applicant, config.composition());
             let end = Run::new(&execute, &target, &config).run(machine)?;
             match publish_now_answer(&config, &target, end) {

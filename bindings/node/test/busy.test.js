@@ -36,15 +36,16 @@ test('a publication while another connection holds the write lock is BUSY and to
 });
 
 /**
- * A store whose connection's write lock another connection (`blocker`) takes just before the
- * publication's `begin` and lets go just before the next `begin` (the release's): the
- * publication cannot start (BUSY), and the release that follows finds the store free — the
- * shape of the Rust adapter's test of the same rule (`fencing.rs`).
+ * A store whose connection's write lock another connection (`blocker`) takes just before its
+ * `at`-th `begin` and lets go just before the next `begin`: the transaction of that `begin`
+ * cannot start (BUSY), and the one after it (the release of the unused grant) finds the store
+ * free — the shape of the Rust adapter's tests of the same rule (`fencing.rs`).
  */
-class BusyAtFirstBegin extends ProjectionStore {
-  constructor(db, config, blocker) {
+class BusyAtBegin extends ProjectionStore {
+  constructor(db, config, blocker, at) {
     super(db, config);
     this.blocker = blocker;
+    this.at = at;
     this.begins = 0;
   }
 
@@ -53,8 +54,8 @@ class BusyAtFirstBegin extends ProjectionStore {
     return (effect) => {
       if (effect.kind === 'begin') {
         this.begins += 1;
-        if (this.begins === 1) this.blocker.exec('BEGIN IMMEDIATE');
-        if (this.begins === 2) this.blocker.exec('ROLLBACK');
+        if (this.begins === this.at) this.blocker.exec('BEGIN IMMEDIATE');
+        if (this.begins === this.at + 1) this.blocker.exec('ROLLBACK');
       }
       return execute(effect);
     };
@@ -67,7 +68,7 @@ for (const form of ['publish', 'publishAsync']) {
     const t = store.admitTarget(tuple(0));
     const grant = store.acquire(t, 'holder-1').granted;
     const blocker = new Database(dbPath);
-    const busy = new BusyAtFirstBegin(db, store.config, blocker);
+    const busy = new BusyAtBegin(db, store.config, blocker, 1);
     await assert.rejects(async () => busy[form](grant), (e) => e.code === 'BUSY' && /unused grant was released/.test(e.message));
     assert.equal(busy.begins, 2, 'the publication began once, its release once');
     const row = db.prepare('SELECT fencing_epoch, state FROM HookProjectionLeases WHERE target_id = ?').get(t);
@@ -78,31 +79,6 @@ for (const form of ['publish', 'publishAsync']) {
   });
 }
 
-/**
- * A store whose connection's write lock `blocker` takes just before the second `begin` (a
- * one-shot's publication with the grant of its takeover, which committed in its own
- * transaction) and lets go just before the third (the release of that unused grant).
- */
-class BusyAtSecondBegin extends ProjectionStore {
-  constructor(db, config, blocker) {
-    super(db, config);
-    this.blocker = blocker;
-    this.begins = 0;
-  }
-
-  executor(onPause) {
-    const execute = super.executor(onPause);
-    return (effect) => {
-      if (effect.kind === 'begin') {
-        this.begins += 1;
-        if (this.begins === 2) this.blocker.exec('BEGIN IMMEDIATE');
-        if (this.begins === 3) this.blocker.exec('ROLLBACK');
-      }
-      return execute(effect);
-    };
-  }
-}
-
 for (const form of ['publishNow', 'publishNowAsync']) {
   test(`a ${form} whose takeover's publication could not start releases the grant it took`, async () => {
     const { dbPath, db, store, runtimeRoot, clock } = setup({ timeout: 50 });
@@ -110,7 +86,8 @@ for (const form of ['publishNow', 'publishNowAsync']) {
     store.acquire(t, 'holder-1'); // never released
     clock.now += 101; // ... and now expired
     const blocker = new Database(dbPath);
-    const busy = new BusyAtSecondBegin(db, store.config, blocker);
+    // The takeover's grant commits in its own transaction; the publication with it is BUSY.
+    const busy = new BusyAtBegin(db, store.config, blocker, 2);
     await assert.rejects(async () => busy[form](t, 'holder-2'), (e) => e.code === 'BUSY' && /unused grant was released/.test(e.message));
     assert.equal(busy.begins, 3, "the takeover's grant, its publication, the grant's release");
     const row = db.prepare('SELECT fencing_epoch, state FROM HookProjectionLeases WHERE target_id = ?').get(t);
