@@ -47,10 +47,10 @@ fn decode_lease(raw: LeaseColumns) -> Result<LeaseRecord> {
 
 /// Inserts the admission row of `target` unless present (admission is idempotent).
 pub(crate) fn insert_admitted(conn: &Connection, target: &TargetId) -> rusqlite::Result<()> {
-    conn.execute(
+    conn.prepare_cached(
         "INSERT OR IGNORE INTO HookProjectionLeases (target_id, fencing_epoch, state) VALUES (?1, 0, 'unheld')",
-        [target.as_str()],
-    )?;
+    )?
+    .execute([target.as_str()])?;
     Ok(())
 }
 
@@ -58,8 +58,8 @@ pub(crate) fn insert_admitted(conn: &Connection, target: &TargetId) -> rusqlite:
 pub(crate) fn read_lease(conn: &Connection, target: &TargetId) -> Result<Option<LeaseRecord>> {
     let sql = format!("SELECT {LEASE_COLUMNS} FROM HookProjectionLeases WHERE target_id = ?1");
     let raw = conn
-        .query_row(&sql, [target.as_str()], raw_lease)
-        .optional()
+        .prepare_cached(&sql)
+        .and_then(|mut stmt| stmt.query_row([target.as_str()], raw_lease).optional())
         .map_err(Error::Sqlite)?;
     raw.map(decode_lease).transpose()
 }
@@ -81,21 +81,29 @@ pub(crate) fn read_leases(conn: &Connection) -> Result<Vec<LeaseRecord>> {
 /// True if the row was granted.
 pub(crate) fn write_acquire(conn: &Connection, plan: &AcquirePlan) -> Result<bool> {
     let grant = &plan.grant;
+    let (epoch, acquired_at, expires_at, prior_epoch) = (
+        int(plan.epoch)?,
+        int(grant.acquired_at.0)?,
+        int(grant.expires_at.0)?,
+        int(plan.prior_epoch)?,
+    );
     let n = conn
-        .execute(
+        .prepare_cached(
             "UPDATE HookProjectionLeases SET fencing_epoch = ?1, holder_token_hash = ?2, holder_instance_digest = ?3,
                  acquired_at = ?4, expires_at = ?5, state = 'held'
              WHERE target_id = ?6 AND fencing_epoch = ?7",
-            params![
-                int(plan.epoch)?,
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                epoch,
                 grant.holder_token_hash.as_bytes().as_slice(),
                 grant.holder_instance_digest.as_str(),
-                int(grant.acquired_at.0)?,
-                int(grant.expires_at.0)?,
+                acquired_at,
+                expires_at,
                 plan.target_id.as_str(),
-                int(plan.prior_epoch)?,
-            ],
-        )
+                prior_epoch,
+            ])
+        })
         .map_err(Error::Sqlite)?;
     Ok(n == 1)
 }
@@ -103,12 +111,19 @@ pub(crate) fn write_acquire(conn: &Connection, plan: &AcquirePlan) -> Result<boo
 /// Executes a conditional release; true if the row was released. The WHERE clause carries
 /// the whole condition (target, epoch, token hash, held), so the write itself is fenced.
 pub(crate) fn execute_release(conn: &Connection, plan: &ReleasePlan) -> Result<bool> {
+    let epoch = int(plan.epoch)?;
     let n = conn
-        .execute(
+        .prepare_cached(
             "UPDATE HookProjectionLeases SET state = 'released'
              WHERE target_id = ?1 AND fencing_epoch = ?2 AND holder_token_hash = ?3 AND state = 'held'",
-            params![plan.target_id.as_str(), int(plan.epoch)?, plan.token_hash.as_bytes().as_slice()],
         )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                plan.target_id.as_str(),
+                epoch,
+                plan.token_hash.as_bytes().as_slice()
+            ])
+        })
         .map_err(Error::Sqlite)?;
     Ok(n == 1)
 }
@@ -152,9 +167,10 @@ pub(crate) fn read_channel(
     channel: &ChannelName,
 ) -> Result<Option<ChannelRecord>> {
     let sql = format!("SELECT {CHANNEL_COLUMNS} FROM HookProjectionChannels WHERE target_id = ?1 AND channel = ?2");
-    let row = conn
-        .query_row(&sql, [target.as_str(), channel.as_str()], decode_channel)
-        .optional();
+    let row = conn.prepare_cached(&sql).and_then(|mut stmt| {
+        stmt.query_row([target.as_str(), channel.as_str()], decode_channel)
+            .optional()
+    });
     row.map_err(Error::Sqlite)?.transpose()
 }
 
@@ -172,7 +188,7 @@ pub(crate) fn read_all_channels(conn: &Connection) -> Result<Vec<ChannelRecord>>
 /// The channel rows of `target`, by channel name.
 pub(crate) fn read_channels(conn: &Connection, target: &TargetId) -> Result<Vec<ChannelRecord>> {
     let sql = format!("SELECT {CHANNEL_COLUMNS} FROM HookProjectionChannels WHERE target_id = ?1 ORDER BY channel");
-    let mut stmt = conn.prepare(&sql).map_err(Error::Sqlite)?;
+    let mut stmt = conn.prepare_cached(&sql).map_err(Error::Sqlite)?;
     let rows = stmt
         .query_map([target.as_str()], decode_channel)
         .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>);
@@ -181,22 +197,30 @@ pub(crate) fn read_channels(conn: &Connection, target: &TargetId) -> Result<Vec<
 
 /// Inserts or replaces a channel row.
 pub(crate) fn upsert_channel(conn: &Connection, record: &ChannelRecord) -> Result<()> {
-    conn.execute(
-        &format!("INSERT OR REPLACE INTO HookProjectionChannels ({CHANNEL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
-        params![
+    let watermark = match &record.source_watermark {
+        Watermark::Integer(n) => rusqlite::types::Value::Integer(int(*n)?),
+        Watermark::Text(t) => rusqlite::types::Value::Text(t.clone()),
+    };
+    let (captured_at, expires_at, updated_at) = (
+        int(record.captured_at.0)?,
+        int(record.expires_at.0)?,
+        int(record.updated_at.0)?,
+    );
+    conn.prepare_cached(&format!(
+        "INSERT OR REPLACE INTO HookProjectionChannels ({CHANNEL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+    ))
+    .and_then(|mut stmt| {
+        stmt.execute(params![
             record.target_id.as_str(),
             record.channel.as_str(),
-            match &record.source_watermark {
-                Watermark::Integer(n) => rusqlite::types::Value::Integer(int(*n)?),
-                Watermark::Text(t) => rusqlite::types::Value::Text(t.clone()),
-            },
+            watermark,
             record.envelope_json,
-            int(record.captured_at.0)?,
-            int(record.expires_at.0)?,
-            int(record.updated_at.0)?,
+            captured_at,
+            expires_at,
+            updated_at,
             record.degraded_reason.map(DegradedReason::as_str),
-        ],
-    )
+        ])
+    })
     .map_err(Error::Sqlite)?;
     Ok(())
 }
