@@ -34,6 +34,7 @@ fn a_busy_project_lock_and_a_build_behind_it_are_contention_like_a_busy_store() 
         "{behind}"
     );
     assert_eq!(behind.kind(), ErrorKind::Contention);
+    assert!(behind.is_retryable());
     drop(held);
     // A missing project directory (the status reads, never creates) is for an operator.
     let gone = lock(&scratch.path().join("absent")).status().unwrap_err();
@@ -68,10 +69,9 @@ fn a_ledger_release_that_failed_after_the_snapshot_was_replaced_is_partial_succe
         release(SnapshotState::Untouched).kind(),
         ErrorKind::Environment
     );
-    assert_eq!(
-        LedgerError::Consumer("the host's consumer failed".into()).kind(),
-        ErrorKind::Input
-    );
+    let consumer = LedgerError::Consumer("the host's consumer failed".into());
+    assert_eq!(consumer.kind(), ErrorKind::Input);
+    assert!(!consumer.is_retryable());
 }
 
 #[test]

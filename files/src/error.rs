@@ -88,3 +88,20 @@ impl Error {
 
 /// Result alias.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_busy_target_lock_is_retryable() {
+        let busy = Error::Busy { timeout_ms: 5 };
+        assert_eq!(busy.kind(), ErrorKind::Contention);
+        assert!(busy.is_retryable());
+        let gone = Error::NotPublished {
+            path: PathBuf::new(),
+        };
+        assert_eq!(gone.kind(), ErrorKind::Environment);
+        assert!(!gone.is_retryable());
+    }
+}
