@@ -7,7 +7,8 @@
 //! again INSIDE the transaction, holding the store's one write lock across that fsync. This
 //! runs `publishers` threads for a few seconds over 1, 16 and 256 targets (each thread walking
 //! its own rotation, as `benches/many_targets.rs` does) and counts, through a probe, the temp
-//! files written per published document: 1.00 means every draft was confirmed.
+//! files written per published document (1.00: every first draft was confirmed), and how many
+//! of them were written inside a transaction, under the write lock.
 //!
 //! Not a criterion benchmark: it reports counts, not times.
 //!
@@ -25,24 +26,41 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use support::{holder, Bench};
 
-/// Counts the temp files written.
-struct TempWrites(AtomicU64);
+/// Counts the temp files written, and those written inside a transaction (between a `begin`
+/// and its `commit` or `rollback` on the same thread: under the store's write lock).
+#[derive(Default)]
+struct TempWrites {
+    all: AtomicU64,
+    locked: AtomicU64,
+}
+
+thread_local! {
+    static IN_TRANSACTION: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
 impl PublishProbe for TempWrites {
     fn reached(&self, _: PublishStep, _: &TargetId, _: u64) {}
 
     fn before(&self, effect: &'static str, _: &TargetId, _: u64) {
-        if effect == "write-temp" {
-            self.0.fetch_add(1, Ordering::Relaxed);
+        match effect {
+            "begin" => IN_TRANSACTION.set(true),
+            "commit" | "rollback" => IN_TRANSACTION.set(false),
+            "write-temp" => {
+                self.all.fetch_add(1, Ordering::Relaxed);
+                if IN_TRANSACTION.get() {
+                    self.locked.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            _ => {}
         }
     }
 }
 
-/// Publications made and temp files written by `publishers` threads over `targets` targets
-/// in `run`.
-fn measure(publishers: usize, targets: usize, run: Duration) -> (u64, u64) {
+/// Publications made, temp files written, and those written under the write lock, by
+/// `publishers` threads over `targets` targets in `run`.
+fn measure(publishers: usize, targets: usize, run: Duration) -> (u64, u64, u64) {
     let bench = Bench::new(targets, 1024);
-    let (published, writes) = (AtomicU64::new(0), TempWrites(AtomicU64::new(0)));
+    let (published, writes) = (AtomicU64::new(0), TempWrites::default());
     let stop = Instant::now() + run;
     std::thread::scope(|s| {
         for i in 0..publishers {
@@ -65,7 +83,11 @@ fn measure(publishers: usize, targets: usize, run: Duration) -> (u64, u64) {
             });
         }
     });
-    (published.into_inner(), writes.0.into_inner())
+    (
+        published.into_inner(),
+        writes.all.into_inner(),
+        writes.locked.into_inner(),
+    )
 }
 
 fn main() {
@@ -76,11 +98,13 @@ fn main() {
         Duration::from_millis(100)
     };
     for (publishers, targets) in [(1, 1), (8, 1), (8, 16), (8, 256)] {
-        let (published, writes) = measure(publishers, targets, run);
+        let (published, writes, locked) = measure(publishers, targets, run);
+        let per = |n: u64| n as f64 / published.max(1) as f64;
         println!(
-            "{publishers} publisher(s), {targets} target(s): {:.0} publications/s, {:.2} temp files written per publication",
+            "{publishers} publisher(s), {targets} target(s): {:.0} publications/s; per publication {:.2} temp files written, {:.2} of them under the write lock",
             published as f64 / run.as_secs_f64(),
-            writes as f64 / published.max(1) as f64,
+            per(writes),
+            per(locked),
         );
     }
 }

@@ -89,4 +89,5 @@ fn a_write_guard_conflict_is_contention_and_a_swept_writer_lost_authority() {
     guard.release_writer(&writer("a")).unwrap();
     let swept = guard.acquire(at("a", "/q")).unwrap_err();
     assert_eq!(swept.kind(), ErrorKind::LostAuthority, "{swept}");
+    assert!(!swept.is_retryable());
 }
