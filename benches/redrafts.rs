@@ -44,7 +44,8 @@ impl PublishProbe for TempWrites {
     fn before(&self, effect: &'static str, _: &TargetId, _: u64) {
         match effect {
             "begin" => IN_TRANSACTION.set(true),
-            "commit" | "rollback" => IN_TRANSACTION.set(false),
+            // A `begin` that failed is followed by the unlock alone.
+            "commit" | "rollback" | "unlock-target" => IN_TRANSACTION.set(false),
             "write-temp" => {
                 self.all.fetch_add(1, Ordering::Relaxed);
                 if IN_TRANSACTION.get() {

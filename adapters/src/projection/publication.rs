@@ -67,9 +67,10 @@ impl HeldLease<'_> {
 
 impl ProjectionStore {
     /// Publishes `grant` (acquired through any store handle of this database) exactly as
-    /// [`HeldLease::publish`] does. If the store is busy before the sequence starts, the grant
-    /// is released conditionally on this thread before [`Error::Busy`] is returned (or, if
-    /// that release is busy too, ends at its expiry).
+    /// [`HeldLease::publish`] does. If the store or the target's lock is busy before the
+    /// sequence starts, the grant is released conditionally on this thread before the error
+    /// ([`Error::Busy`], or the target lock's `Error::File(FileError::Busy)`) is returned (or,
+    /// if that release is busy too, ends at its expiry).
     pub fn publish_grant(&self, grant: Grant) -> Result<Published> {
         HeldLease::bind(self, grant).publish()
     }

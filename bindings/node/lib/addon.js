@@ -8,9 +8,18 @@
 const fs = require('node:fs');
 const path = require('node:path');
 
-/** An `Error` with a `code` and more fields. */
+/**
+ * The mark of the package's own errors: their code again, under this symbol (the addon sets it
+ * too, `src/failure.rs`). `native` passes an error on as the package's only when it carries
+ * it, so a host's error with a code that happens to be one of ours is still the host's.
+ */
+const OWN_ERROR = Symbol.for('solewriter.error');
+
+/** An `Error` of the package's, with a `code` and more fields. */
 function coded(code, message, fields) {
-  return Object.assign(new Error(message), { code }, fields);
+  const error = Object.assign(new Error(message), { code }, fields);
+  Object.defineProperty(error, OWN_ERROR, { value: code });
+  return error;
 }
 
 /**
@@ -71,4 +80,4 @@ function loadAddon() {
 
 const addon = loadAddon();
 
-module.exports = { addon, coded };
+module.exports = { addon, coded, OWN_ERROR };

@@ -5,7 +5,7 @@
 //! failure's fields (a fencing `reason`, a lock's `owner`, ...). No JSON text crosses the
 //! boundary in either direction of an answer.
 
-use napi::bindgen_prelude::{Object, ToNapiValue};
+use napi::bindgen_prelude::{Function, JsObjectValue, Object, ToNapiValue, Unknown};
 use napi::{sys, Env, JsValue, Status};
 use napi_derive::napi;
 use serde_json::Value;
@@ -141,6 +141,10 @@ pub fn error_codes() -> Vec<&'static str> {
     Code::ALL.iter().map(|c| c.as_str()).collect()
 }
 
+/// The key (`Symbol.for(OWN_ERROR)`) of the mark every error of the package carries: its
+/// code again, under a symbol a host's error does not have.
+const OWN_ERROR: &str = "solewriter.error";
+
 /// Why an effect or a call failed.
 #[derive(Debug)]
 pub(crate) struct Failure {
@@ -182,6 +186,14 @@ impl Failure {
         let mut error =
             env.create_error(napi::Error::new(Status::GenericFailure, &self.message))?;
         error.set("code", self.code.as_str())?;
+        // The mark of the package's own errors (`lib/answer.js`): a host's error that happens
+        // to carry one of these codes is still the host's.
+        let symbol: Object = env.get_global()?.get_named_property_unchecked("Symbol")?;
+        let symbol_for: Function<&str, Unknown> = symbol.get_named_property_unchecked("for")?;
+        error.set_property(
+            symbol_for.call(OWN_ERROR)?,
+            env.create_string(self.code.as_str())?,
+        )?;
         if let Value::Object(fields) = &self.detail {
             for (name, value) in fields {
                 error.set(name, value)?;
@@ -233,11 +245,24 @@ pub struct JsAnswer(pub(crate) Outcome);
 
 impl ToNapiValue for JsAnswer {
     unsafe fn to_napi_value(env: sys::napi_env, answer: Self) -> napi::Result<sys::napi_value> {
+        let env = Env::from_raw(env);
         match answer.0 {
-            Ok(value) => unsafe { Value::to_napi_value(env, value) },
-            Err(failure) => Err(failure.into_js(&Env::from_raw(env))),
+            Ok(value) => json_value(&env, &value),
+            Err(failure) => Err(failure.into_js(&env)),
         }
     }
+}
+
+/// `value` as the JS value `JSON.parse` makes of its text. Not napi-rs's own conversion of a
+/// `serde_json::Value`, which differs where an answer carries text of others (an agent's
+/// frame, a producer's envelope): it assigns each key, so a `"__proto__"` key would set the
+/// object's prototype instead of being an own property; it turns an integer beyond 2^53 into
+/// a `BigInt`, which `JSON.stringify` then refuses; and it refuses answers of more than a
+/// million values.
+fn json_value(env: &Env, value: &Value) -> napi::Result<sys::napi_value> {
+    let json: Object = env.get_global()?.get_named_property_unchecked("JSON")?;
+    let parse: Function<String, Unknown> = json.get_named_property_unchecked("parse")?;
+    Ok(parse.call(value.to_string())?.raw())
 }
 
 impl napi::bindgen_prelude::TypeName for JsAnswer {

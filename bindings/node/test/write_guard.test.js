@@ -22,6 +22,18 @@ const ctx = (agentId, sessionId) => ({ agentId, sessionId });
 const lock = (agentId, sessionId, ...subtreePath) => ({ agentId, sessionId, subtreePath });
 const RPC = { jsonrpc: '2.0', id: 1, method: 'set_instance_properties', params: { id: 'left', properties: {} } };
 
+test("an agent's message comes back as JSON.parse makes it: a __proto__ key is its own, a large id a number", () => {
+  const text =
+    '{"type":"agent_message","agentId":"a","sessionId":"s","message":' +
+    '{"jsonrpc":"2.0","id":9007199254740993,"method":"m","params":{"__proto__":{"admin":true}}}}';
+  const { jsonrpc } = parseBridgeFrame(text);
+  assert.deepEqual(jsonrpc, JSON.parse(text).message);
+  assert.ok(Object.hasOwn(jsonrpc.params, '__proto__'), 'an own property, as JSON.parse makes it');
+  assert.equal(jsonrpc.params.admin, undefined, 'never the prototype of the params');
+  assert.equal(typeof jsonrpc.id, 'number', 'a number, never a BigInt');
+  assert.equal(JSON.stringify({ id: jsonrpc.id }), '{"id":9007199254740992}');
+});
+
 test('frames: an agent message, a legacy frame, a disconnect; a malformed envelope is never legacy', () => {
   const frame = { type: 'agent_message', agentId: 'a', sessionId: 's', message: RPC };
   const parsed = parseBridgeFrame(frame);
