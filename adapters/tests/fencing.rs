@@ -148,18 +148,40 @@ fn busy_store_at_publication_writes_nothing_and_the_grant_still_ends() {
     );
 }
 
-/// Holds the store's write lock from just before the publication's `begin` until just
-/// before it lets its target lock go, so the publication gets `Busy` and ends — and the
-/// dropped lease's safety-net release then finds the store free.
-struct BusyDuringBegin(rusqlite::Connection);
+/// Holds the store's write lock from just before the publication's `at`-th `begin` until just
+/// before it lets its target lock go, so that transaction gets `Busy` and ends — and the
+/// release of the unused grant that follows finds the store free.
+struct BusyAtBegin {
+    blocker: rusqlite::Connection,
+    at: u32,
+    begins: Mutex<u32>,
+}
 
-impl PublishProbe for BusyDuringBegin {
+impl BusyAtBegin {
+    fn new(f: &Fixture, at: u32) -> Self {
+        BusyAtBegin {
+            blocker: rusqlite::Connection::open(&f.options.db_path).unwrap(),
+            at,
+            begins: Mutex::new(0),
+        }
+    }
+}
+
+impl PublishProbe for BusyAtBegin {
     fn reached(&self, _: PublishStep, _: &TargetId, _: u64) {}
 
     fn before(&self, effect: &'static str, _: &TargetId, _: u64) {
+        let mut begins = self.begins.lock().unwrap();
         match effect {
-            "begin" => self.0.execute_batch("BEGIN IMMEDIATE;").unwrap(),
-            "unlock-target" => self.0.execute_batch("ROLLBACK;").unwrap(),
+            "begin" => {
+                *begins += 1;
+                if *begins == self.at {
+                    self.blocker.execute_batch("BEGIN IMMEDIATE;").unwrap();
+                }
+            }
+            "unlock-target" if *begins == self.at && !self.blocker.is_autocommit() => {
+                self.blocker.execute_batch("ROLLBACK;").unwrap()
+            }
             _ => {}
         }
     }
@@ -173,7 +195,7 @@ fn a_publication_that_could_not_start_releases_its_grant_on_drop() {
     let store = f.open();
     let target = store.admit_target(&tuple("a")).unwrap();
     let a = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
-    let probe = BusyDuringBegin(rusqlite::Connection::open(&f.options.db_path).unwrap());
+    let probe = BusyAtBegin::new(&f, 1);
     assert!(matches!(
         a.publish_observed(&probe).unwrap_err(),
         Error::Busy { timeout_ms: 50 }
@@ -183,34 +205,6 @@ fn a_publication_that_could_not_start_releases_its_grant_on_drop() {
         LeaseState::Released(_)
     ));
     assert!(f.current_bytes(&target).is_none(), "nothing written");
-}
-
-/// Lets the first `begin` (the takeover's grant) through, then holds the store's write lock
-/// from just before the second `begin` (the publication with that grant) until just before
-/// that publication lets its target lock go: the grant commits, its publication cannot start.
-struct BusyDuringSecondBegin {
-    blocker: rusqlite::Connection,
-    begins: Mutex<u32>,
-}
-
-impl PublishProbe for BusyDuringSecondBegin {
-    fn reached(&self, _: PublishStep, _: &TargetId, _: u64) {}
-
-    fn before(&self, effect: &'static str, _: &TargetId, _: u64) {
-        let mut begins = self.begins.lock().unwrap();
-        match effect {
-            "begin" => {
-                *begins += 1;
-                if *begins == 2 {
-                    self.blocker.execute_batch("BEGIN IMMEDIATE;").unwrap();
-                }
-            }
-            "unlock-target" if *begins == 2 && !self.blocker.is_autocommit() => {
-                self.blocker.execute_batch("ROLLBACK;").unwrap()
-            }
-            _ => {}
-        }
-    }
 }
 
 /// A one-shot publication that takes over an expired grant commits its own grant first; when
@@ -224,10 +218,8 @@ fn a_one_shot_takeover_whose_publication_could_not_start_releases_its_grant() {
     let target = store.admit_target(&tuple("a")).unwrap();
     let stale = expect_acquired(store.acquire(&target, &holder("z")).unwrap());
     f.clock.advance(TTL_MS + 1); // z's grant expires, unreleased
-    let probe = BusyDuringSecondBegin {
-        blocker: rusqlite::Connection::open(&f.options.db_path).unwrap(),
-        begins: Mutex::new(0),
-    };
+                                 // The takeover's grant commits in the first transaction; the publication's is `Busy`.
+    let probe = BusyAtBegin::new(&f, 2);
     assert!(matches!(
         store
             .publish_now_observed(&target, &holder("a"), &probe)

@@ -282,7 +282,6 @@ test('an asynchronous publication waits for a target lock another process holds 
   await assert.rejects(store.publishNowAsync(target, 'holder-2'), (e) => e.code === 'BUSY' && /target lock/.test(e.message));
   const waited = Date.now() - started;
   clearInterval(ticking);
-  assert.ok(waited >= 300, `BUSY only once the busy timeout passed (${waited} ms)`);
   // Blocked in the turn, the interval could not have run at all while the lock was waited for.
   assert.ok(ticks >= 30, `the event loop turned ${ticks} times in ${waited} ms of waiting`);
   const exited = new Promise((resolve) => z.child.on('exit', resolve));
