@@ -1,6 +1,7 @@
 //! Many targets: publications per second with 8 publisher threads spread over 1, 16 and 256
-//! targets (and one publisher alone, for reference), against the disk's fsync rate measured in the same run (`fsync`: overwrite one
-//! byte of a file and `sync_all` it, as the publisher syncs its temp file).
+//! targets (and one publisher alone, for reference), against the disk's fsync rate measured in
+//! the same run (`fsync`: overwrite one byte of a file and `sync_all` it, as the publisher
+//! syncs its temp file).
 //!
 //! Each publisher walks its own rotation of the targets: a one-shot publication
 //! (`publish_now`), moving on if held. A publication writes and fsyncs its document under the
@@ -8,31 +9,42 @@
 //! rename, release and commit hold the store's one write lock: the file fsyncs of different
 //! targets overlap. Threads of this process queue at the store's in-process gate instead of in
 //! SQLite's back-off.
+//!
+//! `unfenced_1_writer` and `unfenced_8_writers` are the disk's own scaling in the same run:
+//! the same document written the plain atomic way (temp file, fsync, rename, directory fsync)
+//! by one thread, and by eight threads walking 1, 16 or 256 directories. A publication does
+//! the unfenced write's fsyncs and its commit's besides, so eight publishers are not expected
+//! to scale past what eight unfenced writers get from the disk.
 
 mod support;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::io::{Seek, SeekFrom, Write};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
-use support::{holder, publish_now_once, Bench};
+use support::{atomic_write, holder, publish_now_once, Bench};
 
-/// Time for `iters` publications by `publishers` threads over the bench's targets.
-fn publications(bench: &Bench, publishers: usize, iters: u64) -> Duration {
-    let stores: Vec<_> = (0..publishers).map(|_| bench.open()).collect();
+/// Time for `iters` operations by `workers` threads (one `W` each) over `n` targets: each
+/// worker walks its own rotation of the targets, calling `op(worker, target index)`, which
+/// answers whether it counted (a publication answered `Held` does not).
+fn concurrently<W: Send>(
+    workers: Vec<W>,
+    n: usize,
+    iters: u64,
+    op: impl Fn(&W, usize) -> bool + Sync,
+) -> Duration {
     let done = AtomicU64::new(0);
-    let start = Barrier::new(publishers + 1);
-    let n = bench.targets.len();
+    let start = Barrier::new(workers.len() + 1);
     std::thread::scope(|s| {
-        for (i, store) in stores.into_iter().enumerate() {
-            let (done, start) = (&done, &start);
+        for (i, worker) in workers.into_iter().enumerate() {
+            let (done, start, op) = (&done, &start, &op);
             s.spawn(move || {
-                let who = holder(&format!("p{i}"));
                 let mut next = i % n;
                 start.wait();
                 while done.load(Ordering::Relaxed) < iters {
-                    if publish_now_once(&store, &bench.targets[next], &who) {
+                    if op(&worker, next) {
                         done.fetch_add(1, Ordering::Relaxed);
                     }
                     next = (next + 1) % n;
@@ -43,6 +55,24 @@ fn publications(bench: &Bench, publishers: usize, iters: u64) -> Duration {
         Instant::now()
     })
     .elapsed()
+}
+
+/// Time for `iters` one-shot publications by `publishers` threads, each on its own store.
+fn publications(bench: &Bench, publishers: usize, iters: u64) -> Duration {
+    let workers = (0..publishers)
+        .map(|i| (bench.open(), holder(&format!("p{i}"))))
+        .collect();
+    concurrently(workers, bench.targets.len(), iters, |(store, who), t| {
+        publish_now_once(store, &bench.targets[t], who)
+    })
+}
+
+/// Time for `iters` unfenced atomic writes of `bytes` by `writers` threads over `dirs`.
+fn unfenced_writes(dirs: &[PathBuf], bytes: &[u8], writers: usize, iters: u64) -> Duration {
+    concurrently(vec![(); writers], dirs.len(), iters, |(), t| {
+        atomic_write(&dirs[t], bytes);
+        true
+    })
 }
 
 fn bench(c: &mut Criterion) {
@@ -59,6 +89,8 @@ fn bench(c: &mut Criterion) {
     });
     // The uncontended rate of one publisher, for reference.
     let bench = Bench::new(1, 1024);
+    let first = publish_now_once(&bench.open(), &bench.targets[0], &holder("first"));
+    assert!(first, "first publication");
     group.bench_function(BenchmarkId::new("publish_1_publisher", 1), |b| {
         b.iter_custom(|iters| publications(&bench, 1, iters))
     });
@@ -66,6 +98,26 @@ fn bench(c: &mut Criterion) {
         let bench = Bench::new(targets, 1024);
         group.bench_function(BenchmarkId::new("publish_8_publishers", targets), |b| {
             b.iter_custom(|iters| publications(&bench, 8, iters))
+        });
+    }
+    // The disk's own scaling: the same document written unfenced, by one writer and by eight
+    // over as many directories, so the publishers' ratio can be read against what eight
+    // writers of plain atomic writes get from this disk in the same run.
+    let bytes = std::fs::read(bench.options.runtime_root.current_path(&bench.targets[0]))
+        .expect("published document");
+    let dirs: Vec<PathBuf> = (0..256)
+        .map(|i| {
+            let dir = bench.dir.path().join("unfenced").join(i.to_string());
+            std::fs::create_dir_all(&dir).expect("baseline dir");
+            dir
+        })
+        .collect();
+    group.bench_function(BenchmarkId::new("unfenced_1_writer", 1), |b| {
+        b.iter_custom(|iters| unfenced_writes(&dirs[..1], &bytes, 1, iters))
+    });
+    for targets in [1, 16, 256] {
+        group.bench_function(BenchmarkId::new("unfenced_8_writers", targets), |b| {
+            b.iter_custom(|iters| unfenced_writes(&dirs[..targets], &bytes, 8, iters))
         });
     }
     group.finish();

@@ -11,8 +11,7 @@
 mod support;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use solewriter::files::{FileSystem, RealFs, TempFile};
-use support::{holder, publish_now_once, publish_once, Bench};
+use support::{atomic_write, holder, publish_now_once, publish_once, Bench};
 
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("publication");
@@ -33,11 +32,7 @@ fn bench(c: &mut Criterion) {
         let dir = bench.dir.path().join("unfenced");
         std::fs::create_dir(&dir).expect("baseline dir");
         group.bench_function(BenchmarkId::new("atomic_write", label), |b| {
-            b.iter(|| {
-                let temp = TempFile::write(&RealFs, &dir, "current.json", &bytes).expect("temp");
-                temp.rename_into_place().expect("rename");
-                RealFs.sync_dir(&dir).expect("dir fsync");
-            })
+            b.iter(|| atomic_write(&dir, &bytes))
         });
     }
     group.finish();

@@ -4,11 +4,13 @@
 #![allow(dead_code)] // each bench binary uses a different part of this module
 
 use criterion::Criterion;
+use solewriter::files::{FileSystem, RealFs, TempFile};
 use solewriter::{
     Acquisition, ChannelName, ChannelRegistry, ChannelSpec, InstanceDigest, Millis, ProducerId,
     ProjectionStore, RuntimeRoot, StoreOptions, Submission, SystemClock, TargetId, TargetTuple,
     TimingConfig,
 };
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -134,4 +136,12 @@ pub fn publish_now_once(store: &ProjectionStore, target: &TargetId, who: &Instan
         solewriter::PublishedNow::Published(_) => true,
         solewriter::PublishedNow::Held(_) => false,
     }
+}
+
+/// The unfenced baseline: `bytes` written to `dir/current.json` the plain atomic way (temp
+/// sibling, fsync, rename, directory fsync), with the same file effects a publication uses.
+pub fn atomic_write(dir: &Path, bytes: &[u8]) {
+    let temp = TempFile::write(&RealFs, dir, "current.json", bytes).expect("temp");
+    temp.rename_into_place().expect("rename");
+    RealFs.sync_dir(dir).expect("dir fsync");
 }
