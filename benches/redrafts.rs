@@ -35,7 +35,11 @@ use support::{holder, Bench};
 /// Counts the temp files written, and those written inside a transaction (under the store's
 /// write lock); and times the write lock: how long it is held (from `begin`'s return, seen as
 /// the next effect's start, to `commit`'s or `rollback`'s return), and how much of that each
-/// effect took.
+/// effect took (an effect's time runs to the next effect's start, so the machine's own work
+/// between two effects is counted in the first). Seen from the probe, the hold is an upper
+/// bound: a thread descheduled between `commit`'s return and its next effect counts that
+/// time too, so eight threads on two cores can sum to a little over 100 % of a short run
+/// (seen in the debug build's 100 ms runs under `cargo test`).
 #[derive(Default)]
 struct TempWrites {
     all: AtomicU64,
