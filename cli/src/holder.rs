@@ -2,11 +2,12 @@
 //! demo and by cross-process fencing tests.
 //!
 //! ```text
-//! solewriter holder --config FILE --target HEX --instance NAME
+//! solewriter holder --config FILE --target HEX --instance NAME [--consumer-binding-file FILE]
 //! ```
 //!
 //! The holder opens its own connection to the store (on the broker clock of its settings:
-//! the system clock in `solewriter`) and reads one command per
+//! the system clock in `solewriter`; with the consumer binding of `--consumer-binding-file`,
+//! which a store of the Memory Core profile needs to publish) and reads one command per
 //! stdin line. It answers every command with exactly one line on stdout, flushed at once:
 //!
 //! | command   | answers                                                                      |
@@ -15,6 +16,7 @@
 //! | `publish` | `published <epoch> <bytes>` · `fenced <reason>` · `expired` · `busy` · `error <message>` |
 //! | `publish-now` | a one-shot (grant, publish and release in one transaction): `published <epoch> <bytes>` · `held <epoch> <retry_after_ms>` · `expired` · `busy` · `error <message>` |
 //! | `release` | `released` · `not-holder <reason>` · `busy` · `error <message>`              |
+//! | `ping`    | `pong`, at once: the holder is up (and a driver's measure of the pipe's round trip) |
 //! | `quit`    | `bye`, then the process exits 0                                              |
 //!
 //! - `<reason>` is one word, `superseded`, `token-mismatch`, `expired`, `released` or
@@ -40,6 +42,7 @@
 
 use crate::config::Settings;
 use crate::error::{CliError, CliResult};
+use crate::store_cmds::read_consumer_binding;
 use crate::{parse_instance, parse_target};
 use solewriter::projection::Fenced;
 use solewriter::projection::{FileError, PublishProbe};
@@ -47,6 +50,7 @@ use solewriter::{
     Acquisition, Error, HeldLease, ProjectionStore, PublishedNow, ReleaseOutcome, TargetId,
 };
 use std::io::{BufRead, Write};
+use std::path::PathBuf;
 
 /// Arguments of `holder`.
 #[derive(clap::Args, Debug)]
@@ -57,6 +61,10 @@ pub struct HolderArgs {
     /// Name of this holder instance.
     #[arg(long, value_name = "NAME")]
     instance: String,
+    /// A file holding the hooks' consumer binding (a JSON object), published with every
+    /// document of a store of the Memory Core profile (refused by a generic store).
+    #[arg(long, value_name = "FILE")]
+    consumer_binding_file: Option<PathBuf>,
 }
 
 /// Writes one answer line and flushes it.
@@ -174,7 +182,9 @@ pub fn run(
 ) -> CliResult<()> {
     let target = parse_target(&args.target)?;
     let instance = parse_instance(&args.instance)?;
-    let store = ProjectionStore::open(&settings.store_options()?).map_err(CliError::from)?;
+    let binding = read_consumer_binding(args.consumer_binding_file.as_deref())?;
+    let mut store = ProjectionStore::open(&settings.store_options()?).map_err(CliError::from)?;
+    store.set_consumer_binding(binding);
     let mut lease: Option<HeldLease<'_>> = None;
     while let Some(command) = next_line() {
         let reply = match command.as_str() {
@@ -182,6 +192,7 @@ pub fn run(
             "publish" => publish(lease.take(), probe),
             "publish-now" => publish_now(&store, &target, &instance, probe),
             "release" => release(lease.take()),
+            "ping" => "pong".into(),
             "quit" => {
                 answer("bye");
                 break;

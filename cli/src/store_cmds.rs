@@ -15,7 +15,7 @@ use solewriter::projection::{SubmissionRejected, Watermark, WatermarkKind};
 use solewriter::{Millis, ProjectionStore, PublishedNow, Submission, SubmitOutcome, TargetTuple};
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `submit`.
 #[derive(clap::Args, Debug)]
@@ -272,6 +272,25 @@ pub struct PublishArgs {
     consumer_binding_file: Option<PathBuf>,
 }
 
+/// The consumer binding in the file at `path` (a JSON object of at most
+/// [`MAX_BINDING_BYTES`]), or none without a file.
+pub fn read_consumer_binding(path: Option<&Path>) -> CliResult<Option<ConsumerBinding>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let from = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|e| {
+        CliError::new(
+            Class::Io,
+            format!("reading the consumer binding from {from} failed: {e}; nothing was written"),
+        )
+    })?;
+    let text = read_bounded(file, &from, "the consumer binding", MAX_BINDING_BYTES)?;
+    let binding = ConsumerBinding::from_json(&text)
+        .map_err(|e| CliError::new(Class::Rejected, format!("{e}; nothing was written")))?;
+    Ok(Some(binding))
+}
+
 /// `publish`: grants, publishes and releases in one transaction (one-shot); a live holder
 /// is a retry-later failure. `probe` (the test binary's `--stall-at`, never given by
 /// `solewriter`) observes the publication's steps.
@@ -283,25 +302,7 @@ pub fn publish(
 ) -> CliResult<()> {
     let target = parse_target(&args.target)?;
     let instance = parse_instance(&args.instance)?;
-    let binding =
-        match &args.consumer_binding_file {
-            None => None,
-            Some(path) => {
-                let from = path.display().to_string();
-                let file = std::fs::File::open(path).map_err(|e| {
-                    CliError::new(
-                        Class::Io,
-                        format!(
-                        "reading the consumer binding from {from} failed: {e}; nothing was written"
-                    ),
-                    )
-                })?;
-                let text = read_bounded(file, &from, "the consumer binding", MAX_BINDING_BYTES)?;
-                Some(ConsumerBinding::from_json(&text).map_err(|e| {
-                    CliError::new(Class::Rejected, format!("{e}; nothing was written"))
-                })?)
-            }
-        };
+    let binding = read_consumer_binding(args.consumer_binding_file.as_deref())?;
     let mut store = ProjectionStore::open(&settings.store_options()?)?;
     store.set_consumer_binding(binding);
     let published = match probe {

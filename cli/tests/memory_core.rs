@@ -131,3 +131,67 @@ fn a_memory_core_store_from_the_command_line() {
     std::fs::write(&env.config, generic).unwrap();
     env.fails(&["init"], 4, "profile");
 }
+
+/// The scripted `holder` publishes a store of the Memory Core profile with the consumer
+/// binding of its `--consumer-binding-file` (without one, its one-shot is refused and
+/// nothing is written), and answers `ping` with `pong`.
+#[test]
+fn the_holder_publishes_a_memory_core_store_with_its_binding() {
+    let env = memory_core_env();
+    env.ok(&["init"]);
+    let target = env.ok(&["admit", TUPLE]).trim().to_owned();
+    let watermark = "2026-07-28T18:29:00.000Z:1";
+    assert!(submit(&env, &target, watermark, &route(watermark))
+        .status
+        .success());
+    let config = env.config.display().to_string();
+    let args = ["holder", "--config", &config, "--target", &target];
+    let mut unbound = Holder::command(env.command(), &[&args[..], &["--instance", "a"]].concat());
+    assert_eq!(unbound.ask("ping"), "pong");
+    let refused = unbound.ask("publish-now");
+    assert!(
+        refused.starts_with("error") && refused.contains("consumer binding"),
+        "{refused}"
+    );
+    unbound.quit();
+    let current = env
+        .dir
+        .path()
+        .join(format!("runtime/hook-projections/{target}/current.json"));
+    assert!(!current.exists());
+
+    let binding = env.dir.path().join("binding.json");
+    std::fs::write(&binding, BINDING).unwrap();
+    let bound_args = ["--instance", "b", "--consumer-binding-file"];
+    let binding = binding.to_str().unwrap();
+    let mut bound = Holder::command(
+        env.command(),
+        &[&args[..], &bound_args, &[binding]].concat(),
+    );
+    // The refused one-shot granted nothing: the first publication is epoch 1.
+    for epoch in [1, 2] {
+        let answer = bound.ask("publish-now");
+        assert!(
+            answer.starts_with(&format!("published {epoch} ")),
+            "{answer}"
+        );
+    }
+    assert_eq!(bound.ask("ping"), "pong");
+    bound.quit();
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&current).unwrap()).unwrap();
+    assert_eq!(doc["schemaVersion"], PROFILE);
+    assert_eq!(doc["consumerBinding"]["agentId"], "agent-7");
+
+    // A binding file that is not a binding: the holder does not start.
+    let bad = env.dir.path().join("bad.json");
+    std::fs::write(&bad, "[1]").unwrap();
+    let bad = bad.to_str().unwrap();
+    let out = env.run(
+        &[
+            &args[..],
+            &["--instance", "c", "--consumer-binding-file", bad],
+        ]
+        .concat(),
+    );
+    expect_failure(&out, 5, "nothing was written", &"a bad binding");
+}
