@@ -9,6 +9,14 @@
  *   Memory Core profile, on the host's better-sqlite3 connection opened the Memory Core's way
  *   (WAL, better-sqlite3's default `synchronous`); solewriter fsyncs its own commits whatever
  *   that level is (grant and release in one transaction, the temp file, the directory).
+ * - `rust one-shot`: the Rust path — the same publication (`publish_now`) of the same document
+ *   by the Rust store on its own connection (rusqlite, `synchronous = FULL`; the same 3 fsyncs),
+ *   driven in the scripted `holder` of the `solewriter` binary named by the environment
+ *   variable `SOLEWRITER_BIN` (required: `cargo build --release -p solewriter-cli` makes
+ *   `target/release/solewriter`) over a pipe, one `publish-now` line per publication. Its
+ *   store is made by this package (the same schema) and holds the same target and envelopes.
+ *   `rust round trip` is a `ping` over the same pipe, and `rust one-shot − round trip` the Rust
+ *   publication alone, which `publishNow` is compared with.
  * - `js writer (FULL)` and `js writer (NORMAL)`: the Memory Core's own JavaScript writer
  *   (`test/js_writer.js`: its statements, its composition, its atomic write) doing the same
  *   publication — acquire, then one immediate transaction that revalidates, composes, writes
@@ -17,11 +25,14 @@
  *
  * usage: node bench/publication.js [--test] [DIR] [N]   (DIR: where the databases and runtime
  * roots go, default the OS temp directory — pick a disk, not tmpfs, to see the fsyncs; N:
- * publications of each kind, default 300, after 20 unmeasured). Prints the mean and p50 of each
- * kind in µs and its ratio to the floor's mean. `--test` runs one publication of each kind, as
- * CI does for every benchmark here, and exits non-zero on any error.
+ * publications of each kind, default 300, after 20 unmeasured). The kinds take turns, in 10
+ * rounds of N/10 publications each, so a disk that slows down during the run slows every kind
+ * alike. Prints the mean and p50 of each kind in µs and its ratio to the floor's mean, and the
+ * ratios of `publishNow` to the Rust path and to the JS writer. `--test` runs one publication
+ * of each kind, as CI does for every benchmark here, and exits non-zero on any error.
  */
 
+const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -33,9 +44,13 @@ const { openMemoryCoreDb, PROFILE, TUPLE, BINDING, CHANNELS, frontier, route } =
 
 const TEST = process.argv.includes('--test');
 const [dirArg, countArg] = process.argv.slice(2).filter((arg) => arg !== '--test');
-const base = fs.mkdtempSync(path.join(dirArg || os.tmpdir(), 'solewriter-publication-'));
+const base = fs.mkdtempSync(path.join(path.resolve(dirArg || os.tmpdir()), 'solewriter-publication-'));
 const N = TEST ? 1 : Number(countArg || 300);
 const WARMUP = TEST ? 0 : 20;
+const ROUNDS = TEST ? 1 : 10;
+const BIN = process.env.SOLEWRITER_BIN;
+if (!BIN) throw new Error('SOLEWRITER_BIN must name the solewriter binary (the Rust path), e.g. target/release/solewriter');
+if (!Number.isInteger(N / ROUNDS) || N < ROUNDS) throw new Error(`N (${N}) must be a multiple of ${ROUNDS}`);
 process.on('exit', () => fs.rmSync(base, { recursive: true, force: true }));
 
 const ENVELOPES = [frontier(), route({ n: 1 })];
@@ -47,9 +62,9 @@ function host(name) {
   return { db: openMemoryCoreDb(path.join(dir, 'host.sqlite')), runtimeRoot: path.join(dir, 'runtime') };
 }
 
-/** solewriter on a Memory Core profile store: one target, both channels submitted. */
-function solewriter() {
-  const { db, runtimeRoot } = host('solewriter');
+/** A Memory Core profile store under `name`: one target, both channels submitted. */
+function memoryCoreStore(name) {
+  const { db, runtimeRoot } = host(name);
   initialize(db, { profile: PROFILE });
   const store = new ProjectionStore(db, { runtimeRoot, channels: CHANNELS, leaseTtlMs: 60_000, busyTimeoutMs: 5_000, profile: PROFILE });
   const target = store.admitTarget(TUPLE);
@@ -66,10 +81,78 @@ function solewriter() {
       expiresAt: Date.parse(envelope.expiresAt),
     });
   }
+  return { db, runtimeRoot, store, target };
+}
+
+/** solewriter's Node path on a Memory Core profile store. */
+function solewriter() {
+  const { runtimeRoot, store, target } = memoryCoreStore('solewriter');
   const publish = () => store.publishNow(target, 'memory-core-1', { consumerBinding: BINDING }).published;
   const publishAsync = async () => (await store.publishNowAsync(target, 'memory-core-1', { consumerBinding: BINDING })).published;
   const document = () => fs.readFileSync(path.join(runtimeRoot, 'hook-projections', target, 'current.json'));
   return { publish, publishAsync, document };
+}
+
+/**
+ * The Rust path: `solewriter holder` on a store of its own made like the Node path's, asked
+ * one line at a time; `publish` and `ping` resolve with the answer line.
+ */
+function rust() {
+  const { db, runtimeRoot, target } = memoryCoreStore('rust');
+  db.close();
+  const dir = path.dirname(runtimeRoot);
+  const toml = (value) => JSON.stringify(value);
+  const config = [
+    `store = ${toml(path.join(dir, 'host.sqlite'))}`,
+    `runtime_root = ${toml(runtimeRoot)}`,
+    'lease_ttl_ms = 60000',
+    'busy_timeout_ms = 5000',
+    ...CHANNELS.flatMap((c) => [
+      '[[channels]]',
+      `name = ${toml(c.name)}`,
+      `owner = ${toml(c.owner)}`,
+      `envelope_schema = ${toml(c.envelopeSchema)}`,
+      `max_envelope_bytes = ${c.maxEnvelopeBytes}`,
+      `watermark = ${toml(c.watermark)}`,
+    ]),
+  ].join('\n');
+  fs.writeFileSync(path.join(dir, 'sw.toml'), `${config}\n`);
+  fs.writeFileSync(path.join(dir, 'binding.json'), JSON.stringify(BINDING));
+  const child = spawn(BIN, ['holder', '--config', path.join(dir, 'sw.toml'), '--target', target, '--instance', 'rust-1', '--consumer-binding-file', path.join(dir, 'binding.json')], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  let buffered = '';
+  const waiting = [];
+  child.stdout.setEncoding('utf8');
+  child.stdout.on('data', (chunk) => {
+    buffered += chunk;
+    for (let at; (at = buffered.indexOf('\n')) >= 0; ) {
+      const line = buffered.slice(0, at);
+      buffered = buffered.slice(at + 1);
+      waiting.shift().resolve(line);
+    }
+  });
+  child.on('exit', (code) => {
+    for (const w of waiting.splice(0)) w.reject(new Error(`the Rust holder exited (${code}) without answering`));
+  });
+  const ask = (line) =>
+    new Promise((resolve, reject) => {
+      waiting.push({ resolve, reject });
+      child.stdin.write(`${line}\n`);
+    });
+  const publish = async () => {
+    const answer = await ask('publish-now');
+    if (!answer.startsWith('published ')) throw new Error(`the Rust path did not publish: ${answer}`);
+  };
+  const ping = async () => {
+    const answer = await ask('ping');
+    if (answer !== 'pong') throw new Error(`the Rust holder answered ${answer} to ping`);
+  };
+  const quit = () => {
+    child.stdin.end();
+    return new Promise((resolve) => child.on('close', resolve));
+  };
+  return { publish, ping, quit };
 }
 
 /** The Memory Core's JavaScript writer at `synchronous = level`. */
@@ -123,16 +206,21 @@ function floor(bytes) {
   };
 }
 
-/** Runs `op` WARMUP + N times; the N measured durations in µs. */
-async function measure(op) {
-  for (let i = 0; i < WARMUP; i++) await op();
-  const us = [];
-  for (let i = 0; i < N; i++) {
-    const t0 = performance.now();
-    await op();
-    us.push((performance.now() - t0) * 1000);
+/** Runs each kind's op WARMUP times, then ROUNDS rounds of N / ROUNDS of each kind in turn;
+ * each kind's N measured durations in µs. */
+async function measure(kinds) {
+  for (const [, op] of kinds) for (let i = 0; i < WARMUP; i++) await op();
+  const us = kinds.map(() => []);
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [k, [, op]] of kinds.entries()) {
+      for (let i = 0; i < N / ROUNDS; i++) {
+        const t0 = performance.now();
+        await op();
+        us[k].push((performance.now() - t0) * 1000);
+      }
+    }
   }
-  return us;
+  return kinds.map(([name], k) => [name, us[k]]);
 }
 
 const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -142,21 +230,30 @@ async function main() {
   const sw = solewriter();
   const first = sw.publish();
   if (!first) throw new Error('solewriter did not publish');
+  const rs = rust();
+  await rs.publish();
+  const same = fs.readFileSync(path.join(base, 'rust', 'runtime', 'hook-projections', fs.readdirSync(path.join(base, 'rust', 'runtime', 'hook-projections'))[0], 'current.json'));
+  if (same.length !== sw.document().length) throw new Error(`the Rust path published ${same.length} bytes, the Node path ${sw.document().length}`);
   const kinds = [
     ['floor (atomic write, no lease)', floor(sw.document())],
     ['publishNow', sw.publish],
     ['publishNowAsync', sw.publishAsync],
+    ['rust one-shot (over the pipe)', rs.publish],
+    ['rust round trip (ping)', rs.ping],
     ['js writer (synchronous = FULL)', jsWriter('FULL')],
     ['js writer (synchronous = NORMAL)', jsWriter('NORMAL')],
   ];
-  const results = [];
-  for (const [name, op] of kinds) results.push([name, await measure(op)]);
+  const results = await measure(kinds);
+  await rs.quit();
   const baseline = mean(results[0][1]);
-  console.log(`${base}: ${N} publications of each kind (${sw.document().length} bytes), ${WARMUP} unmeasured first`);
+  console.log(`${base}: ${N} publications of each kind (${sw.document().length} bytes) in ${ROUNDS} rounds, ${WARMUP} unmeasured first`);
   for (const [name, us] of results) {
     console.log(`${name.padEnd(34)} mean ${mean(us).toFixed(0).padStart(6)} µs  p50 ${p50(us).toFixed(0).padStart(6)} µs  ${(mean(us) / baseline).toFixed(2)}× floor`);
   }
   const at = (name) => mean(results.find(([n]) => n === name)[1]);
+  const rustAlone = at('rust one-shot (over the pipe)') - at('rust round trip (ping)');
+  console.log(`rust one-shot − round trip: ${rustAlone.toFixed(0)} µs  ${(rustAlone / baseline).toFixed(2)}× floor`);
+  console.log(`publishNow / rust one-shot: ${(at('publishNow') / rustAlone).toFixed(2)}×  publishNowAsync / rust one-shot: ${(at('publishNowAsync') / rustAlone).toFixed(2)}×`);
   console.log(`publishNow / js writer (FULL): ${(at('publishNow') / at('js writer (synchronous = FULL)')).toFixed(2)}×`);
 }
 
