@@ -15,6 +15,11 @@ and prints the median of each and the ratios to the floor. If `overlapped` is no
 `sequential`, the file system serializes the two fsyncs (ext4's journal commits one
 transaction at a time) and overlapping them in the publisher would buy nothing there.
 
+It also times the rename alone, the one file step a publication takes under the store's write
+lock, two ways: over a current.json it frees (its last link: the file system releases the
+replaced document's blocks inside the rename), and over one still linked under another name
+(the rename only drops a link; the blocks are freed later, when that name is removed).
+
 usage: fsync_overlap.py DIR [N]   (N publications per kind and round, default 400)
        fsync_overlap.py DIR --test (3 of each: runs the code, measures nothing)
 """
@@ -46,13 +51,31 @@ def main():
 
         threading.Thread(target=syncer, daemon=True).start()
 
-        def draft_and_rename(i):
+        current = os.path.join(d, "current.json")
+        renames = {"its last link (freed)": [], "a document linked elsewhere": []}
+
+        def draft(i):
             temp = os.path.join(d, f"current.json.tmp-{i}")
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             os.write(fd, b"x" * 1024)
             os.fsync(fd)
             os.close(fd)
-            os.rename(temp, os.path.join(d, "current.json"))
+            return temp
+
+        def draft_and_rename(i):
+            os.rename(draft(i), current)
+
+        def timed_rename(i, kept):
+            temp, retired = draft(i), os.path.join(d, "retired")
+            if kept:
+                os.link(current, retired)
+            started = time.perf_counter()
+            os.rename(temp, current)
+            took = time.perf_counter() - started
+            if kept:
+                os.unlink(retired)
+            os.fsync(dfd)
+            return took
 
         def floor(i):
             draft_and_rename(i)
@@ -81,6 +104,10 @@ def main():
                     run(i)
                     times.append(time.perf_counter() - started)
                 medians[name].append(statistics.median(times) * 1e6)
+        for _ in range(2):
+            for kept, name in enumerate(renames):
+                times = [timed_rename(i, kept) for i in range(n)]
+                renames[name].append(statistics.median(times) * 1e6)
         if test:
             print("fsync_overlap: ok (test mode, nothing measured)")
             return
@@ -91,6 +118,9 @@ def main():
             print(f"{name:<11} median {m:7.0f} us (rounds: {rounds})  {m / base:.2f}x the floor")
         seq, ovl = statistics.mean(medians["sequential"]), statistics.mean(medians["overlapped"])
         print(f"overlapped / sequential: {ovl / seq:.2f}x")
+        for name, medians in renames.items():
+            rounds = " / ".join(f"{x:.0f}" for x in medians)
+            print(f"rename over {name}: median {statistics.mean(medians):.0f} us (rounds: {rounds})")
 
 
 if __name__ == "__main__":
