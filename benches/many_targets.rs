@@ -19,18 +19,19 @@
 mod support;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use solewriter::{InstanceDigest, ProjectionStore};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Barrier;
+use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 use support::{atomic_write, holder, publish_now_once, Bench};
 
-/// Time for `iters` operations by `workers` threads (one `W` each) over `n` targets: each
-/// worker walks its own rotation of the targets, calling `op(worker, target index)`, which
-/// answers whether it counted (a publication answered `Held` does not).
-fn concurrently<W: Send>(
-    workers: Vec<W>,
+/// Time for `iters` operations by `workers.len()` threads (one worker each) over `n` targets:
+/// each worker walks its own rotation of the targets, calling `op(worker, target index)`,
+/// which answers whether it counted (a publication answered `Held` does not).
+fn concurrently<W: Sync>(
+    workers: &[W],
     n: usize,
     iters: u64,
     op: impl Fn(&W, usize) -> bool + Sync,
@@ -38,13 +39,13 @@ fn concurrently<W: Send>(
     let done = AtomicU64::new(0);
     let start = Barrier::new(workers.len() + 1);
     std::thread::scope(|s| {
-        for (i, worker) in workers.into_iter().enumerate() {
+        for (i, worker) in workers.iter().enumerate() {
             let (done, start, op) = (&done, &start, &op);
             s.spawn(move || {
                 let mut next = i % n;
                 start.wait();
                 while done.load(Ordering::Relaxed) < iters {
-                    if op(&worker, next) {
+                    if op(worker, next) {
                         done.fetch_add(1, Ordering::Relaxed);
                     }
                     next = (next + 1) % n;
@@ -57,19 +58,32 @@ fn concurrently<W: Send>(
     .elapsed()
 }
 
-/// Time for `iters` one-shot publications by `publishers` threads, each on its own store.
-fn publications(bench: &Bench, publishers: usize, iters: u64) -> Duration {
-    let workers = (0..publishers)
-        .map(|i| (bench.open(), holder(&format!("p{i}"))))
-        .collect();
-    concurrently(workers, bench.targets.len(), iters, |(store, who), t| {
+/// `count` publishers, each with its own store and name. Made once per configuration and
+/// kept across criterion's samples: a store's first publication of a target also fsyncs the
+/// target's parent directory, so stores opened for every sample would add an fsync per
+/// target and store to each sample (over 256 targets, nearly one per publication).
+fn publishers(bench: &Bench, count: usize) -> Vec<Mutex<(ProjectionStore, InstanceDigest)>> {
+    (0..count)
+        .map(|i| Mutex::new((bench.open(), holder(&format!("p{i}")))))
+        .collect()
+}
+
+/// Time for `iters` one-shot publications by `publishers` (each thread locks its own,
+/// uncontended).
+fn publications(
+    bench: &Bench,
+    publishers: &[Mutex<(ProjectionStore, InstanceDigest)>],
+    iters: u64,
+) -> Duration {
+    concurrently(publishers, bench.targets.len(), iters, |publisher, t| {
+        let (store, who) = &*publisher.lock().expect("publisher");
         publish_now_once(store, &bench.targets[t], who)
     })
 }
 
 /// Time for `iters` unfenced atomic writes of `bytes` by `writers` threads over `dirs`.
 fn unfenced_writes(dirs: &[PathBuf], bytes: &[u8], writers: usize, iters: u64) -> Duration {
-    concurrently(vec![(); writers], dirs.len(), iters, |(), t| {
+    concurrently(&vec![(); writers], dirs.len(), iters, |(), t| {
         atomic_write(&dirs[t], bytes);
         true
     })
@@ -92,12 +106,14 @@ fn bench(c: &mut Criterion) {
     let first = publish_now_once(&bench.open(), &bench.targets[0], &holder("first"));
     assert!(first, "first publication");
     group.bench_function(BenchmarkId::new("publish_1_publisher", 1), |b| {
-        b.iter_custom(|iters| publications(&bench, 1, iters))
+        let one = publishers(&bench, 1);
+        b.iter_custom(|iters| publications(&bench, &one, iters))
     });
     for targets in [1, 16, 256] {
         let bench = Bench::new(targets, 1024);
         group.bench_function(BenchmarkId::new("publish_8_publishers", targets), |b| {
-            b.iter_custom(|iters| publications(&bench, 8, iters))
+            let eight = publishers(&bench, 8);
+            b.iter_custom(|iters| publications(&bench, &eight, iters))
         });
     }
     // The disk's own scaling: the same document written unfenced, by one writer and by eight
