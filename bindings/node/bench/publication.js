@@ -28,11 +28,14 @@
  * publications of each kind, default 300, after 20 unmeasured). The kinds take turns, in 10
  * rounds of N/10 publications each, so a disk that slows down during the run slows every kind
  * alike. Prints the mean and p50 of each kind in µs and its ratio to the floor's mean, and the
- * ratios of `publishNow` to the Rust path and to the JS writer. `--test` runs one publication
- * of each kind, as CI does for every benchmark here, and exits non-zero on any error.
+ * ratios of `publishNow` to the Rust path and to the JS writer; beside each kind, this
+ * process's CPU time per operation (user + system, every thread, `process.cpuUsage`), and for
+ * the Rust path the holder's own CPU time per publication (from `/proc`, Linux only). `--test`
+ * runs one publication of each kind, as CI does for every benchmark here, and exits non-zero
+ * on any error.
  */
 
-const { spawn } = require('node:child_process');
+const { execFileSync, spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
@@ -49,6 +52,7 @@ const N = TEST ? 1 : Number(countArg || 300);
 const WARMUP = TEST ? 0 : 20;
 const ROUNDS = TEST ? 1 : 10;
 const BIN = process.env.SOLEWRITER_BIN;
+const CLOCK_TICKS = process.platform === 'linux' ? Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' })) : 100;
 if (!BIN) throw new Error('SOLEWRITER_BIN must name the solewriter binary (the Rust path), e.g. target/release/solewriter');
 if (!Number.isInteger(N / ROUNDS) || N < ROUNDS) throw new Error(`N (${N}) must be a multiple of ${ROUNDS}`);
 process.on('exit', () => fs.rmSync(base, { recursive: true, force: true }));
@@ -148,11 +152,21 @@ function rust() {
     const answer = await ask('ping');
     if (answer !== 'pong') throw new Error(`the Rust holder answered ${answer} to ping`);
   };
+  // The holder's CPU time (user + system) so far, in µs, from /proc (Linux; null elsewhere):
+  // counted in clock ticks, so read over a whole run, not per publication.
+  const cpuUs = () => {
+    try {
+      const fields = fs.readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+      return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
+    } catch {
+      return null;
+    }
+  };
   const quit = () => {
     child.stdin.end();
     return new Promise((resolve) => child.on('close', resolve));
   };
-  return { publish, ping, quit };
+  return { publish, ping, cpuUs, quit };
 }
 
 /** The Memory Core's JavaScript writer at `synchronous = level`. */
@@ -207,20 +221,25 @@ function floor(bytes) {
 }
 
 /** Runs each kind's op WARMUP times, then ROUNDS rounds of N / ROUNDS of each kind in turn;
- * each kind's N measured durations in µs. */
+ * each kind's N measured durations in µs, and this process's CPU time (user + system, all its
+ * threads) per operation of the kind in µs. */
 async function measure(kinds) {
   for (const [, op] of kinds) for (let i = 0; i < WARMUP; i++) await op();
   const us = kinds.map(() => []);
+  const cpu = kinds.map(() => 0);
   for (let round = 0; round < ROUNDS; round++) {
     for (const [k, [, op]] of kinds.entries()) {
+      const before = process.cpuUsage();
       for (let i = 0; i < N / ROUNDS; i++) {
         const t0 = performance.now();
         await op();
         us[k].push((performance.now() - t0) * 1000);
       }
+      const used = process.cpuUsage(before);
+      cpu[k] += (used.user + used.system) / N;
     }
   }
-  return kinds.map(([name], k) => [name, us[k]]);
+  return kinds.map(([name], k) => [name, us[k], cpu[k]]);
 }
 
 const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -243,16 +262,22 @@ async function main() {
     ['js writer (synchronous = FULL)', jsWriter('FULL')],
     ['js writer (synchronous = NORMAL)', jsWriter('NORMAL')],
   ];
+  const rustCpuBefore = rs.cpuUs();
   const results = await measure(kinds);
+  const rustCpuAfter = rs.cpuUs();
   await rs.quit();
   const baseline = mean(results[0][1]);
   console.log(`${base}: ${N} publications of each kind (${sw.document().length} bytes) in ${ROUNDS} rounds, ${WARMUP} unmeasured first`);
-  for (const [name, us] of results) {
-    console.log(`${name.padEnd(34)} mean ${mean(us).toFixed(0).padStart(6)} µs  p50 ${p50(us).toFixed(0).padStart(6)} µs  ${(mean(us) / baseline).toFixed(2)}× floor`);
+  for (const [name, us, cpu] of results) {
+    console.log(`${name.padEnd(34)} mean ${mean(us).toFixed(0).padStart(6)} µs  p50 ${p50(us).toFixed(0).padStart(6)} µs  ${(mean(us) / baseline).toFixed(2)}× floor  node CPU ${cpu.toFixed(0).padStart(5)} µs`);
   }
   const at = (name) => mean(results.find(([n]) => n === name)[1]);
   const rustAlone = at('rust one-shot (over the pipe)') - at('rust round trip (ping)');
   console.log(`rust one-shot − round trip: ${rustAlone.toFixed(0)} µs  ${(rustAlone / baseline).toFixed(2)}× floor`);
+  if (rustCpuBefore !== null && rustCpuAfter !== null) {
+    const holderCpu = (rustCpuAfter - rustCpuBefore) / N;
+    console.log(`rust holder's own CPU per publication (its pings included; clock ticks of ${(1e3 / CLOCK_TICKS).toFixed(0)} ms over the run): ${holderCpu.toFixed(0)} µs`);
+  }
   console.log(`publishNow / rust one-shot: ${(at('publishNow') / rustAlone).toFixed(2)}×  publishNowAsync / rust one-shot: ${(at('publishNowAsync') / rustAlone).toFixed(2)}×`);
   console.log(`publishNow / js writer (FULL): ${(at('publishNow') / at('js writer (synchronous = FULL)')).toFixed(2)}×`);
 }
