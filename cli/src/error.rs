@@ -210,3 +210,21 @@ impl From<LibError> for CliError {
 
 /// Result alias of the CLI.
 pub type CliResult<T> = Result<T, CliError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The environment's errors the process tests cannot provoke — a file step's failure and
+    /// the random source's — are I/O failures (exit 7), not a broken store (4).
+    #[test]
+    fn file_and_random_failures_are_io() {
+        let io = LibError::File(FileError::Io {
+            step: "write temp file",
+            path: "runtime/x".into(),
+            source: std::io::Error::other("disk gone"),
+        });
+        assert_eq!(classify(&io), Class::Io);
+        assert_eq!(classify(&LibError::Random("no entropy".into())), Class::Io);
+    }
+}

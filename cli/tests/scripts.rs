@@ -152,6 +152,33 @@ fn held_not_published_and_corrupt_have_their_own_codes() {
     assert_eq!(out.status.code(), Some(8), "{out:?}");
 }
 
+/// A document that disappears after the hidden reader has seen one is a failure it counts
+/// (exit 8); before the first publication, an absent document is only "not yet".
+#[test]
+fn the_reader_counts_a_document_that_disappears() {
+    let env = Env::clocked(LONG_LEASE);
+    let mut reader = env_command(&env, &["reader", "--target", TARGET])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut holder = env.holder("a", &[]);
+    expect_answer(&holder.ask("publish-now"), "published 1", &"a");
+    holder.quit();
+    let mut lines = BufReader::new(reader.stdout.take().unwrap()).lines();
+    let saw = lines.next().unwrap().unwrap();
+    assert!(saw.starts_with("saw 1 "), "{saw}");
+    std::fs::remove_file(env.current()).unwrap();
+    // The reader reads every millisecond: give it a few reads of the absent document.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    drop(reader.stdin.take());
+    let status = reader.wait().unwrap();
+    let checked = lines.next().unwrap().unwrap();
+    let invalid: u64 = checked.split(' ').nth(2).unwrap().parse().unwrap();
+    assert!(invalid > 0, "{checked}");
+    assert_eq!(status.code(), Some(8), "{checked}");
+}
+
 /// The same `submit` command run twice — a producer's retry — is an identical replay: the
 /// second says `replayed`, exits 0, and the channel is not degraded. A submit without
 /// `--captured-at` (the time that makes the retry identical) is a usage error.
