@@ -105,14 +105,16 @@ fn bench(c: &mut Criterion) {
     let bench = Bench::new(1, 1024);
     let first = publish_now_once(&bench.open(), &bench.targets[0], &holder("first"));
     assert!(first, "first publication");
+    // Made here, outside the benchmark closures: criterion calls a closure again for its
+    // warm-up and for every sample.
+    let one = publishers(&bench, 1);
     group.bench_function(BenchmarkId::new("publish_1_publisher", 1), |b| {
-        let one = publishers(&bench, 1);
         b.iter_custom(|iters| publications(&bench, &one, iters))
     });
     for targets in [1, 16, 256] {
         let bench = Bench::new(targets, 1024);
+        let eight = publishers(&bench, 8);
         group.bench_function(BenchmarkId::new("publish_8_publishers", targets), |b| {
-            let eight = publishers(&bench, 8);
             b.iter_custom(|iters| publications(&bench, &eight, iters))
         });
     }

@@ -13,7 +13,8 @@
 //! commit is the WAL's fsync), and the share of the run during which some publisher held it —
 //! near 100 %, the one write lock is what limits the rate, whatever the disk could do besides.
 //!
-//! Not a criterion benchmark: it reports counts, not times.
+//! Not a criterion benchmark: it reports counts and shares of a run, measured through the
+//! publications' own probe.
 //!
 //! ```sh
 //! cargo bench --bench redrafts        # 3 s per configuration, on the release build
@@ -35,11 +36,14 @@ use support::{holder, Bench};
 /// Counts the temp files written, and those written inside a transaction (under the store's
 /// write lock); and times the write lock: how long it is held (from `begin`'s return, seen as
 /// the next effect's start, to `commit`'s or `rollback`'s return), and how much of that each
-/// effect took (an effect's time runs to the next effect's start, so the machine's own work
-/// between two effects is counted in the first). Seen from the probe, the hold is an upper
-/// bound: a thread descheduled between `commit`'s return and its next effect counts that
-/// time too, so eight threads on two cores can sum to a little over 100 % of a short run
-/// (seen in the debug build's 100 ms runs under `cargo test`).
+/// effect took, and how long each effect took outside it (an effect's time runs to the next
+/// effect's start, or to the publication's return for its last, so the machine's own work
+/// between two effects is counted in the first; `begin`, outside, includes the wait for the
+/// lock). Seen from the probe, the hold is an approximation biased both ways: a thread
+/// descheduled between `begin`'s return and its next effect starts its hold late (too
+/// short), one descheduled between `commit`'s return and its next effect ends it late (too
+/// long). Eight threads on two cores have summed to a little over 100 % of a short run (the
+/// debug build's 100 ms runs under `cargo test`).
 #[derive(Default)]
 struct TempWrites {
     all: AtomicU64,
@@ -47,6 +51,8 @@ struct TempWrites {
     held_ns: AtomicU64,
     /// Nanoseconds spent in each effect while the write lock was held.
     in_lock: Mutex<BTreeMap<&'static str, u64>>,
+    /// Nanoseconds spent in each effect outside the write lock.
+    outside: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 thread_local! {
@@ -62,20 +68,7 @@ impl PublishProbe for TempWrites {
     fn before(&self, effect: &'static str, _: &TargetId, _: u64) {
         let now = Instant::now();
         if let Some((last, at)) = LAST.replace(Some((effect, now))) {
-            let took = (now - at).as_nanos() as u64;
-            match last {
-                // A `begin` that failed is followed by the unlock alone: no hold.
-                "begin" if effect != "unlock-target" => HELD_FROM.set(Some(now)),
-                "commit" | "rollback" => {
-                    if let Some(from) = HELD_FROM.take() {
-                        let held = (now - from).as_nanos() as u64;
-                        self.held_ns.fetch_add(held, Ordering::Relaxed);
-                        *self.lock().entry(last).or_default() += took;
-                    }
-                }
-                _ if HELD_FROM.get().is_some() => *self.lock().entry(last).or_default() += took,
-                _ => {}
-            }
+            self.returned(last, at, now, Some(effect));
         }
         if effect == "write-temp" {
             self.all.fetch_add(1, Ordering::Relaxed);
@@ -87,9 +80,52 @@ impl PublishProbe for TempWrites {
 }
 
 impl TempWrites {
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, u64>> {
-        self.in_lock.lock().expect("probe map")
+    /// The effect `last`, issued at `at`, has returned by `now`; `next` is the effect issued
+    /// now (none at the publication's end).
+    fn returned(&self, last: &'static str, at: Instant, now: Instant, next: Option<&str>) {
+        let took = (now - at).as_nanos() as u64;
+        let add = |map: &Mutex<BTreeMap<&'static str, u64>>| {
+            *map.lock().expect("probe map").entry(last).or_default() += took;
+        };
+        match last {
+            "begin" => {
+                add(&self.outside);
+                // A `begin` that failed is followed by the unlock alone: no hold.
+                if next != Some("unlock-target") {
+                    HELD_FROM.set(Some(now));
+                }
+            }
+            "commit" | "rollback" => match HELD_FROM.take() {
+                Some(from) => {
+                    let held = (now - from).as_nanos() as u64;
+                    self.held_ns.fetch_add(held, Ordering::Relaxed);
+                    add(&self.in_lock);
+                }
+                None => add(&self.outside),
+            },
+            _ if HELD_FROM.get().is_some() => add(&self.in_lock),
+            _ => add(&self.outside),
+        }
     }
+
+    /// The publication has returned: its last effect's time ends now.
+    fn publication_ended(&self) {
+        if let Some((last, at)) = LAST.take() {
+            self.returned(last, at, Instant::now(), None);
+        }
+    }
+}
+
+/// `map`'s effects, longest first, as `effect µs` per publication of `published`.
+fn shares(map: &Mutex<BTreeMap<&'static str, u64>>, published: u64) -> String {
+    let mut spent: Vec<_> = map.lock().expect("probe map").clone().into_iter().collect();
+    spent.sort_by_key(|&(_, ns)| std::cmp::Reverse(ns));
+    let per = |ns: u64| ns as f64 / published.max(1) as f64 / 1e3;
+    let line: Vec<String> = spent
+        .iter()
+        .map(|&(effect, ns)| format!("{effect} {:.0}", per(ns)))
+        .collect();
+    line.join(", ")
 }
 
 /// Publications made, their probe's counts and timings, and the time they took (every
@@ -110,7 +146,9 @@ fn measure(publishers: usize, targets: usize, run: Duration) -> (u64, TempWrites
                 let stop = Instant::now() + run;
                 while Instant::now() < stop {
                     let target = &bench.targets[next];
-                    match store.publish_now_observed(target, &who, writes) {
+                    let answer = store.publish_now_observed(target, &who, writes);
+                    writes.publication_ended();
+                    match answer {
                         Ok(PublishedNow::Published(_)) => {
                             published.fetch_add(1, Ordering::Relaxed);
                         }
@@ -146,12 +184,13 @@ fn main() {
             per(held_ns) / 1e3,
             held_ns as f64 / took.as_nanos() as f64 * 100.0,
         );
-        let mut spent: Vec<_> = writes.lock().clone().into_iter().collect();
-        spent.sort_by_key(|&(_, ns)| std::cmp::Reverse(ns));
-        let line: Vec<String> = spent
-            .iter()
-            .map(|&(effect, ns)| format!("{effect} {:.0}", per(ns) / 1e3))
-            .collect();
-        println!("    of which, µs per publication: {}", line.join(", "));
+        println!(
+            "    inside the write lock, µs per publication: {}",
+            shares(&writes.in_lock, published)
+        );
+        println!(
+            "    outside it, µs per publication: {}",
+            shares(&writes.outside, published)
+        );
     }
 }

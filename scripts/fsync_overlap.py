@@ -16,9 +16,10 @@ and prints the median of each and the ratios to the floor. If `overlapped` is no
 transaction at a time) and overlapping them in the publisher would buy nothing there.
 
 It also times the rename alone, the one file step a publication takes under the store's write
-lock, two ways: over a current.json it frees (its last link: the file system releases the
-replaced document's blocks inside the rename), and over one still linked under another name
-(the rename only drops a link; the blocks are freed later, when that name is removed).
+lock, two ways: over a current.json whose last link it removes (the replaced document is
+deleted by the rename), and over one still linked under another name (the rename only drops a
+link; the document is deleted later, when that name is removed). The difference between the
+two is what deleting the replaced document costs inside the rename.
 
 usage: fsync_overlap.py DIR [N]   (N publications per kind and round, default 400)
        fsync_overlap.py DIR --test (3 of each: runs the code, measures nothing)
@@ -105,7 +106,7 @@ def main():
                     times.append(time.perf_counter() - started)
                 medians[name].append(statistics.median(times) * 1e6)
         for _ in range(2):
-            for kept, name in enumerate(renames):
+            for name, kept in (("its last link (freed)", False), ("a document linked elsewhere", True)):
                 times = [timed_rename(i, kept) for i in range(n)]
                 renames[name].append(statistics.median(times) * 1e6)
         if test:

@@ -194,4 +194,15 @@ fn the_holder_publishes_a_memory_core_store_with_its_binding() {
         .concat(),
     );
     expect_failure(&out, 5, "nothing was written", &"a bad binding");
+    // A binding file that is not there: an I/O failure, and no holder either.
+    let missing = env.dir.path().join("missing.json");
+    let missing = missing.to_str().unwrap();
+    let flags = ["--instance", "d", "--consumer-binding-file", missing];
+    let out = env.run(&[&args[..], &flags].concat());
+    expect_failure(
+        &out,
+        7,
+        "reading the consumer binding",
+        &"a missing binding",
+    );
 }

@@ -47,7 +47,6 @@ const { openMemoryCoreDb, PROFILE, TUPLE, BINDING, CHANNELS, frontier, route } =
 
 const TEST = process.argv.includes('--test');
 const [dirArg, countArg] = process.argv.slice(2).filter((arg) => arg !== '--test');
-const base = fs.mkdtempSync(path.join(path.resolve(dirArg || os.tmpdir()), 'solewriter-publication-'));
 const N = TEST ? 1 : Number(countArg || 300);
 const WARMUP = TEST ? 0 : 20;
 const ROUNDS = TEST ? 1 : 10;
@@ -55,6 +54,7 @@ const BIN = process.env.SOLEWRITER_BIN;
 const CLOCK_TICKS = process.platform === 'linux' ? Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' })) : 100;
 if (!BIN) throw new Error('SOLEWRITER_BIN must name the solewriter binary (the Rust path), e.g. target/release/solewriter');
 if (!Number.isInteger(N / ROUNDS) || N < ROUNDS) throw new Error(`N (${N}) must be a multiple of ${ROUNDS}`);
+const base = fs.mkdtempSync(path.join(path.resolve(dirArg || os.tmpdir()), 'solewriter-publication-'));
 process.on('exit', () => fs.rmSync(base, { recursive: true, force: true }));
 
 const ENVELOPES = [frontier(), route({ n: 1 })];
@@ -133,14 +133,22 @@ function rust() {
     for (let at; (at = buffered.indexOf('\n')) >= 0; ) {
       const line = buffered.slice(0, at);
       buffered = buffered.slice(at + 1);
-      waiting.shift().resolve(line);
+      const waiter = waiting.shift();
+      if (!waiter) throw new Error(`the Rust holder said ${JSON.stringify(line)} unasked`);
+      waiter.resolve(line);
     }
   });
-  child.on('exit', (code) => {
-    for (const w of waiting.splice(0)) w.reject(new Error(`the Rust holder exited (${code}) without answering`));
-  });
+  // Once its output is drained: whoever still waits gets no answer.
+  let ended = null;
+  const end = (why) => {
+    ended = ended || why;
+    for (const w of waiting.splice(0)) w.reject(new Error(`the Rust holder ${ended} without answering`));
+  };
+  child.on('error', (e) => end(`failed (${e.message})`));
+  child.on('close', (code, signal) => end(`exited (${code ?? signal})`));
   const ask = (line) =>
     new Promise((resolve, reject) => {
+      if (ended) return reject(new Error(`the Rust holder ${ended}`));
       waiting.push({ resolve, reject });
       child.stdin.write(`${line}\n`);
     });
@@ -162,9 +170,13 @@ function rust() {
       return null;
     }
   };
-  const quit = () => {
+  const closed = new Promise((resolve) => child.on('close', resolve));
+  /** Ends the holder: end of stdin is its `quit`; a holder that does not end is killed. */
+  const quit = async () => {
     child.stdin.end();
-    return new Promise((resolve) => child.on('close', resolve));
+    const timer = setTimeout(() => child.kill(), 5_000);
+    await closed;
+    clearTimeout(timer);
   };
   return { publish, ping, cpuUs, quit };
 }
@@ -220,15 +232,21 @@ function floor(bytes) {
   };
 }
 
-/** Runs each kind's op WARMUP times, then ROUNDS rounds of N / ROUNDS of each kind in turn;
+/** Runs each kind's op WARMUP times, unmeasured. */
+async function warmUp(kinds) {
+  for (const [, op] of kinds) for (let i = 0; i < WARMUP; i++) await op();
+}
+
+/** ROUNDS rounds of N / ROUNDS of each kind in turn (each round starting with the next kind):
  * each kind's N measured durations in µs, and this process's CPU time (user + system, all its
  * threads) per operation of the kind in µs. */
 async function measure(kinds) {
-  for (const [, op] of kinds) for (let i = 0; i < WARMUP; i++) await op();
   const us = kinds.map(() => []);
   const cpu = kinds.map(() => 0);
   for (let round = 0; round < ROUNDS; round++) {
-    for (const [k, [, op]] of kinds.entries()) {
+    for (let j = 0; j < kinds.length; j++) {
+      const k = (j + round) % kinds.length;
+      const op = kinds[k][1];
       const before = process.cpuUsage();
       for (let i = 0; i < N / ROUNDS; i++) {
         const t0 = performance.now();
@@ -250,9 +268,23 @@ async function main() {
   const first = sw.publish();
   if (!first) throw new Error('solewriter did not publish');
   const rs = rust();
-  await rs.publish();
-  const same = fs.readFileSync(path.join(base, 'rust', 'runtime', 'hook-projections', fs.readdirSync(path.join(base, 'rust', 'runtime', 'hook-projections'))[0], 'current.json'));
-  if (same.length !== sw.document().length) throw new Error(`the Rust path published ${same.length} bytes, the Node path ${sw.document().length}`);
+  try {
+    await rs.publish();
+  } catch (e) {
+    await rs.quit();
+    throw e;
+  }
+  // Both paths publish the same document: the same bytes but for the moment it was made.
+  const projections = path.join(base, 'rust', 'runtime', 'hook-projections');
+  const target = fs.readdirSync(projections).find((name) => !name.endsWith('.lock'));
+  const comparable = (bytes) => {
+    const doc = JSON.parse(bytes);
+    delete doc.publication.generatedAt;
+    return JSON.stringify(doc);
+  };
+  if (comparable(fs.readFileSync(path.join(projections, target, 'current.json'))) !== comparable(sw.document())) {
+    throw new Error('the Rust and the Node path published different documents');
+  }
   const kinds = [
     ['floor (atomic write, no lease)', floor(sw.document())],
     ['publishNow', sw.publish],
@@ -262,10 +294,15 @@ async function main() {
     ['js writer (synchronous = FULL)', jsWriter('FULL')],
     ['js writer (synchronous = NORMAL)', jsWriter('NORMAL')],
   ];
-  const rustCpuBefore = rs.cpuUs();
-  const results = await measure(kinds);
-  const rustCpuAfter = rs.cpuUs();
-  await rs.quit();
+  let results, rustCpuBefore, rustCpuAfter;
+  try {
+    await warmUp(kinds);
+    rustCpuBefore = rs.cpuUs();
+    results = await measure(kinds);
+    rustCpuAfter = rs.cpuUs();
+  } finally {
+    await rs.quit();
+  }
   const baseline = mean(results[0][1]);
   console.log(`${base}: ${N} publications of each kind (${sw.document().length} bytes) in ${ROUNDS} rounds, ${WARMUP} unmeasured first`);
   for (const [name, us, cpu] of results) {
@@ -276,7 +313,8 @@ async function main() {
   console.log(`rust one-shot − round trip: ${rustAlone.toFixed(0)} µs  ${(rustAlone / baseline).toFixed(2)}× floor`);
   if (rustCpuBefore !== null && rustCpuAfter !== null) {
     const holderCpu = (rustCpuAfter - rustCpuBefore) / N;
-    console.log(`rust holder's own CPU per publication (its pings included; clock ticks of ${(1e3 / CLOCK_TICKS).toFixed(0)} ms over the run): ${holderCpu.toFixed(0)} µs`);
+    const ticks = ((rustCpuAfter - rustCpuBefore) * CLOCK_TICKS) / 1e6;
+    console.log(`rust holder's own CPU per publication, its pings included: ${holderCpu.toFixed(0)} µs (${ticks.toFixed(0)} clock ticks of ${(1e3 / CLOCK_TICKS).toFixed(0)} ms)`);
   }
   console.log(`publishNow / rust one-shot: ${(at('publishNow') / rustAlone).toFixed(2)}×  publishNowAsync / rust one-shot: ${(at('publishNowAsync') / rustAlone).toFixed(2)}×`);
   console.log(`publishNow / js writer (FULL): ${(at('publishNow') / at('js writer (synchronous = FULL)')).toFixed(2)}×`);
