@@ -58,14 +58,16 @@ fn concurrently<W: Sync>(
     .elapsed()
 }
 
-/// `count` publishers, each with its own store and name. Made once per configuration and
-/// kept across criterion's samples: a store's first publication of a target also fsyncs the
-/// target's parent directory, so stores opened for every sample would add an fsync per
-/// target and store to each sample (over 256 targets, nearly one per publication).
+/// `count` publishers, each with its own store and name, warmed ([`support::warm`]): made once
+/// per configuration and kept across criterion's samples, so that the measured publications
+/// are those of long-running stores, not each store's first of each target (which fsyncs the
+/// target's parent directory too: over 256 targets, nearly every publication of a run).
 fn publishers(bench: &Bench, count: usize) -> Vec<Mutex<(ProjectionStore, InstanceDigest)>> {
-    (0..count)
-        .map(|i| Mutex::new((bench.open(), holder(&format!("p{i}")))))
-        .collect()
+    let mut publishers: Vec<_> = (0..count)
+        .map(|i| (bench.open(), holder(&format!("p{i}"))))
+        .collect();
+    support::warm(&mut publishers, &bench.targets);
+    publishers.into_iter().map(Mutex::new).collect()
 }
 
 /// Time for `iters` one-shot publications by `publishers` (each thread locks its own,

@@ -69,7 +69,7 @@ fn micros(d: Duration) -> f64 {
 }
 
 fn main() {
-    let measuring = std::env::args().any(|a| a == "--bench");
+    let measuring = support::measuring();
     let (rounds, per_round, warmup) = if measuring {
         (ROUNDS, PER_ROUND, WARMUP)
     } else {

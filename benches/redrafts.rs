@@ -130,17 +130,19 @@ fn shares(map: &Mutex<BTreeMap<&'static str, u64>>, published: u64) -> String {
 
 /// Publications made, their probe's counts and timings, and the time they took (every
 /// publication started before `run` ended is finished and counted), by `publishers` threads
-/// over `targets` targets.
+/// over `targets` targets, each on its own store, warmed first ([`support::warm`]).
 fn measure(publishers: usize, targets: usize, run: Duration) -> (u64, TempWrites, Duration) {
     let bench = Bench::new(targets, 1024);
+    let mut stores: Vec<_> = (0..publishers)
+        .map(|i| (bench.open(), holder(&format!("p{i}"))))
+        .collect();
+    support::warm(&mut stores, &bench.targets);
     let (published, writes) = (AtomicU64::new(0), TempWrites::default());
     let start = Barrier::new(publishers + 1);
     let began = std::thread::scope(|s| {
-        for i in 0..publishers {
+        for (i, (store, who)) in stores.into_iter().enumerate() {
             let (bench, published, writes, start) = (&bench, &published, &writes, &start);
             s.spawn(move || {
-                let store = bench.open();
-                let who = holder(&format!("p{i}"));
                 let mut next = i % targets;
                 start.wait();
                 let stop = Instant::now() + run;
@@ -166,8 +168,7 @@ fn measure(publishers: usize, targets: usize, run: Duration) -> (u64, TempWrites
 }
 
 fn main() {
-    let measuring = std::env::args().any(|a| a == "--bench");
-    let run = if measuring {
+    let run = if support::measuring() {
         Duration::from_secs(3)
     } else {
         Duration::from_millis(100)
