@@ -51,6 +51,20 @@ fn submit(env: &Env, target: &str, watermark: &str, envelope: &str) -> std::proc
     ])
 }
 
+/// Where the target's document is published.
+fn current_of(env: &Env, target: &str) -> std::path::PathBuf {
+    env.dir
+        .path()
+        .join(format!("runtime/hook-projections/{target}/current.json"))
+}
+
+/// A file holding [`BINDING`], and its path.
+fn binding_file(env: &Env) -> String {
+    let path = env.dir.path().join("binding.json");
+    std::fs::write(&path, BINDING).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
 fn route(watermark: &str) -> String {
     format!(
         r#"{{"schemaVersion":"computed-route.v1","sourceWatermark":"{watermark}","notAuthority":true,"route":{{"items":[]}}}}"#
@@ -99,14 +113,10 @@ fn a_memory_core_store_from_the_command_line() {
         5,
         "consumer binding",
     );
-    let current = env
-        .dir
-        .path()
-        .join(format!("runtime/hook-projections/{target}/current.json"));
+    let current = current_of(&env, &target);
     assert!(!current.exists());
-    let binding = env.dir.path().join("binding.json");
-    std::fs::write(&binding, BINDING).unwrap();
-    let binding = binding.to_str().unwrap();
+    let binding = binding_file(&env);
+    let binding = binding.as_str();
     env.ok(&[
         "publish",
         &target,
@@ -154,16 +164,12 @@ fn the_holder_publishes_a_memory_core_store_with_its_binding() {
         "{refused}"
     );
     unbound.quit();
-    let current = env
-        .dir
-        .path()
-        .join(format!("runtime/hook-projections/{target}/current.json"));
+    let current = current_of(&env, &target);
     assert!(!current.exists());
 
-    let binding = env.dir.path().join("binding.json");
-    std::fs::write(&binding, BINDING).unwrap();
+    let binding = binding_file(&env);
     let bound_args = ["--instance", "b", "--consumer-binding-file"];
-    let binding = binding.to_str().unwrap();
+    let binding = binding.as_str();
     let mut bound = Holder::command(
         env.command(),
         &[&args[..], &bound_args, &[binding]].concat(),
