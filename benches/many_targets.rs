@@ -3,12 +3,13 @@
 //! the same run (`fsync`: overwrite one byte of a file and `sync_all` it, as the publisher
 //! syncs its temp file).
 //!
-//! Each publisher walks its own rotation of the targets: a one-shot publication
-//! (`publish_now`), moving on if held. A publication writes and fsyncs its document under the
-//! target's lock alone and fsyncs the directory after its commit, so only its revalidation,
-//! rename, release and commit hold the store's one write lock: the file fsyncs of different
-//! targets overlap. Threads of this process queue at the store's in-process gate instead of in
-//! SQLite's back-off.
+//! Each publisher, on its own store (warmed: it has published every target once), walks its
+//! own rotation of the targets: a one-shot publication (`publish_now`), moving on if held. A
+//! publication drafts (writes and fsyncs its temp file) outside every lock and fsyncs the
+//! directory after its commit, so only its revalidation, rename, release and commit hold the
+//! store's one write lock (and a redraft, when its draft lost a race): the file fsyncs of
+//! different targets overlap. Threads of this process queue at the store's in-process gate
+//! instead of in SQLite's back-off.
 //!
 //! `unfenced_1_writer` and `unfenced_8_writers` are the disk's own scaling in the same run:
 //! the same document written the plain atomic way (temp file, fsync, rename, directory fsync)

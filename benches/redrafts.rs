@@ -11,7 +11,9 @@
 //! of them were written inside a transaction, under the write lock. It also times the store's
 //! write lock: how long each publication holds it, how much of that each effect took (the
 //! commit is the WAL's fsync), and the share of the run during which some publisher held it —
-//! near 100 %, the one write lock is what limits the rate, whatever the disk could do besides.
+//! near 100 %, the one write lock is what limits the rate, whatever the disk could do besides —
+//! and what each effect took outside the lock. The stores are warmed first (each has published
+//! every target once) when measured.
 //!
 //! Not a criterion benchmark: it reports counts and shares of a run, measured through the
 //! publications' own probe.
