@@ -217,8 +217,9 @@ fn a_one_shot_takeover_whose_publication_could_not_start_releases_its_grant() {
     let store = f.open();
     let target = store.admit_target(&tuple("a")).unwrap();
     let stale = expect_acquired(store.acquire(&target, &holder("z")).unwrap());
-    f.clock.advance(TTL_MS + 1); // z's grant expires, unreleased
-                                 // The takeover's grant commits in the first transaction; the publication's is `Busy`.
+    // z's grant expires, unreleased. The takeover's grant then commits in the first
+    // transaction; the publication's `begin` is `Busy`.
+    f.clock.advance(TTL_MS + 1);
     let probe = BusyAtBegin::new(&f, 2);
     assert!(matches!(
         store

@@ -51,7 +51,9 @@ const N = TEST ? 1 : Number(countArg || 300);
 const WARMUP = TEST ? 0 : 20;
 const ROUNDS = TEST ? 1 : 10;
 const BIN = process.env.SOLEWRITER_BIN;
-const CLOCK_TICKS = process.platform === 'linux' ? Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' })) : 100;
+// The kernel's clock ticks per second, in which /proc counts CPU time (Linux only; elsewhere
+// the holder's CPU is not read).
+const CLOCK_TICKS = process.platform === 'linux' ? Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' })) : null;
 if (!BIN) throw new Error('SOLEWRITER_BIN must name the solewriter binary (the Rust path), e.g. target/release/solewriter');
 if (!Number.isInteger(N / ROUNDS) || N < ROUNDS) throw new Error(`N (${N}) must be a multiple of ${ROUNDS}`);
 const base = fs.mkdtempSync(path.join(path.resolve(dirArg || os.tmpdir()), 'solewriter-publication-'));
@@ -163,6 +165,7 @@ function rust() {
   // The holder's CPU time (user + system) so far, in µs, from /proc (Linux; null elsewhere):
   // counted in clock ticks, so read over a whole run, not per publication.
   const cpuUs = () => {
+    if (CLOCK_TICKS === null) return null;
     try {
       const fields = fs.readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1].split(' ');
       return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
