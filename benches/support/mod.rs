@@ -1,6 +1,7 @@
 //! Shared fixtures of the store benchmarks: an initialized store on the real disk (under
 //! Cargo's target tmp directory, never tmpfs), admitted targets with one submitted channel,
-//! and the short criterion settings that keep the whole set within a few minutes.
+//! the short criterion settings that keep the whole set within a few minutes, the unfenced
+//! atomic write every publication is compared with, and the warm-up of publishers' stores.
 #![allow(dead_code)] // each bench binary uses a different part of this module
 
 use criterion::Criterion;
