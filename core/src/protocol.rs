@@ -15,6 +15,20 @@ pub enum ProtocolError {
         /// result).
         answered: &'static str,
     },
+    /// An answer made for an earlier step of the machine (kept from an earlier poll) was
+    /// handed to a later one, even if both asked an effect of the same name; the machine is
+    /// unchanged.
+    #[error("executor bug: the {machine} machine was handed an answer to `{answered}` made for its step {asked}, while it is at step {current}; nothing changed")]
+    KeptAnswer {
+        /// The machine.
+        machine: &'static str,
+        /// The effect the answer was made for.
+        answered: &'static str,
+        /// The serial of the step that asked it.
+        asked: u64,
+        /// The serial of the machine's current step.
+        current: u64,
+    },
     /// A machine's result was asked before it ended.
     #[error("executor bug: the {machine} machine's result was asked before it ended")]
     Unfinished {

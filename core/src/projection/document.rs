@@ -264,17 +264,6 @@ impl ProjectionDocument {
         Ok(bytes)
     }
 
-    /// The fencing epoch of `bytes` if they are a complete document of this format or of the
-    /// Memory Core's ([`crate::projection::memory_core::published_epoch`]); `None` for anything
-    /// else. Acquisition numbers past it ([`crate::projection::lease::AcquireRequest`]), never
-    /// fences with it.
-    pub fn published_epoch(bytes: &[u8]) -> Option<u64> {
-        Self::parse(bytes)
-            .ok()
-            .map(|doc| doc.fencing_epoch)
-            .or_else(|| crate::projection::memory_core::published_epoch(bytes))
-    }
-
     /// Parses a complete document; anything else (truncated, foreign format, larger than
     /// [`MAX_DOCUMENT_BYTES`]) is an error.
     pub fn parse(bytes: &[u8]) -> Result<Self, DocumentError> {

@@ -260,8 +260,9 @@ pub struct AcquireRequest {
     /// The fencing epoch of the document at the target's path, if there is one (read under
     /// the target lock inside the same transaction). The grant numbers past it as well as
     /// past the row, so no two documents ever carry one epoch — also when a one-shot's rename
-    /// survived a crash that rolled its grant back. It only raises the number; it never
-    /// decides who may write.
+    /// survived a crash that rolled its grant back. It only raises the number — by at most
+    /// one past the row: an epoch above the row's + 1 is refused
+    /// ([`AcquireRefused::ForeignEpoch`]), never taken.
     pub published_epoch: Option<u64>,
 }
 
@@ -313,6 +314,27 @@ pub enum AcquireRefused {
     /// The epoch cannot be raised any further.
     #[error("fencing epoch exhausted")]
     EpochExhausted,
+    /// The document in place carries an epoch no grant of this store can have produced.
+    #[error(transparent)]
+    ForeignEpoch(ForeignEpoch),
+}
+
+/// The target's `current.json` carries a fencing epoch above the lease row's epoch + 1, which
+/// no grant of this store can have produced: a document solewriter renames carries its
+/// grant's epoch, a grant is at most one above the committed row while its commit is pending,
+/// and a one-shot that finds a document one above the row commits its grant before it renames
+/// (so the row never falls two behind). It was planted, or left by another store (the store
+/// was reset or restored from an older backup). Nothing was granted and the row did not move:
+/// an operator inspects and removes the file, and the next grant publishes again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the document in place (current.json of target {target_id}) carries fencing epoch {document_epoch}, above the lease row's epoch {row_epoch} + 1, which no grant of this store can have produced; nothing was granted: inspect and remove that file")]
+pub struct ForeignEpoch {
+    /// The target.
+    pub target_id: TargetId,
+    /// The epoch the document carries.
+    pub document_epoch: u64,
+    /// The lease row's epoch.
+    pub row_epoch: u64,
 }
 
 /// States from which a lease may be granted: `Unheld`, `Expired`, `Released`.
@@ -328,6 +350,16 @@ impl<S: Acquirable> Lease<S> {
         request: AcquireRequest,
     ) -> Result<(Lease<Held>, AcquirePlan), AcquireRefused> {
         let prior_epoch = self.epoch;
+        if let Some(document_epoch) = request
+            .published_epoch
+            .filter(|e| *e > prior_epoch.saturating_add(1))
+        {
+            return Err(AcquireRefused::ForeignEpoch(ForeignEpoch {
+                target_id: self.target_id,
+                document_epoch,
+                row_epoch: prior_epoch,
+            }));
+        }
         let epoch = prior_epoch
             .max(request.published_epoch.unwrap_or(0))
             .checked_add(1)
@@ -455,6 +487,14 @@ pub enum Fenced {
     /// The target has never been granted.
     #[error("the target has never been granted")]
     NeverGranted,
+    /// The document in place already carries this grant's epoch or a later one (this grant
+    /// already renamed a document whose release could not commit, or a copy of the grant did):
+    /// a grant renames at most one document, so nothing was renamed.
+    #[error("the document in place already carries fencing epoch {document_epoch}, not below this grant's")]
+    DocumentAhead {
+        /// The epoch of the document in place.
+        document_epoch: u64,
+    },
 }
 
 impl<S: State<Data = Grant>> Lease<S> {

@@ -345,6 +345,12 @@ pub fn published_epoch(bytes: &[u8]) -> Option<u64> {
         serde_json::from_str(doc.get("publication")?.get()).ok()?;
     let epoch: serde_json::Number =
         serde_json::from_str(publication.get("fencingEpoch")?.get()).ok()?;
+    epoch_number(&epoch)
+}
+
+/// A `publication.fencingEpoch` as this format takes it: an integer value from 1 to
+/// 2^53 − 1 (`3.0` is 3, as in JavaScript).
+pub(crate) fn epoch_number(epoch: &serde_json::Number) -> Option<u64> {
     let max = crate::EXACT_INTEGER_MAX;
     match (epoch.as_u64(), epoch.as_i64(), epoch.as_f64()) {
         (Some(n), _, _) => (1..=max).contains(&n).then_some(n),

@@ -13,6 +13,7 @@
 //! - [`memory_core`]: composition of the Memory Core's `live-lane-awareness-projection.v1`.
 //! - the document (this module's own items: [`ProjectionDocument`], [`compose`]): composition
 //!   of committed channel rows into the published `current.json`.
+//! - the epoch of the document in place ([`published_epoch`]), read from a bounded prefix.
 //! - [`publication`]: the named steps of the fenced publication sequence.
 //! - [`columns`]: the strict decoding of stored lease and channel rows.
 //! - [`schema`]: the two tables' statements and their schema marker.
@@ -25,6 +26,7 @@ pub mod columns;
 pub mod composition;
 mod document;
 mod draft;
+mod epoch;
 pub mod envelope_schema;
 pub mod lease;
 pub mod machine;
@@ -41,3 +43,4 @@ pub use document::{
     MAX_DOCUMENT_BYTES,
 };
 pub use draft::Draft;
+pub use epoch::{published_epoch, EPOCH_PREFIX_BYTES};

@@ -8,7 +8,7 @@
 
 use super::outcome::Failure;
 use super::serialized::{Body, End, Serialized};
-use super::{Answer, Effect, Input, Machine, ProtocolError};
+use super::{Answer, Effect, Input, Machine, ProtocolError, Serial};
 use crate::config::LeaseTtl;
 use crate::names::InstanceDigest;
 use crate::projection::lease::{
@@ -55,6 +55,11 @@ pub(crate) struct Grant<E> {
     stage: Stage<E>,
     /// The grant replaces an expired one (a takeover).
     pub(crate) takeover: bool,
+    /// The grant must commit before anything is renamed under it: a takeover, or a grant
+    /// over a row the document in place is ahead of (a one-shot's rename whose grant was
+    /// lost). A one-shot then publishes in an envelope of its own, so the row never falls
+    /// two epochs behind the document.
+    pub(crate) commits_first: bool,
 }
 
 impl<E> Grant<E> {
@@ -63,6 +68,7 @@ impl<E> Grant<E> {
             applicant,
             stage: Stage::ReadLease,
             takeover: false,
+            commits_first: false,
         }
     }
 
@@ -101,15 +107,20 @@ impl<E> Grant<E> {
             ttl: self.applicant.ttl,
             published_epoch,
         };
+        let row_epoch = record.fencing_epoch;
         let observed = observe(record, now);
         // A grant over an expired one is a takeover: its predecessor may still try to
         // publish (and would be fenced only once this grant has committed).
         self.takeover = matches!(observed, Ok(Observed::Expired(_)));
+        self.commits_first = self.takeover || published_epoch.is_some_and(|e| e > row_epoch);
         match observed.map(|o| o.decide_acquire(request)) {
             Err(inconsistent) => Stage::Done(Err(Failure::Inconsistent(inconsistent))),
             Ok(Ok(plan)) => Stage::Write(plan),
             Ok(Err(AcquireRefused::Held(held))) => Stage::Done(Ok(Acquired::Held(held))),
             Ok(Err(AcquireRefused::EpochExhausted)) => Stage::Done(Err(Failure::EpochExhausted)),
+            Ok(Err(AcquireRefused::ForeignEpoch(foreign))) => {
+                Stage::Done(Err(Failure::ForeignEpoch(foreign)))
+            }
         }
     }
 }
@@ -132,9 +143,7 @@ impl<E> Body<E> for Grant<E> {
             (Stage::ReadLease, Input::Lease(Some(record))) => Stage::ReadCurrent(record),
             (Stage::ReadLease, Input::Lease(None)) => Stage::Done(Err(Failure::NotAdmitted)),
             (Stage::ReadCurrent(record), Input::Current(bytes)) => {
-                let published_epoch = bytes
-                    .as_deref()
-                    .and_then(crate::projection::ProjectionDocument::published_epoch);
+                let published_epoch = bytes.as_deref().and_then(crate::projection::published_epoch);
                 Stage::ReadClock(record, published_epoch)
             }
             (Stage::ReadClock(record, published_epoch), Input::Clock(now)) => {
@@ -177,8 +186,9 @@ pub(crate) enum Prelude {
 pub(crate) enum PreludeNext<E> {
     /// The prelude needs another effect.
     Continue(Prelude),
-    /// No live grant seen: take the locks (what was seen: unheld, expired or released).
-    Serialize(Observed),
+    /// No live grant seen: take the locks (what was seen — unheld, expired or released — and
+    /// the clock reading it was seen at).
+    Serialize(Observed, crate::time::Millis),
     /// Answered without any lock: a live grant, or a failure.
     Answered(Result<HeldBy, Failure<E>>),
     /// An answer the prelude did not ask for: refused, the prelude unchanged.
@@ -210,7 +220,7 @@ impl Prelude {
             (Prelude::Snapshot, Input::Failed(e)) => PreludeNext::Answered(Err(Failure::Effect(e))),
             (Prelude::SnapshotClock(record), Input::Clock(now)) => match observe(record, now) {
                 Ok(Observed::Held(live)) => PreludeNext::Answered(Ok(live.held_by())),
-                Ok(observed) => PreludeNext::Serialize(observed),
+                Ok(observed) => PreludeNext::Serialize(observed, now),
                 Err(inconsistent) => {
                     PreludeNext::Answered(Err(Failure::Inconsistent(inconsistent)))
                 }
@@ -248,12 +258,12 @@ impl<E, S, B: Body<E>> Gated<E, S, B> {
         }
     }
 
-    /// Consumes `answer`; `body` makes the envelope's body from the seed and what the prelude
-    /// saw, when the prelude leads into the envelope.
+    /// Consumes `answer`; `body` makes the envelope's body from the seed, what the prelude
+    /// saw and its clock reading, when the prelude leads into the envelope.
     pub(crate) fn handle(
         &mut self,
         answer: Answer<E>,
-        body: impl FnOnce(S, Observed) -> B,
+        body: impl FnOnce(S, Observed, crate::time::Millis) -> B,
     ) -> Result<(), ProtocolError> {
         let (next, result) = match std::mem::replace(self, Gated::Moving) {
             // The prelude's answers must answer the effect polled (a committed-row read is
@@ -266,8 +276,8 @@ impl<E, S, B: Body<E>> Gated<E, S, B> {
                 PreludeNext::Refused(prelude, e) => (Gated::Prelude(prelude, seed), Err(e)),
                 PreludeNext::Continue(prelude) => (Gated::Prelude(prelude, seed), Ok(())),
                 PreludeNext::Answered(answer) => (Gated::Done(answer), Ok(())),
-                PreludeNext::Serialize(seen) => (
-                    Gated::Serialized(Box::new(Serialized::new(body(seed, seen)))),
+                PreludeNext::Serialize(seen, now) => (
+                    Gated::Serialized(Box::new(Serialized::new(body(seed, seen, now)))),
                     Ok(()),
                 ),
             },
@@ -289,6 +299,7 @@ impl<E, S, B: Body<E>> Gated<E, S, B> {
 #[derive(Debug)]
 pub struct Acquire<E> {
     phase: Gated<E, Applicant, Grant<E>>,
+    serial: Serial,
 }
 
 impl<E> Acquire<E> {
@@ -296,6 +307,7 @@ impl<E> Acquire<E> {
     pub fn new(applicant: Applicant) -> Self {
         Acquire {
             phase: Gated::new(applicant),
+            serial: Serial::default(),
         }
     }
 }
@@ -304,12 +316,14 @@ impl<E> Machine<E> for Acquire<E> {
     type Output = Result<Acquired, Failure<E>>;
 
     fn poll(&self) -> Option<Effect<'_, E>> {
-        self.phase.poll()
+        self.serial.stamp(self.phase.poll())
     }
 
     fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
-        self.phase
-            .handle(answer, |applicant, _| Grant::new(applicant))
+        let phase = &mut self.phase;
+        self.serial.take("acquire", answer, |answer| {
+            phase.handle(answer, |applicant, _, _| Grant::new(applicant))
+        })
     }
 
     fn output(self) -> Result<Self::Output, ProtocolError> {

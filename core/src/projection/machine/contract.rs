@@ -12,6 +12,8 @@ use crate::time::Millis;
 /// into the machine's [`Answer`] with [`Ask::answer`], so the answer's type is the question's.
 pub struct Ask<T, E> {
     effect: &'static str,
+    /// The serial of the step that asked ([`Serial`]): its answer is taken by that step only.
+    step: u64,
     wrap: fn(T) -> Input<E>,
 }
 
@@ -20,13 +22,18 @@ pub type Reply<T, E> = Ask<Result<T, E>, E>;
 
 impl<T, E> Ask<T, E> {
     fn new(effect: &'static str, wrap: fn(T) -> Input<E>) -> Self {
-        Ask { effect, wrap }
+        Ask {
+            effect,
+            step: 0,
+            wrap,
+        }
     }
 
-    /// The answer `value`, for the machine that asked.
+    /// The answer `value`, for the machine that asked (and the step of it that asked).
     pub fn answer(self, value: T) -> Answer<E> {
         Answer {
             effect: self.effect,
+            step: self.step,
             input: (self.wrap)(value),
         }
     }
@@ -41,7 +48,7 @@ impl<T, E> Reply<T, E> {
 
 impl<T, E> std::fmt::Debug for Ask<T, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Ask({})", self.effect)
+        write!(f, "Ask({} #{})", self.effect, self.step)
     }
 }
 
@@ -49,6 +56,7 @@ impl<T, E> std::fmt::Debug for Ask<T, E> {
 #[derive(Debug)]
 pub struct Answer<E> {
     effect: &'static str,
+    step: u64,
     input: Input<E>,
 }
 
@@ -56,6 +64,11 @@ impl<E> Answer<E> {
     /// The name of the effect it answers.
     pub fn effect(&self) -> &'static str {
         self.effect
+    }
+
+    /// The serial of the step whose ask made it.
+    pub fn step(&self) -> u64 {
+        self.step
     }
 
     /// Whether it says the effect failed.
@@ -259,6 +272,17 @@ impl<'m, E> Effect<'m, E> {
         Effect::Reached(step, Ask::new("reached", |()| Input::Done))
     }
 
+    /// The effect, asked by the step of serial `step` (only that step takes its answer).
+    pub(crate) fn stamped(mut self, step: u64) -> Self {
+        match &mut self {
+            Effect::Store(effect) => effect.stamp(step),
+            Effect::File(effect) => effect.stamp(step),
+            Effect::Clock(ask) => ask.step = step,
+            Effect::Reached(_, ask) => ask.step = step,
+        }
+        self
+    }
+
     /// The kebab-case name of the effect (for probes and reports).
     pub fn name(&self) -> &'static str {
         match self {
@@ -282,6 +306,17 @@ impl<'m, E> Effect<'m, E> {
 }
 
 impl<E> StoreEffect<'_, E> {
+    fn stamp(&mut self, step: u64) {
+        match self {
+            StoreEffect::ReadCommittedLease(a) | StoreEffect::ReadLease(a) => a.step = step,
+            StoreEffect::Begin(a) | StoreEffect::Commit(a) | StoreEffect::Rollback(a) => {
+                a.step = step
+            }
+            StoreEffect::ReadChannels(a) => a.step = step,
+            StoreEffect::WriteGrant(_, a) | StoreEffect::WriteRelease(_, a) => a.step = step,
+        }
+    }
+
     /// The kebab-case name of the effect.
     pub fn name(&self) -> &'static str {
         match self {
@@ -306,6 +341,21 @@ impl<E> StoreEffect<'_, E> {
 }
 
 impl<E> FileEffect<'_, E> {
+    fn stamp(&mut self, step: u64) {
+        match self {
+            FileEffect::ReadCurrent(a) => a.step = step,
+            FileEffect::PrepareDir(a) => a.step = step,
+            FileEffect::WriteTemp(_, a) => a.step = step,
+            FileEffect::LockTarget(a)
+            | FileEffect::SyncParents(a)
+            | FileEffect::RemoveOrphans(a)
+            | FileEffect::RemoveTemp(a)
+            | FileEffect::Rename(a)
+            | FileEffect::SyncDir(a)
+            | FileEffect::UnlockTarget(a) => a.step = step,
+        }
+    }
+
     /// The kebab-case name of the effect.
     pub fn name(&self) -> &'static str {
         match self {
@@ -350,5 +400,53 @@ impl<E> FileEffect<'_, E> {
                 | FileEffect::RemoveTemp(_)
                 | FileEffect::SyncDir(_)
         )
+    }
+}
+
+/// The serial number of a machine run's steps. Every effect a machine polls is stamped with
+/// the serial of the step that asks it, and the machine takes an answer only if it carries
+/// that serial: an answer kept from an earlier poll is refused ([`ProtocolError::KeptAnswer`])
+/// even when it answers an effect of the same name (a `read-clock` of the acquisition's
+/// prelude handed to the grant's `read-clock`). The serial moves on with every answer taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Serial(u64);
+
+impl Serial {
+    /// `effect`, stamped with this step's serial.
+    pub(crate) fn stamp<'m, E>(self, effect: Option<Effect<'m, E>>) -> Option<Effect<'m, E>> {
+        effect.map(|effect| effect.stamped(self.0))
+    }
+
+    /// Refuses an answer made for another step than this one.
+    pub(crate) fn check<E>(self, machine: &'static str, answer: &Answer<E>) -> Result<(), ProtocolError> {
+        if answer.step == self.0 {
+            Ok(())
+        } else {
+            Err(ProtocolError::KeptAnswer {
+                machine,
+                answered: answer.effect,
+                asked: answer.step,
+                current: self.0,
+            })
+        }
+    }
+
+    /// The serial of the next step.
+    pub(crate) fn advanced(&mut self) {
+        self.0 += 1;
+    }
+
+    /// `handle` of the step this serial names, then the serial of the next step (unchanged
+    /// when the answer was refused: the machine is unchanged too).
+    pub(crate) fn take<E>(
+        &mut self,
+        machine: &'static str,
+        answer: Answer<E>,
+        handle: impl FnOnce(Answer<E>) -> Result<(), ProtocolError>,
+    ) -> Result<(), ProtocolError> {
+        self.check(machine, &answer)?;
+        handle(answer)?;
+        self.advanced();
+        Ok(())
     }
 }

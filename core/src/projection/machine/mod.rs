@@ -47,7 +47,7 @@ mod serialized;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use contract::Input;
+pub(crate) use contract::{Input, Serial};
 pub use contract::{Answer, Ask, Effect, FileEffect, ProtocolError, Reply, StoreEffect};
 
 /// A step machine: poll the next effect, execute it, hand back its answer.

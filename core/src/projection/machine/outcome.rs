@@ -3,7 +3,7 @@
 //! folded in ([`Unpublished`]). An executor maps these to its own errors with one `match`
 //! each; which combinations exist, and what each means, is decided here.
 
-use crate::projection::lease::{Credential, DeadlinePassed, Fenced, InconsistentLease};
+use crate::projection::lease::{Credential, DeadlinePassed, Fenced, ForeignEpoch, InconsistentLease};
 use crate::projection::DocumentError;
 use crate::time::Millis;
 
@@ -16,6 +16,9 @@ pub enum Failure<E> {
     Inconsistent(InconsistentLease),
     /// The epoch cannot be raised any further. Nothing was written.
     EpochExhausted,
+    /// The document in place carries an epoch no grant of this store can have produced.
+    /// Nothing was written; the row did not move.
+    ForeignEpoch(ForeignEpoch),
     /// A conditional write changed no row although the decision, made under the same locks,
     /// said it would: the row changed behind the write lock.
     RowChanged,

@@ -36,10 +36,10 @@
 use super::outcome::{fold, Failure, Published, Unpublished};
 use super::release::ReleaseSteps;
 use super::serialized::{Body, End, Serialized};
-use super::{Answer, Effect, Input, Machine, ProtocolError};
+use super::{Answer, Effect, Input, Machine, ProtocolError, Serial};
 use crate::projection::channel::ChannelRecord;
 use crate::projection::composition::Composition;
-use crate::projection::lease::{observe, Authority, Credential, DeadlinePassed, LeaseRecord};
+use crate::projection::lease::{observe, Authority, Credential, Fenced, LeaseRecord};
 use crate::projection::publication::PublishStep;
 use crate::projection::Draft;
 use crate::time::Millis;
@@ -58,6 +58,8 @@ enum Stage {
     // Inside the transaction.
     ReadLease,
     ReadClock,
+    /// The document in place: its epoch must be below the grant's (the resource's fence).
+    ReadCurrent,
     ReadChannels,
     DeadlineClock,
     Rename,
@@ -76,7 +78,7 @@ fn after(step: PublishStep) -> Stage {
         PublishStep::Composed => Stage::PrepareDir,
         PublishStep::TempWritten => Stage::Ready,
         PublishStep::TransactionOpen => Stage::ReadLease,
-        PublishStep::Revalidated => Stage::ReadChannels,
+        PublishStep::Revalidated => Stage::ReadCurrent,
         PublishStep::DeadlineChecked => Stage::Rename,
         PublishStep::Renamed => Stage::Sweep,
         PublishStep::Released => Stage::End,
@@ -96,6 +98,13 @@ pub(crate) struct Steps<'r, E> {
     record: Option<LeaseRecord>,
     authority: Option<Authority>,
     now: Millis,
+    /// The largest clock reading of the whole run (a one-shot's prelude included): once it
+    /// is at or past the grant's expiry the holder has observed its expiry, so nothing is
+    /// renamed, however far the clock steps back afterwards.
+    latest: Millis,
+    /// The document in place was already checked below the grant's epoch under these locks
+    /// (a one-shot's grant numbered past it).
+    document_checked: bool,
     draft: Option<Draft>,
     /// A temp sibling of this publication may exist (written, not yet renamed or removed).
     temp: bool,
@@ -121,6 +130,8 @@ impl<'r, E> Steps<'r, E> {
             record: None,
             authority: None,
             now: Millis(0),
+            latest: Millis(0),
+            document_checked: false,
             draft: None,
             temp: false,
             drafted_outside: false,
@@ -146,7 +157,19 @@ impl<'r, E> Steps<'r, E> {
     pub(crate) fn granted(&mut self, credential: Credential) {
         self.release = ReleaseSteps::new(credential.clone());
         self.credential = credential;
+        // The grant read the document in place under these locks and numbered past it.
+        self.document_checked = true;
         self.begun(true);
+    }
+
+    /// A clock reading of the run (before these steps: a one-shot's prelude).
+    pub(crate) fn saw_clock(&mut self, now: Millis) {
+        self.latest = self.latest.max(now);
+    }
+
+    /// The largest clock reading of the run so far.
+    pub(crate) fn latest_clock(&self) -> Millis {
+        self.latest
     }
 
     /// The publication's result, its release's folded in, once the envelope has ended
@@ -236,6 +259,7 @@ impl<E> Body<E> for Steps<'_, E> {
         Some(match self.stage {
             Stage::ReadLease => Effect::read_lease(),
             Stage::ReadClock | Stage::DeadlineClock => Effect::read_clock(),
+            Stage::ReadCurrent => Effect::read_current(),
             Stage::ReadChannels => Effect::read_channels(),
             Stage::Rename => Effect::rename(),
             Stage::Sweep => Effect::remove_orphans(),
@@ -255,9 +279,13 @@ impl<E> Body<E> for Steps<'_, E> {
         let (answered, input) = answer.into_parts();
         let wrong = || ProtocolError::wrong("publish", answered);
         self.stage = match (self.stage, input) {
+            (Stage::Mark(PublishStep::Revalidated), Input::Done) if self.document_checked => {
+                Stage::ReadChannels
+            }
             (Stage::Mark(step), Input::Done) => after(step),
             (Stage::DraftClock, Input::Clock(now)) => {
                 self.now = now;
+                self.saw_clock(now);
                 Stage::DraftChannels
             }
             (Stage::DraftChannels, Input::Channels(rows)) => self.compose(rows),
@@ -268,31 +296,39 @@ impl<E> Body<E> for Steps<'_, E> {
             (Stage::ReadLease, Input::Lease(None)) => self.fail(Failure::NotAdmitted),
             (Stage::ReadClock, Input::Clock(now)) => {
                 let record = self.record.take().ok_or_else(wrong)?;
+                self.saw_clock(now);
                 match observe(record, now) {
                     Err(inconsistent) => self.fail(Failure::Inconsistent(inconsistent)),
                     Ok(observed) => match observed.authorize_publish(&self.credential) {
-                        Ok(authority) => {
-                            self.authority = Some(authority);
-                            self.now = now;
-                            Stage::Mark(PublishStep::Revalidated)
-                        }
+                        // An earlier reading of the run already saw the grant's expiry: the
+                        // holder has observed it, so nothing is renamed, even if the clock
+                        // has since stepped back.
+                        Ok(authority) => match authority.check_deadline(self.latest) {
+                            Err(passed) => self.fail(Failure::Expired(passed)),
+                            Ok(()) => {
+                                self.authority = Some(authority);
+                                self.now = now;
+                                Stage::Mark(PublishStep::Revalidated)
+                            }
+                        },
                         Err(fenced) => self.fail(Failure::Fenced(fenced)),
                     },
+                }
+            }
+            (Stage::ReadCurrent, Input::Current(bytes)) => {
+                match bytes.as_deref().and_then(crate::projection::published_epoch) {
+                    // A grant renames at most one document: one of its epoch or a later one
+                    // is in place already (its release did not commit, or a copy of it
+                    // published), so nothing is renamed.
+                    Some(document_epoch) if document_epoch >= self.credential.epoch => {
+                        self.fail(Failure::Fenced(Fenced::DocumentAhead { document_epoch }))
+                    }
+                    _ => Stage::ReadChannels,
                 }
             }
             (Stage::ReadChannels, Input::Channels(rows)) => {
                 let authority = self.authority.as_ref().ok_or_else(wrong)?;
                 match &self.draft {
-                    // The draft's clock already read the grant's expiry: the holder has
-                    // observed it, so nothing is renamed, even if the clock has since stepped
-                    // back.
-                    Some(draft) if draft.composed_at() >= authority.expires_at() => {
-                        let passed = DeadlinePassed {
-                            expires_at: authority.expires_at(),
-                            now: draft.composed_at(),
-                        };
-                        self.fail(Failure::Expired(passed))
-                    }
                     Some(draft) if draft.confirmed(authority, &rows, self.now) => {
                         Stage::DeadlineClock
                     }
@@ -317,8 +353,9 @@ impl<E> Body<E> for Steps<'_, E> {
                 }
             }
             (Stage::DeadlineClock, Input::Clock(now)) => {
+                self.saw_clock(now);
                 let authority = self.authority.as_ref().ok_or_else(wrong)?;
-                match authority.check_deadline(now) {
+                match authority.check_deadline(self.latest) {
                     Ok(()) => Stage::Mark(PublishStep::DeadlineChecked),
                     Err(passed) => self.fail(Failure::Expired(passed)),
                 }
@@ -352,6 +389,7 @@ impl<E> Body<E> for Steps<'_, E> {
             (
                 Stage::DraftChannels
                 | Stage::ReadLease
+                | Stage::ReadCurrent
                 | Stage::ReadChannels
                 | Stage::PrepareDir
                 | Stage::SyncParents
@@ -405,6 +443,7 @@ enum Phase<'r, E> {
 pub struct Publish<'r, E> {
     credential: Credential,
     phase: Phase<'r, E>,
+    serial: Serial,
 }
 
 impl<'r, E> Publish<'r, E> {
@@ -415,8 +454,20 @@ impl<'r, E> Publish<'r, E> {
         Publish {
             credential,
             phase: Phase::Publishing(Box::new(Serialized::new(steps))),
+            serial: Serial::default(),
         }
     }
+
+    /// The publication, as the second part of a run whose steps so far the serial counts
+    /// and whose clock read `latest` (a one-shot whose grant committed on its own).
+    pub(crate) fn continuing(mut self, serial: Serial, latest: Millis) -> Self {
+        self.serial = serial;
+        if let Phase::Publishing(inner) = &mut self.phase {
+            inner.body.saw_clock(latest);
+        }
+        self
+    }
+
 
     /// The result once the publication's envelope has ended.
     fn ended(
@@ -443,13 +494,30 @@ impl<E> Machine<E> for Publish<'_, E> {
     type Output = Result<Published, Unpublished<E>>;
 
     fn poll(&self) -> Option<Effect<'_, E>> {
-        match &self.phase {
+        self.serial.stamp(match &self.phase {
             Phase::Publishing(inner) => inner.poll(),
             Phase::Done(_) | Phase::Moving => None,
-        }
+        })
     }
 
     fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+        let mut serial = self.serial;
+        let result = serial.take("publish", answer, |answer| self.step(answer));
+        self.serial = serial;
+        result
+    }
+
+    fn output(self) -> Result<Self::Output, ProtocolError> {
+        match self.phase {
+            Phase::Done(result) => Ok(result),
+            _ => Err(ProtocolError::Unfinished { machine: "publish" }),
+        }
+    }
+}
+
+impl<E> Publish<'_, E> {
+    /// One step of the publication: the answer to the effect last polled.
+    fn step(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
         let (next, result) = match std::mem::replace(&mut self.phase, Phase::Moving) {
             Phase::Publishing(mut inner) => match inner.handle(answer) {
                 Ok(()) if inner.is_done() => match self.ended(*inner) {
@@ -465,12 +533,5 @@ impl<E> Machine<E> for Publish<'_, E> {
         };
         self.phase = next;
         result
-    }
-
-    fn output(self) -> Result<Self::Output, ProtocolError> {
-        match self.phase {
-            Phase::Done(result) => Ok(result),
-            _ => Err(ProtocolError::Unfinished { machine: "publish" }),
-        }
     }
 }

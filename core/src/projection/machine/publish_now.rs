@@ -24,7 +24,7 @@ use super::acquire::{Acquired, Applicant, Gated, Grant};
 use super::outcome::{Failure, Published, Unpublished};
 use super::publish::{Publish, Steps};
 use super::serialized::{Body, End, Serialized};
-use super::{Answer, Effect, Machine, ProtocolError};
+use super::{Answer, Effect, Machine, ProtocolError, Serial};
 use crate::projection::composition::Composition;
 use crate::projection::lease::{Credential, HeldBy, Observed};
 
@@ -56,7 +56,12 @@ struct Stage<'r, E> {
 
 impl<'r, E> Stage<'r, E> {
     /// The body for `applicant` over the row the prelude saw.
-    fn new(applicant: Applicant, seen: Observed, composition: Composition<'r>) -> Self {
+    fn new(
+        applicant: Applicant,
+        seen: Observed,
+        composition: Composition<'r>,
+        now: crate::time::Millis,
+    ) -> Self {
         // The draft is composed for the epoch a grant over the row seen would get; if the
         // grant gets another, the publication composes again inside. Over an expired grant
         // nothing is drafted: that takeover commits on its own.
@@ -65,10 +70,13 @@ impl<'r, E> Stage<'r, E> {
             epoch: seen.epoch().saturating_add(1),
             token_hash: applicant.token_hash,
         };
-        let steps = match seen {
+        let mut steps = match seen {
             Observed::Expired(_) => Steps::undrafted(expected, composition),
             _ => Steps::new(expected, composition),
         };
+        // The prelude's clock reading is the run's first (the publication refuses to rename
+        // once any reading of the run is at or past the grant's expiry).
+        steps.saw_clock(now);
         Stage {
             grant: Some(Box::new(Grant::new(applicant))),
             steps: Box::new(steps),
@@ -102,7 +110,7 @@ impl<E> Body<E> for Stage<'_, E> {
             return self.steps.handle(answer);
         };
         grant.handle(answer)?;
-        if grant.takeover {
+        if grant.commits_first {
             // Committed on its own (see the module documentation).
             return Ok(());
         }
@@ -120,8 +128,8 @@ impl<E> Body<E> for Stage<'_, E> {
 
     fn end(&self) -> Option<End> {
         match &self.grant {
-            // A grant moves on to publishing at once (a takeover commits on its own); a refusal
-            // rolls back.
+            // A grant moves on to publishing at once (a takeover, or a grant the document in
+            // place is ahead of, commits on its own); a refusal rolls back.
             Some(grant) => grant.end(),
             None => self.steps.end(),
         }
@@ -142,8 +150,9 @@ impl<E> Body<E> for Stage<'_, E> {
 enum Phase<'r, E> {
     /// The prelude, then grant-publish-release in one envelope.
     OneShot(Gated<E, Applicant, Stage<'r, E>>),
-    /// The grant took over an expired one and committed on its own: its publication.
-    TakenOver(Box<Publish<'r, E>>),
+    /// The grant committed on its own (it took over an expired one, or the document in place
+    /// was ahead of the row): its publication, and whether the grant was a takeover.
+    TakenOver(Box<Publish<'r, E>>, bool),
     /// Ended.
     Done(Result<PublishedNow, Unpublished<E>>),
     /// Only while a step moves the machine from one phase to the next.
@@ -155,6 +164,9 @@ enum Phase<'r, E> {
 pub struct PublishNow<'r, E> {
     composition: Composition<'r>,
     phase: Phase<'r, E>,
+    /// The serial of the one-shot envelope's steps (a [`Phase::TakenOver`] publication goes on
+    /// counting with its own).
+    serial: Serial,
 }
 
 /// A failure before any publication: nothing to release.
@@ -172,6 +184,7 @@ impl<'r, E> PublishNow<'r, E> {
         PublishNow {
             composition: composition.into(),
             phase: Phase::OneShot(Gated::new(applicant)),
+            serial: Serial::default(),
         }
     }
 
@@ -213,6 +226,8 @@ impl<'r, E> PublishNow<'r, E> {
             })));
         };
         let token_hash = grant.token_hash();
+        let takeover = grant.takeover;
+        let latest = stage.steps.latest_clock();
         Ok(match (grant.into_result()?, commit_failed) {
             (_, Some(e)) => Phase::Done(refused(Failure::Effect(e))),
             // A takeover committed on its own: publish with it in a second envelope.
@@ -222,7 +237,12 @@ impl<'r, E> PublishNow<'r, E> {
                     epoch: plan.epoch,
                     token_hash,
                 };
-                Phase::TakenOver(Box::new(Publish::new(credential, self.composition)))
+                // The envelope's last answer is taken once this returns: the publication's
+                // steps count on from the one after it.
+                let mut serial = self.serial;
+                serial.advanced();
+                let publish = Publish::new(credential, self.composition).continuing(serial, latest);
+                Phase::TakenOver(Box::new(publish), takeover)
             }
             (Ok(Acquired::Held(held)), None) => Phase::Done(Ok(PublishedNow::Held(held))),
             (Err(failure), None) => Phase::Done(refused(failure)),
@@ -235,45 +255,20 @@ impl<E> Machine<E> for PublishNow<'_, E> {
 
     fn poll(&self) -> Option<Effect<'_, E>> {
         match &self.phase {
-            Phase::OneShot(gated) => gated.poll(),
-            Phase::TakenOver(publish) => publish.poll(),
+            Phase::OneShot(gated) => self.serial.stamp(gated.poll()),
+            // Stamped by the publication itself, which counts on.
+            Phase::TakenOver(publish, _) => publish.poll(),
             Phase::Done(_) | Phase::Moving => None,
         }
     }
 
     fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
-        let composition = self.composition;
-        let (next, result) = match std::mem::replace(&mut self.phase, Phase::Moving) {
-            Phase::OneShot(mut gated) => {
-                match gated.handle(answer, |applicant, seen| {
-                    Stage::new(applicant, seen, composition)
-                }) {
-                    Ok(()) if gated.poll().is_none() => match self.ended(gated) {
-                        Ok(next) => (next, Ok(())),
-                        Err(e) => (Phase::Moving, Err(e)),
-                    },
-                    result => (Phase::OneShot(gated), result),
-                }
-            }
-            Phase::TakenOver(mut publish) => match publish.handle(answer) {
-                Ok(()) if publish.poll().is_none() => match publish.output() {
-                    Ok(published) => (
-                        Phase::Done(published.map(|published| PublishedNow::Published {
-                            published,
-                            takeover: true,
-                        })),
-                        Ok(()),
-                    ),
-                    Err(e) => (Phase::Moving, Err(e)),
-                },
-                result => (Phase::TakenOver(publish), result),
-            },
-            ended @ (Phase::Done(_) | Phase::Moving) => (
-                ended,
-                Err(ProtocolError::wrong("ended one-shot", answer.effect())),
-            ),
-        };
-        self.phase = next;
+        if let Phase::TakenOver(..) = self.phase {
+            return self.step(answer);
+        }
+        let mut serial = self.serial;
+        let result = serial.take("one-shot", answer, |answer| self.step(answer));
+        self.serial = serial;
         result
     }
 
@@ -284,5 +279,44 @@ impl<E> Machine<E> for PublishNow<'_, E> {
                 machine: "one-shot",
             }),
         }
+    }
+}
+
+impl<E> PublishNow<'_, E> {
+    /// One step of the one-shot: the answer to the effect last polled.
+    fn step(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+        let composition = self.composition;
+        let (next, result) = match std::mem::replace(&mut self.phase, Phase::Moving) {
+            Phase::OneShot(mut gated) => {
+                match gated.handle(answer, |applicant, seen, now| {
+                    Stage::new(applicant, seen, composition, now)
+                }) {
+                    Ok(()) if gated.poll().is_none() => match self.ended(gated) {
+                        Ok(next) => (next, Ok(())),
+                        Err(e) => (Phase::Moving, Err(e)),
+                    },
+                    result => (Phase::OneShot(gated), result),
+                }
+            }
+            Phase::TakenOver(mut publish, takeover) => match publish.handle(answer) {
+                Ok(()) if publish.poll().is_none() => match publish.output() {
+                    Ok(published) => (
+                        Phase::Done(published.map(|published| PublishedNow::Published {
+                            published,
+                            takeover,
+                        })),
+                        Ok(()),
+                    ),
+                    Err(e) => (Phase::Moving, Err(e)),
+                },
+                result => (Phase::TakenOver(publish, takeover), result),
+            },
+            ended @ (Phase::Done(_) | Phase::Moving) => (
+                ended,
+                Err(ProtocolError::wrong("ended one-shot", answer.effect())),
+            ),
+        };
+        self.phase = next;
+        result
     }
 }

@@ -8,7 +8,7 @@
 use super::outcome::Failure;
 pub use super::outcome::ReleaseOutcome;
 use super::serialized::{Body, End, Serialized};
-use super::{Answer, Effect, Input, Machine, ProtocolError};
+use super::{Answer, Effect, Input, Machine, ProtocolError, Serial};
 use crate::projection::lease::{
     observe, Credential, EndPlan, LeaseRecord, NothingHeld, Observed, ReleasePlan,
 };
@@ -175,6 +175,7 @@ impl<E, R: Releaser> Body<E> for ReleaseSteps<E, R> {
 #[derive(Debug)]
 pub struct Release<E, R: Releaser = HolderRelease> {
     inner: Serialized<E, ReleaseSteps<E, R>>,
+    serial: Serial,
 }
 
 impl<E> Release<E> {
@@ -196,6 +197,7 @@ impl<E, R: Releaser> Release<E, R> {
     pub fn with(releaser: R) -> Self {
         Release {
             inner: Serialized::new(ReleaseSteps::with(releaser)),
+            serial: Serial::default(),
         }
     }
 }
@@ -204,11 +206,13 @@ impl<E, R: Releaser> Machine<E> for Release<E, R> {
     type Output = Result<R::Outcome, Failure<E>>;
 
     fn poll(&self) -> Option<Effect<'_, E>> {
-        self.inner.poll()
+        self.serial.stamp(self.inner.poll())
     }
 
     fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
-        self.inner.handle(answer)
+        let inner = &mut self.inner;
+        self.serial
+            .take("release", answer, |answer| inner.handle(answer))
     }
 
     fn output(self) -> Result<Self::Output, ProtocolError> {

@@ -235,6 +235,14 @@ fn assert_released(s: &Script, release: Option<Failure<&'static str>>, context: 
     assert!(s.log.contains(&"write-release"), "{context}");
 }
 
+/// The bytes of a document of `epoch` on the test target.
+fn document(epoch: u64) -> Vec<u8> {
+    crate::projection::Draft::compose(&target(), epoch, &registry(), Vec::new(), Millis(1))
+        .unwrap()
+        .bytes()
+        .to_vec()
+}
+
 fn registry() -> ChannelRegistry {
     ChannelRegistry::new([]).unwrap()
 }
@@ -349,7 +357,7 @@ fn acquire_failures_end_the_envelope_in_order() {
 /// draft and its temp file with no lock held, then the target lock and the transaction (the
 /// sweep right after the rename), the target lock let go, then the directory fsync with no
 /// lock held.
-const PUBLISHED: [&str; 27] = [
+const PUBLISHED: [&str; 28] = [
     "read-clock",
     "read-channels",
     "reached",
@@ -362,6 +370,7 @@ const PUBLISHED: [&str; 27] = [
     "read-lease",
     "read-clock",
     "reached",
+    "read-current",
     "read-channels",
     "read-clock",
     "reached",
@@ -889,8 +898,10 @@ fn an_answer_the_machine_did_not_ask_for_is_refused_and_changes_nothing() {
     assert_eq!(m.poll().map(|e| e.name()), Some("lock-target"));
     assert!(matches!(
         m.handle(stale),
-        Err(ProtocolError::WrongAnswer {
+        Err(ProtocolError::KeptAnswer {
             answered: "read-clock",
+            asked: 1,
+            current: 2,
             ..
         })
     ));
@@ -930,7 +941,7 @@ fn an_answer_kept_from_another_effect_of_the_same_kind_is_refused() {
     }
     assert!(matches!(
         m.handle(kept),
-        Err(ProtocolError::WrongAnswer {
+        Err(ProtocolError::KeptAnswer {
             answered: "sync-parents",
             ..
         })
@@ -1032,16 +1043,11 @@ fn a_draft_swept_before_the_transaction_is_written_again_inside_it_once() {
 #[test]
 fn a_grant_numbers_past_the_epoch_of_the_document_in_place() {
     // A one-shot's rename survived a crash that rolled its grant back: the row says 3, the
-    // document 7. The next grant is 8, so no two documents carry one epoch.
-    let document = |epoch| {
-        crate::projection::Draft::compose(&target(), epoch, &registry(), Vec::new(), Millis(1))
-            .unwrap()
-            .bytes()
-            .to_vec()
-    };
+    // document 4. The next grant is 5, so no two documents carry one epoch.
     for (current, expected) in [
-        (Some(document(7)), 8),
+        (Some(document(4)), 5),
         (Some(document(2)), 4),
+        (Some(document(3)), 4),
         (None, 4),
         (Some(b"{\"fencingEpoch\": 99}".to_vec()), 4),
         (Some(b"not json".to_vec()), 4),
@@ -1055,15 +1061,147 @@ fn a_grant_numbers_past_the_epoch_of_the_document_in_place() {
         };
         assert_eq!((plan.prior_epoch, plan.epoch), (3, expected));
     }
-    // The one-shot likewise: its draft (for epoch 4) is composed again for epoch 8.
+    // The one-shot over a document one ahead of the row commits its grant (5) before it
+    // renames anything, then publishes with it in an envelope of its own: were that commit
+    // lost, the document would be two ahead of the row.
     let mut s = Script::new(Some(row(3, 1, 0, true)), &[10]);
-    s.current = Some(document(7));
+    s.current = Some(document(4));
     let registry = registry();
     let mut m = PublishNow::new(applicant(2), &registry);
     s.run(&mut m);
-    let (result, _) = ran_now(m.output().unwrap());
-    assert_eq!(result.unwrap().fencing_epoch, 8);
-    assert_eq!(positions(&s.log, "write-temp").len(), 2, "{:?}", s.log);
+    let end = m.output().unwrap();
+    assert!(
+        matches!(&end, Ok(PublishedNow::Published { takeover: false, .. })),
+        "{end:?}"
+    );
+    let (result, _) = ran_now(end);
+    assert_eq!(result.unwrap().fencing_epoch, 5);
+    let commit = positions(&s.log, "commit")[0];
+    assert!(commit < positions(&s.log, "rename")[0], "{:?}", s.log);
+    assert_eq!(&s.log[commit - 2..=commit], ["read-clock", "write-grant", "commit"]);
+}
+
+#[test]
+fn a_document_epoch_no_grant_can_have_produced_is_refused_and_moves_nothing() {
+    // A planted `current.json` of epoch 2^63 - 2 (or any epoch above the row's + 1): the
+    // grant is refused, nothing is written, the row stays at 3 — and once the file is gone
+    // the target is granted 4, not exhausted.
+    let registry = registry();
+    for planted in [5, crate::STORAGE_INTEGER_MAX - 1, crate::STORAGE_INTEGER_MAX] {
+        let mut s = Script::new(Some(row(3, 1, 0, true)), &[10]);
+        s.current = Some(document(planted));
+        let mut m = Acquire::new(applicant(2));
+        s.run(&mut m);
+        let Ok(Err(Failure::ForeignEpoch(foreign))) = m.output() else {
+            panic!("{:?}", s.log)
+        };
+        assert_eq!((foreign.document_epoch, foreign.row_epoch), (planted, 3));
+        assert!(foreign.to_string().contains("current.json"), "{foreign}");
+        assert!(!s.log.contains(&"write-grant"), "{:?}", s.log);
+        assert!(s.log.contains(&"rollback"), "{:?}", s.log);
+        let mut m = PublishNow::new(applicant(2), &registry);
+        s.log.clear();
+        s.run(&mut m);
+        let (result, _) = ran_now(m.output().unwrap());
+        assert!(
+            matches!(result, Err(Failure::ForeignEpoch(_))),
+            "{:?}",
+            s.log
+        );
+        assert!(!s.log.contains(&"rename"), "{:?}", s.log);
+        assert!(!s.log.contains(&"write-grant"), "{:?}", s.log);
+        s.current = None;
+        let mut m = Acquire::new(applicant(2));
+        s.run(&mut m);
+        let Ok(Acquired::Granted(plan)) = m.output().unwrap() else {
+            panic!()
+        };
+        assert_eq!(plan.epoch, 4);
+    }
+}
+
+#[test]
+fn a_grant_renames_at_most_one_document_even_when_its_release_did_not_commit() {
+    // The grant of epoch 2 renamed its document; its release's commit failed, so the row
+    // still says held at 2. The same credential (a copy of the grant) publishes again: the
+    // document in place is of its epoch, so nothing is renamed.
+    let registry = registry();
+    for in_place in [2, 3] {
+        let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
+        s.current = Some(document(in_place));
+        let mut m = Publish::new(credential(2, 1), &registry);
+        s.run(&mut m);
+        let Err(Unpublished::Failed { failure, release }) = m.output().unwrap() else {
+            panic!("{:?}", s.log)
+        };
+        assert!(
+            matches!(
+                failure,
+                Failure::Fenced(Fenced::DocumentAhead { document_epoch }) if document_epoch == in_place
+            ),
+            "{failure:?}"
+        );
+        assert!(release.is_none(), "the grant is released all the same");
+        assert!(!s.log.contains(&"rename"), "{:?}", s.log);
+        assert!(s.log.contains(&"remove-temp"), "{:?}", s.log);
+    }
+    // Below the grant's epoch (or foreign): published.
+    let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
+    s.current = Some(document(1));
+    let (result, _) = publish(&mut s, 2, 1);
+    assert_eq!(result.unwrap().fencing_epoch, 2);
+}
+
+#[test]
+fn a_one_shot_whose_prelude_saw_past_the_grants_expiry_never_renames() {
+    // The prelude reads 1000; the clock then steps back by more than the TTL, so the grant is
+    // written at 899 and expires at 999 — before a reading the holder already made. Whatever
+    // the later readings say, nothing is renamed (the rule: no rename once any clock reading
+    // of the run is at or past the grant's expiry).
+    let registry = registry();
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[1000, 1000 - TTL - 1]);
+    let mut m = PublishNow::new(applicant(2), &registry);
+    s.run(&mut m);
+    let (result, release) = ran_now(m.output().unwrap());
+    assert!(
+        matches!(
+            result,
+            Err(Failure::Expired(passed)) if passed.now == Millis(1000) && passed.expires_at == Millis(999)
+        ),
+        "{:?}",
+        s.log
+    );
+    assert_released(&s, release, "");
+    assert!(!s.log.contains(&"rename"), "{:?}", s.log);
+}
+
+#[test]
+fn an_answer_to_an_earlier_ask_of_the_same_effect_is_refused() {
+    // The prelude's `read-clock` answer, kept and handed to the grant's `read-clock` inside
+    // the transaction (the same effect, asked again): refused, the machine unchanged.
+    let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
+    let mut m = Acquire::<&str>::new(applicant(2));
+    stop_after(&mut s, &mut m, 1);
+    let Some(Effect::Clock(prelude)) = m.poll() else {
+        panic!("the prelude reads the clock")
+    };
+    let kept = prelude.answer(Millis(10));
+    stop_after(&mut s, &mut m, 1);
+    while m.poll().map(|e| e.name()) != Some("read-clock") {
+        stop_after(&mut s, &mut m, 1);
+    }
+    assert_eq!(s.log.last(), Some(&"read-current"), "the grant's own clock");
+    assert!(matches!(
+        m.handle(kept),
+        Err(ProtocolError::KeptAnswer {
+            answered: "read-clock",
+            asked: 1,
+            ..
+        })
+    ));
+    assert_eq!(m.poll().map(|e| e.name()), Some("read-clock"), "unchanged");
+    s.run(&mut m);
+    assert!(matches!(m.output(), Ok(Ok(Acquired::Granted(_)))));
 }
 
 #[test]
@@ -1091,7 +1229,7 @@ fn an_answer_says_whether_it_failed_and_a_file_effect_whether_it_is_slow_work() 
     else {
         panic!("the prelude reads the committed row")
     };
-    assert_eq!(format!("{ask:?}"), "Ask(read-committed-lease)");
+    assert_eq!(format!("{ask:?}"), "Ask(read-committed-lease #0)");
     assert!(ask.fail("busy").failed());
     let Some(Effect::Store(StoreEffect::ReadCommittedLease(ask))) =
         Acquire::<&str>::new(applicant(1)).poll()
@@ -1125,6 +1263,12 @@ fn an_answer_says_whether_it_failed_and_a_file_effect_whether_it_is_slow_work() 
     );
     assert_eq!(
         fast,
-        ["lock-target", "rename", "remove-orphans", "unlock-target"]
+        [
+            "lock-target",
+            "read-current",
+            "rename",
+            "remove-orphans",
+            "unlock-target"
+        ]
     );
 }
