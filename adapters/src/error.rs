@@ -1,7 +1,7 @@
 //! The adapters' error type. Every variant says what failed and what was left untouched.
 
 use solewriter_core::projection::adoption::AdoptionRefused;
-use solewriter_core::projection::lease::{DeadlinePassed, Fenced, InconsistentLease};
+use solewriter_core::projection::lease::{DeadlinePassed, Fenced, ForeignEpoch, InconsistentLease};
 use solewriter_core::projection::machine::ProtocolError;
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::watermark::SubmissionRejected;
@@ -103,6 +103,11 @@ pub enum Error {
     /// The fencing epoch cannot be raised any further. Nothing was written.
     #[error("fencing epoch exhausted for this target; nothing was written")]
     EpochExhausted,
+    /// The document in place carries an epoch no grant of this store can have produced (a
+    /// planted file, or one left by another store). Nothing was granted or written; an
+    /// operator inspects and removes `current.json`.
+    #[error(transparent)]
+    ForeignEpoch(ForeignEpoch),
     /// `current.json` was replaced (a complete document composed from committed rows), but
     /// the conditional release did not commit: the lease stays held until it expires.
     #[error("current.json at {path} was replaced, but the lease release did not commit ({reason}); the lease expires on its own")]
@@ -177,6 +182,7 @@ impl Error {
             | Error::InconsistentLease(_)
             | Error::AdoptionRefused(_)
             | Error::EpochExhausted
+            | Error::ForeignEpoch(_)
             | Error::Random(_)
             | Error::Protocol(_)
             | Error::Document(_) => ErrorKind::Environment,
@@ -262,6 +268,14 @@ mod tests {
             (busy(), ErrorKind::Contention),
             (Error::Fenced(Fenced::Released), ErrorKind::LostAuthority),
             (Error::EpochExhausted, ErrorKind::Environment),
+            (
+                Error::ForeignEpoch(solewriter_core::projection::lease::ForeignEpoch {
+                    target_id: TargetId::parse(&"a".repeat(64)).unwrap(),
+                    document_epoch: 9,
+                    row_epoch: 1,
+                }),
+                ErrorKind::Environment,
+            ),
             (
                 Error::PublishedNotReleased {
                     path: PathBuf::new(),

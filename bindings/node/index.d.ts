@@ -41,6 +41,7 @@ export type ErrorCode =
   | 'IN_TRANSACTION'
   | 'CORRUPT_ROW'
   | 'INCONSISTENT_LEASE'
+  | 'FOREIGN_EPOCH'
   | 'EPOCH_EXHAUSTED'
   | 'IO'
   | 'UNSAFE_RUNTIME_DIR'

@@ -344,7 +344,9 @@ fn publish_end(
         Failure::NotAdmitted | Failure::Inconsistent(_) => PublishOutcome::NotAdmitted,
         Failure::Effect(ModelFault::Busy) => PublishOutcome::Busy,
         Failure::Effect(ModelFault::Refused) => PublishOutcome::Refused,
-        Failure::EpochExhausted | Failure::RowChanged => PublishOutcome::NotAdmitted,
+        Failure::EpochExhausted | Failure::ForeignEpoch(_) | Failure::RowChanged => {
+            PublishOutcome::NotAdmitted
+        }
         Failure::Document(_) | Failure::NotDurable(_) => PublishOutcome::Refused,
     }
 }

@@ -191,6 +191,7 @@ pub(crate) fn failure(target: &TargetId, failure: Failure<Error>) -> Error {
         Failure::NotAdmitted => Error::NotAdmitted(target.clone()),
         Failure::Inconsistent(inconsistent) => Error::InconsistentLease(inconsistent),
         Failure::EpochExhausted => Error::EpochExhausted,
+        Failure::ForeignEpoch(foreign) => Error::ForeignEpoch(foreign),
         Failure::RowChanged => Error::CorruptRow("lease row changed under the write lock".into()),
         Failure::Fenced(reason) => Error::Fenced(reason),
         Failure::Document(e) => Error::Document(e),

@@ -47,6 +47,7 @@ const FENCED_REASONS = Object.freeze({
   expired: 'lease-expired',
   released: 'not-held',
   'never-granted': 'not-held',
+  'document-ahead': 'superseded-epoch',
 });
 
 const missingLeaf = (leaf) => new TypeError(`[hookProjectionWriter] ${leaf} is required from config — no local default`);

@@ -69,6 +69,8 @@ codes! {
     CorruptRow = "CORRUPT_ROW",
     /// A lease row is inconsistent.
     InconsistentLease = "INCONSISTENT_LEASE",
+    /// The document in place carries an epoch no grant of this store can have produced.
+    ForeignEpoch = "FOREIGN_EPOCH",
     /// Any other SQLite error (`sqliteCode`), raised by the JS layer.
     Sqlite = "SQLITE",
     /// A callback of the host failed.

@@ -430,6 +430,9 @@ fn fenced_json(fenced: Fenced) -> Value {
         Fenced::Expired => json!({"reason": "expired"}),
         Fenced::Released => json!({"reason": "released"}),
         Fenced::NeverGranted => json!({"reason": "never-granted"}),
+        Fenced::DocumentAhead { document_epoch } => {
+            json!({"reason": "document-ahead", "documentEpoch": document_epoch})
+        }
         other => json!({"reason": "other", "detail": other.to_string()}),
     }
 }
@@ -454,6 +457,14 @@ fn failure(target: &TargetId, failure: outcome::Failure<Failure>) -> Failure {
             Code::EpochExhausted,
             "fencing epoch exhausted for this target; nothing was written",
         ),
+        F::ForeignEpoch(foreign) => {
+            let mut failure = Failure::new(Code::ForeignEpoch, &foreign);
+            failure.detail = json!({
+                "documentEpoch": foreign.document_epoch,
+                "rowEpoch": foreign.row_epoch,
+            });
+            failure
+        }
         F::RowChanged => row_changed(),
         F::Fenced(fenced) => {
             let mut failure = Failure::new(
