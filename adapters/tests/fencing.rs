@@ -9,7 +9,7 @@ use solewriter_adapters::projection::runtime::read_projection;
 use solewriter_adapters::{Error, FileError};
 use solewriter_core::projection::lease::{Fenced, LeaseState};
 use solewriter_core::projection::target::TargetId;
-use solewriter_core::projection::{DocumentError, MAX_DOCUMENT_BYTES};
+use solewriter_core::projection::{DocumentError, Draft, MAX_DOCUMENT_BYTES};
 use solewriter_core::time::Millis;
 use std::sync::mpsc;
 use std::sync::Mutex;
@@ -747,4 +747,66 @@ fn a_draft_slower_than_the_busy_timeout_still_waits_for_the_store() {
     });
     assert_eq!(published.unwrap(), 1);
     assert!(f.current_bytes(&target).is_some());
+}
+
+/// The resource fences too: a grant whose epoch is not above the document in place renames
+/// nothing (a copy of the grant already published, or its release could not commit), and a
+/// document epoch above the row's + 1 — planted, no grant of this store made it — is refused
+/// at the grant with a typed error naming the file, the row unmoved, the target granted again
+/// once the file is gone.
+#[test]
+fn the_document_in_place_fences_a_grant_at_or_below_its_epoch_and_a_foreign_epoch_moves_nothing() {
+    let f = Fixture::new();
+    let store = f.open();
+    let target = store.admit_target(&tuple("a")).unwrap();
+    let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    assert_eq!(lease.epoch(), 1);
+    // A document of the grant's own epoch is in place (as a copy of the grant left it).
+    let path = f.options.runtime_root.current_path(&target);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let own_epoch = Draft::compose(&target, 1, &registry(1024), Vec::new(), Millis(1)).unwrap();
+    std::fs::write(&path, own_epoch.bytes()).unwrap();
+    let err = lease.publish().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Fenced(Fenced::DocumentAhead { document_epoch: 1 })
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        own_epoch.bytes(),
+        "untouched"
+    );
+    assert!(f.leftovers(&target).is_empty());
+    // Planted: epoch 2^63 - 2 over a row at 1.
+    let planted = Draft::compose(
+        &target,
+        (1 << 63) - 2,
+        &registry(1024),
+        Vec::new(),
+        Millis(1),
+    );
+    std::fs::write(&path, planted.unwrap().bytes()).unwrap();
+    for _ in 0..2 {
+        let err = store.acquire(&target, &holder("b")).map(drop).unwrap_err();
+        assert!(
+            matches!(&err, Error::ForeignEpoch(e) if e.row_epoch == 1),
+            "{err}"
+        );
+        assert!(err.to_string().contains("current.json"), "{err}");
+        assert!(store.publish_now(&target, &holder("b")).is_err());
+    }
+    assert_eq!(
+        store.lease_row(&target).unwrap().unwrap().fencing_epoch,
+        1,
+        "the row did not move"
+    );
+    std::fs::remove_file(&path).unwrap();
+    let PublishedNow::Published(published) = store.publish_now(&target, &holder("b")).unwrap()
+    else {
+        panic!("held")
+    };
+    assert_eq!(published.fencing_epoch, 2);
 }

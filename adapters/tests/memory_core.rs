@@ -132,12 +132,13 @@ fn a_store_adopted_from_the_javascript_writer_publishes_its_document_at_its_path
         Some(1)
     );
     assert!(js::release(&db, &id, 1, "tok-1"));
-    // The document the writer left in place, at epoch 7 (as if it had published 7 times).
+    // A document the writer left in place at epoch 2 (its grant's commit lost after the
+    // rename): one above its row (1).
     let current = RuntimeRoot::new(&root).current_path(&TargetId::parse(&id).unwrap());
     std::fs::create_dir_all(current.parent().unwrap()).unwrap();
     std::fs::write(
         &current,
-        r#"{"schemaVersion":"live-lane-awareness-projection.v1","publication":{"targetId":"x","fencingEpoch":7,"generatedAt":1,"producerWatermarks":{}},"notAuthority":true}"#,
+        r#"{"schemaVersion":"live-lane-awareness-projection.v1","publication":{"targetId":"x","fencingEpoch":2,"generatedAt":1,"producerWatermarks":{}},"notAuthority":true}"#,
     )
     .unwrap();
 
@@ -244,11 +245,11 @@ fn a_store_adopted_from_the_javascript_writer_publishes_its_document_at_its_path
         panic!("held")
     };
     assert_eq!(
-        published.fencing_epoch, 8,
-        "past the epoch of the document in place (7), not the row's (1)"
+        published.fencing_epoch, 3,
+        "past the epoch of the document in place (2), not the row's (1)"
     );
     let bytes = std::fs::read(&current).unwrap();
-    assert_eq!(memory_core::published_epoch(&bytes), Some(8));
+    assert_eq!(memory_core::published_epoch(&bytes), Some(3));
     let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(doc["publication"]["targetId"], id.as_str());
     assert_eq!(

@@ -84,10 +84,16 @@ fn a_grant_numbers_past_the_document_in_place_and_fails_where_it_cannot_read_it(
     let root = RuntimeRoot::new(dir.path());
     // No document: the row's epoch decides.
     assert_eq!(acquire(&root).unwrap(), 4);
-    // A document of epoch 7 in place (a one-shot's rename whose grant was rolled back).
+    // A document of epoch 4 in place (a one-shot's rename whose grant was rolled back).
     std::fs::create_dir_all(root.target_dir(&target())).unwrap();
+    std::fs::write(root.current_path(&target()), document(4)).unwrap();
+    assert_eq!(acquire(&root).unwrap(), 5);
+    // One of epoch 7, above the row's (3) + 1: no grant of the store made it; refused.
     std::fs::write(root.current_path(&target()), document(7)).unwrap();
-    assert_eq!(acquire(&root).unwrap(), 8);
+    assert!(matches!(
+        acquire(&root),
+        Err(Failure::ForeignEpoch(foreign)) if foreign.document_epoch == 7 && foreign.row_epoch == 3
+    ));
     // Something that is no document (a directory at its path): no epoch, the row decides.
     std::fs::remove_file(root.current_path(&target())).unwrap();
     std::fs::create_dir(root.current_path(&target())).unwrap();

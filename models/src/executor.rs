@@ -31,6 +31,21 @@ pub enum ModelFault {
     /// A lock was held by another and the world's contenders give up at once
     /// ([`World::contenders_give_up`]): the busy timeout passed while its holder stayed frozen.
     Busy,
+    /// An injected fault ([`Fault`]) made this effect fail: an I/O error, no space, a failed
+    /// fsync or commit.
+    Injected(&'static str),
+}
+
+/// A fault injected into one run of a machine: its `at`-th store or file effect (counted from
+/// 0; the unlock and the rollback, which no executor fails, are not counted) answers
+/// [`ModelFault::Injected`] without being carried out — except a commit with `applied`, which
+/// is carried out and then answered failed (a commit whose outcome the executor cannot know).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// Which effect of the run fails.
+    pub at: usize,
+    /// A failing commit took effect all the same.
+    pub applied: bool,
 }
 
 /// Where a run of a machine stopped.
@@ -78,6 +93,11 @@ pub(crate) struct Executor<'w, S: Shim> {
     in_span: bool,
     /// Effects executed so far (where a freeze is counted from).
     effects: usize,
+    /// The fault to inject, if any, and how many failable effects ran so far.
+    fault: Option<Fault>,
+    failable: usize,
+    /// Whether this run renamed a document.
+    renamed: bool,
 }
 
 impl<'w, S: Shim> Executor<'w, S> {
@@ -98,7 +118,48 @@ impl<'w, S: Shim> Executor<'w, S> {
             document: Vec::new(),
             in_span: false,
             effects: 0,
+            fault: None,
+            failable: 0,
+            renamed: false,
         }
+    }
+
+    /// Inject `fault` into the run.
+    pub(crate) fn fault(mut self, fault: Option<Fault>) -> Self {
+        self.fault = fault;
+        self
+    }
+
+    /// The injected failure of `effect`, if the fault falls on it.
+    fn injected<'e>(
+        &mut self,
+        effect: Effect<'e, ModelFault>,
+    ) -> Result<Answer<ModelFault>, Effect<'e, ModelFault>> {
+        let failable = match &effect {
+            Effect::Store(StoreEffect::Rollback(_)) | Effect::File(FileEffect::UnlockTarget(_)) => {
+                false
+            }
+            Effect::Store(_) | Effect::File(_) => true,
+            Effect::Clock(_) | Effect::Reached(..) => false,
+        };
+        if !failable {
+            return Err(effect);
+        }
+        let index = self.failable;
+        self.failable += 1;
+        let Some(fault) = self.fault.filter(|f| f.at == index) else {
+            return Err(effect);
+        };
+        let name = effect.name();
+        let commit = matches!(effect, Effect::Store(StoreEffect::Commit(_)));
+        if commit && fault.applied {
+            self.commit();
+        }
+        self.world.note_fault(commit && self.renamed);
+        effect
+            .fail(ModelFault::Injected(name))
+            .ok_or(())
+            .or_else(|()| crate::ghost::violation("a failable effect that cannot fail".into()))
     }
 
     /// The holder's credential, the grant as it remembers it, and its expiry.
@@ -149,7 +210,10 @@ impl<'w, S: Shim> Executor<'w, S> {
                 }
             }
             self.effects += 1;
-            Some(self.execute(effect))
+            Some(match self.injected(effect) {
+                Ok(failed) => failed,
+                Err(effect) => self.execute(effect),
+            })
         });
         if let Err(bug) = driven {
             crate::ghost::violation(format!("the model's executor: {bug}"));
@@ -554,6 +618,7 @@ impl<'w, S: Shim> Executor<'w, S> {
             };
             let document = ProjectionDocument::parse(&bytes).ok();
             let epoch = document.as_ref().map_or(0, |d| d.fencing_epoch);
+            self.renamed = true;
             S::with(&world.ghost, |g| {
                 g.on_rename(&target, &renamer, epoch, open.as_ref());
                 match (&document, &open_rows) {

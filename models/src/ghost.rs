@@ -10,6 +10,9 @@
 //!   never after a successor's acquisition committed, and never by a released or fenced lease;
 //! - **bounded lease**: every clock reading of the renamer's run before the rename was before its
 //!   `expires_at`;
+//! - **a document at most one ahead of its row**: a rename never puts a document more than
+//!   one epoch above the committed row (only a one-shot's uncommitted grant is ahead), so no
+//!   lost commit can leave a document a later grant would refuse as foreign;
 //! - **unique, rising publication**: every published document carries an epoch strictly
 //!   greater than every document renamed before it — crash or not, one-shot or two-step (so
 //!   no epoch names two documents, and a watcher waiting for "newer than N" misses none);
@@ -132,6 +135,12 @@ impl Ghost {
             violation(format!(
                 "rename by epoch {} after its lease expired (clock {} >= expires_at {})",
                 renamer.epoch, renamer.last_clock, renamer.expires_at
+            ));
+        }
+        let row_epoch = committed.map_or(0, |c| c.fencing_epoch);
+        if doc_epoch > row_epoch.saturating_add(1) {
+            violation(format!(
+                "a document of epoch {doc_epoch} renamed while the committed row is at {row_epoch}: two ahead of its row (a lost commit would make the next grant refuse it as foreign)"
             ));
         }
         let last = self

@@ -3,7 +3,7 @@
 //! core's machines, executed by the model's [`Executor`](crate::executor) against the
 //! [`World`]'s store, files and clock — and what each answers its caller.
 
-use crate::executor::{Executor, Kind, ModelFault, Stop};
+use crate::executor::{Executor, Fault, Kind, ModelFault, Stop};
 use crate::shim::Shim;
 use crate::world::{ModelError, World};
 use solewriter_core::names::InstanceDigest;
@@ -86,6 +86,8 @@ pub enum PublishOutcome {
     Held(HeldBy),
     /// A lock was held by a frozen process (the world's contenders give up): nothing written.
     Busy,
+    /// An injected fault made an effect fail (named), before any rename.
+    Failed(&'static str),
 }
 
 impl From<ReleaseOutcome> for ReleaseKind {
@@ -106,12 +108,25 @@ impl<S: Shim> World<S> {
         holder: &InstanceDigest,
         token: HolderToken,
     ) -> Result<ModelAcquire, ModelError> {
+        self.acquire_with(target, holder, token, None)
+    }
+
+    /// [`Self::acquire`] with `fault` injected.
+    pub fn acquire_with(
+        &self,
+        target: &TargetId,
+        holder: &InstanceDigest,
+        token: HolderToken,
+        fault: Option<Fault>,
+    ) -> Result<ModelAcquire, ModelError> {
         let mut machine = Acquire::new(Applicant {
             token_hash: token.hash(),
             holder_instance_digest: holder.clone(),
             ttl: self.ttl,
         });
-        Executor::new(self, Kind::Acquire, target.clone()).run(&mut machine);
+        Executor::new(self, Kind::Acquire, target.clone())
+            .fault(fault)
+            .run(&mut machine);
         match output(machine) {
             Ok(Acquired::Granted(plan)) => Ok(ModelAcquire::Acquired(ModelLease {
                 target_id: target.clone(),
@@ -122,14 +137,22 @@ impl<S: Shim> World<S> {
             })),
             Ok(Acquired::Held(held)) => Ok(ModelAcquire::Held(held)),
             Err(Failure::EpochExhausted) => Err(ModelError::EpochExhausted),
+            Err(Failure::ForeignEpoch(foreign)) => foreign_epoch(&foreign),
             Err(Failure::Effect(ModelFault::Busy)) => Err(ModelError::Busy),
+            Err(Failure::Effect(ModelFault::Injected(effect))) => Err(ModelError::Failed(effect)),
             Err(_) => Err(ModelError::NotAdmitted),
         }
     }
 
     /// Releases `lease` (conditional; see [`Design`] for the broken variants).
     pub fn release(&self, lease: &ModelLease) -> ReleaseKind {
-        self.release_credential(lease.credential(), Some(lease.granted.clone()))
+        self.release_with(lease, None)
+    }
+
+    /// [`Self::release`] with `fault` injected (a failed release is `NotHolder(NeverGranted)`:
+    /// nothing changed, or its commit's outcome is unknown).
+    pub fn release_with(&self, lease: &ModelLease, fault: Option<Fault>) -> ReleaseKind {
+        self.release_credential(lease.credential(), Some(lease.granted.clone()), fault)
     }
 
     /// Releases by raw credential — what anyone, holder or not, can present (the adapter's
@@ -140,19 +163,21 @@ impl<S: Shim> World<S> {
             epoch,
             token_hash: token.hash(),
         };
-        self.release_credential(credential, None)
+        self.release_credential(credential, None, None)
     }
 
     fn release_credential(
         &self,
         credential: Credential,
         granted: Option<LeaseRecord>,
+        fault: Option<Fault>,
     ) -> ReleaseKind {
         let target = credential.target_id.clone();
         let granted = granted.unwrap_or_else(|| LeaseRecord::admitted(target.clone()));
         let mut machine = Release::new(credential.clone());
         Executor::new(self, Kind::Release, target)
             .holder(credential, granted)
+            .fault(fault)
             .run(&mut machine);
         match output(machine) {
             Ok(outcome) => outcome.into(),
@@ -163,15 +188,46 @@ impl<S: Shim> World<S> {
     /// Publishes `current.json` for `lease` — the core's publication machine, executed
     /// against the model — crashing at `crash_at` if given.
     pub fn publish(&self, lease: &ModelLease, crash_at: Option<PublishStep>) -> PublishOutcome {
+        self.publish_with(lease, crash_at, None)
+    }
+
+    /// [`Self::publish`] with `fault` injected. `lease` may be presented again after any
+    /// outcome (a copy of a grant, as a Node `Grant` exported and rebuilt).
+    pub fn publish_with(
+        &self,
+        lease: &ModelLease,
+        crash_at: Option<PublishStep>,
+        fault: Option<Fault>,
+    ) -> PublishOutcome {
         let credential = lease.credential();
         let mut machine = Publish::new(credential.clone(), &self.registry);
         let mut executor = Executor::new(self, Kind::Publish, lease.target_id.clone())
             .holder(credential, lease.granted.clone())
-            .crash_at(crash_at);
+            .crash_at(crash_at)
+            .fault(fault);
         if let Some(step) = executor.run(&mut machine) {
             return PublishOutcome::Crashed(step);
         }
-        publish_end(output(machine), &mut executor.document)
+        self.acknowledged(
+            &lease.target_id,
+            publish_end(output(machine), &mut executor.document),
+        )
+    }
+
+    /// Checks that a publication acknowledged as published has its document (or a later one)
+    /// in place: nothing acknowledged is lost.
+    fn acknowledged(&self, target: &TargetId, outcome: PublishOutcome) -> PublishOutcome {
+        if let PublishOutcome::Published { epoch, .. } = &outcome {
+            let in_place = self
+                .current(target)
+                .and_then(|bytes| solewriter_core::projection::published_epoch(&bytes));
+            if in_place.is_none_or(|e| e < *epoch) {
+                crate::ghost::violation(format!(
+                    "a publication of epoch {epoch} was acknowledged, but current.json is at {in_place:?}: an acknowledged publication was lost"
+                ));
+            }
+        }
+        outcome
     }
 
     /// Starts the publication of `lease` and freezes it before its `freeze_at`-th effect,
@@ -221,17 +277,34 @@ impl<S: Shim> World<S> {
         token: HolderToken,
         crash_at: Option<PublishStep>,
     ) -> PublishOutcome {
+        self.publish_now_with(target, holder, token, crash_at, None)
+    }
+
+    /// [`Self::publish_now`] with `fault` injected.
+    pub fn publish_now_with(
+        &self,
+        target: &TargetId,
+        holder: &InstanceDigest,
+        token: HolderToken,
+        crash_at: Option<PublishStep>,
+        fault: Option<Fault>,
+    ) -> PublishOutcome {
         let applicant = Applicant {
             token_hash: token.hash(),
             holder_instance_digest: holder.clone(),
             ttl: self.ttl,
         };
         let mut machine = PublishNow::new(applicant, &self.registry);
-        let mut executor = Executor::new(self, Kind::PublishNow, target.clone()).crash_at(crash_at);
+        let mut executor = Executor::new(self, Kind::PublishNow, target.clone())
+            .crash_at(crash_at)
+            .fault(fault);
         if let Some(step) = executor.run(&mut machine) {
             return PublishOutcome::Crashed(step);
         }
-        publish_now_end(output(machine), &mut executor.document)
+        self.acknowledged(
+            target,
+            publish_now_end(output(machine), &mut executor.document),
+        )
     }
 }
 
@@ -344,9 +417,17 @@ fn publish_end(
         Failure::NotAdmitted | Failure::Inconsistent(_) => PublishOutcome::NotAdmitted,
         Failure::Effect(ModelFault::Busy) => PublishOutcome::Busy,
         Failure::Effect(ModelFault::Refused) => PublishOutcome::Refused,
-        Failure::EpochExhausted | Failure::ForeignEpoch(_) | Failure::RowChanged => {
-            PublishOutcome::NotAdmitted
-        }
+        Failure::Effect(ModelFault::Injected(effect)) => PublishOutcome::Failed(effect),
+        Failure::ForeignEpoch(foreign) => foreign_epoch(&foreign),
+        Failure::EpochExhausted | Failure::RowChanged => PublishOutcome::NotAdmitted,
         Failure::Document(_) | Failure::NotDurable(_) => PublishOutcome::Refused,
     }
+}
+
+/// In the model nothing but the store's own grants writes `current.json`, so a document epoch
+/// refused as foreign means a document got two ahead of its row: a violation.
+fn foreign_epoch<T>(foreign: &solewriter_core::projection::lease::ForeignEpoch) -> T {
+    crate::ghost::violation(format!(
+        "a grant refused a document its own store published as foreign: {foreign}"
+    ))
 }

@@ -37,6 +37,8 @@ pub enum ModelError {
     Busy,
     /// A submission was rejected.
     Rejected(SubmissionRejected),
+    /// An injected fault made this effect fail.
+    Failed(&'static str),
 }
 
 /// What a submission did.
@@ -81,6 +83,9 @@ pub struct World<S: Shim> {
     redrafted: std::sync::atomic::AtomicUsize,
     /// A lock held by another answers `Busy` at once instead of being waited for.
     give_up: std::sync::atomic::AtomicBool,
+    /// Faults injected, and of those, commits that failed after their run renamed.
+    faults: std::sync::atomic::AtomicUsize,
+    commits_failed_after_rename: std::sync::atomic::AtomicUsize,
 }
 
 impl<S: Shim> World<S> {
@@ -100,6 +105,26 @@ impl<S: Shim> World<S> {
             contended: Default::default(),
             redrafted: Default::default(),
             give_up: Default::default(),
+            faults: Default::default(),
+            commits_failed_after_rename: Default::default(),
+        }
+    }
+
+    /// How many faults were injected, and how many of them failed a commit after its run had
+    /// renamed a document (non-vacuity of the fault model).
+    pub fn faults(&self) -> (usize, usize) {
+        use std::sync::atomic::Ordering::SeqCst;
+        (
+            self.faults.load(SeqCst),
+            self.commits_failed_after_rename.load(SeqCst),
+        )
+    }
+
+    pub(crate) fn note_fault(&self, commit_after_rename: bool) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.faults.fetch_add(1, SeqCst);
+        if commit_after_rename {
+            self.commits_failed_after_rename.fetch_add(1, SeqCst);
         }
     }
 

@@ -143,7 +143,9 @@ impl<E> Body<E> for Grant<E> {
             (Stage::ReadLease, Input::Lease(Some(record))) => Stage::ReadCurrent(record),
             (Stage::ReadLease, Input::Lease(None)) => Stage::Done(Err(Failure::NotAdmitted)),
             (Stage::ReadCurrent(record), Input::Current(bytes)) => {
-                let published_epoch = bytes.as_deref().and_then(crate::projection::published_epoch);
+                let published_epoch = bytes
+                    .as_deref()
+                    .and_then(crate::projection::published_epoch);
                 Stage::ReadClock(record, published_epoch)
             }
             (Stage::ReadClock(record, published_epoch), Input::Clock(now)) => {

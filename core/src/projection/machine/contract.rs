@@ -418,7 +418,11 @@ impl Serial {
     }
 
     /// Refuses an answer made for another step than this one.
-    pub(crate) fn check<E>(self, machine: &'static str, answer: &Answer<E>) -> Result<(), ProtocolError> {
+    pub(crate) fn check<E>(
+        self,
+        machine: &'static str,
+        answer: &Answer<E>,
+    ) -> Result<(), ProtocolError> {
         if answer.step == self.0 {
             Ok(())
         } else {

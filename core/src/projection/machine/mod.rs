@@ -47,8 +47,8 @@ mod serialized;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use contract::{Input, Serial};
 pub use contract::{Answer, Ask, Effect, FileEffect, ProtocolError, Reply, StoreEffect};
+pub(crate) use contract::{Input, Serial};
 
 /// A step machine: poll the next effect, execute it, hand back its answer.
 pub trait Machine<E> {

@@ -3,7 +3,9 @@
 //! folded in ([`Unpublished`]). An executor maps these to its own errors with one `match`
 //! each; which combinations exist, and what each means, is decided here.
 
-use crate::projection::lease::{Credential, DeadlinePassed, Fenced, ForeignEpoch, InconsistentLease};
+use crate::projection::lease::{
+    Credential, DeadlinePassed, Fenced, ForeignEpoch, InconsistentLease,
+};
 use crate::projection::DocumentError;
 use crate::time::Millis;
 

@@ -316,7 +316,10 @@ impl<E> Body<E> for Steps<'_, E> {
                 }
             }
             (Stage::ReadCurrent, Input::Current(bytes)) => {
-                match bytes.as_deref().and_then(crate::projection::published_epoch) {
+                match bytes
+                    .as_deref()
+                    .and_then(crate::projection::published_epoch)
+                {
                     // A grant renames at most one document: one of its epoch or a later one
                     // is in place already (its release did not commit, or a copy of it
                     // published), so nothing is renamed.
@@ -467,7 +470,6 @@ impl<'r, E> Publish<'r, E> {
         }
         self
     }
-
 
     /// The result once the publication's envelope has ended.
     fn ended(

@@ -1071,14 +1071,23 @@ fn a_grant_numbers_past_the_epoch_of_the_document_in_place() {
     s.run(&mut m);
     let end = m.output().unwrap();
     assert!(
-        matches!(&end, Ok(PublishedNow::Published { takeover: false, .. })),
+        matches!(
+            &end,
+            Ok(PublishedNow::Published {
+                takeover: false,
+                ..
+            })
+        ),
         "{end:?}"
     );
     let (result, _) = ran_now(end);
     assert_eq!(result.unwrap().fencing_epoch, 5);
     let commit = positions(&s.log, "commit")[0];
     assert!(commit < positions(&s.log, "rename")[0], "{:?}", s.log);
-    assert_eq!(&s.log[commit - 2..=commit], ["read-clock", "write-grant", "commit"]);
+    assert_eq!(
+        &s.log[commit - 2..=commit],
+        ["read-clock", "write-grant", "commit"]
+    );
 }
 
 #[test]
@@ -1087,7 +1096,11 @@ fn a_document_epoch_no_grant_can_have_produced_is_refused_and_moves_nothing() {
     // grant is refused, nothing is written, the row stays at 3 — and once the file is gone
     // the target is granted 4, not exhausted.
     let registry = registry();
-    for planted in [5, crate::STORAGE_INTEGER_MAX - 1, crate::STORAGE_INTEGER_MAX] {
+    for planted in [
+        5,
+        crate::STORAGE_INTEGER_MAX - 1,
+        crate::STORAGE_INTEGER_MAX,
+    ] {
         let mut s = Script::new(Some(row(3, 1, 0, true)), &[10]);
         s.current = Some(document(planted));
         let mut m = Acquire::new(applicant(2));
