@@ -477,6 +477,17 @@ impl<'w, S: Shim> Executor<'w, S> {
                 }
                 ask.answer(self.lock_target())
             }
+            // Traps `CommitThenRename` and `InPlaceWrite` are designs without the resource's
+            // fence as well (an unguarded local write; a write in place, which would otherwise
+            // fence itself with its own first half): the document in place is never looked at.
+            FileEffect::ReadCurrent(ask)
+                if matches!(
+                    self.design(),
+                    Design::CommitThenRename | Design::InPlaceWrite
+                ) =>
+            {
+                ask.answer(Ok(None))
+            }
             FileEffect::ReadCurrent(ask) => ask.answer(Ok(S::with(&world.fs, |fs| {
                 fs.dirs.get(&target).and_then(|d| d.current.clone())
             }))),
