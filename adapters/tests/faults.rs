@@ -2,8 +2,11 @@
 //! (through the [`FileSystem`] seam), a directory fsync failing after the rename, a store
 //! file overwritten with garbage, tables dropped under a running store, lease rows changed by
 //! one SQL statement (a partial grant, a grant at epoch 0, an exhausted epoch), and a
-//! projection directory replaced by a symlink. Each gives its typed error, leaves `current.json` in the
-//! documented state, releases the lease, leaves no temp file, and loses no committed row.
+//! projection directory replaced by a symlink (before a publication, and in the middle of one),
+//! `hook-projections` or a target directory that others may write or that another user owns.
+//! Each gives its typed error (or completes inside the directory it held), leaves
+//! `current.json` in the documented state, releases the lease, leaves no temp file, and loses
+//! no committed row.
 
 mod scripted_fs;
 mod support;
@@ -384,7 +387,21 @@ fn a_target_directory_replaced_by_a_symlink_is_refused_and_nothing_is_written_th
     std::os::unix::fs::symlink(&outside, &dir).unwrap();
     let before_outside = std::fs::read(outside.join("current.json")).unwrap();
     let store = f.open();
+    // The grant's read of the document in place opens the target directory without following
+    // a symlink: the grant is refused already, so no publication can begin.
+    assert!(matches!(
+        store.acquire(&target, &holder("a")),
+        Err(Error::File(FileError::UnsafeRuntimeDir {
+            reason: "is a symlink",
+            ..
+        }))
+    ));
+    // A lease granted before the swap: its publication is refused.
+    std::fs::remove_file(&dir).unwrap();
+    std::fs::rename(&outside, &dir).unwrap();
     let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    std::fs::rename(&dir, &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, &dir).unwrap();
     assert!(matches!(
         lease.publish(),
         Err(Error::File(FileError::UnsafeRuntimeDir {
@@ -401,6 +418,116 @@ fn a_target_directory_replaced_by_a_symlink_is_refused_and_nothing_is_written_th
         store.lease_row(&target).unwrap().unwrap().state,
         LeaseState::Released(_)
     ));
+}
+
+/// Swaps the target directory for a symlink to `outside` right before the first rename: the
+/// directory itself is moved to `moved` (inside the runtime root).
+struct SwapAtRename {
+    dir: std::path::PathBuf,
+    moved: std::path::PathBuf,
+    outside: std::path::PathBuf,
+    swapped: std::sync::atomic::AtomicBool,
+}
+
+impl Script for SwapAtRename {
+    fn before(&self, call: Call<'_>) -> io::Result<()> {
+        if matches!(call, Call::Rename { .. }) && !self.swapped.swap(true, Ordering::SeqCst) {
+            std::fs::rename(&self.dir, &self.moved).unwrap();
+            std::os::unix::fs::symlink(&self.outside, &self.dir).unwrap();
+        }
+        Ok(())
+    }
+}
+
+/// The target directory swapped for a symlink to a directory outside the runtime root between
+/// the draft's temp write and its rename (then the rename fails if it resolves the path again,
+/// and the draft is written again, once, inside the transaction): nothing is written outside
+/// the root — the publication renames inside the directory it held.
+#[test]
+fn a_target_directory_swapped_for_a_symlink_mid_publication_writes_nothing_outside_the_root() {
+    let (f, target, _) = published_once();
+    let dir = f.options.runtime_root.target_dir(&target);
+    let moved = dir.with_extension("moved");
+    let outside = f.dir.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let fs = Arc::new(ScriptedFs(SwapAtRename {
+        dir: dir.clone(),
+        moved: moved.clone(),
+        outside: outside.clone(),
+        swapped: Default::default(),
+    }));
+    let store = f.open().with_file_system(fs.clone());
+    let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    let published = lease.publish();
+    assert!(
+        fs.0.swapped.load(Ordering::SeqCst),
+        "the rename was reached"
+    );
+    let written: Vec<_> = std::fs::read_dir(&outside)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(written.is_empty(), "written outside the root: {written:?}");
+    published.unwrap();
+    assert_eq!(
+        watermark_in(&std::fs::read(moved.join("current.json")).unwrap()),
+        2
+    );
+}
+
+/// `hook-projections` or a target directory that group or others may write (or that another
+/// user owns) is refused where it is opened — by the target lock, the grant's read, the
+/// publication's directory step — with nothing written.
+#[test]
+fn directories_others_may_write_or_own_are_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    let unsafe_dir = |result: Result<(), Error>, expected: &str| match result {
+        Err(Error::File(FileError::UnsafeRuntimeDir { reason, .. })) => {
+            assert_eq!(reason, expected)
+        }
+        other => panic!("{other:?}"),
+    };
+    let (f, target, before) = published_once();
+    let projections = f.options.runtime_root.path().join("hook-projections");
+    let dir = f.options.runtime_root.target_dir(&target);
+    let store = f.open();
+    // `hook-projections` 0777: the target lock (a grant's first step) refuses it.
+    mode(&projections, 0o777);
+    unsafe_dir(
+        store.acquire(&target, &holder("a")).map(drop),
+        "is writable by group or others",
+    );
+    mode(&projections, 0o700);
+    // A target directory 0777: the grant's read and the publication's directory step refuse it.
+    let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+    mode(&dir, 0o777);
+    unsafe_dir(lease.publish().map(drop), "is writable by group or others");
+    unsafe_dir(
+        store.acquire(&target, &holder("a")).map(drop),
+        "is writable by group or others",
+    );
+    mode(&dir, 0o700);
+    assert_eq!(f.current_bytes(&target).unwrap(), before);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temp");
+    // A target directory of another user.
+    // The fixture's directory is this process's: its owner is the effective uid.
+    if std::os::unix::fs::MetadataExt::uid(&f.dir.path().metadata().unwrap()) == 0 {
+        std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
+        unsafe_dir(
+            store.acquire(&target, &holder("a")).map(drop),
+            "is not owned by this user",
+        );
+        std::os::unix::fs::chown(&projections, Some(65534), Some(65534)).unwrap();
+        unsafe_dir(
+            store.acquire(&target, &holder("a")).map(drop),
+            "is not owned by this user",
+        );
+    } else {
+        println!("not root: the directory of another user is not tried (chown needs root)");
+    }
 }
 
 #[test]

@@ -5,7 +5,7 @@
 #![allow(dead_code)] // each bench binary uses a different part of this module
 
 use criterion::Criterion;
-use solewriter::files::{FileSystem, RealFs, TempFile};
+use solewriter::files::{DirHandle, FileSystem, RealFs, TempFile};
 use solewriter::{
     Acquisition, ChannelName, ChannelRegistry, ChannelSpec, InstanceDigest, Millis, ProducerId,
     ProjectionStore, RuntimeRoot, StoreOptions, Submission, SystemClock, TargetId, TargetTuple,
@@ -142,9 +142,10 @@ pub fn publish_now_once(store: &ProjectionStore, target: &TargetId, who: &Instan
 /// The unfenced baseline: `bytes` written to `dir/current.json` the plain atomic way (temp
 /// sibling, fsync, rename, directory fsync), with the same file effects a publication uses.
 pub fn atomic_write(dir: &Path, bytes: &[u8]) {
-    let temp = TempFile::write(&RealFs, dir, "current.json", bytes).expect("temp");
+    let dir = DirHandle::open(dir).expect("open dir");
+    let temp = TempFile::write(&RealFs, &dir, "current.json", bytes).expect("temp");
     temp.rename_into_place().expect("rename");
-    RealFs.sync_dir(dir).expect("dir fsync");
+    RealFs.sync_dir(&dir).expect("dir fsync");
 }
 
 /// True when the benchmark is measured (`cargo bench` passes `--bench`), false under

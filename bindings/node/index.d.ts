@@ -45,6 +45,7 @@ export type ErrorCode =
   | 'EPOCH_EXHAUSTED'
   | 'IO'
   | 'UNSAFE_RUNTIME_DIR'
+  | 'NOT_REGULAR_FILE'
   | 'NOT_DURABLE'
   | 'PUBLISHED_NOT_RELEASED'
   | 'RELEASE_FAILED'

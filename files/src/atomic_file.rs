@@ -1,8 +1,11 @@
-//! The atomic publisher's file-system steps: a private directory (its creation made durable
-//! by an fsync of the parent), a unique temp sibling (created with `create_new`, mode 0600,
-//! written and fsynced), an atomic rename over the destination, and an fsync of the
-//! directory. Every step goes through a [`FileSystem`]: [`RealFs`] in production, a
-//! fault-injecting or recording one in tests.
+//! The atomic publisher's file-system steps, every one relative to a directory held open
+//! ([`DirHandle`]: opened once, `O_DIRECTORY | O_NOFOLLOW`, owner and mode checked): a private
+//! directory (its creation made durable by an fsync of the parent), a unique temp sibling
+//! (created exclusively, mode 0600, no symlink followed, written and fsynced), an atomic
+//! rename over the destination inside the same held directory, and an fsync of that
+//! directory. No path is resolved again once its directory is held, so a directory swapped
+//! for a symlink meanwhile cannot lead a step elsewhere. Every step goes through a
+//! [`FileSystem`]: [`RealFs`] in production, a fault-injecting or recording one in tests.
 //!
 //! A reader of the destination sees the old complete file or the new complete file, never a
 //! mix: the new bytes are complete and durable in the temp file before the rename, and
@@ -10,11 +13,16 @@
 //! a later publication (holding the serialized transaction, so no temp can be live) removes
 //! the ones a crash left behind. `models/src/crash.rs` checks this order against every crash
 //! outcome.
+//!
+//! Files read under a lock are opened non-blocking and `fstat`-checked to be regular files
+//! ([`open_regular`]): a FIFO or a device planted at their name is refused, never waited on.
 
-use std::fs::{DirBuilder, File, OpenOptions, TryLockError};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use std::fs::{File, TryLockError};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Reads `source` to its end if it holds at most `max` bytes; otherwise returns its first
 /// `max + 1` bytes, so the caller refuses it without a huge or endless input being read whole.
@@ -26,15 +34,71 @@ pub fn read_capped(source: impl Read, max: usize) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// [`read_capped`] of the file `path`. A symlink at `path` is not followed: it fails
-/// (`ELOOP`), so a planted link can neither lead a reader out of the directory it trusts nor
-/// pass for an absent file.
+/// [`read_capped`] of the file `path`, opened by [`open_regular`]: a symlink at `path` is not
+/// followed (`ELOOP`), so a planted link can neither lead a reader out of the directory it
+/// trusts nor pass for an absent file; a directory is `EISDIR`; anything else that is not a
+/// regular file (a FIFO, a device, a socket) is refused (`InvalidData`) without being waited on.
 pub fn read_bounded(path: &Path, max: usize) -> io::Result<Vec<u8>> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    read_capped(file, max)
+    match open_regular(rustix::fs::CWD, path)? {
+        Opened::File(file) => read_capped(file, max),
+        Opened::NotRegular(kind) => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is a {kind}, not a regular file", path.display()),
+        )),
+    }
+}
+
+/// What [`open_regular`] found.
+#[derive(Debug)]
+pub enum Opened {
+    /// A regular file, open for reading.
+    File(File),
+    /// Something else (a FIFO, a device, a socket), named; not read, and never waited on.
+    NotRegular(&'static str),
+}
+
+/// The name of a file type, for messages.
+fn kind_name(file_type: FileType) -> &'static str {
+    match file_type {
+        FileType::RegularFile => "regular file",
+        FileType::Directory => "directory",
+        FileType::Symlink => "symlink",
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        FileType::Unknown => "file of unknown type",
+    }
+}
+
+/// Opens `name` relative to `dir` for reading, if it is a regular file: its type is looked at
+/// first (`fstatat`, no symlink followed), so a device is never opened; then it is opened
+/// `O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC` (a FIFO put there meanwhile cannot block
+/// the open) and the open file is `fstat`-checked again. A symlink is `ELOOP` and a directory
+/// `EISDIR`, as an open with `O_NOFOLLOW` and a read would answer.
+pub fn open_regular(dir: impl AsFd, name: &Path) -> io::Result<Opened> {
+    let dir = dir.as_fd();
+    let refuse = |file_type: FileType| match file_type {
+        FileType::RegularFile => Ok(None),
+        FileType::Symlink => Err(io::Error::from_raw_os_error(libc::ELOOP)),
+        FileType::Directory => Err(io::Error::from_raw_os_error(libc::EISDIR)),
+        other => Ok(Some(Opened::NotRegular(kind_name(other)))),
+    };
+    let seen = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    if let Some(refused) = refuse(FileType::from_raw_mode(seen.st_mode))? {
+        return Ok(refused);
+    }
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let opened = rustix::fs::fstat(&fd)?;
+    if let Some(refused) = refuse(FileType::from_raw_mode(opened.st_mode))? {
+        return Ok(refused);
+    }
+    Ok(Opened::File(File::from(fd)))
 }
 
 /// Mode of every directory solewriter creates.
@@ -42,28 +106,107 @@ pub const DIR_MODE: u32 = 0o700;
 /// Mode of every file solewriter creates.
 pub const FILE_MODE: u32 = 0o600;
 
+/// A directory held open (`O_RDONLY | O_DIRECTORY | O_CLOEXEC`, and `O_NOFOLLOW` for every
+/// directory solewriter makes or checks), with the path it was opened at. Every step inside it
+/// goes through the descriptor; the path serves messages and test observations only and is
+/// never resolved again. Cheap to clone (the clones share the descriptor).
+#[derive(Clone, Debug)]
+pub struct DirHandle {
+    fd: Arc<OwnedFd>,
+    path: PathBuf,
+}
+
+impl DirHandle {
+    fn open_with(
+        dir: BorrowedFd<'_>,
+        name: &Path,
+        follow: bool,
+        path: PathBuf,
+    ) -> io::Result<Self> {
+        let mut flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        if !follow {
+            flags |= OFlags::NOFOLLOW;
+        }
+        let fd = rustix::fs::openat(dir, name, flags, Mode::empty())?;
+        Ok(DirHandle {
+            fd: Arc::new(fd),
+            path,
+        })
+    }
+
+    /// Opens the directory `path`, following symlinks (a host's root: its own to arrange).
+    pub fn open(path: &Path) -> io::Result<Self> {
+        Self::open_with(rustix::fs::CWD, path, true, path.to_owned())
+    }
+
+    /// Opens the directory `path` without following a symlink at its last component (`ELOOP`).
+    pub fn open_nofollow(path: &Path) -> io::Result<Self> {
+        Self::open_with(rustix::fs::CWD, path, false, path.to_owned())
+    }
+
+    /// Opens the directory `name` inside this one, no symlink followed (`ELOOP`; a file
+    /// that is no directory is `ENOTDIR`).
+    pub fn open_at(&self, name: &str) -> io::Result<Self> {
+        Self::open_with(self.fd.as_fd(), Path::new(name), false, self.join(name))
+    }
+
+    /// The path this directory was opened at (for messages; never resolved again).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The path of `name` inside this directory (for messages).
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// Refuses a directory this user does not own or that group or others may write
+    /// (`solewriter_core::project_lock::ownership::refuse_lock_dir`), judged on the held
+    /// descriptor (`fstat`).
+    pub fn check_private(&self) -> Result<(), DirError> {
+        let seen = rustix::fs::fstat(self).map_err(|e| DirError::Io(e.into()))?;
+        let uid = rustix::process::geteuid().as_raw();
+        match solewriter_core::project_lock::ownership::refuse_lock_dir(
+            seen.st_uid,
+            uid,
+            seen.st_mode,
+        ) {
+            Some(reason) => Err(DirError::Unsafe(reason)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl AsFd for DirHandle {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 /// The operating-system calls of the atomic publisher and the project lock: the file system
 /// (with its kernel locks), and the random source of temp-file names, holder tokens and lock
-/// nonces. Passed as `&dyn FileSystem`: one
-/// indirect call per operation is nothing next to the system call (an fsync costs
-/// milliseconds), and it keeps the store and lease types free of a type parameter.
+/// nonces. Every call on a name is relative to a held directory ([`DirHandle`]). Passed as
+/// `&dyn FileSystem`: one indirect call per operation is nothing next to the system call (an
+/// fsync costs milliseconds), and it keeps the store and lease types free of a type parameter.
 pub trait FileSystem: Send + Sync {
-    /// Creates the directory `path` (mode 0700); fails if it exists.
-    fn create_dir(&self, path: &Path) -> io::Result<()>;
-    /// Creates the file `path` exclusively (`O_CREAT | O_EXCL`, mode 0600).
-    fn create_new(&self, path: &Path) -> io::Result<File>;
+    /// Creates the directory `name` in `parent` (`mkdirat`, mode 0700); fails if it exists.
+    fn create_dir(&self, parent: &DirHandle, name: &str) -> io::Result<()>;
+    /// Creates the file `name` in `dir` exclusively (`openat` with `O_CREAT | O_EXCL |
+    /// O_NOFOLLOW`, mode 0600), open for writing.
+    fn create_new(&self, dir: &DirHandle, name: &str) -> io::Result<File>;
     /// Writes all of `bytes` to `file`.
     fn write_all(&self, file: &mut File, bytes: &[u8]) -> io::Result<()>;
     /// Fsyncs a file's data and metadata.
     fn sync_file(&self, file: &File) -> io::Result<()>;
-    /// Atomically renames `from` over `to` (same directory).
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
-    /// Fsyncs a directory, making creations, renames and removals inside it durable.
-    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
-    /// Removes the file `path`.
-    fn remove_file(&self, path: &Path) -> io::Result<()>;
-    /// Gives the file `from` a second name `to` (`link(2)`); fails if `to` exists.
-    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Atomically renames `from` over `to`, both in `dir` (`renameat`).
+    fn rename(&self, dir: &DirHandle, from: &str, to: &str) -> io::Result<()>;
+    /// Fsyncs the held directory, making creations, renames and removals inside it durable.
+    fn sync_dir(&self, dir: &DirHandle) -> io::Result<()>;
+    /// Removes the file `name` from `dir` (`unlinkat`).
+    fn remove_file(&self, dir: &DirHandle, name: &str) -> io::Result<()>;
+    /// Gives the file `from` of `dir` a second name `to` there (`linkat`); fails if `to`
+    /// exists.
+    fn hard_link(&self, dir: &DirHandle, from: &str, to: &str) -> io::Result<()>;
     /// Takes `file`'s kernel lock (`flock(LOCK_EX | LOCK_NB)`) without blocking.
     fn try_lock(&self, file: &File) -> Result<(), TryLockError> {
         file.try_lock()
@@ -80,16 +223,22 @@ pub trait FileSystem: Send + Sync {
 pub struct RealFs;
 
 impl FileSystem for RealFs {
-    fn create_dir(&self, path: &Path) -> io::Result<()> {
-        DirBuilder::new().mode(DIR_MODE).create(path)
+    fn create_dir(&self, parent: &DirHandle, name: &str) -> io::Result<()> {
+        Ok(rustix::fs::mkdirat(
+            parent,
+            name,
+            Mode::from_raw_mode(DIR_MODE),
+        )?)
     }
 
-    fn create_new(&self, path: &Path) -> io::Result<File> {
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(FILE_MODE)
-            .open(path)
+    fn create_new(&self, dir: &DirHandle, name: &str) -> io::Result<File> {
+        let fd = rustix::fs::openat(
+            dir,
+            name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(FILE_MODE),
+        )?;
+        Ok(File::from(fd))
     }
 
     fn write_all(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
@@ -100,134 +249,166 @@ impl FileSystem for RealFs {
         file.sync_all()
     }
 
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        std::fs::rename(from, to)
+    fn rename(&self, dir: &DirHandle, from: &str, to: &str) -> io::Result<()> {
+        Ok(rustix::fs::renameat(dir, from, dir, to)?)
     }
 
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        File::open(dir)?.sync_all()
+    fn sync_dir(&self, dir: &DirHandle) -> io::Result<()> {
+        Ok(rustix::fs::fsync(dir)?)
     }
 
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        std::fs::remove_file(path)
+    fn remove_file(&self, dir: &DirHandle, name: &str) -> io::Result<()> {
+        Ok(rustix::fs::unlinkat(dir, name, AtFlags::empty())?)
     }
 
-    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
-        std::fs::hard_link(from, to)
+    fn hard_link(&self, dir: &DirHandle, from: &str, to: &str) -> io::Result<()> {
+        Ok(rustix::fs::linkat(dir, from, dir, to, AtFlags::empty())?)
     }
 }
 
 /// Why a directory cannot be used.
 #[derive(Debug)]
 pub enum DirError {
-    /// It exists but is a symlink or not a directory.
+    /// It exists but is a symlink or not a directory, is not owned by this user, or is
+    /// writable by group or others.
     Unsafe(&'static str),
     /// The OS refused.
     Io(io::Error),
 }
 
-/// Ensures `path` is a real directory (not a symlink), creating it with mode 0700 if absent
-/// and then fsyncing the parent, so that the new directory's entry survives a power loss
-/// (without it, a file published inside could vanish with the directory). The parent must
-/// already be a real directory.
+/// Holds the directory `name` of `parent` open, creating it with mode 0700 if absent, and
+/// then fsyncs `parent`, so that the new directory's entry survives a power loss (without
+/// it, a file published inside could vanish with the directory).
 ///
 /// A directory found already there is not fsynced in its parent: callers whose durability
 /// depends on an earlier creation (which may have failed before its fsync) use
 /// [`make_private_dir`] and fsync the parent until they have seen one success.
-pub fn ensure_private_dir(fs: &dyn FileSystem, path: &Path) -> Result<(), DirError> {
-    if make_private_dir(fs, path)? {
-        fs.sync_dir(parent_of(path)).map_err(DirError::Io)?;
+pub fn ensure_private_dir(
+    fs: &dyn FileSystem,
+    parent: &DirHandle,
+    name: &str,
+) -> Result<DirHandle, DirError> {
+    let (dir, created) = make_private_dir(fs, parent, name)?;
+    if created {
+        fs.sync_dir(parent).map_err(DirError::Io)?;
     }
-    Ok(())
+    Ok(dir)
 }
 
-/// Ensures `path` is a real directory (not a symlink), creating it with mode 0700 if absent.
-/// Returns whether this call created it. Nothing is fsynced.
-pub fn make_private_dir(fs: &dyn FileSystem, path: &Path) -> Result<bool, DirError> {
-    match path.symlink_metadata() {
-        Ok(meta) if meta.file_type().is_symlink() => Err(DirError::Unsafe("is a symlink")),
-        Ok(meta) if !meta.is_dir() => Err(DirError::Unsafe("is not a directory")),
-        Ok(_) => Ok(false),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => match fs.create_dir(path) {
-            Ok(()) => Ok(true),
-            // Created concurrently by another writer: check what is there now.
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => make_private_dir(fs, path),
-            Err(e) => Err(DirError::Io(e)),
-        },
-        Err(e) => Err(DirError::Io(e)),
+/// Holds the existing directory `name` of `parent` open ([`open_private_dir`]), or creates it
+/// (mode 0700) and holds it. Returns it and whether this call created it. Nothing is fsynced.
+pub fn make_private_dir(
+    fs: &dyn FileSystem,
+    parent: &DirHandle,
+    name: &str,
+) -> Result<(DirHandle, bool), DirError> {
+    let mut created = false;
+    loop {
+        match open_private_dir(parent, name) {
+            Ok(dir) => return Ok((dir, created)),
+            Err(DirError::Io(e)) if e.kind() == io::ErrorKind::NotFound && !created => {
+                match fs.create_dir(parent, name) {
+                    Ok(()) => created = true,
+                    // Created concurrently by another writer: open what is there now.
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(DirError::Io(e)),
+                }
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 
-/// The directory containing `path` (`.` for a bare name).
-pub fn parent_of(path: &Path) -> &Path {
-    path.parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
+/// Holds the existing directory `name` of `parent` open (`O_DIRECTORY | O_NOFOLLOW`) and
+/// checks it on the held descriptor ([`DirHandle::check_private`]): a symlink, a file that is
+/// no directory, a directory of another user or one that group or others may write is
+/// [`DirError::Unsafe`]; an absent one is `DirError::Io` of kind `NotFound`.
+pub fn open_private_dir(parent: &DirHandle, name: &str) -> Result<DirHandle, DirError> {
+    let dir = parent.open_at(name).map_err(|e| match e.raw_os_error() {
+        // Linux answers `ENOTDIR` for a symlink opened `O_DIRECTORY | O_NOFOLLOW`: look at
+        // what is there to say which (only for the message; nothing was opened).
+        Some(libc::ELOOP | libc::ENOTDIR) => {
+            match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(seen) if FileType::from_raw_mode(seen.st_mode) != FileType::Symlink => {
+                    DirError::Unsafe("is not a directory")
+                }
+                _ => DirError::Unsafe("is a symlink"),
+            }
+        }
+        _ => DirError::Io(e),
+    })?;
+    dir.check_private()?;
+    Ok(dir)
 }
 
 fn temp_prefix(file_name: &str) -> String {
     format!(".{file_name}.tmp-")
 }
 
-/// Removes every temp sibling of `file_name` in `dir` (left by a crashed, frozen or superseded
-/// writer). A temp removed meanwhile by someone else (its writer, another sweep) is not an
-/// error. Returns how many this call removed.
-pub fn remove_orphans(fs: &dyn FileSystem, dir: &Path, file_name: &str) -> io::Result<usize> {
+/// Removes every temp sibling of `file_name` in the held `dir` (left by a crashed, frozen or
+/// superseded writer), listing the held directory itself. A temp removed meanwhile by someone
+/// else (its writer, another sweep) is not an error. Returns how many this call removed.
+pub fn remove_orphans(fs: &dyn FileSystem, dir: &DirHandle, file_name: &str) -> io::Result<usize> {
     let prefix = temp_prefix(file_name);
     let mut removed = 0;
-    for entry in std::fs::read_dir(dir)? {
+    // `read_from` reads through its own descriptor of the held directory (`openat(fd, ".")`).
+    for entry in rustix::fs::Dir::read_from(dir)? {
         let entry = entry?;
-        if entry
+        let Some(name) = entry
             .file_name()
             .to_str()
-            .is_some_and(|n| n.starts_with(&prefix))
-        {
-            match fs.remove_file(&entry.path()) {
-                Ok(()) => removed += 1,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
+            .ok()
+            .filter(|n| n.starts_with(&prefix))
+        else {
+            continue;
+        };
+        match fs.remove_file(dir, name) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(removed)
 }
 
-/// A written, fsynced temp sibling. Dropped without [`TempFile::rename_into_place`], it is
-/// removed.
+/// A written, fsynced temp sibling in a held directory. Dropped without
+/// [`TempFile::rename_into_place`], it is removed.
 pub struct TempFile<'f> {
     fs: &'f dyn FileSystem,
-    path: PathBuf,
-    dest: PathBuf,
+    dir: DirHandle,
+    name: String,
+    dest: String,
     live: bool,
 }
 
 impl std::fmt::Debug for TempFile<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TempFile")
-            .field("path", &self.path)
+            .field("path", &self.path())
             .field("live", &self.live)
             .finish_non_exhaustive()
     }
 }
 
 impl<'f> TempFile<'f> {
-    /// Creates a unique temp sibling of `dir/file_name` (never overwriting anything), writes
-    /// `bytes` and fsyncs it. On failure the temp file is removed.
+    /// Creates a unique temp sibling of `file_name` in the held `dir` (never overwriting
+    /// anything), writes `bytes` and fsyncs it. On failure the temp file is removed.
     pub fn write(
         fs: &'f dyn FileSystem,
-        dir: &Path,
+        dir: &DirHandle,
         file_name: &str,
         bytes: &[u8],
     ) -> io::Result<Self> {
         let mut nonce = [0u8; 8];
         fs.fill_random(&mut nonce)?;
         let suffix = solewriter_core::hex::encode(&nonce);
-        let path = dir.join(format!("{}{suffix}", temp_prefix(file_name)));
-        let mut file = fs.create_new(&path)?;
+        let name = format!("{}{suffix}", temp_prefix(file_name));
+        let mut file = fs.create_new(dir, &name)?;
         let temp = TempFile {
             fs,
-            path,
-            dest: dir.join(file_name),
+            dir: dir.clone(),
+            name,
+            dest: file_name.to_owned(),
             live: true,
         };
         fs.write_all(&mut file, bytes)?;
@@ -235,24 +416,30 @@ impl<'f> TempFile<'f> {
         Ok(temp)
     }
 
-    /// The temp file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// The temp file's path (for messages).
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(&self.name)
     }
 
-    /// Atomically renames the temp file over the destination. The caller then fsyncs the
-    /// directory ([`FileSystem::sync_dir`]) to make the rename durable.
+    /// The temp file's name in its directory.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Atomically renames the temp file over the destination, inside the held directory;
+    /// returns the destination's path. The caller then fsyncs the directory
+    /// ([`FileSystem::sync_dir`]) to make the rename durable.
     pub fn rename_into_place(mut self) -> io::Result<PathBuf> {
-        self.fs.rename(&self.path, &self.dest)?;
+        self.fs.rename(&self.dir, &self.name, &self.dest)?;
         self.live = false;
-        Ok(std::mem::take(&mut self.dest))
+        Ok(self.dir.join(&self.dest))
     }
 }
 
 impl Drop for TempFile<'_> {
     fn drop(&mut self) {
         if self.live {
-            let _ = self.fs.remove_file(&self.path);
+            let _ = self.fs.remove_file(&self.dir, &self.name);
         }
     }
 }
@@ -265,10 +452,10 @@ mod tests {
     #[test]
     fn write_rename_and_orphans() {
         let dir = tempfile::tempdir().unwrap();
-        let sub = dir.path().join("d");
-        ensure_private_dir(&RealFs, &sub).unwrap();
+        let top = DirHandle::open(dir.path()).unwrap();
+        let sub = ensure_private_dir(&RealFs, &top, "d").unwrap();
         assert_eq!(
-            sub.metadata().unwrap().permissions().mode() & 0o777,
+            sub.path().metadata().unwrap().permissions().mode() & 0o777,
             DIR_MODE
         );
         let t = TempFile::write(&RealFs, &sub, "current.json", b"one").unwrap();
@@ -280,7 +467,7 @@ mod tests {
         RealFs.sync_dir(&sub).unwrap();
         assert_eq!(std::fs::read(&dest).unwrap(), b"one");
         let dropped = TempFile::write(&RealFs, &sub, "current.json", b"two").unwrap();
-        let dropped_path = dropped.path().to_owned();
+        let dropped_path = dropped.path();
         drop(dropped);
         assert!(
             !dropped_path.exists(),
@@ -294,21 +481,52 @@ mod tests {
     }
 
     #[test]
-    fn symlinks_and_files_are_refused() {
+    fn symlinks_files_and_open_directories_are_refused() {
         let dir = tempfile::tempdir().unwrap();
+        let top = DirHandle::open(dir.path()).unwrap();
         let real = dir.path().join("real");
         std::fs::create_dir(&real).unwrap();
-        let link = dir.path().join("link");
-        std::os::unix::fs::symlink(&real, &link).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
         assert!(matches!(
-            ensure_private_dir(&RealFs, &link),
+            ensure_private_dir(&RealFs, &top, "link"),
             Err(DirError::Unsafe("is a symlink"))
         ));
-        let file = dir.path().join("file");
-        std::fs::write(&file, b"").unwrap();
+        std::fs::write(dir.path().join("file"), b"").unwrap();
         assert!(matches!(
-            ensure_private_dir(&RealFs, &file),
+            ensure_private_dir(&RealFs, &top, "file"),
             Err(DirError::Unsafe("is not a directory"))
         ));
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(matches!(
+            ensure_private_dir(&RealFs, &top, "real"),
+            Err(DirError::Unsafe("is writable by group or others"))
+        ));
+    }
+
+    #[test]
+    fn only_regular_files_are_opened_for_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = DirHandle::open(dir.path()).unwrap();
+        std::fs::write(dir.path().join("file"), b"x").unwrap();
+        assert!(matches!(
+            open_regular(&top, Path::new("file")),
+            Ok(Opened::File(_))
+        ));
+        std::os::unix::fs::symlink("file", dir.path().join("link")).unwrap();
+        let errno = |name: &str| {
+            open_regular(&top, Path::new(name))
+                .unwrap_err()
+                .raw_os_error()
+        };
+        assert_eq!(errno("link"), Some(libc::ELOOP));
+        std::fs::create_dir(dir.path().join("dir")).unwrap();
+        assert_eq!(errno("dir"), Some(libc::EISDIR));
+        rustix::fs::mknodat(&top, "fifo", FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
+        assert!(matches!(
+            open_regular(&top, Path::new("fifo")),
+            Ok(Opened::NotRegular("FIFO"))
+        ));
+        let err = read_bounded(&dir.path().join("fifo"), 10).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
     }
 }

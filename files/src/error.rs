@@ -28,13 +28,24 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// The runtime directory is not a plain directory (a symlink, a file). Nothing was written.
+    /// A runtime directory is not a plain directory (a symlink, a file), or (`hook-projections`,
+    /// a target directory) is not owned by this user or is writable by group or others.
+    /// Nothing was written.
     #[error("runtime directory {path} is unsafe ({reason}); nothing was written")]
     UnsafeRuntimeDir {
         /// The offending path.
         path: PathBuf,
         /// What is wrong with it.
         reason: &'static str,
+    },
+    /// Something that is not a regular file (a FIFO, a device, a socket) is where a document
+    /// is read. It was neither read nor waited on; nothing was written.
+    #[error("{path} is a {kind}, not a regular file; it was not read and nothing was written")]
+    NotRegularFile {
+        /// The offending path.
+        path: PathBuf,
+        /// What it is instead.
+        kind: &'static str,
     },
     /// `current.json` was replaced but its directory fsync failed: the replacement may not
     /// survive a power loss.
@@ -74,6 +85,7 @@ impl Error {
             Error::NotDurable { .. } => ErrorKind::PartialSuccess,
             Error::Io { .. }
             | Error::UnsafeRuntimeDir { .. }
+            | Error::NotRegularFile { .. }
             | Error::Document(_)
             | Error::NotPublished { .. }
             | Error::Read { .. } => ErrorKind::Environment,

@@ -3,7 +3,8 @@
 //! (`solewriter-adapters`) and the Node binding, which runs its SQL on the host's own
 //! connection and must not link a second SQLite.
 //!
-//! - [`atomic_file`]: temp sibling, fsync, rename, directory fsync.
+//! - [`atomic_file`]: held directory handles, temp sibling, fsync, rename, directory fsync;
+//!   regular files opened for reading without blocking.
 //! - [`target_lock`]: the per-target kernel lock every grant, publication and release holds.
 //! - [`runtime`]: the runtime root, the derived output paths, and the hook reader.
 //! - [`steps`]: the file effects of a machine run ([`steps::FileSteps`]).

@@ -4,7 +4,7 @@
 //! `<runtime_root>/hook-projections/<target_id>/current.json`; the target id is 64 lowercase
 //! hex characters, so no input can name or escape a path.
 
-use crate::atomic_file::read_bounded;
+use crate::atomic_file::{open_regular, read_capped, DirHandle, Opened};
 use crate::error::{Error, Result};
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::{DocumentError, ProjectionDocument, MAX_DOCUMENT_BYTES};
@@ -42,26 +42,39 @@ impl RuntimeRoot {
 
     /// Checks that the root is an existing directory (solewriter never creates it).
     pub fn check_root(&self) -> Result<()> {
-        match std::fs::metadata(&self.0) {
-            Ok(m) if m.is_dir() => Ok(()),
-            Ok(_) => Err(Error::UnsafeRuntimeDir {
+        self.open().map(drop)
+    }
+
+    /// Holds the root open (`O_DIRECTORY`; a symlink at the root itself is the host's to
+    /// arrange, and is followed): every later step of a run is relative to this handle.
+    pub fn open(&self) -> Result<DirHandle> {
+        DirHandle::open(&self.0).map_err(|source| match source.raw_os_error() {
+            Some(libc::ENOTDIR) => Error::UnsafeRuntimeDir {
                 path: self.0.clone(),
                 reason: "runtime root is not a directory",
-            }),
-            Err(source) => Err(Error::Io {
+            },
+            _ => Error::Io {
                 step: "open runtime root",
                 path: self.0.clone(),
                 source,
-            }),
-        }
+            },
+        })
     }
 }
 
 /// The bytes of `target`'s `current.json` under `root`, read once and bounded (at most one byte
-/// past [`MAX_DOCUMENT_BYTES`]), whatever its format: `NotPublished` when there is none.
+/// past [`MAX_DOCUMENT_BYTES`]), whatever its format: `NotPublished` when there is none. It is
+/// opened non-blocking, no symlink followed, and `fstat`-checked
+/// ([`crate::atomic_file::open_regular`]): a FIFO, device or socket at its path is
+/// [`Error::NotRegularFile`], never waited on.
 pub fn read_current(root: &RuntimeRoot, target: &TargetId) -> Result<Vec<u8>> {
     let path = root.current_path(target);
-    match read_bounded(&path, MAX_DOCUMENT_BYTES) {
+    let read = match open_regular(rustix::fs::CWD, &path) {
+        Ok(Opened::File(file)) => read_capped(file, MAX_DOCUMENT_BYTES),
+        Ok(Opened::NotRegular(kind)) => return Err(Error::NotRegularFile { path, kind }),
+        Err(e) => Err(e),
+    };
+    match read {
         Ok(bytes) => Ok(bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::NotPublished { path }),
         Err(source) => Err(Error::Read { path, source }),

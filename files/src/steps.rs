@@ -1,23 +1,36 @@
 //! The file effects of one run of a lease machine (`solewriter_core::projection::machine`): the target
-//! lock, the target directory chain, the temp sibling, the document in place (read by a grant),
-//! the rename, the orphan sweep and the directory fsync.
+//! lock, the target directory chain, the temp sibling, the document in place (its first
+//! bytes, read by a grant), the rename, the orphan sweep and the directory fsync.
 //! Every executor of the machines hands the file family of effects (`FileEffect`) to
 //! [`FileSteps::execute`] and keeps only the store's and the clock's for itself, so the file
 //! half of a publication is one implementation whichever store runs the SQL.
+//!
+//! A run holds its directory chain open: the runtime root, `hook-projections` and the target
+//! directory are each opened once (`O_DIRECTORY`, and `O_NOFOLLOW` below the root; owner and
+//! mode checked on the held descriptor), and every later step — the lock file, the temp file,
+//! the rename, the sweep, the fsyncs, the read of `current.json` — is relative to those
+//! handles. No path is resolved again after it was checked, so a directory swapped for a
+//! symlink in the middle of a run cannot lead a write out of the runtime root.
 
 use crate::atomic_file::{
-    make_private_dir, parent_of, read_bounded, remove_orphans, DirError, FileSystem, TempFile,
+    make_private_dir, open_private_dir, open_regular, remove_orphans, DirError, DirHandle,
+    FileSystem, Opened, TempFile,
 };
 use crate::error::{Error, Result};
 use crate::runtime::{RuntimeRoot, CURRENT_FILE, PROJECTIONS_DIR};
-use crate::target_lock::TargetLock;
+use crate::target_lock::{dir_error, projections_dir, TargetLock};
 use solewriter_core::projection::machine::{Answer, FileEffect};
 use solewriter_core::projection::target::TargetId;
-use solewriter_core::projection::MAX_DOCUMENT_BYTES;
 use std::collections::HashSet;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// How many bytes of the document in place a grant reads: enough for the core to find its
+/// epoch, so a huge document costs a grant no more than a small one.
+// TODO(lead): use core's constant (`solewriter_core::projection::EPOCH_PREFIX_BYTES`).
+pub const EPOCH_PREFIX_BYTES: usize = 4096;
 
 /// Target directories whose creation has been seen fsynced in their parent (shared by the
 /// runs of one store, or of one process).
@@ -42,8 +55,19 @@ fn io(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
     move |source| Error::Io { step, path, source }
 }
 
-/// The file state of one machine run: the target lock it holds, the target directory and the
-/// temp file.
+/// What a step needs of `hook-projections`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Need {
+    /// Only if it exists (a read).
+    Existing,
+    /// Created if absent, its creation fsynced in the root at once (the target lock).
+    Durable,
+    /// Created if absent, its creation left for [`FileEffect::SyncParents`] (a publication).
+    Prepared,
+}
+
+/// The file state of one machine run: the target lock it holds, the held directory chain and
+/// the temp file.
 pub struct FileSteps<'a> {
     root: &'a RuntimeRoot,
     target: &'a TargetId,
@@ -57,8 +81,13 @@ pub struct FileSteps<'a> {
     /// What the wait for the target lock left of the busy timeout: the store's transaction
     /// waits at most that long (one busy timeout for all the waits of a run).
     wait_left: Option<Duration>,
-    /// The target directory and the directories of its chain not yet known durable.
-    dir: Option<(PathBuf, Vec<PathBuf>)>,
+    /// The held runtime root, `hook-projections` and target directory, each opened once.
+    root_dir: Option<DirHandle>,
+    projections: Option<DirHandle>,
+    target_dir: Option<DirHandle>,
+    /// Once the chain is prepared: each directory of it not yet known durable, with its
+    /// held parent.
+    unverified: Option<Vec<(DirHandle, PathBuf)>>,
     renamed: Option<PathBuf>,
 }
 
@@ -91,7 +120,10 @@ impl<'a> FileSteps<'a> {
             temp: None,
             lock: None,
             wait_left: None,
-            dir: None,
+            root_dir: None,
+            projections: None,
+            target_dir: None,
+            unverified: None,
             renamed: None,
         }
     }
@@ -116,14 +148,7 @@ impl<'a> FileSteps<'a> {
             FileEffect::PrepareDir(ask) => ask.answer(self.prepare_dir().map_err(E::from)),
             FileEffect::SyncParents(ask) => ask.answer(into(self.sync_parents())),
             FileEffect::ReadCurrent(ask) => ask.answer(self.read_current().map_err(E::from)),
-            FileEffect::RemoveOrphans(ask) => {
-                let dir = self.target_dir();
-                ask.answer(into(
-                    remove_orphans(self.fs, &dir, CURRENT_FILE)
-                        .map(drop)
-                        .map_err(io("remove orphan temp files", &dir)),
-                ))
-            }
+            FileEffect::RemoveOrphans(ask) => ask.answer(into(self.remove_orphans())),
             FileEffect::WriteTemp(bytes, ask) => ask.answer(into(self.write_temp(bytes))),
             FileEffect::RemoveTemp(ask) => {
                 // Dropping an unrenamed temp file removes it.
@@ -131,15 +156,7 @@ impl<'a> FileSteps<'a> {
                 ask.answer(Ok(()))
             }
             FileEffect::Rename(ask) => ask.answer(into(self.rename())),
-            FileEffect::SyncDir(ask) => {
-                let dir = self.target_dir();
-                ask.answer(into(self.fs.sync_dir(&dir).map_err(|source| {
-                    Error::NotDurable {
-                        path: dir.join(CURRENT_FILE),
-                        source,
-                    }
-                })))
-            }
+            FileEffect::SyncDir(ask) => ask.answer(into(self.sync_dir())),
             FileEffect::UnlockTarget(ask) => {
                 self.lock = None;
                 ask.answer(Ok(()))
@@ -147,12 +164,27 @@ impl<'a> FileSteps<'a> {
         }
     }
 
-    /// The bytes of the document in place, if there is one.
-    fn read_current(&self) -> Result<Option<Vec<u8>>> {
-        let path = self.target_dir().join(CURRENT_FILE);
-        // `read_bounded` reads one byte past the bound: enough to know it is no document.
-        match read_bounded(&path, MAX_DOCUMENT_BYTES) {
-            Ok(bytes) => Ok(Some(bytes)),
+    /// The first [`EPOCH_PREFIX_BYTES`] bytes of the document in place, if there is one
+    /// (what [`FileEffect::ReadCurrent`] answers). It is opened relative to the held target
+    /// directory, non-blocking and `fstat`-checked: a FIFO, device or socket is
+    /// [`Error::NotRegularFile`]; a symlink (not followed) or a directory is no document.
+    pub fn read_current(&mut self) -> Result<Option<Vec<u8>>> {
+        let Some(dir) = self.held_target()? else {
+            return Ok(None);
+        };
+        let path = dir.join(CURRENT_FILE);
+        let read = |file: std::fs::File| {
+            let mut bytes = Vec::new();
+            file.take(EPOCH_PREFIX_BYTES as u64)
+                .read_to_end(&mut bytes)
+                .map(|_| bytes)
+        };
+        match open_regular(&dir, Path::new(CURRENT_FILE)).and_then(|opened| match opened {
+            Opened::File(file) => read(file).map(Ok),
+            Opened::NotRegular(kind) => Ok(Err(kind)),
+        }) {
+            Ok(Ok(bytes)) => Ok(Some(bytes)),
+            Ok(Err(kind)) => Err(Error::NotRegularFile { path, kind }),
             // No file, or something at its path that solewriter never writes (a symlink,
             // which is not followed; a directory): no document, no epoch.
             Err(e)
@@ -172,7 +204,11 @@ impl<'a> FileSteps<'a> {
     /// lock taken, `Busy` once the timeout passed, or another failure.
     pub fn try_lock_target(&mut self, since: Instant) -> Option<Result<()>> {
         let deadline = since + self.timeout;
-        match TargetLock::acquire(self.root, self.target, Instant::now(), self.timeout) {
+        let dir = match self.held_projections(Need::Durable) {
+            Ok(dir) => dir?,
+            Err(e) => return Some(Err(e)),
+        };
+        match TargetLock::acquire_in(&dir, self.target, Instant::now(), self.timeout) {
             Ok(lock) => {
                 self.lock = Some(lock);
                 self.wait_left = Some(deadline.saturating_duration_since(Instant::now()));
@@ -185,8 +221,11 @@ impl<'a> FileSteps<'a> {
 
     fn lock_target(&mut self) -> Result<()> {
         let deadline = Instant::now() + self.timeout;
-        self.lock = Some(TargetLock::acquire(
-            self.root,
+        let dir = self
+            .held_projections(Need::Durable)?
+            .ok_or_else(|| self.not_prepared("lock target"))?;
+        self.lock = Some(TargetLock::acquire_in(
+            &dir,
             self.target,
             deadline,
             self.timeout,
@@ -196,80 +235,174 @@ impl<'a> FileSteps<'a> {
     }
 
     fn write_temp(&mut self, bytes: &[u8]) -> Result<()> {
-        let dir = self.target_dir();
+        let dir = self.prepared("write temp file")?;
         let temp = TempFile::write(self.fs, &dir, CURRENT_FILE, bytes)
-            .map_err(io("write temp file", &dir))?;
+            .map_err(io("write temp file", dir.path()))?;
         self.temp = Some(temp);
         Ok(())
     }
 
     fn rename(&mut self) -> Result<()> {
-        let dir = self.target_dir();
         let Some(temp) = self.temp.take() else {
             return Err(Error::Io {
                 step: "rename into place",
-                path: dir,
+                path: self.root.target_dir(self.target),
                 source: std::io::Error::other("no temp file to rename"),
             });
         };
+        let dir = temp.path();
         let path = temp
             .rename_into_place()
-            .map_err(io("rename into place", &dir))?;
+            .map_err(io("rename into place", parent(&dir)))?;
         self.renamed = Some(path);
         Ok(())
     }
 
-    fn target_dir(&self) -> PathBuf {
-        match &self.dir {
-            Some((dir, _)) => dir.clone(),
-            None => self.root.target_dir(self.target),
+    fn remove_orphans(&mut self) -> Result<()> {
+        let dir = self.prepared("remove orphan temp files")?;
+        remove_orphans(self.fs, &dir, CURRENT_FILE)
+            .map(drop)
+            .map_err(io("remove orphan temp files", dir.path()))
+    }
+
+    fn sync_dir(&mut self) -> Result<()> {
+        let dir = self.prepared("sync directory")?;
+        self.fs.sync_dir(&dir).map_err(|source| Error::NotDurable {
+            path: dir.join(CURRENT_FILE),
+            source,
+        })
+    }
+
+    /// The held runtime root, opened on first use.
+    fn held_root(&mut self) -> Result<DirHandle> {
+        if let Some(dir) = &self.root_dir {
+            return Ok(dir.clone());
+        }
+        let dir = self.root.open()?;
+        self.root_dir = Some(dir.clone());
+        Ok(dir)
+    }
+
+    /// The held `hook-projections`, opened (and checked) on first use: `None` if it does not
+    /// exist and `need` does not create it.
+    fn held_projections(&mut self, need: Need) -> Result<Option<DirHandle>> {
+        if let Some(dir) = &self.projections {
+            return Ok(Some(dir.clone()));
+        }
+        let root = self.held_root()?;
+        let dir = match need {
+            Need::Durable => projections_dir(&root)?,
+            Need::Prepared => {
+                make_private_dir(self.fs, &root, PROJECTIONS_DIR)
+                    .map_err(|e| dir_error(&root, PROJECTIONS_DIR, e))?
+                    .0
+            }
+            Need::Existing => match open_private_dir(&root, PROJECTIONS_DIR) {
+                Ok(dir) => dir,
+                Err(DirError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Ok(None)
+                }
+                Err(DirError::Io(source)) => {
+                    return Err(io(
+                        "read the document in place",
+                        &root.join(PROJECTIONS_DIR),
+                    )(source))
+                }
+                Err(e) => return Err(dir_error(&root, PROJECTIONS_DIR, e)),
+            },
+        };
+        self.projections = Some(dir.clone());
+        Ok(Some(dir))
+    }
+
+    /// The held target directory for a read, opened (and checked) on first use: `None` if it
+    /// (or `hook-projections`) does not exist.
+    fn held_target(&mut self) -> Result<Option<DirHandle>> {
+        if let Some(dir) = &self.target_dir {
+            return Ok(Some(dir.clone()));
+        }
+        let Some(parent) = self.held_projections(Need::Existing)? else {
+            return Ok(None);
+        };
+        let name = self.target.as_str();
+        let dir = match open_private_dir(&parent, name) {
+            Ok(dir) => dir,
+            Err(DirError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(DirError::Io(source)) => {
+                return Err(io("read the document in place", &parent.join(name))(source))
+            }
+            Err(e) => return Err(dir_error(&parent, name, e)),
+        };
+        self.target_dir = Some(dir.clone());
+        Ok(Some(dir))
+    }
+
+    /// The held target directory, once [`FileEffect::PrepareDir`] has held it.
+    fn prepared(&self, step: &'static str) -> Result<DirHandle> {
+        match (&self.unverified, &self.target_dir) {
+            (Some(_), Some(dir)) => Ok(dir.clone()),
+            _ => Err(self.not_prepared(step)),
+        }
+    }
+
+    fn not_prepared(&self, step: &'static str) -> Error {
+        Error::Io {
+            step,
+            path: self.root.target_dir(self.target),
+            source: std::io::Error::other("the directory chain was not prepared"),
         }
     }
 
     /// Makes sure `<root>/hook-projections/<target>` exists as a real directory chain (mode
-    /// 0700, no symlinks) below an existing root. True when every directory of the chain is
-    /// already known durable (its creation was fsynced in its parent).
+    /// 0700, no symlinks, owned by this user, writable by no one else) below an existing root,
+    /// and holds each directory of it open. True when every directory of the chain is already
+    /// known durable (its creation was fsynced in its parent).
     fn prepare_dir(&mut self) -> Result<bool> {
-        self.root.check_root()?;
-        let mut dir = self.root.path().to_owned();
-        let mut unverified = Vec::new();
-        for part in [PROJECTIONS_DIR, self.target.as_str()] {
-            dir.push(part);
-            make_private_dir(self.fs, &dir).map_err(|e| match e {
-                DirError::Unsafe(reason) => Error::UnsafeRuntimeDir {
-                    path: dir.clone(),
-                    reason,
-                },
-                DirError::Io(source) => io("create directory", &dir)(source),
-            })?;
-            if !self.durable.contains(&dir) {
-                unverified.push(dir.clone());
+        let root = self.held_root()?;
+        let projections = self
+            .held_projections(Need::Prepared)?
+            .ok_or_else(|| self.not_prepared("create directory"))?;
+        let target = match &self.target_dir {
+            Some(dir) => dir.clone(),
+            None => {
+                let name = self.target.as_str();
+                let dir = make_private_dir(self.fs, &projections, name)
+                    .map_err(|e| dir_error(&projections, name, e))?
+                    .0;
+                self.target_dir = Some(dir.clone());
+                dir
             }
-        }
+        };
+        let unverified: Vec<(DirHandle, PathBuf)> =
+            [(root, &projections), (projections.clone(), &target)]
+                .into_iter()
+                .filter(|(_, dir)| !self.durable.contains(dir.path()))
+                .map(|(parent, dir)| (parent, dir.path().to_owned()))
+                .collect();
         let verified = unverified.is_empty();
-        self.dir = Some((dir, unverified));
+        self.unverified = Some(unverified);
         Ok(verified)
     }
 
-    /// Fsyncs the parent of every directory of the chain not yet known durable, remembering
-    /// each one that now is. Until one fsync of a parent succeeded, every publication
-    /// retries it: a directory made by a publication that failed (or crashed) before that
-    /// fsync is never taken for durable.
+    /// Fsyncs the held parent of every directory of the chain not yet known durable,
+    /// remembering each one that now is. Until one fsync of a parent succeeded, every
+    /// publication retries it: a directory made by a publication that failed (or crashed)
+    /// before that fsync is never taken for durable.
     fn sync_parents(&mut self) -> Result<()> {
-        let Some((_, unverified)) = &self.dir else {
-            return Err(Error::Io {
-                step: "sync parent directory",
-                path: self.root.target_dir(self.target),
-                source: std::io::Error::other("the directory chain was not prepared"),
-            });
+        let Some(unverified) = &self.unverified else {
+            return Err(self.not_prepared("sync parent directory"));
         };
-        for dir in unverified {
-            let parent = parent_of(dir);
+        for (parent, dir) in unverified {
             self.fs
                 .sync_dir(parent)
-                .map_err(io("sync parent directory", parent))?;
+                .map_err(io("sync parent directory", parent.path()))?;
             self.durable.insert(dir.clone());
         }
         Ok(())
     }
+}
+
+/// The directory containing `path`.
+fn parent(path: &Path) -> &Path {
+    path.parent().unwrap_or(path)
 }

@@ -13,14 +13,15 @@
 //! the store's lock was lost.
 //!
 //! The lock file is created once and never removed (removing a lock file races with its
-//! next taker); its content is empty and nothing reads it.
+//! next taker); its content is empty and nothing reads it. It is opened relative to the held
+//! `hook-projections` directory ([`TargetLock::acquire_in`]), no symlink followed.
 
-use crate::atomic_file::{ensure_private_dir, DirError, FILE_MODE};
+use crate::atomic_file::{ensure_private_dir, DirError, DirHandle, RealFs, FILE_MODE};
 use crate::error::{Error, Result};
 use crate::runtime::{RuntimeRoot, PROJECTIONS_DIR};
+use rustix::fs::{Mode, OFlags};
 use solewriter_core::projection::target::TargetId;
-use std::fs::{File, OpenOptions, TryLockError};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::{File, TryLockError};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -59,6 +60,29 @@ impl Drop for TargetLock {
     }
 }
 
+/// Holds `hook-projections/` of the held runtime `root` open, creating it (mode 0700, fsynced
+/// in the root) on first use; a symlink, a file, a directory of another user or one that group
+/// or others may write is [`Error::UnsafeRuntimeDir`].
+pub fn projections_dir(root: &DirHandle) -> Result<DirHandle> {
+    ensure_private_dir(&RealFs, root, PROJECTIONS_DIR)
+        .map_err(|e| dir_error(root, PROJECTIONS_DIR, e))
+}
+
+/// The error of a directory `name` of `parent` that cannot be used.
+pub(crate) fn dir_error(parent: &DirHandle, name: &str, e: DirError) -> Error {
+    match e {
+        DirError::Unsafe(reason) => Error::UnsafeRuntimeDir {
+            path: parent.join(name),
+            reason,
+        },
+        DirError::Io(source) => Error::Io {
+            step: "create directory",
+            path: parent.join(name),
+            source,
+        },
+    }
+}
+
 /// `<runtime_root>/hook-projections/<target_id>.lock`.
 pub fn lock_path(root: &RuntimeRoot, target: &TargetId) -> PathBuf {
     root.path()
@@ -68,41 +92,41 @@ pub fn lock_path(root: &RuntimeRoot, target: &TargetId) -> PathBuf {
 
 impl TargetLock {
     /// Takes the lock of `target`, waiting until `deadline` at most for another holder to let
-    /// go ([`Error::Busy`] after that, naming `timeout`, the busy timeout). Creates `hook-projections/` (mode 0700, fsynced in its
-    /// parent) and the lock file (mode 0600, no symlink followed) on first use.
+    /// go ([`Error::Busy`] after that, naming `timeout`, the busy timeout). Holds the root and
+    /// `hook-projections/` open ([`projections_dir`]) and takes the lock in it
+    /// ([`Self::acquire_in`]).
     pub fn acquire(
         root: &RuntimeRoot,
         target: &TargetId,
         deadline: Instant,
         timeout: Duration,
     ) -> Result<Self> {
-        let dir = root.path().join(PROJECTIONS_DIR);
-        let path = lock_path(root, target);
-        let io = |step: &'static str, path: &PathBuf| {
-            let path = path.clone();
-            move |source| Error::Io { step, path, source }
-        };
-        root.check_root()?;
-        ensure_private_dir(&crate::atomic_file::RealFs, &dir).map_err(|e| match e {
-            DirError::Unsafe(reason) => Error::UnsafeRuntimeDir {
-                path: dir.clone(),
-                reason,
-            },
-            DirError::Io(source) => Error::Io {
-                step: "create directory",
-                path: dir.clone(),
-                source,
-            },
+        let dir = projections_dir(&root.open()?)?;
+        Self::acquire_in(&dir, target, deadline, timeout)
+    }
+
+    /// [`Self::acquire`] in the held `hook-projections` directory `dir`: the lock file
+    /// (mode 0600) is created on first use and opened relative to `dir`, no symlink followed.
+    pub fn acquire_in(
+        dir: &DirHandle,
+        target: &TargetId,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Self> {
+        let name = format!("{}{LOCK_SUFFIX}", target.as_str());
+        let path = dir.join(&name);
+        let file = rustix::fs::openat(
+            dir,
+            name.as_str(),
+            OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(FILE_MODE),
+        )
+        .map(File::from)
+        .map_err(|e| Error::Io {
+            step: "open target lock",
+            path: path.clone(),
+            source: e.into(),
         })?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(FILE_MODE)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .map_err(io("open target lock", &path))?;
         let mut pause = Duration::from_micros(50);
         loop {
             match file.try_lock() {

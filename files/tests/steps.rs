@@ -1,7 +1,8 @@
 //! `FileSteps` executing the file effects of the core's acquisition machine for real, the
 //! store's effects answered by a script (one released lease row): what the grant reads of the
 //! document in place — its epoch, nothing where there is none, a failure where it cannot be
-//! read — and the target lock taken and let go around the transaction.
+//! read — and the target lock taken and let go around the transaction; the read of the
+//! document in place bounded to its first bytes and refusing a FIFO without waiting on it.
 
 use solewriter_core::config::LeaseTtl;
 use solewriter_core::names::InstanceDigest;
@@ -16,7 +17,7 @@ use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
 use solewriter_files::atomic_file::RealFs;
 use solewriter_files::runtime::RuntimeRoot;
-use solewriter_files::steps::{DurableDirs, FileSteps};
+use solewriter_files::steps::{DurableDirs, FileSteps, EPOCH_PREFIX_BYTES};
 use solewriter_files::Error;
 use std::time::Duration;
 
@@ -104,11 +105,85 @@ fn a_grant_numbers_past_the_document_in_place_and_fails_where_it_cannot_read_it(
     std::fs::remove_dir(root.target_dir(&target())).unwrap();
     std::fs::write(root.target_dir(&target()), b"not a directory").unwrap();
     match acquire(&root) {
-        Err(Failure::Effect(Error::Io { step, .. })) => {
-            assert_eq!(step, "read the document in place")
+        Err(Failure::Effect(Error::UnsafeRuntimeDir { reason, .. })) => {
+            assert_eq!(reason, "is not a directory")
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// Runs `read` in a thread and waits for it at most ten seconds, so that a read that blocks
+/// fails the test instead of hanging it.
+fn within_ten_seconds<T: Send + 'static>(read: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(read());
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the read answered within ten seconds")
+}
+
+/// A FIFO at `current.json` (no writer will ever open it): the grant's read answers a typed
+/// error at once instead of waiting forever under both locks, and so does the hook reader.
+#[test]
+fn a_fifo_at_the_document_is_refused_without_waiting_on_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = RuntimeRoot::new(dir.path());
+    std::fs::create_dir_all(root.target_dir(&target())).unwrap();
+    let fifo = root.current_path(&target());
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let read_root = root.clone();
+    let read = within_ten_seconds(move || {
+        let target = target();
+        let durable = DurableDirs::default();
+        let mut files = FileSteps::new(
+            &read_root,
+            &target,
+            &RealFs,
+            &durable,
+            Duration::from_secs(1),
+        );
+        files.read_current()
+    });
+    match read {
+        Err(Error::NotRegularFile { path, kind }) => {
+            assert_eq!((path, kind), (fifo.clone(), "FIFO"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let hook_root = root.clone();
+    let hooked =
+        within_ten_seconds(move || solewriter_files::runtime::read_current(&hook_root, &target()));
+    assert!(
+        matches!(hooked, Err(Error::NotRegularFile { kind: "FIFO", .. })),
+        "{hooked:?}"
+    );
+}
+
+/// A 60 MiB `current.json`: the grant reads its first bytes only (the epoch is found there),
+/// never the whole file under both locks.
+#[test]
+fn a_huge_document_in_place_is_read_only_to_its_epoch_prefix() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = RuntimeRoot::new(dir.path());
+    std::fs::create_dir_all(root.target_dir(&target())).unwrap();
+    let mut huge = document(7);
+    huge.resize(60 << 20, b' ');
+    std::fs::write(root.current_path(&target()), &huge).unwrap();
+    let target = target();
+    let durable = DurableDirs::default();
+    let mut files = FileSteps::new(&root, &target, &RealFs, &durable, Duration::from_secs(1));
+    let read = files.read_current().unwrap().expect("a document in place");
+    assert!(
+        read.len() <= EPOCH_PREFIX_BYTES,
+        "{} bytes read",
+        read.len()
+    );
+    assert_eq!(read[..], huge[..read.len()]);
 }
 
 /// One attempt at the target lock per call, for an executor that waits on a timer between

@@ -11,7 +11,7 @@
 //! fsync is caught; the real `ProjectLock` performs exactly [`lock_ops`]. Sequential and
 //! exhaustive; runs in the default `cargo test`.
 
-use solewriter_adapters::atomic_file::{FileSystem, RealFs};
+use solewriter_adapters::atomic_file::{DirHandle, FileSystem, RealFs};
 use solewriter_adapters::clock::ManualClock;
 use solewriter_adapters::project_lock::process::SystemProbe;
 use solewriter_adapters::project_lock::{ProjectLock, Released, Wait};
@@ -183,13 +183,13 @@ impl Recording {
 }
 
 impl FileSystem for Recording {
-    fn create_dir(&self, path: &Path) -> io::Result<()> {
-        self.record(Call::CreateDir(path.to_owned()));
-        RealFs.create_dir(path)
+    fn create_dir(&self, parent: &DirHandle, name: &str) -> io::Result<()> {
+        self.record(Call::CreateDir(parent.join(name)));
+        RealFs.create_dir(parent, name)
     }
-    fn create_new(&self, path: &Path) -> io::Result<File> {
-        self.record(Call::CreateNew(path.to_owned()));
-        RealFs.create_new(path)
+    fn create_new(&self, dir: &DirHandle, name: &str) -> io::Result<File> {
+        self.record(Call::CreateNew(dir.join(name)));
+        RealFs.create_new(dir, name)
     }
     fn write_all(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
         self.record(Call::Write);
@@ -199,27 +199,27 @@ impl FileSystem for Recording {
         self.record(Call::SyncFile);
         RealFs.sync_file(file)
     }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+    fn rename(&self, dir: &DirHandle, from: &str, to: &str) -> io::Result<()> {
         self.record(Call::Rename);
-        RealFs.rename(from, to)
+        RealFs.rename(dir, from, to)
     }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+    fn sync_dir(&self, dir: &DirHandle) -> io::Result<()> {
         let mut fail = self.fail_sync_of.lock().expect("not poisoned");
-        if fail.as_deref() == Some(dir) {
+        if fail.as_deref() == Some(dir.path()) {
             *fail = None;
             return Err(io::Error::from_raw_os_error(5));
         }
         drop(fail);
-        self.record(Call::SyncDir(dir.to_owned()));
+        self.record(Call::SyncDir(dir.path().to_owned()));
         RealFs.sync_dir(dir)
     }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.record(Call::RemoveFile(path.to_owned()));
-        RealFs.remove_file(path)
+    fn remove_file(&self, dir: &DirHandle, name: &str) -> io::Result<()> {
+        self.record(Call::RemoveFile(dir.join(name)));
+        RealFs.remove_file(dir, name)
     }
-    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.record(Call::HardLink(from.to_owned(), to.to_owned()));
-        RealFs.hard_link(from, to)
+    fn hard_link(&self, dir: &DirHandle, from: &str, to: &str) -> io::Result<()> {
+        self.record(Call::HardLink(dir.join(from), dir.join(to)));
+        RealFs.hard_link(dir, from, to)
     }
 }
 

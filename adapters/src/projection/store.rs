@@ -5,7 +5,7 @@
 //! Each thread or process opens its own [`ProjectionStore`] (one connection each); SQLite's
 //! write lock, taken by `BEGIN IMMEDIATE`, serializes every mutation across all of them.
 
-use crate::atomic_file::{FileSystem, RealFs};
+use crate::atomic_file::{DirHandle, FileSystem, RealFs};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::projection::rows;
@@ -263,12 +263,15 @@ fn create_database(path: &Path, timing: &TimingConfig, profile: Profile) -> Resu
     let linked = std::fs::hard_link(&temp, path);
     remove_temp();
     match linked {
-        Ok(()) => RealFs.sync_dir(parent).map(|()| true).map_err(|e| {
-            unreadable(
-                path,
-                format!("created, but its directory fsync failed: {e}"),
-            )
-        }),
+        Ok(()) => DirHandle::open(parent)
+            .and_then(|dir| RealFs.sync_dir(&dir))
+            .map(|()| true)
+            .map_err(|e| {
+                unreadable(
+                    path,
+                    format!("created, but its directory fsync failed: {e}"),
+                )
+            }),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(unreadable(
             path,

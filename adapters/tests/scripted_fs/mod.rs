@@ -3,12 +3,13 @@
 //! learns how each call ended.
 #![allow(dead_code)]
 
-use solewriter_files::atomic_file::{FileSystem, RealFs};
+use solewriter_files::atomic_file::{DirHandle, FileSystem, RealFs};
 use std::fs::{File, TryLockError};
 use std::io;
 use std::path::Path;
 
-/// One call through the [`FileSystem`] seam, with the paths it names.
+/// One call through the [`FileSystem`] seam, with the paths it names (the held directory's
+/// path joined with the name; the real call goes through the held directory).
 #[derive(Clone, Copy, Debug)]
 pub enum Call<'a> {
     CreateDir(&'a Path),
@@ -65,11 +66,13 @@ impl<S: Script> ScriptedFs<S> {
 }
 
 impl<S: Script> FileSystem for ScriptedFs<S> {
-    fn create_dir(&self, path: &Path) -> io::Result<()> {
-        self.run(Call::CreateDir(path), || RealFs.create_dir(path))
+    fn create_dir(&self, parent: &DirHandle, name: &str) -> io::Result<()> {
+        let path = parent.join(name);
+        self.run(Call::CreateDir(&path), || RealFs.create_dir(parent, name))
     }
-    fn create_new(&self, path: &Path) -> io::Result<File> {
-        self.run(Call::CreateNew(path), || RealFs.create_new(path))
+    fn create_new(&self, dir: &DirHandle, name: &str) -> io::Result<File> {
+        let path = dir.join(name);
+        self.run(Call::CreateNew(&path), || RealFs.create_new(dir, name))
     }
     fn write_all(&self, file: &mut File, bytes: &[u8]) -> io::Result<()> {
         if let Err(e) = self.0.before(Call::Write) {
@@ -83,17 +86,28 @@ impl<S: Script> FileSystem for ScriptedFs<S> {
     fn sync_file(&self, file: &File) -> io::Result<()> {
         self.run(Call::SyncFile, || RealFs.sync_file(file))
     }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.run(Call::Rename { from, to }, || RealFs.rename(from, to))
+    fn rename(&self, dir: &DirHandle, from: &str, to: &str) -> io::Result<()> {
+        let (from_path, to_path) = (dir.join(from), dir.join(to));
+        let call = Call::Rename {
+            from: &from_path,
+            to: &to_path,
+        };
+        self.run(call, || RealFs.rename(dir, from, to))
     }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        self.run(Call::SyncDir(dir), || RealFs.sync_dir(dir))
+    fn sync_dir(&self, dir: &DirHandle) -> io::Result<()> {
+        self.run(Call::SyncDir(dir.path()), || RealFs.sync_dir(dir))
     }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.run(Call::RemoveFile(path), || RealFs.remove_file(path))
+    fn remove_file(&self, dir: &DirHandle, name: &str) -> io::Result<()> {
+        let path = dir.join(name);
+        self.run(Call::RemoveFile(&path), || RealFs.remove_file(dir, name))
     }
-    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.run(Call::HardLink { from, to }, || RealFs.hard_link(from, to))
+    fn hard_link(&self, dir: &DirHandle, from: &str, to: &str) -> io::Result<()> {
+        let (from_path, to_path) = (dir.join(from), dir.join(to));
+        let call = Call::HardLink {
+            from: &from_path,
+            to: &to_path,
+        };
+        self.run(call, || RealFs.hard_link(dir, from, to))
     }
     fn try_lock(&self, file: &File) -> Result<(), TryLockError> {
         self.0.before(Call::TryLock).map_err(TryLockError::Error)?;

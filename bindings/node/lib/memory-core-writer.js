@@ -262,7 +262,7 @@ function makeHookProjectionWriter({ getDb, config, fs, clock } = {}) {
     } catch (e) {
       if (e.code === 'FENCED' && FENCED_REASONS[e.reason]) return { published: false, reason: FENCED_REASONS[e.reason], targetId };
       if (e.code === 'LEASE_EXPIRED') return { published: false, reason: 'lease-expired-at-write', targetId };
-      if (e.code === 'IO' || e.code === 'UNSAFE_RUNTIME_DIR') return { published: false, reason: `write-failed: ${e.message}`, targetId };
+      if (e.code === 'IO' || e.code === 'UNSAFE_RUNTIME_DIR' || e.code === 'NOT_REGULAR_FILE') return { published: false, reason: `write-failed: ${e.message}`, targetId };
       throw e;
     }
     if (answer.held) return { published: false, reason: 'held', retryAfterMs: answer.held.retryAfterMs, targetId };

@@ -79,6 +79,8 @@ codes! {
     Io = "IO",
     /// The runtime directory is not a plain directory.
     UnsafeRuntimeDir = "UNSAFE_RUNTIME_DIR",
+    /// A FIFO, device or socket is where a document is read.
+    NotRegularFile = "NOT_REGULAR_FILE",
     /// Nothing was published for the target yet.
     NotPublished = "NOT_PUBLISHED",
     /// Reading a published document failed.
@@ -212,6 +214,7 @@ impl From<solewriter_files::Error> for Failure {
             F::Busy { .. } => Code::Busy,
             F::Io { .. } => Code::Io,
             F::UnsafeRuntimeDir { .. } => Code::UnsafeRuntimeDir,
+            F::NotRegularFile { .. } => Code::NotRegularFile,
             F::NotDurable { .. } => Code::NotDurable,
             F::Document(_) => Code::Document,
             F::NotPublished { .. } => Code::NotPublished,

@@ -50,7 +50,7 @@
 pub mod git_source;
 pub mod history;
 
-use crate::atomic_file::{read_bounded, remove_orphans, TempFile};
+use crate::atomic_file::{read_bounded, remove_orphans, DirHandle, TempFile};
 use crate::project_lock::process::ProcessProbe;
 use crate::project_lock::{LockError, ProjectLock, ProjectLockGuard, Released, Wait};
 use serde_json::Value;
@@ -780,14 +780,16 @@ impl<S: Source> Ledger<S> {
         };
         let fs = self.lock.file_system();
         fenced()?;
-        remove_orphans(fs, dir, LEDGER_FILE).map_err(io("remove orphan temps", dir))?;
-        let temp = TempFile::write(fs, dir, LEDGER_FILE, &bytes)
+        // Held once: the sweep, the temp, the rename and the fsync below are all relative to it.
+        let held = DirHandle::open_nofollow(dir).map_err(io("open project directory", dir))?;
+        remove_orphans(fs, &held, LEDGER_FILE).map_err(io("remove orphan temps", dir))?;
+        let temp = TempFile::write(fs, &held, LEDGER_FILE, &bytes)
             .map_err(io("write temp snapshot", dir))?;
         fenced()?;
         let path = temp
             .rename_into_place()
             .map_err(io("rename snapshot into place", &self.snapshot_path()))?;
-        fs.sync_dir(dir)
+        fs.sync_dir(&held)
             .map_err(|source| LedgerError::NotDurable { path, source })
     }
 }

@@ -98,7 +98,7 @@ pub use clear::Cleared;
 pub use solewriter_core::project_lock::clear::ClearRefused;
 
 use crate::atomic_file::{
-    ensure_private_dir, read_bounded, DirError, FileSystem, RealFs, TempFile, FILE_MODE,
+    ensure_private_dir, read_bounded, DirError, DirHandle, FileSystem, RealFs, TempFile, FILE_MODE,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::project_lock::process::{effective_uid, ProcessProbe};
@@ -490,13 +490,7 @@ impl ProjectLock {
     /// recovered (race-free, see the module doc); an unknown owner of a record-only record or
     /// a malformed lock fails loudly.
     pub fn acquire(&self, wait: Wait) -> Result<ProjectLockGuard, LockError> {
-        ensure_private_dir(&*self.fs, &self.dir).map_err(|e| match e {
-            DirError::Unsafe(reason) => LockError::UnsafeDir {
-                dir: self.dir.clone(),
-                reason,
-            },
-            DirError::Io(source) => io_err("create lock directory", &self.dir)(source),
-        })?;
+        self.make_dir()?;
         self.check_dir()?;
         let me = self.probe.current().map_err(LockError::OwnIdentity)?;
         // `None`: the bound is too large to represent, i.e. wait as long as it takes.
@@ -610,7 +604,11 @@ impl ProjectLock {
             LockEffect::Unlink(slot) => {
                 let path = self.dir.join(slot.file_name());
                 self.steps.reached(LockStep::Checked, &path);
-                match self.fs.remove_file(&path) {
+                let dir = match self.held_dir() {
+                    Ok(dir) => dir,
+                    Err(e) => return LockInput::Failed(e),
+                };
+                match self.fs.remove_file(&dir, slot.file_name()) {
                     Ok(()) => {
                         self.steps.reached(LockStep::Unlinked, &path);
                         Ok(LockInput::Unlinked(true))
@@ -649,6 +647,42 @@ impl ProjectLock {
             }
             Err(TryLockError::Error(source)) => Err(io_err("take kernel lock", &path)(source)),
         }
+    }
+
+    /// Creates the project directory (mode 0700, fsynced in its parent) if absent, in its
+    /// parent opened by path; an existing one is checked like [`Self::check_dir`] does.
+    fn make_dir(&self) -> Result<(), LockError> {
+        let Some(name) = self.dir.file_name().and_then(|n| n.to_str()) else {
+            return self.held_dir().map(drop);
+        };
+        let parent = self
+            .dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let parent = DirHandle::open(parent).map_err(io_err("create lock directory", parent))?;
+        ensure_private_dir(&*self.fs, &parent, name)
+            .map(drop)
+            .map_err(|e| match e {
+                DirError::Unsafe(reason) => LockError::UnsafeDir {
+                    dir: self.dir.clone(),
+                    reason,
+                },
+                DirError::Io(source) => io_err("create lock directory", &self.dir)(source),
+            })
+    }
+
+    /// The project directory, held open for the steps of one effect (no symlink followed).
+    /// The project lock still opens it by path at each effect that writes or removes a file;
+    /// the files inside are then named relative to this handle.
+    fn held_dir(&self) -> Result<DirHandle, LockError> {
+        DirHandle::open_nofollow(&self.dir).map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP | libc::ENOTDIR) => LockError::UnsafeDir {
+                dir: self.dir.clone(),
+                reason: "is a symlink or not a directory",
+            },
+            _ => io_err("open lock directory", &self.dir)(e),
+        })
     }
 
     /// Refuses a directory this user does not own or others may write.
@@ -758,11 +792,12 @@ impl ProjectLock {
             owner.pid_ns,
             record.guard.as_str()
         );
-        let temp = TempFile::write(&*self.fs, &self.dir, &tag, record.encode().as_bytes())
+        let dir = self.held_dir()?;
+        let temp = TempFile::write(&*self.fs, &dir, &tag, record.encode().as_bytes())
             .map_err(io_err("write temp lock", &self.dir))?;
         self.steps.reached(LockStep::TempWritten, path);
         // `temp` removes its own name when dropped; the link keeps the content.
-        match self.fs.hard_link(temp.path(), path) {
+        match self.fs.hard_link(&dir, temp.name(), name) {
             Ok(()) => {
                 self.steps.reached(LockStep::Linked, path);
                 Ok(true)
@@ -784,7 +819,7 @@ impl ProjectLock {
     /// live recoverer's claim are never touched; a claim is removed by the claim rule one
     /// level up, exactly as an acquirer meeting it would.
     fn sweep(&self, me: &OwnerIdentity, kernel_held: bool) {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+        let (Ok(entries), Ok(dir)) = (std::fs::read_dir(&self.dir), self.held_dir()) else {
             return;
         };
         for entry in entries.flatten() {
@@ -808,7 +843,7 @@ impl ProjectLock {
                 self.probe.observe(creator.pid)
             });
             if matches!(judged, Ownership::Dead(_)) {
-                if let Err(e) = self.fs.remove_file(&entry.path()) {
+                if let Err(e) = self.fs.remove_file(&dir, name) {
                     tracing::warn!(temp = %entry.path().display(), error = %e, "orphan lock temp not removed");
                 }
             }
