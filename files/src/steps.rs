@@ -21,16 +21,12 @@ use crate::runtime::{RuntimeRoot, CURRENT_FILE, PROJECTIONS_DIR};
 use crate::target_lock::{dir_error, projections_dir, TargetLock};
 use solewriter_core::projection::machine::{Answer, FileEffect};
 use solewriter_core::projection::target::TargetId;
+use solewriter_core::projection::EPOCH_PREFIX_BYTES;
 use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-/// How many bytes of the document in place a grant reads: enough for the core to find its
-/// epoch, so a huge document costs a grant no more than a small one.
-// TODO(lead): use core's constant (`solewriter_core::projection::EPOCH_PREFIX_BYTES`).
-pub const EPOCH_PREFIX_BYTES: usize = 4096;
 
 /// Target directories whose creation has been seen fsynced in their parent (shared by the
 /// runs of one store, or of one process).

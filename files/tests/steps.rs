@@ -13,11 +13,12 @@ use solewriter_core::projection::machine::outcome::Failure;
 use solewriter_core::projection::machine::{run, Effect, StoreEffect};
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::Draft;
+use solewriter_core::projection::EPOCH_PREFIX_BYTES;
 use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
 use solewriter_files::atomic_file::RealFs;
 use solewriter_files::runtime::RuntimeRoot;
-use solewriter_files::steps::{DurableDirs, FileSteps, EPOCH_PREFIX_BYTES};
+use solewriter_files::steps::{DurableDirs, FileSteps};
 use solewriter_files::Error;
 use std::time::Duration;
 

@@ -112,6 +112,7 @@ fn model_error(e: ModelError) -> Out {
         ModelError::NotAdmitted => Out::NotAdmitted,
         ModelError::EpochExhausted => panic!("epoch exhausted in a short sequence"),
         ModelError::Busy => panic!("busy in a sequence without concurrency"),
+        ModelError::Failed(effect) => panic!("{effect} failed in a sequence without faults"),
     }
 }
 
