@@ -153,10 +153,10 @@ fn leak(stats: Stats) -> &'static Stats {
 /// the scenario that changes what is explored shows here first.
 fn quoted(design: Design, one_shot: bool) -> Option<(usize, usize, usize, usize)> {
     match (design, one_shot) {
-        (Design::Real, false) => Some((19_385, 1_615, 10_367, 2_047)),
-        (Design::StoreLockLost, false) => Some((22_292, 1_770, 11_627, 2_287)),
-        (Design::TargetLockSkipped, false) => Some((18_220, 1_484, 9_781, 1_998)),
-        (Design::Real, true) => Some((50_076, 50_076, 49_779, 3_555)),
+        (Design::Real, false) => Some((22_314, 1_827, 12_867, 2_414)),
+        (Design::StoreLockLost, false) => Some((25_064, 1_998, 14_038, 2_703)),
+        (Design::TargetLockSkipped, false) => Some((21_091, 1_688, 12_233, 2_358)),
+        (Design::Real, true) => Some((54_218, 54_218, 53_921, 4_061)),
         _ => None,
     }
 }
@@ -235,7 +235,7 @@ fn each_lock_alone_fences_every_interleaving_of_the_takeover_target_lock_skipped
 
 /// Runs trap `design` under loom and asserts that loom found a violation whose message
 /// contains `expected` (the invariant the trap breaks).
-fn assert_caught(design: Design, expected: &str) {
+fn assert_caught(design: Design, expected: &[&str]) {
     let stats = leak(Stats::default());
     let result = catch_unwind(AssertUnwindSafe(|| check(design, false, stats)));
     let message = match result {
@@ -243,7 +243,7 @@ fn assert_caught(design: Design, expected: &str) {
         Err(payload) => solewriter_verification::panic_message(payload.as_ref()),
     };
     assert!(
-        message.contains("VIOLATION") && message.contains(expected),
+        message.contains("VIOLATION") && expected.iter().any(|e| message.contains(e)),
         "trap {design:?} failed for another reason: {message}"
     );
     solewriter_verification::report(&format!(
@@ -254,30 +254,35 @@ fn assert_caught(design: Design, expected: &str) {
 
 #[test]
 fn loom_catches_rename_without_single_writer_check() {
-    assert_caught(Design::RenameWithoutCheck, "mutated current.json");
+    assert_caught(Design::RenameWithoutCheck, &["mutated current.json"]);
 }
 
 #[test]
 fn loom_catches_json_epoch_used_as_guard() {
-    assert_caught(Design::JsonEpochGuard, "mutated current.json");
+    assert_caught(Design::JsonEpochGuard, &["mutated current.json"]);
 }
 
 #[test]
 fn loom_catches_commit_then_rename_outside_the_transaction() {
-    assert_caught(Design::CommitThenRename, "mutated current.json");
+    assert_caught(Design::CommitThenRename, &["mutated current.json"]);
 }
 
 #[test]
 fn loom_catches_revalidation_that_ignores_expiry() {
-    assert_caught(Design::IgnoreExpiry, "after its lease expired");
+    assert_caught(Design::IgnoreExpiry, &["after its lease expired"]);
 }
 
 #[test]
 fn loom_catches_renewal() {
-    assert_caught(Design::Renewal, "past acquired_at + ttl");
+    assert_caught(Design::Renewal, &["past acquired_at + ttl"]);
 }
 
 #[test]
 fn loom_catches_in_place_write() {
-    assert_caught(Design::InPlaceWrite, "torn");
+    // A write in place is a torn read, or (whichever the schedule reaches first) the
+    // overwrite of an acknowledged document by a half-written older one.
+    assert_caught(
+        Design::InPlaceWrite,
+        &["torn", "acknowledged publication was lost"],
+    );
 }
