@@ -20,7 +20,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const Database = require('better-sqlite3');
 const solewriter = require('..');
-const { Grant, ProjectionStore, initialize, adoptJsWriterTables, executeSqlEffect } = solewriter;
+const { Grant, ProjectionStore, initialize, adoptJsWriterTables, executeSqlEffect, WriteGuard, admitWrite, ProjectLock, Ledger } = solewriter;
 const { makeHookProjectionWriter } = require('../lib/memory-core-writer');
 const { setup, scratch, tuple, submission, CHANNELS, TTL_MS, START } = require('./helpers');
 const memoryCore = require('./memory_core_fixtures');
@@ -235,6 +235,24 @@ test('every entry point reads each property of what it is handed once', async ()
   await store.publishAsync(store.acquire(target, 'holder-1').granted, publishAsyncReads.proxy);
   readOnce(publishAsyncReads.reads, 'publishAsync options');
   assert.ok(fs.existsSync(path.join(runtimeRoot, 'hook-projections', target, 'current.json')));
+  // The write guard, the project lock and the ledger.
+  const guard = new WriteGuard();
+  const context = counted({ agentId: 'agent-1', sessionId: 'session-1' });
+  check('WriteGuard.admitWrite request', { context: context.proxy, componentId: 'leaf', parentOf: (id) => (id === 'leaf' ? 'root' : null) }, (r) =>
+    assert.equal(guard.admitWrite(r).admitted, true),
+  );
+  readOnce(context.reads, 'admitWrite context');
+  check('admitWrite request', { context: null, componentId: 'leaf', parentOf: () => null, writeGuard: guard }, (r) => assert.equal(admitWrite(r).reason, 'legacy'));
+  check('admitMove request', { context: { agentId: 'agent-1', sessionId: 'session-1' }, nodeId: 'leaf', newParentId: 'root', parentOf: (id) => (id === 'leaf' ? 'root' : null) }, (r) =>
+    guard.admitMove(r),
+  );
+  const lockDir = scratch();
+  let lock;
+  check('ProjectLock options', {}, (o) => {
+    lock = new ProjectLock(lockDir, o);
+  });
+  check('ProjectLock.acquire options', { wait: 'noWait' }, (o) => lock.acquire(o).release());
+  check('Ledger options', { dir: scratch(), repo: scratch() }, (o) => new Ledger(o));
 });
 
 test('the Memory Core writer reads its configuration, tuples, envelopes and bindings once', () => {
