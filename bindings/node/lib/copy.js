@@ -35,7 +35,7 @@ function jsonCopy(value, what, code = 'INVALID_INPUT') {
   try {
     text = JSON.stringify(value);
   } catch (e) {
-    throw coded(code, `${what} is not JSON (${e.message})`);
+    throw coded(code, `${what} is not JSON (${e.message}); nothing was done`);
   }
   return text === undefined ? undefined : JSON.parse(text);
 }
