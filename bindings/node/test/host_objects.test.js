@@ -365,3 +365,26 @@ test('a getter of a submission or a clock that opens a transaction: IN_TRANSACTI
   open = false;
   assert.deepEqual(snapshot(db, runtimeRoot), before, 'nothing written');
 });
+
+test('what cannot be copied is refused with a code, nothing done', () => {
+  const { db, store, target, runtimeRoot } = withTarget();
+  const before = snapshot(db, runtimeRoot);
+  for (const bad of [null, 'a submission', 7]) {
+    assert.throws(() => store.submit('router', bad), { code: 'INVALID_INPUT', message: 'submit: the submission must be an object' });
+  }
+  const cyclic = [{ ...CHANNELS[0] }];
+  cyclic[0].self = cyclic;
+  assert.throws(
+    () => new ProjectionStore(db, { runtimeRoot, channels: cyclic, leaseTtlMs: TTL_MS, busyTimeoutMs: 1000 }),
+    (e) => e.code === 'INVALID_CONFIG' && /^configuration: `channels` is not JSON \(.*\); nothing was done$/s.test(e.message),
+  );
+  const loop = { ...memoryCore.TUPLE };
+  loop.self = loop;
+  assert.throws(() => solewriter.targetIdFor(memoryCore.PROFILE, loop), { code: 'INVALID_INPUT' });
+  const { deriveTargetId } = require('../lib/memory-core-writer');
+  assert.throws(() => deriveTargetId(loop), (e) => e.code === 'INVALID_INPUT' && /^tuple is not JSON/.test(e.message));
+  // A tuple whose toJSON answers nothing is a tuple with no fields: the writer's TypeError.
+  assert.throws(() => deriveTargetId({ ...memoryCore.TUPLE, toJSON: () => undefined }), (e) => e instanceof TypeError && /is missing: schemaVersion/.test(e.message));
+  assert.deepEqual(snapshot(db, runtimeRoot), before);
+  assert.equal(store.submit('router', submission(target, 0, 10, 'ten')), 'replayed');
+});
