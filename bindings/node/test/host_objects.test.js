@@ -388,3 +388,35 @@ test('what cannot be copied is refused with a code, nothing done', () => {
   assert.deepEqual(snapshot(db, runtimeRoot), before);
   assert.equal(store.submit('router', submission(target, 0, 10, 'ten')), 'replayed');
 });
+
+test('the Memory Core writer checks the envelope it stores: one whose toJSON answers no plain object is the writer\'s TypeError', () => {
+  const dir = scratch();
+  const db = memoryCore.openMemoryCoreDb(path.join(dir, 'memory-core.sqlite'));
+  const root = path.join(dir, 'runtime', 'hook-projections');
+  fs.mkdirSync(root, { recursive: true });
+  const config = { hookProjectionRoot: root, hookProjectionLeaseTtlMs: 15_000, hookProjectionBusyTimeoutMs: 1_000, hookProjectionChannels: memoryCore.CHANNELS };
+  const writer = makeHookProjectionWriter({ getDb: () => db, config, clock: () => memoryCore.NOW });
+  writer.ensureSchema();
+  const frontier = memoryCore.frontier();
+  const args = (envelope) => ({
+    tuple: memoryCore.TUPLE,
+    channel: 'lifecycle-frontier',
+    envelope,
+    sourceWatermark: frontier.sourceWatermark,
+    capturedAt: frontier.capturedAt,
+    expiresAt: frontier.expiresAt,
+    isTargetAdmitted: () => true,
+    mayProduceChannel: () => true,
+  });
+  for (const answer of [[], null, undefined, 'text', 7]) {
+    assert.throws(
+      () => writer.submitChannel(args({ ...frontier, toJSON: () => answer })),
+      (e) => e instanceof TypeError && e.message === '[hookProjectionSubmission] an envelope must be a plain object',
+      `toJSON answering ${JSON.stringify(answer)}`,
+    );
+  }
+  // What toJSON answers is what is checked and stored: a schemaVersion it drops is missing.
+  assert.throws(() => writer.submitChannel(args({ ...frontier, toJSON: () => ({ ...frontier, schemaVersion: undefined }) })), /must carry a schemaVersion/);
+  assert.equal(db.prepare('SELECT count(*) AS n FROM HookProjectionChannels').get().n, 0);
+  assert.equal(writer.submitChannel(args({ ...frontier, toJSON: () => frontier })).outcome, 'advanced');
+});
