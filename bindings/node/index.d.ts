@@ -2,6 +2,9 @@
  * Type declarations of solewriter for Node: fenced single-writer publication of
  * `current.json`, with the two tables in the host's own better-sqlite3 database (one SQLite
  * per process). Errors are `SolewriterError`s whose `code` names the Rust error class.
+ * What a call is handed (options, a configuration, a submission, a tuple, a consumer binding)
+ * is read once, each property once, before anything is decided (docs/node.md, "Host objects
+ * are read once").
  */
 
 /**
@@ -55,6 +58,7 @@ export type ErrorCode =
   | 'READ'
   | 'RANDOM'
   | 'INVALID_INPUT'
+  | 'GRANT_SPENT'
   | 'HOST'
   | 'ADDON_MISSING'
   // The project lock: one per Rust `LockError` variant (BUSY, IO and RANDOM are shared)
@@ -116,6 +120,13 @@ export interface SolewriterError extends Error {
   /** For REJECTED regressed: the submitted and the stored watermark, as text. */
   submitted?: string;
   stored?: string;
+  /**
+   * On an error of `publish` / `publishAsync` (and `publishNow`): `true` when the publication
+   * did not use its grant — it could not start (BUSY, IO, IN_TRANSACTION, HOST at its start,
+   * ...) or its options were refused by the addon. The `Grant` object is then handed back,
+   * usable again (for a `release`, or another publication). Absent: the Grant is spent.
+   */
+  grantUnused?: true;
 }
 
 /** Every code an error of this package carries (`SolewriterError.code`); no call throws another. */
@@ -210,6 +221,12 @@ export interface ExportedGrant {
  * A lease grant as its holder keeps it. The raw token (256 bits from the OS) is in a private
  * field; the store keeps only its SHA-256, which is never a credential. JSON, `util.inspect`
  * and spreading show the public fields only.
+ *
+ * A Grant object is used once: the first `publish`, `publishAsync` or `release` that reaches
+ * the store spends it, whatever its outcome; a later use (and `exportSecret`) throws
+ * GRANT_SPENT. A publication refused before the store, or one whose error carries
+ * `grantUnused: true`, hands it back. The rule is per object (a `fromSecret` copy is another
+ * object); the store's fence is what keeps any copy from renaming twice under one epoch.
  */
 export class Grant {
   readonly targetId: string;
@@ -220,7 +237,7 @@ export class Grant {
   private constructor();
   /** A grant exported by `exportSecret` (INVALID_INPUT when malformed). */
   static fromSecret(exported: ExportedGrant): Grant;
-  /** The grant with its raw token, to hand to another process or keep: treat it as a secret. */
+  /** The grant with its raw token, to hand to another process or keep: treat it as a secret. GRANT_SPENT once spent. */
   exportSecret(): ExportedGrant;
   /** The public fields only. */
   toJSON(): Omit<ExportedGrant, 'token'>;
@@ -276,7 +293,11 @@ export class ProjectionStore {
   admitTarget(tuple: TargetTuple): string;
   submit(producer: string, submission: Submission): 'inserted' | 'advanced' | 'replayed' | 'degraded';
   acquire(targetId: string, holder: string): { granted: Grant } | { held: HeldBy };
-  /** Publishes with a grant, then releases it. BUSY: the grant was not used and was released if the store let it. */
+  /**
+   * Publishes with a grant, then releases it. BUSY: the grant was not used and was released if
+   * the store let it. Spends the Grant object (GRANT_SPENT on a second use) unless the error
+   * carries `grantUnused: true`.
+   */
   publish(grant: Grant, options?: PublishOptions): Published;
   publishNow(targetId: string, holder: string, options?: PublishOptions): { published: Published } | { held: HeldBy };
   /**
@@ -286,11 +307,13 @@ export class ProjectionStore {
    * on the libuv thread pool; every SQL statement and the whole transaction run on the JS
    * thread in one turn. Rejects like `publish`, and with IN_TRANSACTION when the host holds a
    * transaction open on the connection when this one would begin (nothing renamed, the draft
-   * removed, the grant untouched).
+   * removed, the grant untouched). Spends the Grant object at once, synchronously, as `publish`
+   * does.
    */
   publishAsync(grant: Grant, options?: PublishOptions): Promise<Published>;
   /** `publishNow` that blocks the event loop only for its transaction (see `publishAsync`). */
   publishNowAsync(targetId: string, holder: string, options?: PublishOptions): Promise<{ published: Published } | { held: HeldBy }>;
+  /** The conditional release. Spends the Grant object whatever its outcome (GRANT_SPENT on a second use). */
   release(grant: Grant): { released: true } | { notHolder: { reason: string; currentEpoch?: number } };
   /**
    * An operator's end of the target's current grant, whoever holds it (the core's

@@ -16,19 +16,23 @@
  * host's level restored after it (`lib/durable.js`). A grant keeps its raw token private
  * (`lib/grant.js`); the store keeps only its hash, which is never a credential.
  *
+ * Host objects are read once (`lib/copy.js`): every entry point copies what it is handed into
+ * plain values first, and only then looks at the connection's transaction state.
+ *
  * Errors are `Error`s with a `code` naming the Rust error class: BUSY, FENCED, LEASE_EXPIRED,
  * NOT_ADMITTED, REJECTED, FOREIGN_SCHEMA, IN_TRANSACTION, CORRUPT_ROW, IO, INVALID_CONFIG,
  * INVALID_INPUT, INTERNAL, ... (docs/node.md lists them all).
  */
 
-const { SQL, statement, executeSqlEffect } = require('./lib/sql');
+const { SQL, statement, executeSqlEffect, abandonOwn } = require('./lib/sql');
 const { adoptOn, bindParam } = require('./lib/adopt');
 const fs = require('node:fs');
 const path = require('node:path');
 const { addon } = require('./lib/addon');
 const { ERROR_CODES, coded, native } = require('./lib/answer');
 const { durably, restore } = require('./lib/durable');
-const { Grant, presented } = require('./lib/grant');
+const { Grant, requireGrant, spend } = require('./lib/grant');
+const { fieldsOf, jsonCopy } = require('./lib/copy');
 
 /**
  * The key of the test-only option of `acquire` and `publishNow` that chooses the raw holder
@@ -98,10 +102,12 @@ const PROFILES = Object.keys(STATEMENTS.current);
 /** `application_id` of a release-0.1.0 store ("SoLW"), whose tables carry no marker. */
 const LEGACY_APPLICATION_ID = 0x536f4c57;
 
-/** The profile named by `options.profile` (the generic one when absent), or INVALID_INPUT. */
+/**
+ * The profile named by `options.profile` (the generic one when absent), or INVALID_INPUT.
+ * `options` is the host's object (read once here) or a copy of it.
+ */
 function profileOf(options, what) {
-  if (options === null || typeof options !== 'object') throw coded('INVALID_INPUT', `${what}: options must be an object`);
-  const profile = options.profile === undefined ? GENERIC_PROFILE : options.profile;
+  const { profile = GENERIC_PROFILE } = fieldsOf(options, ['profile'], `${what}: options`);
   if (!PROFILES.includes(profile)) {
     throw coded('INVALID_INPUT', `${what}: unknown profile \`${profile}\` (known: ${PROFILES.join(', ')})`);
   }
@@ -172,7 +178,7 @@ function requireTablesOf(db, profile) {
  */
 function initialize(db, options = {}) {
   requireDatabase(db, 'initialize');
-  const profile = profileOf(options, 'initialize');
+  const profile = native(() => profileOf(options, 'initialize'));
   refuseTransaction(db, 'initialize');
   requireWal(db);
   const run = db.transaction(() => {
@@ -227,16 +233,20 @@ const CONFIG_FIELDS = {
   probe: 'optional function',
 };
 
-/** Refuses (INVALID_CONFIG) a configuration with a field missing, unknown or of another type. */
-function checkConfig(db, config) {
+/**
+ * The configuration copied (each field read once; the channel registry cloned through JSON),
+ * or INVALID_CONFIG for a field missing, unknown or of another type.
+ */
+function configOf(db, config) {
   const bad = (message) => coded('INVALID_CONFIG', `configuration: ${message}; nothing was done`);
   if (!isDatabase(db)) throw bad('the first argument must be the host\'s better-sqlite3 Database');
   if (config === null || typeof config !== 'object') throw bad('a configuration object is required');
   for (const field of Object.keys(config)) {
     if (!(field in CONFIG_FIELDS)) throw bad(`unknown field \`${field}\` (known: ${Object.keys(CONFIG_FIELDS).join(', ')})`);
   }
+  const copy = fieldsOf(config, Object.keys(CONFIG_FIELDS), 'configuration', 'INVALID_CONFIG');
   for (const [field, kind] of Object.entries(CONFIG_FIELDS)) {
-    const value = config[field];
+    const value = copy[field];
     if (value === undefined) {
       if (kind.startsWith('optional')) continue;
       throw bad(`\`${field}\` is missing (there is no default)`);
@@ -245,22 +255,20 @@ function checkConfig(db, config) {
     const ok = type === 'array' ? Array.isArray(value) : typeof value === type;
     if (!ok) throw bad(`\`${field}\` must be a ${type}`);
   }
+  copy.channels = copied(copy.channels);
   let stat;
   try {
-    stat = fs.statSync(config.runtimeRoot);
+    stat = fs.statSync(copy.runtimeRoot);
   } catch (e) {
-    throw bad(`\`runtimeRoot\` ${config.runtimeRoot} cannot be read (${e.code || e.message})`);
+    throw bad(`\`runtimeRoot\` ${copy.runtimeRoot} cannot be read (${e.code || e.message})`);
   }
-  if (!stat.isDirectory()) throw bad(`\`runtimeRoot\` ${config.runtimeRoot} is not a directory`);
+  if (!stat.isDirectory()) throw bad(`\`runtimeRoot\` ${copy.runtimeRoot} is not a directory`);
+  return copy;
 }
 
 /** A copy of the configured channel registry as JSON carries it (INVALID_CONFIG if it cannot). */
 function copied(channels) {
-  try {
-    return JSON.parse(JSON.stringify(channels));
-  } catch (e) {
-    throw coded('INVALID_CONFIG', `configuration: \`channels\` is not JSON (${e.message}); nothing was done`);
-  }
+  return jsonCopy(channels, 'configuration: `channels`', 'INVALID_CONFIG');
 }
 
 /**
@@ -276,9 +284,9 @@ function copied(channels) {
  */
 class ProjectionStore {
   constructor(db, config) {
-    checkConfig(db, config);
+    // Every field read once, here: the store uses only this copy.
     this.db = db;
-    this.config = Object.freeze({ ...config, channels: copied(config.channels) });
+    this.config = Object.freeze(native(() => configOf(db, config)));
     this.channelsJson = JSON.stringify(this.config.channels);
     this.execute = this.executor();
     const { runtimeRoot, leaseTtlMs, busyTimeoutMs, profile } = this.config;
@@ -320,7 +328,9 @@ class ProjectionStore {
     });
     try {
       for (;;) {
-        const next = this.machine(() => run.turn(execute, this.clockMs()));
+        // The clock (a host callback) is read before the turn, outside the machine's call.
+        const clockMs = native(() => this.clockMs());
+        const next = this.machine(() => run.turn(execute, clockMs));
         if (next.pool) await run.pool();
         // The target lock is another's: try again after a timer, the event loop free meanwhile.
         else if (next.waitMs !== undefined) await new Promise((resolve) => setTimeout(resolve, next.waitMs));
@@ -337,16 +347,13 @@ class ProjectionStore {
 
   /**
    * What a native call adds to the store's configuration: the clock read now; a publication's
-   * `publishing` options add its consumer binding (Memory Core profile).
+   * consumer binding (Memory Core profile), serialized once here (its JSON text is the copy the
+   * addon reads). Made before the call looks at the connection's transaction state: the clock
+   * and a `toJSON` are the host's code.
    */
-  call(publishing) {
+  call(consumerBinding) {
     const options = { clockMs: this.clockMs() };
-    if (publishing !== undefined && publishing !== null) {
-      if (typeof publishing !== 'object') throw coded('INVALID_INPUT', 'publication options must be an object');
-      if (publishing.consumerBinding !== undefined) {
-        options.consumerBindingJson = JSON.stringify(publishing.consumerBinding);
-      }
-    }
+    if (consumerBinding !== undefined) options.consumerBindingJson = JSON.stringify(consumerBinding);
     return options;
   }
 
@@ -363,13 +370,13 @@ class ProjectionStore {
    * back: nothing it had not committed is committed), the host's `synchronous` level back.
    */
   machine(call) {
-    // An asynchronous publication's turn may find the host's own transaction open (the host
-    // runs between turns): that one is never touched.
-    const hostTransaction = this.db.inTransaction;
+    // Only a transaction solewriter's executor began is rolled back: the host's own — open
+    // between an asynchronous publication's turns, or opened by a callback of the host's (a
+    // probe) — is never touched.
     try {
       return native(call);
     } finally {
-      if (!hostTransaction && this.db.inTransaction) this.db.exec('ROLLBACK');
+      abandonOwn(this.db);
       restore(this.db);
     }
   }
@@ -381,8 +388,8 @@ class ProjectionStore {
 
   /** Admits the target of an attested tuple (an object with its seven camelCase fields); its id. */
   admitTarget(tuple) {
-    this.outsideTransaction();
     const id = targetIdFor(this.config.profile ?? GENERIC_PROFILE, tuple);
+    this.outsideTransaction();
     try {
       durably(this.db, () => statement(this.db, 'insertAdmitted').run(id));
     } catch (e) {
@@ -394,14 +401,16 @@ class ProjectionStore {
   /**
    * Submits `producer`'s envelope for one channel: 'inserted' | 'advanced' | 'replayed' |
    * 'degraded', or throws REJECTED. One immediate transaction: read, decide (the core's
-   * `decide_submission`, in the addon), write.
+   * `decide_submission`, in the addon), write. The submission is copied first (each field read
+   * once): the rows are looked up and the addon decides with the same values.
    */
   submit(producer, submission) {
+    const [copy, call] = native(() => [fieldsOf(submission, SUBMISSION_FIELDS, 'submit: the submission'), this.call()]);
     this.outsideTransaction();
     const run = this.db.transaction(() => {
-      const admitted = statement(this.db, 'readLease').get(submission.targetId) !== undefined;
-      const existing = statement(this.db, 'readChannel').get(submission.targetId, submission.channel) ?? null;
-      const decision = native(() => this.native.decideSubmission(producer, admitted, existing, submission, this.call()));
+      const admitted = statement(this.db, 'readLease').get(copy.targetId) !== undefined;
+      const existing = statement(this.db, 'readChannel').get(copy.targetId, copy.channel) ?? null;
+      const decision = native(() => this.native.decideSubmission(producer, admitted, existing, copy, call));
       const row = decision.row;
       if (row) {
         statement(this.db, 'upsertChannel').run(
@@ -432,27 +441,33 @@ class ProjectionStore {
    * expiresAt, retryAfterMs } }`.
    */
   acquire(targetId, holder, options) {
+    const [{ token }, call] = native(() => [optionsOf(options), this.call()]);
     this.outsideTransaction();
-    const token = testToken(options);
-    const r = this.machine(() => this.native.acquire(targetId, holder, this.execute, this.call(), token));
+    const r = this.machine(() => this.native.acquire(targetId, holder, this.execute, call, token));
     return r.granted ? { granted: new Grant(r.granted) } : r;
   }
 
   /**
    * Publishes with a grant from `acquire`, then releases it: `{ epoch, bytes, publishedAt,
-   * path }`. A publication that cannot start (BUSY) releases the grant before it throws.
+   * path }`. A publication that cannot start (BUSY) releases the grant before it throws. The
+   * `Grant` object is spent by this call (a second use throws GRANT_SPENT) unless its error
+   * carries `grantUnused: true` (`lib/grant.js`).
    */
   publish(grant, options) {
+    requireGrant(grant);
+    const call = native(() => this.call(bindingOf(options)));
     this.outsideTransaction();
-    const presenting = presented(grant);
-    return this.machine(() => this.native.publish(presenting, this.execute, this.call(options))).published;
+    return spending(grant, (presented) => this.machine(() => this.native.publish(presented, this.execute, call)).published);
   }
 
   /** Grant, publish and release in one envelope: `{ published }` or `{ held }`. */
   publishNow(targetId, holder, options) {
+    const [token, call] = native(() => {
+      const copy = optionsOf(options, ['consumerBinding']);
+      return [copy.token, this.call(copy.consumerBinding)];
+    });
     this.outsideTransaction();
-    const token = testToken(options, ['consumerBinding']);
-    return this.machine(() => this.native.publishNow(targetId, holder, this.execute, this.call(options), token));
+    return this.machine(() => this.native.publishNow(targetId, holder, this.execute, call, token));
   }
 
   /**
@@ -465,24 +480,36 @@ class ProjectionStore {
    * would begin (nothing renamed, the draft removed).
    */
   async publishAsync(grant, options) {
+    requireGrant(grant);
+    const call = native(() => this.call(bindingOf(options)));
     this.outsideTransaction();
-    const presenting = presented(grant);
-    const run = native(() => this.native.publication(presenting, this.call(options)));
-    return (await this.turns(run)).published;
+    // Spent now, synchronously: a use of the same object between the turns is refused.
+    return spending(grant, async (presented) => {
+      const run = native(() => this.native.publication(presented, call));
+      return (await this.turns(run)).published;
+    });
   }
 
   /** `publishNow` without blocking the event loop on its file effects (see `publishAsync`). */
   async publishNowAsync(targetId, holder, options) {
+    const [token, call] = native(() => {
+      const copy = optionsOf(options, ['consumerBinding']);
+      return [copy.token, this.call(copy.consumerBinding)];
+    });
     this.outsideTransaction();
-    const token = testToken(options, ['consumerBinding']);
-    return this.turns(native(() => this.native.publicationNow(targetId, holder, this.call(options), token)));
+    return this.turns(native(() => this.native.publicationNow(targetId, holder, call, token)));
   }
 
-  /** The conditional release: `{ released: true }` or `{ notHolder: { reason, currentEpoch? } }`. */
+  /**
+   * The conditional release: `{ released: true }` or `{ notHolder: { reason, currentEpoch? } }`.
+   * Spends the `Grant` object whatever its outcome (a second use throws GRANT_SPENT).
+   */
   release(grant) {
+    requireGrant(grant);
+    const call = native(() => this.call());
     this.outsideTransaction();
-    const presenting = presented(grant);
-    return this.machine(() => this.native.release(presenting, this.execute, this.call()));
+    const { presented } = spend(grant);
+    return this.machine(() => this.native.release(presented, this.execute, call));
   }
 
   /**
@@ -494,8 +521,9 @@ class ProjectionStore {
    * nothing was written). Throws NOT_ADMITTED, BUSY, IN_TRANSACTION like the others.
    */
   endLease(targetId) {
+    const call = native(() => this.call());
     this.outsideTransaction();
-    return this.machine(() => this.native.endLease(targetId, this.execute, this.call()));
+    return this.machine(() => this.native.endLease(targetId, this.execute, call));
   }
 
   /**
@@ -534,14 +562,20 @@ class ProjectionStore {
  */
 function adoptJsWriterTables(db, tuples, options = {}) {
   requireDatabase(db, 'adoptJsWriterTables');
-  if (options === null || typeof options !== 'object') throw coded('INVALID_INPUT', 'adoptJsWriterTables: options must be an object');
-  const { clock, channels = [] } = options;
-  const profile = profileOf(options, 'adoptJsWriterTables');
-  if (!Array.isArray(channels)) throw coded('INVALID_INPUT', 'adoptJsWriterTables: options.channels must be the store\'s channel registry (an array)');
+  // Everything of the host's read once, its callbacks (getters, toJSON, the clock) run, before
+  // the transaction state is looked at.
+  const host = native(() => {
+    const copy = fieldsOf(options, ['clock', 'channels', 'profile'], 'adoptJsWriterTables: options');
+    const { clock, channels = [] } = copy;
+    const profile = profileOf(copy, 'adoptJsWriterTables');
+    if (!Array.isArray(channels)) throw coded('INVALID_INPUT', 'adoptJsWriterTables: options.channels must be the store\'s channel registry (an array)');
+    const channelsJson = JSON.stringify(channels);
+    const tuplesJson = JSON.stringify(tuples);
+    return { profile, channelsJson, tuplesJson, nowMs: clock ? clock() : undefined };
+  });
   refuseTransaction(db, 'the adoption');
   requireWal(db);
-  const host = { profile, channelsJson: JSON.stringify(channels), nowMs: clock ? clock() : undefined };
-  const run = db.transaction(() => adoptOn(db, addon, native, tuples, host));
+  const run = db.transaction(() => adoptOn(db, addon, native, host));
   try {
     return durably(db, () => run.immediate());
   } catch (e) {
@@ -579,16 +613,50 @@ function readProjection(runtimeRoot, targetId, profile) {
 }
 
 /**
- * The token a test chose (`{ [Symbol.for('solewriter.test.token')]: hex }`), or undefined: a
- * fresh one is drawn. Any other option is refused: `acquire` and `publishNow` take none (the
- * first release's `tokenHex` included).
+ * The options of `acquire` (`allowed` none) and `publishNow` (`consumerBinding`), copied once:
+ * `{ token, ...allowed }` — `token` is the one a test chose (`{ [Symbol.for('solewriter.test.token')]:
+ * hex }`), or undefined: a fresh one is drawn. Any other option is refused (the first release's
+ * `tokenHex` included).
  */
-function testToken(options, allowed = []) {
-  if (options === undefined) return undefined;
+function optionsOf(options, allowed = []) {
+  const copy = Object.create(null);
+  if (options === undefined) return copy;
   if (options === null || typeof options !== 'object' || Object.keys(options).some((k) => !allowed.includes(k))) {
     throw coded('INVALID_INPUT', 'acquire and publishNow take no options but consumerBinding');
   }
-  return options[TEST_TOKEN];
+  copy.token = options[TEST_TOKEN];
+  for (const key of allowed) copy[key] = options[key];
+  return copy;
+}
+
+/** The consumer binding of `publish`'s options (read once), or undefined. */
+function bindingOf(options) {
+  if (options === undefined || options === null) return undefined;
+  if (typeof options !== 'object') throw coded('INVALID_INPUT', 'publication options must be an object');
+  return fieldsOf(options, ['consumerBinding'], 'publication options').consumerBinding;
+}
+
+/** The fields of a submission, each read once (`submit`). */
+const SUBMISSION_FIELDS = ['targetId', 'channel', 'sourceWatermark', 'envelopeJson', 'capturedAt', 'expiresAt'];
+
+/**
+ * Runs `use(presented)` with `grant` spent (GRANT_SPENT if it already was): its value (or
+ * promise). A failure carrying `grantUnused: true` (the publication did not use the grant: the
+ * addon says so) hands the grant back, usable again; every other outcome leaves it spent.
+ */
+function spending(grant, use) {
+  const { presented, giveBack } = spend(grant);
+  const unused = (e) => {
+    if (e !== null && typeof e === 'object' && e.grantUnused === true) giveBack();
+    throw e;
+  };
+  let result;
+  try {
+    result = use(presented);
+  } catch (e) {
+    unused(e);
+  }
+  return result instanceof Promise ? result.catch(unused) : result;
 }
 
 module.exports = {

@@ -20,10 +20,11 @@ function bindParam(p) {
  * Runs the adoption on `db` (inside the caller's `run.immediate()`): `{ outcome:
  * 'nothingToAdopt' | 'alreadyAdopted' }` or `{ outcome: 'converted', leases, channels }`.
  * `addon` is the package's, `answer(call)` runs a call into it (`native`); `host`:
- * `{ profile, channelsJson, nowMs }` — the store's profile, its channel registry as JSON (each
- * channel's watermark kind) and the broker time (undefined: system clock).
+ * `{ profile, channelsJson, tuplesJson, nowMs }` — the store's profile, its channel registry as
+ * JSON (each channel's watermark kind), the attested tuples as JSON and the broker time
+ * (undefined: system clock), all read from the host's objects before the transaction began.
  */
-function adoptOn(db, addon, answer, tuples, host) {
+function adoptOn(db, addon, answer, host) {
   const s = answer(() => addon.adoptionStatements());
   const read = (sql, ...params) => db.prepare(sql).raw(true).all(...params);
   const [leases, channels] = s.tables;
@@ -32,7 +33,7 @@ function adoptOn(db, addon, answer, tuples, host) {
   );
   if (survey !== 'jsWriterTables') return { outcome: survey };
   const plan = answer(() =>
-    addon.adoptionPlan(host.nowMs, host.profile, host.channelsJson, JSON.stringify(tuples), read(s.rows[0]), read(s.rows[1])),
+    addon.adoptionPlan(host.nowMs, host.profile, host.channelsJson, host.tuplesJson, read(s.rows[0]), read(s.rows[1])),
   );
   for (const { sql, params } of plan.statements) db.prepare(sql).run(...params.map(bindParam));
   return { outcome: 'converted', leases: plan.leases, channels: plan.channels };

@@ -12,10 +12,15 @@
  * watermark kind, not as text; a channel is produced by its registered owner, checked after
  * the host's own `mayProduceChannel`; every publication is fenced and durable; and what no
  * upstream outcome names is thrown as solewriter's coded error (`Error` with a `code`).
+ *
+ * Host objects are read once: the configuration's leaves and channel registry when the writer
+ * is made, a call's tuple, envelope and consumer binding when it is called — cloned once, and
+ * every check, lookup and write of the call uses that copy (`lib/copy.js`).
  */
 
 const path = require('node:path');
 const { initialize, adoptJsWriterTables, ProjectionStore, targetIdFor } = require('../index.js');
+const { jsonCopy } = require('./copy');
 
 /** The Memory Core's profile: its hook document, its 32-hex target ids. */
 const PROFILE = 'live-lane-awareness-projection.v1';
@@ -53,16 +58,29 @@ const FENCED_REASONS = Object.freeze({
 const missingLeaf = (leaf) => new TypeError(`[hookProjectionWriter] ${leaf} is required from config — no local default`);
 
 /**
- * The target id of an attested tuple: the JavaScript writer's (the first 128 bits of SHA-256
- * of the seven fields as `field=value` joined by NUL). A missing or empty field throws the
- * writer's TypeError.
+ * The tuple as JSON carries it, cloned once (its getters and `toJSON` run once, here); a value
+ * that is not an object stays as it is (the checks refuse it).
  */
-function deriveTargetId(tuple) {
+function tupleCopy(tuple) {
+  return tuple !== null && typeof tuple === 'object' ? jsonCopy(tuple, 'tuple') : tuple;
+}
+
+/** `deriveTargetId` of a tuple already copied (`tupleCopy`). */
+function targetIdOf(tuple) {
   const missing = TARGET_TUPLE_FIELDS.filter((field) => typeof tuple?.[field] !== 'string' || tuple[field].length === 0);
   if (missing.length > 0) {
     throw new TypeError(`[hookProjectionWriter] the attested target tuple is missing: ${missing.join(', ')}`);
   }
   return targetIdFor(PROFILE, tuple);
+}
+
+/**
+ * The target id of an attested tuple: the JavaScript writer's (the first 128 bits of SHA-256
+ * of the seven fields as `field=value` joined by NUL). A missing or empty field throws the
+ * writer's TypeError. The tuple is read once.
+ */
+function deriveTargetId(tuple) {
+  return targetIdOf(tupleCopy(tuple));
 }
 
 /** The checks of the writer's `submitProjectionChannel`, in its order, with its TypeErrors. */
@@ -80,7 +98,11 @@ function checkSubmission({ targetId, channel, envelope, sourceWatermark, capture
     fail('isTargetAdmitted and mayProduceChannel must be injected');
   }
   if (!envelope || typeof envelope !== 'object' || Array.isArray(envelope)) fail('an envelope must be a plain object');
-  if (typeof envelope.schemaVersion !== 'string' || envelope.schemaVersion.length === 0) {
+  // Read once: the checks below and the envelope stored are this one text and its parse.
+  const envelopeJson = JSON.stringify(envelope);
+  const copy = envelopeJson === undefined ? undefined : JSON.parse(envelopeJson);
+  if (!copy || typeof copy !== 'object' || Array.isArray(copy)) fail('an envelope must be a plain object');
+  if (typeof copy.schemaVersion !== 'string' || copy.schemaVersion.length === 0) {
     fail('an envelope must carry a schemaVersion — a reader binds to it');
   }
   const captured = Date.parse(capturedAt);
@@ -88,7 +110,7 @@ function checkSubmission({ targetId, channel, envelope, sourceWatermark, capture
   if (!Number.isFinite(captured)) fail(`capturedAt must be a parseable timestamp; got ${JSON.stringify(capturedAt)}`);
   if (!Number.isFinite(expires)) fail(`expiresAt must be a parseable timestamp; got ${JSON.stringify(expiresAt)}`);
   if (expires <= captured) fail(`expiresAt ${expiresAt} is not after capturedAt ${capturedAt}`);
-  return { captured, expires };
+  return { captured, expires, envelopeJson, schemaVersion: copy.schemaVersion };
 }
 
 /**
@@ -124,7 +146,15 @@ function makeHookProjectionWriter({ getDb, config, fs, clock } = {}) {
   if (!Number.isFinite(leaseTtlMs) || leaseTtlMs <= 0) throw missingLeaf('hookProjectionLeaseTtlMs');
   const busyTimeoutMs = config.hookProjectionBusyTimeoutMs;
   if (!Number.isFinite(busyTimeoutMs) || busyTimeoutMs <= 0) throw missingLeaf('hookProjectionBusyTimeoutMs');
-  const channels = config.hookProjectionChannels;
+  // The registry is cloned once: the writer's checks, its lookups at each submission and the
+  // store all read this copy, never the host's objects again.
+  const given = config.hookProjectionChannels;
+  let channels;
+  try {
+    channels = Array.isArray(given) ? jsonCopy(given, 'hookProjectionChannels') : given;
+  } catch {
+    throw missingLeaf('hookProjectionChannels');
+  }
   if (!Array.isArray(channels) || !channels.every((c) => c && typeof c.name === 'string' && typeof c.owner === 'string')) {
     throw missingLeaf('hookProjectionChannels');
   }
@@ -181,10 +211,11 @@ function makeHookProjectionWriter({ getDb, config, fs, clock } = {}) {
    * outcome names (an oversized envelope, a watermark not of the channel's kind, ...) throws
    * solewriter's REJECTED error, with `rejection` naming why.
    */
-  const submitChannel = ({ tuple, channel, envelope, sourceWatermark, capturedAt, expiresAt, isTargetAdmitted, mayProduceChannel }) => {
+  const submitChannel = ({ tuple: given, channel, envelope, sourceWatermark, capturedAt, expiresAt, isTargetAdmitted, mayProduceChannel }) => {
     const db = requireDb();
-    const targetId = deriveTargetId(tuple);
-    const { captured, expires } = checkSubmission({
+    const tuple = tupleCopy(given);
+    const targetId = targetIdOf(tuple);
+    const { captured, expires, envelopeJson, schemaVersion } = checkSubmission({
       targetId,
       channel,
       envelope,
@@ -204,11 +235,11 @@ function makeHookProjectionWriter({ getDb, config, fs, clock } = {}) {
     if (!spec) {
       return { accepted: false, outcome: 'unknown-channel', reason: `channel ${channel} has no pinned schema contract (it is not in hookProjectionChannels)` };
     }
-    if (envelope.schemaVersion !== spec.envelopeSchema) {
+    if (schemaVersion !== spec.envelopeSchema) {
       return {
         accepted: false,
         outcome: 'schema-mismatch',
-        reason: `channel ${channel} requires ${spec.envelopeSchema}; envelope carries ${envelope.schemaVersion}`,
+        reason: `channel ${channel} requires ${spec.envelopeSchema}; envelope carries ${schemaVersion}`,
       };
     }
     const { store, admitted } = storeOf(db);
@@ -223,7 +254,7 @@ function makeHookProjectionWriter({ getDb, config, fs, clock } = {}) {
         targetId,
         channel,
         sourceWatermark: integer ? Number(sourceWatermark) : sourceWatermark,
-        envelopeJson: JSON.stringify(envelope),
+        envelopeJson,
         capturedAt: captured,
         expiresAt: expires,
       });
@@ -251,9 +282,10 @@ function makeHookProjectionWriter({ getDb, config, fs, clock } = {}) {
    * (NOT_ADMITTED: no submission was ever accepted for the target; BUSY; NOT_DURABLE; ...)
    * throws solewriter's coded error.
    */
-  const publish = ({ tuple, consumerBinding }) => {
+  const publish = ({ tuple: given, consumerBinding }) => {
     const db = requireDb();
-    const targetId = deriveTargetId(tuple);
+    const tuple = tupleCopy(given);
+    const targetId = targetIdOf(tuple);
     const { store } = storeOf(db);
     const holder = HOLDER.test(tuple.instanceKeyDigest) ? tuple.instanceKeyDigest : FALLBACK_HOLDER;
     let answer;

@@ -37,6 +37,14 @@ const SQL = {
   upsertChannel: `INSERT OR REPLACE INTO HookProjectionChannels (${CHANNEL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 };
 
+/**
+ * The connections on which a transaction solewriter's executor began (`begin`) is open: ended
+ * by its `commit` or `rollback`. Only such a transaction is ever rolled back by solewriter when a
+ * call is abandoned (`abandonOwn`); a transaction of the host's — open before the call, or
+ * opened by a callback of the host's during it — is never touched.
+ */
+const own = new WeakSet();
+
 /** Prepared statements per connection. */
 const prepared = new WeakMap();
 
@@ -77,6 +85,7 @@ function executeSqlEffect(db, effect) {
           restore(db);
           throw e;
         }
+        own.add(db);
         return {};
       case 'writeGrant': {
         const info = statement(db, 'writeGrant').run(
@@ -97,11 +106,13 @@ function executeSqlEffect(db, effect) {
       case 'commit':
         // A failed commit leaves the level raised: the rollback that follows restores it.
         db.exec('COMMIT');
+        own.delete(db);
         restore(db);
         return {};
       case 'rollback':
         // Also after a failed commit: never leave the connection inside the transaction.
-        if (db.inTransaction) db.exec('ROLLBACK');
+        if (own.has(db) && db.inTransaction) db.exec('ROLLBACK');
+        own.delete(db);
         restore(db);
         return {};
       default:
@@ -112,4 +123,15 @@ function executeSqlEffect(db, effect) {
   }
 }
 
-module.exports = { SQL, statement, executeSqlEffect };
+/**
+ * After a call that may have been abandoned mid-transaction (a failure, a panic caught as
+ * INTERNAL): rolls back the transaction solewriter's executor began on `db` if it is still
+ * open — and no other.
+ */
+function abandonOwn(db) {
+  if (!own.has(db)) return;
+  own.delete(db);
+  if (db.inTransaction) db.exec('ROLLBACK');
+}
+
+module.exports = { SQL, statement, executeSqlEffect, abandonOwn };

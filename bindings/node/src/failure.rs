@@ -40,6 +40,8 @@ codes! {
     InvalidConfig = "INVALID_CONFIG",
     /// An argument is wrong.
     InvalidInput = "INVALID_INPUT",
+    /// A `Grant` object already used by a publication or a release (thrown by the JS layer).
+    GrantSpent = "GRANT_SPENT",
     /// The target is not admitted.
     NotAdmitted = "NOT_ADMITTED",
     /// A submission was refused (`rejection` names why).

@@ -530,7 +530,7 @@ fn publish_answer(
         Err(Unpublished::NotStarted {
             error, credential, ..
         }) if releases_unused(&error) => return Ended::ReleaseUnused(error, credential),
-        Err(Unpublished::NotStarted { error, .. }) => Err(error),
+        Err(Unpublished::NotStarted { error, .. }) => Err(unused(error)),
         Err(Unpublished::Failed {
             failure: failed,
             release,
@@ -580,10 +580,26 @@ fn not_started(
             failure(target, e).message
         ),
     };
-    Err(Failure {
+    Err(unused(Failure {
         message: format!("{}; {grant}", failed.message),
         ..failed
-    })
+    }))
+}
+
+/// `failure` of a publication that did not use its grant — it could not start (the machine's
+/// `NotStarted`), or it was refused before its machine ran (a consumer binding refused) — with
+/// the field `grantUnused: true`: the JS layer then hands the `Grant` back to its holder,
+/// usable again (`lib/grant.js`). Every other failure of a publication leaves it spent.
+pub(crate) fn unused(failure: Failure) -> Failure {
+    let mut fields = match failure.detail {
+        Value::Object(fields) => fields,
+        _ => serde_json::Map::new(),
+    };
+    fields.insert("grantUnused".to_owned(), Value::Bool(true));
+    Failure {
+        detail: Value::Object(fields),
+        ..failure
+    }
 }
 
 /// The answer of a one-shot publication machine's end, as [`publish_answer`].

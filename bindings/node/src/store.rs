@@ -10,7 +10,7 @@ use super::failure::{invalid, Code, Failure, JsAnswer};
 use super::turns::{NativePublication, Start};
 use super::{
     applicant, failure, fenced_json, from_js, held_json, js_int, parse_target, publish_now_answer,
-    publish_with, release_unused, ChannelRow, Ended, Execute, LeaseRow, Run,
+    publish_with, release_unused, unused, ChannelRow, Ended, Execute, LeaseRow, Run,
 };
 use napi::bindgen_prelude::Either;
 use napi::Env;
@@ -49,8 +49,8 @@ impl NativeStore {
     #[napi]
     pub fn publication(&self, grant: GrantIn, call: Option<CallOptions>) -> NativePublication {
         NativePublication::start(|| {
-            let config = config::publication(&self.store, call.as_ref())?;
-            let credential = credential(&grant)?;
+            let config = config::publication(&self.store, call.as_ref()).map_err(unused)?;
+            let credential = credential(&grant).map_err(unused)?;
             Ok((
                 config,
                 credential.target_id.clone(),
@@ -115,8 +115,9 @@ impl NativeStore {
         call: Option<CallOptions>,
     ) -> JsAnswer {
         answer(|| {
-            config::publication(&self.store, call.as_ref())
-                .and_then(|config| publish_with(&config, &execute, credential(&grant)?))
+            let config = config::publication(&self.store, call.as_ref()).map_err(unused)?;
+            let credential = credential(&grant).map_err(unused)?;
+            publish_with(&config, &execute, credential)
         })
     }
 
@@ -361,8 +362,19 @@ pub struct SubmissionIn {
 /// A rejected submission as a `REJECTED` error whose `rejection` field names its kind (a
 /// regression also carries the `submitted` and `stored` watermarks, as text), so a caller maps
 /// it without reading the message.
+///
+/// A stored row of another target or channel than the submission's (`ForeignRow`) is no
+/// rejection of the producer's: the caller read one row and handed in another submission, a bug
+/// of the JS layer that reads it (`INTERNAL`; it copies the submission once, so both use the
+/// same values). Nothing is written.
 fn rejection_failure(rejected: watermark::SubmissionRejected) -> Failure {
     use watermark::SubmissionRejected as R;
+    if let R::ForeignRow { .. } = rejected {
+        return Failure::new(
+            Code::Internal,
+            format!("submission refused ({rejected}); nothing was written"),
+        );
+    }
     let mut detail = json!({"rejection": match &rejected {
         R::UnknownChannel(_) => "unknown-channel",
         R::NotChannelOwner { .. } => "not-channel-owner",

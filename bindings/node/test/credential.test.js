@@ -36,7 +36,9 @@ function forged(dbPath, target) {
   const hash = Buffer.from(row.holder_token_hash).toString('hex');
   return {
     plain: { targetId: target, epoch: row.fencing_epoch, tokenHash: hash },
-    grant: Grant.fromSecret({
+    // A fresh Grant object each time: a Grant is spent by its first use (the forger rebuilds one
+    // from what it read, as it can).
+    grant: () => Grant.fromSecret({
       targetId: target,
       epoch: row.fencing_epoch,
       holder: row.holder_instance_digest,
@@ -60,9 +62,9 @@ test('a credential forged from the lease row is refused with nothing written; th
     assert.throws(attempt, { code: 'INVALID_INPUT' }, 'a plain object is no credential');
   }
   await assert.rejects(store.publishAsync(forger.plain), { code: 'INVALID_INPUT' });
-  assert.throws(() => store.publish(forger.grant), { code: 'FENCED', reason: 'token-mismatch' });
-  await assert.rejects(store.publishAsync(forger.grant), { code: 'FENCED', reason: 'token-mismatch' });
-  assert.deepEqual(store.release(forger.grant), { notHolder: { reason: 'token-mismatch' } });
+  assert.throws(() => store.publish(forger.grant()), { code: 'FENCED', reason: 'token-mismatch' });
+  await assert.rejects(store.publishAsync(forger.grant()), { code: 'FENCED', reason: 'token-mismatch' });
+  assert.deepEqual(store.release(forger.grant()), { notHolder: { reason: 'token-mismatch' } });
   assert.deepEqual(dump(db), before, 'nothing written');
   assert.equal(fs.existsSync(current), false, 'nothing published');
 

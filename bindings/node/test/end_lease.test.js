@@ -12,6 +12,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const Database = require('better-sqlite3');
 const { setup, tuple, submission, START } = require('./helpers');
+const { Grant } = require('..');
 
 const TTL = 60000;
 
@@ -31,6 +32,8 @@ test('a grant ended by endLease is fenced on publish and on release, and writes 
   const t = store.admitTarget(tuple(0));
   store.submit('router', submission(t, 0, 1, 'x'));
   const grant = store.acquire(t, 'holder-1').granted;
+  // The release below is that of a copy: the fenced publish spent the Grant object.
+  const copy = Grant.fromSecret(grant.exportSecret());
   assert.deepEqual(store.endLease(t), {
     ended: { epoch: 1, holder: 'holder-1', acquiredAt: START, expiresAt: START + TTL },
   });
@@ -39,7 +42,7 @@ test('a grant ended by endLease is fenced on publish and on release, and writes 
   const before = rows(db);
   assert.throws(() => store.publish(grant), { code: 'FENCED', reason: 'released' });
   assert.equal(fs.existsSync(current(runtimeRoot, t)), false, 'the fenced holder published nothing');
-  assert.deepEqual(store.release(grant), { notHolder: { reason: 'released' } });
+  assert.deepEqual(store.release(copy), { notHolder: { reason: 'released' } });
   assert.deepEqual(rows(db), before, 'the fenced holder wrote no row');
   // The next grant gets a higher epoch and publishes.
   assert.equal(store.publishNow(t, 'holder-2').published.epoch, 2);

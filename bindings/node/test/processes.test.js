@@ -195,9 +195,10 @@ test("a Rust holder's grant cannot be forged from its lease row through Node: re
   const hash = Buffer.from(row.holder_token_hash).toString('hex');
   const fields = { targetId: target, epoch: row.fencing_epoch, holder: row.holder_instance_digest, acquiredAt: row.acquired_at, expiresAt: row.expires_at };
   assert.throws(() => operator.publish({ ...fields, tokenHash: hash }), { code: 'INVALID_INPUT' });
-  const forgedGrant = Grant.fromSecret({ ...fields, token: hash });
-  assert.throws(() => operator.publish(forgedGrant), { code: 'FENCED', reason: 'token-mismatch' });
-  assert.deepEqual(operator.release(forgedGrant), { notHolder: { reason: 'token-mismatch' } });
+  // A fresh Grant object for each attempt: a Grant is spent by its first use.
+  const forgedGrant = () => Grant.fromSecret({ ...fields, token: hash });
+  assert.throws(() => operator.publish(forgedGrant()), { code: 'FENCED', reason: 'token-mismatch' });
+  assert.deepEqual(operator.release(forgedGrant()), { notHolder: { reason: 'token-mismatch' } });
   assert.deepEqual(db.prepare('SELECT * FROM HookProjectionLeases').all(), before, 'nothing written');
   assert.throws(current, { code: 'NOT_PUBLISHED' });
   assert.match(await rustA.ask('publish'), /^published 1 /);

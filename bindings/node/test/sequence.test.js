@@ -12,6 +12,7 @@ const fs = require('node:fs');
 const crypto = require('node:crypto');
 const { setup, tuple, submission, TTL_MS, START } = require('./helpers');
 const { chosenToken } = require('./tokens');
+const { Grant } = require('..');
 
 const sha256 = (bytes) => crypto.createHash('sha256').update(bytes).digest('hex');
 const TOKEN = (n) => n.toString(16).padStart(2, '0').repeat(32);
@@ -45,14 +46,18 @@ test('admit, submit, publishNow, acquire/publish, stale holder fenced, supersede
   const stale = store.acquire(t, 'holder-1', chosenToken(TOKEN(2))).granted;
   clock.now += TTL_MS;
   const successor = store.acquire(t, 'holder-2', chosenToken(TOKEN(3))).granted;
+  // A Grant object is spent by its first use: the second use of each grant below is that of a
+  // copy rebuilt from its export (the store's answer to it is what is checked).
+  const [staleCopy, successorCopy] = [stale, successor].map((g) => Grant.fromSecret(g.exportSecret()));
   assert.equal(successor.epoch, 4);
   const before = fs.readFileSync(`${runtimeRoot}/hook-projections/${t}/current.json`);
   assert.throws(() => store.publish(stale), { code: 'FENCED', reason: 'superseded', currentEpoch: 4 });
   assert.deepEqual(fs.readFileSync(`${runtimeRoot}/hook-projections/${t}/current.json`), before, 'fenced: untouched');
-  assert.deepEqual(store.release(stale), { notHolder: { reason: 'superseded', currentEpoch: 4 } });
+  assert.throws(() => store.release(stale), { code: 'GRANT_SPENT' });
+  assert.deepEqual(store.release(staleCopy), { notHolder: { reason: 'superseded', currentEpoch: 4 } });
   assert.equal(store.publish(successor).epoch, 4);
   assert.equal(store.readProjection(t).fencingEpoch, 4);
-  assert.deepEqual(store.release(successor), { notHolder: { reason: 'released' } });
+  assert.deepEqual(store.release(successorCopy), { notHolder: { reason: 'released' } });
 
   // An expired holder with no successor is fenced too (expired), and nothing is published.
   const late = store.acquire(t, 'holder-1', chosenToken(TOKEN(4))).granted;

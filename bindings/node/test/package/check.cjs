@@ -31,6 +31,6 @@ assert.deepEqual(channel.envelope, { schema: 'computed-route.v1', notAuthority: 
 assert.deepEqual(fs.readdirSync(path.dirname(file)), ['current.json'], 'no temp file left beside it');
 if (addon !== undefined) {
   assert.deepEqual(out.addons, [addon], 'the addon loaded is the platform package\'s');
-  assert.deepEqual(out.codes, { publishAgain: 'FENCED/released', numberTarget: 'INVALID_INPUT' });
+  assert.deepEqual(out.codes, { publishAgain: 'GRANT_SPENT', publishCopy: 'FENCED/released', numberTarget: 'INVALID_INPUT' });
 }
 console.log(`${route}: current.json read back (${published.bytes} bytes, epoch ${doc.fencingEpoch})`);

@@ -5,7 +5,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const Database = require('better-sqlite3');
-const { initialize, ProjectionStore, ERROR_CODES } = require('solewriter');
+const { initialize, ProjectionStore, Grant, ERROR_CODES } = require('solewriter');
 
 const dir = process.argv[2];
 const db = new Database(path.join(dir, 'host.sqlite'), { timeout: 5000 });
@@ -34,13 +34,17 @@ store.submit('router', {
   expiresAt: now + 60000,
 });
 const { granted } = store.acquire(target, 'host-cjs');
+// A copy of the grant, rebuilt from its export before the first use: another object.
+const copy = Grant.fromSecret(granted.exportSecret());
 const published = store.publish(granted);
 
-// Errors carry a documented `code`: the machine's (a released grant is fenced), and the binding
-// layer's (a number where the addon takes a string).
+// Errors carry a documented `code`: the JS layer's (a Grant object is used once), the machine's
+// (a copy of the released grant is fenced), and the binding layer's (a number where the addon
+// takes a string).
 const codes = {};
 for (const [name, call] of [
   ['publishAgain', () => store.publish(granted)],
+  ['publishCopy', () => store.publish(copy)],
   ['numberTarget', () => store.acquire(42, 'host-cjs')],
 ]) {
   try {

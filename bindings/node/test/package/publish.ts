@@ -7,6 +7,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import {
   initialize,
+  Grant,
   ProjectionStore,
   readProjection,
   targetId,
@@ -47,9 +48,17 @@ store.submit('router', {
 });
 const got = store.acquire(target, 'host-ts');
 if (!('granted' in got)) throw new Error(`not granted: ${JSON.stringify(got)}`);
+const copy: Grant = Grant.fromSecret(got.granted.exportSecret());
 const published: Published = store.publish(got.granted);
 try {
   store.publish(got.granted);
+  throw new Error('a Grant object published twice');
+} catch (e) {
+  const { code }: SolewriterError = e as SolewriterError;
+  if (code !== 'GRANT_SPENT') throw e;
+}
+try {
+  store.publish(copy);
   throw new Error('a released grant published again');
 } catch (e) {
   const { code, reason }: SolewriterError = e as SolewriterError;

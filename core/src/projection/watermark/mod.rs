@@ -69,6 +69,20 @@ pub enum SubmissionRejected {
     /// changed the channel's kind): nothing can be ordered against it, so nothing is written.
     #[error("the stored row cannot be ordered against: {0} (the channel's declared watermark kind changed)")]
     StoredWatermarkOfAnotherKind(WatermarkError),
+    /// The stored row the caller handed in is not the submission's own: it is of another
+    /// target or another channel (the caller looked the row up with other values than the
+    /// submission it handed in). Nothing is decided against it, so nothing is written.
+    #[error("the stored row handed in is of target {row_target} channel `{row_channel}`, not of the submission's target {target} channel `{channel}`")]
+    ForeignRow {
+        /// The submission's target.
+        target: String,
+        /// The submission's channel.
+        channel: String,
+        /// The target of the row handed in.
+        row_target: String,
+        /// The channel of the row handed in.
+        row_channel: String,
+    },
     /// The watermark orders before the stored one.
     #[error("watermark {submitted} regressed below the stored {stored}")]
     Regressed {
@@ -145,7 +159,8 @@ pub fn check_envelope(
 
 /// Decides a producer submission to a store of `profile`. `existing` is the stored row for the
 /// same target and channel, read inside the same serialized transaction the plan will be
-/// executed in.
+/// executed in; a row of another target or channel is refused first
+/// ([`SubmissionRejected::ForeignRow`]), before anything is decided.
 pub fn decide_submission(
     profile: Profile,
     registry: &ChannelRegistry,
@@ -155,6 +170,16 @@ pub fn decide_submission(
     submission: &Submission,
     now: Millis,
 ) -> Result<SubmissionPlan, SubmissionRejected> {
+    if let Some(row) = existing {
+        if row.target_id != submission.target_id || row.channel != submission.channel {
+            return Err(SubmissionRejected::ForeignRow {
+                target: submission.target_id.to_string(),
+                channel: submission.channel.to_string(),
+                row_target: row.target_id.to_string(),
+                row_channel: row.channel.to_string(),
+            });
+        }
+    }
     let spec = registry
         .get(&submission.channel)
         .ok_or_else(|| SubmissionRejected::UnknownChannel(submission.channel.to_string()))?;
@@ -373,6 +398,48 @@ mod tests {
         ));
     }
 
+    /// A stored row of another target or channel than the submission's is refused before
+    /// anything is decided — whatever the two watermarks (here the row's 9 would refuse the
+    /// submitted 5 as a regression, and without a row it would be inserted) — and names both.
+    #[test]
+    fn foreign_rows_are_refused() {
+        let submitted = sub(5, "a");
+        let own = ChannelRecord::from_submission(&sub(9, "b"), Millis(0));
+        assert!(matches!(
+            decide(Some(&own), &submitted).unwrap_err(),
+            SubmissionRejected::Regressed { .. }
+        ));
+        let mut other_target = own.clone();
+        other_target.target_id = TargetId::parse(&"1".repeat(64)).unwrap();
+        let mut other_channel = own.clone();
+        other_channel.channel = ChannelName::parse("lifecycle").unwrap();
+        for (row, row_target, row_channel) in [
+            (&other_target, "1".repeat(64), "route"),
+            (&other_channel, "0".repeat(64), "lifecycle"),
+        ] {
+            assert_eq!(
+                decide(Some(row), &submitted).unwrap_err(),
+                SubmissionRejected::ForeignRow {
+                    target: "0".repeat(64),
+                    channel: "route".into(),
+                    row_target,
+                    row_channel: row_channel.into(),
+                }
+            );
+        }
+        // Before every other rule: an unknown channel with a foreign row is refused as foreign.
+        let mut unknown = submitted.clone();
+        unknown.channel = ChannelName::parse("nope").unwrap();
+        assert!(matches!(
+            decide(Some(&own), &unknown).unwrap_err(),
+            SubmissionRejected::ForeignRow { .. }
+        ));
+        assert!(matches!(
+            decide(None, &submitted).unwrap(),
+            SubmissionPlan::Insert(_)
+        ));
+    }
+
     /// The rules are checked in a fixed order: a submission breaking rule `k` and every rule
     /// after it is rejected for rule `k`. Each input below breaks several rules at once, so a
     /// reordering of any two checks changes some answer.
@@ -413,12 +480,16 @@ mod tests {
             } else {
                 Millis(0)
             };
+            // The stored row is the submission's own (the unknown channel's too): a row of
+            // another channel would be refused before every rule (`foreign_rows_are_refused`).
+            let mut own = stored.clone();
+            own.channel = s.channel.clone();
             decide_submission(
                 Profile::Generic,
                 &reg,
                 producer,
                 admitted,
-                Some(&stored),
+                Some(&own),
                 &s,
                 now,
             )
