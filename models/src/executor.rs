@@ -477,14 +477,19 @@ impl<'w, S: Shim> Executor<'w, S> {
                 }
                 ask.answer(self.lock_target())
             }
-            // Traps `CommitThenRename` and `InPlaceWrite` are designs without the resource's
-            // fence as well (an unguarded local write; a write in place, which would otherwise
-            // fence itself with its own first half): the document in place is never looked at.
+            // The stale-rename traps are designs without the resource's fence as well (no
+            // single-writer check; the JSON epoch as the only guard; an unguarded local write;
+            // a write in place, which would otherwise fence itself with its own first half):
+            // their publication never looks at the document in place (their grants do).
             FileEffect::ReadCurrent(ask)
-                if matches!(
-                    self.design(),
-                    Design::CommitThenRename | Design::InPlaceWrite
-                ) =>
+                if self.kind == Kind::Publish
+                    && matches!(
+                        self.design(),
+                        Design::RenameWithoutCheck
+                            | Design::JsonEpochGuard
+                            | Design::CommitThenRename
+                            | Design::InPlaceWrite
+                    ) =>
             {
                 ask.answer(Ok(None))
             }
@@ -577,6 +582,21 @@ impl<'w, S: Shim> Executor<'w, S> {
             // rename outside it ("remote lease + unguarded local write").
             self.commit();
             self.target_guard = None;
+            // A point where another thread may run, right where the locks were let go.
+            let _ = world.now();
+        }
+        if step == PublishStep::DeadlineChecked
+            && matches!(
+                self.design(),
+                Design::RenameWithoutCheck | Design::JsonEpochGuard | Design::CommitThenRename
+            )
+        {
+            // The traps' flaw is the unguarded stretch up to the rename; one more point there
+            // where another thread may run (the clock's lock taken and let go: no effect on
+            // the world) lets the schedulers find it within their budget now that the
+            // machine's clock rule narrowed it (a stale run must not have read its expiry at
+            // all). Every interleaving it opens was open without it.
+            let _ = world.now();
         }
     }
 

@@ -109,6 +109,7 @@ test('every outcome that reaches the store spends the Grant: fenced, released, n
   assert.throws(() => store.publish(copy), { code: 'GRANT_SPENT' });
   // Published, not released: the COMMIT after the rename fails (SQLITE_FULL); the row stays held.
   const grant = store.acquire(target, 'holder-1').granted;
+  const exported = grant.exportSecret();
   store.execute = (effect) =>
     effect.kind === 'commit' ? { error: { code: 'SQLITE_FULL', message: 'database or disk is full' } } : executeSqlEffect(db, effect);
   assert.throws(() => store.publish(grant), { code: 'PUBLISHED_NOT_RELEASED' });
@@ -120,6 +121,13 @@ test('every outcome that reaches the store spends the Grant: fenced, released, n
   assert.throws(() => store.publish(grant), { code: 'GRANT_SPENT' }, 'no second rename under the same epoch');
   assert.throws(() => store.release(grant), { code: 'GRANT_SPENT' });
   assert.deepEqual(snapshot(db, runtimeRoot), before);
+  // A copy of the grant, rebuilt from its export: the store's own fence refuses it — the
+  // document in place already carries its epoch (a grant renames at most one document).
+  assert.throws(() => store.publish(Grant.fromSecret(exported)), (e) =>
+    e.code === 'FENCED' && e.reason === 'document-ahead' && e.documentEpoch === grant.epoch);
+  assert.deepEqual(snapshot(db, runtimeRoot).files, before.files, 'no second document of the epoch');
+  // Its failure path released the grant the failed COMMIT had left held.
+  assert.equal(db.prepare('SELECT state FROM HookProjectionLeases WHERE target_id = ?').get(target).state, 'released');
 });
 
 test('a publication that did not use its Grant hands it back: refused before the store, or not started (grantUnused)', async () => {
