@@ -196,7 +196,8 @@ pub fn classify(error: &LibError) -> Class {
             LibError::Document(_) | LibError::File(FileError::Document(_)) => {
                 Class::CorruptDocument
             }
-            LibError::File(_) | LibError::Random(_) => Class::Io,
+            // A document in the runtime directory that no grant of this store produced.
+            LibError::File(_) | LibError::Random(_) | LibError::ForeignEpoch(_) => Class::Io,
             _ => Class::Store,
         },
     }

@@ -19,8 +19,10 @@
 //! | `ping`    | `pong`, at once: the holder is up (and a driver's measure of the pipe's round trip) |
 //! | `quit`    | `bye`, then the process exits 0                                              |
 //!
-//! - `<reason>` is one word, `superseded`, `token-mismatch`, `expired`, `released` or
-//!   `never-granted`; `superseded` is followed by the current epoch (`fenced superseded 4`).
+//! - `<reason>` is one word, `superseded`, `token-mismatch`, `expired`, `released`,
+//!   `never-granted` or `document-ahead`; `superseded` is followed by the current epoch
+//!   (`fenced superseded 4`), `document-ahead` by the epoch of the document in place (a
+//!   document of the grant's epoch or a later one is there already: `fenced document-ahead 3`).
 //! - `fenced` means the lease was revalidated and refused: `current.json` was not touched.
 //!   `expired` means the lease expired during the publication (after revalidation, before
 //!   the rename): the publication aborted, no renewal.
@@ -91,6 +93,7 @@ pub fn fenced_reason(fenced: Fenced) -> String {
         Fenced::Expired => "expired".into(),
         Fenced::Released => "released".into(),
         Fenced::NeverGranted => "never-granted".into(),
+        Fenced::DocumentAhead { document_epoch } => format!("document-ahead {document_epoch}"),
         other => format!("other ({other})"),
     }
 }
