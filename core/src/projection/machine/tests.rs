@@ -82,6 +82,14 @@ struct Script {
     current: Option<Vec<u8>>,
     in_tx: bool,
     log: Vec<&'static str>,
+    /// The failable effect (a store or file effect but the unlock and the rollback, which no
+    /// executor fails) that fails, counted from 0 over the run; and how many ran so far.
+    fail_nth: Option<usize>,
+    failable: usize,
+    /// The target lock is held; a rename succeeded; a temp sibling of the run may exist.
+    locked: bool,
+    renamed: bool,
+    temp: bool,
 }
 
 impl Script {
@@ -98,6 +106,11 @@ impl Script {
             current: None,
             in_tx: false,
             log: Vec::new(),
+            fail_nth: None,
+            failable: 0,
+            locked: false,
+            renamed: false,
+            temp: false,
         }
     }
 
@@ -109,7 +122,22 @@ impl Script {
     fn answer(&mut self, effect: Effect<'_, &'static str>) -> Answer<&'static str> {
         let name = effect.name();
         self.log.push(name);
-        let fails = if self.fail == Some(name) {
+        let failable = !matches!(
+            effect,
+            Effect::Clock(_)
+                | Effect::Reached(..)
+                | Effect::Store(StoreEffect::Rollback(_))
+                | Effect::File(FileEffect::UnlockTarget(_))
+        );
+        let nth = failable && self.fail_nth == Some(self.failable);
+        self.failable += usize::from(failable);
+        if let Effect::File(FileEffect::WriteTemp(..)) = &effect {
+            // A write that fails may leave its temp sibling behind.
+            self.temp = true;
+        }
+        let fails = if nth {
+            true
+        } else if self.fail == Some(name) {
             self.fail = None;
             true
         } else if let Some((effect, times)) = self.fail_times.filter(|(e, t)| *e == name && *t > 0)
@@ -174,15 +202,28 @@ impl Script {
                 ask.answer(Ok(self.writes_match))
             }
             Effect::File(FileEffect::PrepareDir(ask)) => ask.answer(Ok(self.dir_verified)),
+            Effect::File(FileEffect::LockTarget(ask)) => {
+                self.locked = true;
+                ask.answer(Ok(()))
+            }
+            Effect::File(FileEffect::UnlockTarget(ask)) => {
+                self.locked = false;
+                ask.answer(Ok(()))
+            }
+            Effect::File(FileEffect::Rename(ask)) => {
+                self.renamed = true;
+                self.temp = false;
+                ask.answer(Ok(()))
+            }
+            Effect::File(FileEffect::RemoveTemp(ask)) => {
+                self.temp = false;
+                ask.answer(Ok(()))
+            }
             Effect::File(
-                FileEffect::LockTarget(ask)
-                | FileEffect::SyncParents(ask)
+                FileEffect::SyncParents(ask)
                 | FileEffect::RemoveOrphans(ask)
                 | FileEffect::WriteTemp(_, ask)
-                | FileEffect::RemoveTemp(ask)
-                | FileEffect::Rename(ask)
-                | FileEffect::SyncDir(ask)
-                | FileEffect::UnlockTarget(ask),
+                | FileEffect::SyncDir(ask),
             ) => ask.answer(Ok(())),
             Effect::Reached(_, ask) => ask.answer(()),
         }
@@ -1284,4 +1325,116 @@ fn an_answer_says_whether_it_failed_and_a_file_effect_whether_it_is_slow_work() 
             "unlock-target"
         ]
     );
+}
+
+#[test]
+fn any_effect_of_a_publication_may_fail_and_its_end_says_what_happened() {
+    // The scripted executor fails each failable effect of a run in turn (every store and file
+    // effect but the unlock and the rollback): a two-step publication, a one-shot over a
+    // released row, over an expired one (a takeover), and over a document one ahead of its
+    // row (its grant commits first). Whatever fails, the machine runs to its end without a
+    // protocol error, lets both locks go, leaves no temp sibling (but where the removal itself
+    // failed), and its end says whether it renamed: published (or published and not released,
+    // or not durable) exactly when a rename happened.
+    let registry = registry();
+    type Setup = fn() -> Script;
+    let cases: [(&str, Setup, bool); 4] = [
+        (
+            "two-step",
+            || Script::new(Some(row(2, 1, 0, false)), &[10, 20, 30]),
+            false,
+        ),
+        (
+            "one-shot",
+            || Script::new(Some(row(1, 1, 0, true)), &[10]),
+            true,
+        ),
+        (
+            "takeover",
+            || Script::new(Some(row(1, 1, 0, false)), &[TTL + 5]),
+            true,
+        ),
+        (
+            "document ahead",
+            || {
+                let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
+                s.current = Some(document(2));
+                s
+            },
+            true,
+        ),
+    ];
+    let mut runs = 0;
+    for (name, setup, one_shot) in cases {
+        let run = |s: &mut Script| {
+            if one_shot {
+                let mut m = PublishNow::new(applicant(2), &registry);
+                s.run(&mut m);
+                match m.output().expect("no protocol error") {
+                    Ok(PublishedNow::Published { published, .. }) => Ok(published),
+                    Ok(PublishedNow::Held(held)) => panic!("{name}: held {held:?}"),
+                    Err(unpublished) => Err(unpublished),
+                }
+            } else {
+                let mut m = Publish::new(credential(2, 1), &registry);
+                s.run(&mut m);
+                m.output().expect("no protocol error")
+            }
+        };
+        let mut clean = setup();
+        run(&mut clean).expect("published without faults");
+        for nth in 0..clean.failable {
+            let mut s = setup();
+            s.fail_nth = Some(nth);
+            let end = run(&mut s);
+            let failed = s.log[..]
+                .iter()
+                .copied()
+                .filter(|e| !matches!(*e, "read-clock" | "reached" | "rollback" | "unlock-target"))
+                .nth(nth)
+                .unwrap();
+            let context = format!(
+                "{name}, {failed} (failable effect {nth}) failed: {:?}",
+                s.log
+            );
+            assert!(!s.locked && !s.in_tx, "{context}: a lock left held");
+            assert!(
+                !s.temp || failed == "remove-temp",
+                "{context}: a temp left behind"
+            );
+            let renamed = match &end {
+                Ok(_) | Err(Unpublished::NotReleased { .. }) => true,
+                Err(Unpublished::Failed {
+                    failure: Failure::NotDurable(_),
+                    ..
+                }) => true,
+                Err(_) => false,
+            };
+            assert_eq!(
+                renamed, s.renamed,
+                "{context}: the end says otherwise: {end:?}"
+            );
+            // A rename whose directory fsync failed is not durable; one whose commit failed
+            // is published but not released — never plain success.
+            match failed {
+                "sync-dir" => assert!(
+                    matches!(
+                        &end,
+                        Err(Unpublished::Failed {
+                            failure: Failure::NotDurable(_),
+                            ..
+                        })
+                    ),
+                    "{context}: {end:?}"
+                ),
+                "commit" | "write-release" if s.renamed => assert!(
+                    matches!(&end, Err(Unpublished::NotReleased { .. })),
+                    "{context}: {end:?}"
+                ),
+                _ => {}
+            }
+            runs += 1;
+        }
+    }
+    assert!(runs > 60, "{runs}");
 }
