@@ -217,7 +217,8 @@ impl<S: Shim> World<S> {
     /// Checks that a publication acknowledged as published has its document (or a later one)
     /// in place: nothing acknowledged is lost.
     fn acknowledged(&self, target: &TargetId, outcome: PublishOutcome) -> PublishOutcome {
-        if let PublishOutcome::Published { epoch, .. } = &outcome {
+        if let (true, PublishOutcome::Published { epoch, .. }) = (self.check_acknowledged, &outcome)
+        {
             let in_place = self
                 .current(target)
                 .and_then(|bytes| solewriter_core::projection::published_epoch(&bytes));

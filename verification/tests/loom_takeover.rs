@@ -153,10 +153,10 @@ fn leak(stats: Stats) -> &'static Stats {
 /// the scenario that changes what is explored shows here first.
 fn quoted(design: Design, one_shot: bool) -> Option<(usize, usize, usize, usize)> {
     match (design, one_shot) {
-        (Design::Real, false) => Some((22_314, 1_827, 12_867, 2_414)),
-        (Design::StoreLockLost, false) => Some((25_064, 1_998, 14_038, 2_703)),
-        (Design::TargetLockSkipped, false) => Some((21_091, 1_688, 12_233, 2_358)),
-        (Design::Real, true) => Some((54_218, 54_218, 53_921, 4_061)),
+        (Design::Real, false) => Some((20_286, 1_691, 10_861, 2_102)),
+        (Design::StoreLockLost, false) => Some((22_785, 1_849, 11_921, 2_345)),
+        (Design::TargetLockSkipped, false) => Some((19_110, 1_559, 10_270, 2_052)),
+        (Design::Real, true) => Some((50_076, 50_076, 49_779, 3_555)),
         _ => None,
     }
 }

@@ -62,12 +62,12 @@ struct Stats {
 /// A fault for about one run in `one_in`, at one of its first `effects` failable effects.
 fn draw(one_in: u64, effects: u64) -> Option<Fault> {
     let mut rng = thread_rng();
-    if rng.next_u64() % one_in != 0 {
+    if !rng.next_u64().is_multiple_of(one_in) {
         return None;
     }
     Some(Fault {
         at: (rng.next_u64() % effects) as usize,
-        applied: rng.next_u64() % 2 == 0,
+        applied: rng.next_u64().is_multiple_of(2),
     })
 }
 
@@ -116,12 +116,10 @@ fn one_shot_thread(world: Arc<World<ShuttleShim>>, stats: &'static Stats) {
 fn scenario(stats: &'static Stats) -> impl Fn() + Send + Sync + 'static {
     move || {
         stats.executions.fetch_add(1, SeqCst);
-        let world = Arc::new(World::<ShuttleShim>::new(
-            Design::Real,
-            registry(),
-            ttl(),
-            START,
-        ));
+        let world = Arc::new(
+            World::<ShuttleShim>::new(Design::Real, registry(), ttl(), START)
+                .checking_acknowledged(),
+        );
         let target = world.admit(&tuple(0));
         let mut threads = Vec::new();
         for h in 0..2 {
