@@ -1129,6 +1129,14 @@ fn a_grant_numbers_past_the_epoch_of_the_document_in_place() {
         &s.log[commit - 2..=commit],
         ["read-clock", "write-grant", "commit"]
     );
+    // A document of the row's own epoch is not ahead of it: one envelope, one commit.
+    let mut s = Script::new(Some(row(3, 1, 0, true)), &[10]);
+    s.current = Some(document(3));
+    let mut m = PublishNow::new(applicant(2), &registry);
+    s.run(&mut m);
+    let (result, _) = ran_now(m.output().unwrap());
+    assert_eq!(result.unwrap().fencing_epoch, 4);
+    assert_eq!(positions(&s.log, "commit").len(), 1, "{:?}", s.log);
 }
 
 #[test]
