@@ -338,7 +338,8 @@ export class ProjectionStore {
     channels: Array<{
       targetId: string;
       channel: string;
-      sourceWatermark: number;
+      /** A number for a channel of kind `integer`, a string for the other kinds (as stored). */
+      sourceWatermark: number | string;
       updatedAt: number;
       degradedReason: string | null;
     }>;
@@ -587,8 +588,12 @@ export function targetId(tuple: TargetTuple): string;
 /** The target id of a tuple in a store of `profile` (32 hex digits for the Memory Core's). */
 export function targetIdFor(profile: Profile, tuple: TargetTuple): string;
 
-/** Reads and validates a published document. */
-export function readProjection(runtimeRoot: string, targetId: string): any;
+/**
+ * Reads and validates `<runtimeRoot>/hook-projections/<targetId>/current.json` in the format of
+ * `profile` (the generic one when absent; a Memory Core document is checked for its format,
+ * epoch and target). Throws NOT_PUBLISHED when there is none.
+ */
+export function readProjection(runtimeRoot: string, targetId: string, profile?: Profile): any;
 
 /** The JS executor of the machines' SQL effects (exported for tests and inspection). */
 export function executeSqlEffect(db: Database, effect: { kind: string; targetId: string; [k: string]: unknown }): object;

@@ -26,13 +26,12 @@
 
 const { SQL, statement, executeSqlEffect, abandonOwn } = require('./lib/sql');
 const { adoptOn, bindParam } = require('./lib/adopt');
-const fs = require('node:fs');
-const path = require('node:path');
 const { addon } = require('./lib/addon');
 const { ERROR_CODES, coded, native } = require('./lib/answer');
 const { durably, restore } = require('./lib/durable');
 const { Grant, requireGrant, spend } = require('./lib/grant');
-const { fieldsOf, jsonCopy } = require('./lib/copy');
+const { fieldsOf } = require('./lib/copy');
+const { storeConfigOf, badConfig } = require('./lib/config');
 
 /**
  * The key of the test-only option of `acquire` and `publishNow` that chooses the raw holder
@@ -119,7 +118,7 @@ function storedStatements(db) {
   return TABLES.map((table) => {
     const objects = db
       .prepare(
-        "SELECT type, name, sql FROM sqlite_master WHERE tbl_name = ? COLLATE NOCASE AND NOT (type = 'index' AND sql IS NULL)",
+        "SELECT type, name, sql FROM main.sqlite_master WHERE tbl_name = ? COLLATE NOCASE AND NOT (type = 'index' AND sql IS NULL)",
       )
       .all(table);
     if (objects.length === 0) return null;
@@ -222,53 +221,13 @@ function initialize(db, options = {}) {
   }
 }
 
-/** The configuration fields of a store: those without `optional` are required. */
-const CONFIG_FIELDS = {
-  runtimeRoot: 'string',
-  channels: 'array',
-  leaseTtlMs: 'number',
-  busyTimeoutMs: 'number',
-  profile: 'optional string',
-  clock: 'optional function',
-  probe: 'optional function',
-};
-
 /**
- * The configuration copied (each field read once; the channel registry cloned through JSON),
- * or INVALID_CONFIG for a field missing, unknown or of another type.
+ * The configuration checked whole (`lib/config.js`), or INVALID_CONFIG for a first argument
+ * that is not the host's database or a field missing, unknown or wrong: `{ copy, store }`.
  */
 function configOf(db, config) {
-  const bad = (message) => coded('INVALID_CONFIG', `configuration: ${message}; nothing was done`);
-  if (!isDatabase(db)) throw bad('the first argument must be the host\'s better-sqlite3 Database');
-  if (config === null || typeof config !== 'object') throw bad('a configuration object is required');
-  for (const field of Object.keys(config)) {
-    if (!(field in CONFIG_FIELDS)) throw bad(`unknown field \`${field}\` (known: ${Object.keys(CONFIG_FIELDS).join(', ')})`);
-  }
-  const copy = fieldsOf(config, Object.keys(CONFIG_FIELDS), 'configuration', 'INVALID_CONFIG');
-  for (const [field, kind] of Object.entries(CONFIG_FIELDS)) {
-    const value = copy[field];
-    if (value === undefined) {
-      if (kind.startsWith('optional')) continue;
-      throw bad(`\`${field}\` is missing (there is no default)`);
-    }
-    const type = kind.replace('optional ', '');
-    const ok = type === 'array' ? Array.isArray(value) : typeof value === type;
-    if (!ok) throw bad(`\`${field}\` must be a ${type}`);
-  }
-  copy.channels = copied(copy.channels);
-  let stat;
-  try {
-    stat = fs.statSync(copy.runtimeRoot);
-  } catch (e) {
-    throw bad(`\`runtimeRoot\` ${copy.runtimeRoot} cannot be read (${e.code || e.message})`);
-  }
-  if (!stat.isDirectory()) throw bad(`\`runtimeRoot\` ${copy.runtimeRoot} is not a directory`);
-  return copy;
-}
-
-/** A copy of the configured channel registry as JSON carries it (INVALID_CONFIG if it cannot). */
-function copied(channels) {
-  return jsonCopy(channels, 'configuration: `channels`', 'INVALID_CONFIG');
+  if (!isDatabase(db)) throw badConfig('the first argument must be the host\'s better-sqlite3 Database');
+  return storeConfigOf(config);
 }
 
 /**
@@ -286,13 +245,13 @@ class ProjectionStore {
   constructor(db, config) {
     // Every field read once, here: the store uses only this copy.
     this.db = db;
-    this.config = Object.freeze(native(() => configOf(db, config)));
-    this.channelsJson = JSON.stringify(this.config.channels);
+    // The store's machines, its configuration checked once, whole (INVALID_CONFIG).
+    const { copy, store, channelsJson } = native(() => configOf(db, config));
+    this.config = Object.freeze(copy);
+    this.channelsJson = channelsJson;
+    this.native = store;
     this.execute = this.executor();
-    const { runtimeRoot, leaseTtlMs, busyTimeoutMs, profile } = this.config;
-    // The store's machines, its configuration checked once (INVALID_CONFIG).
-    this.native = native(() => new addon.NativeStore({ channelsJson: this.channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot, profile }));
-    requireTablesOf(db, profile ?? GENERIC_PROFILE);
+    requireTablesOf(db, this.config.profile ?? GENERIC_PROFILE);
   }
 
   /**

@@ -66,7 +66,11 @@ export interface HookProjectionWriter {
   publish(params: { tuple: TargetTuple; consumerBinding: Record<string, unknown> }): PublishResult;
 }
 
-/** The writer, on solewriter. TypeError when `getDb` or a config leaf is missing or malformed. */
+/**
+ * The writer, on solewriter. TypeError when `getDb` or a config leaf is missing or malformed;
+ * INVALID_CONFIG (an `Error` with a `code`) when a leaf holds a value the store refuses — the
+ * whole configuration is checked here, before anything touches the store.
+ */
 export function makeHookProjectionWriter(params: {
   getDb: () => Database | null | undefined;
   config: HookProjectionWriterConfig;

@@ -21,6 +21,7 @@
 const path = require('node:path');
 const { initialize, adoptJsWriterTables, ProjectionStore, targetIdFor } = require('../index.js');
 const { jsonCopy } = require('./copy');
+const { storeConfigOf } = require('./config');
 
 /** The Memory Core's profile: its hook document, its 32-hex target ids. */
 const PROFILE = 'live-lane-awareness-projection.v1';
@@ -127,7 +128,12 @@ function checkSubmission({ targetId, channel, envelope, sourceWatermark, capture
  * @param {Object} [params.fs] Accepted for the writer's call shape and unused: solewriter's
  *   addon runs the file steps (temp file, fsync, rename, directory fsync) itself.
  * @param {Function} [params.clock] `() => epochMs`, the broker clock; the system clock when absent.
- * @throws {TypeError} When `getDb` or a config leaf is missing or malformed.
+ * @throws {TypeError} When `getDb` or a config leaf is missing or malformed (the writer's own).
+ * @throws {Error} INVALID_CONFIG (a `code`) when a leaf is present but a value the store refuses:
+ *   a TTL or busy timeout that is not a whole number of ms (the TTL at most 2^52), a runtime
+ *   root (the root's parent) that is not an existing directory, a channel without
+ *   `envelopeSchema` or `maxEnvelopeBytes`, of an unknown watermark kind, or named twice. The
+ *   whole configuration is checked here, before anything touches the store.
  */
 function makeHookProjectionWriter({ getDb, config, fs, clock } = {}) {
   void fs;
@@ -161,9 +167,22 @@ function makeHookProjectionWriter({ getDb, config, fs, clock } = {}) {
   if (clock !== undefined && typeof clock !== 'function') {
     throw new TypeError('[hookProjectionWriter] clock must be a function () => epochMs');
   }
+  // The whole configuration checked now, before anything touches the store: every value the
+  // store would refuse (a TTL or busy timeout not a whole number of ms in range, a runtime root
+  // that is not a directory, a channel without envelopeSchema, of an unknown watermark kind or
+  // named twice) is INVALID_CONFIG here, never at the first call after ensureSchema has run.
+  // The runtime root is resolved once, here: a later process.chdir moves nothing.
+  const { copy } = storeConfigOf({
+    runtimeRoot: path.dirname(path.resolve(root)),
+    channels,
+    leaseTtlMs,
+    busyTimeoutMs,
+    profile: PROFILE,
+    ...(clock ? { clock } : {}),
+  });
   const registry = new Map(channels.map((c) => [c.name, c]));
   const storeConfig = {
-    runtimeRoot: path.dirname(path.resolve(root)),
+    runtimeRoot: copy.runtimeRoot,
     channels,
     leaseTtlMs,
     busyTimeoutMs,
@@ -298,7 +317,7 @@ function makeHookProjectionWriter({ getDb, config, fs, clock } = {}) {
       throw e;
     }
     if (answer.held) return { published: false, reason: 'held', retryAfterMs: answer.held.retryAfterMs, targetId };
-    const { n } = db.prepare('SELECT count(*) AS n FROM HookProjectionChannels WHERE target_id = ?').get(targetId);
+    const { n } = db.prepare('SELECT count(*) AS n FROM main."HookProjectionChannels" WHERE target_id = ?').get(targetId);
     return { published: true, channels: Number(n), targetId, epoch: answer.published.epoch };
   };
 

@@ -9,6 +9,10 @@
  * (`durable.js`): its commit is fsynced before the machine goes on, the host's own
  * transactions keep their durability.
  *
+ * Every statement names its table with the schema, `main."HookProjectionLeases"`: a TEMP
+ * table of the same name on the host's connection (which an unqualified name would reach
+ * first) is never read or written.
+ *
  * Every answer is an object: `{ lease }` for the lease reads (undefined: no row),
  * `{ channels }`, `{ written }` for the conditional writes (whether one row changed), `{}`
  * for begin/commit/rollback, and `{ error: { code, message } }` when a statement threw.
@@ -22,19 +26,19 @@ const CHANNEL_COLUMNS =
   'target_id, channel, source_watermark, envelope_json, captured_at, expires_at, updated_at, degraded_reason';
 
 const SQL = {
-  readLease: `SELECT ${LEASE_COLUMNS} FROM HookProjectionLeases WHERE target_id = ?`,
-  readChannels: `SELECT ${CHANNEL_COLUMNS} FROM HookProjectionChannels WHERE target_id = ? ORDER BY channel`,
-  readChannel: `SELECT ${CHANNEL_COLUMNS} FROM HookProjectionChannels WHERE target_id = ? AND channel = ?`,
-  readLeases: `SELECT ${LEASE_COLUMNS} FROM HookProjectionLeases ORDER BY target_id`,
-  readAllChannels: `SELECT ${CHANNEL_COLUMNS} FROM HookProjectionChannels ORDER BY target_id, channel`,
-  writeGrant: `UPDATE HookProjectionLeases SET fencing_epoch = ?, holder_token_hash = ?, holder_instance_digest = ?,
+  readLease: `SELECT ${LEASE_COLUMNS} FROM main."HookProjectionLeases" WHERE target_id = ?`,
+  readChannels: `SELECT ${CHANNEL_COLUMNS} FROM main."HookProjectionChannels" WHERE target_id = ? ORDER BY channel`,
+  readChannel: `SELECT ${CHANNEL_COLUMNS} FROM main."HookProjectionChannels" WHERE target_id = ? AND channel = ?`,
+  readLeases: `SELECT ${LEASE_COLUMNS} FROM main."HookProjectionLeases" ORDER BY target_id`,
+  readAllChannels: `SELECT ${CHANNEL_COLUMNS} FROM main."HookProjectionChannels" ORDER BY target_id, channel`,
+  writeGrant: `UPDATE main."HookProjectionLeases" SET fencing_epoch = ?, holder_token_hash = ?, holder_instance_digest = ?,
                  acquired_at = ?, expires_at = ?, state = 'held'
              WHERE target_id = ? AND fencing_epoch = ?`,
-  writeRelease: `UPDATE HookProjectionLeases SET state = 'released'
+  writeRelease: `UPDATE main."HookProjectionLeases" SET state = 'released'
              WHERE target_id = ? AND fencing_epoch = ? AND holder_token_hash = ? AND state = 'held'`,
   insertAdmitted:
-    "INSERT OR IGNORE INTO HookProjectionLeases (target_id, fencing_epoch, state) VALUES (?, 0, 'unheld')",
-  upsertChannel: `INSERT OR REPLACE INTO HookProjectionChannels (${CHANNEL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT OR IGNORE INTO main."HookProjectionLeases" (target_id, fencing_epoch, state) VALUES (?, 0, 'unheld')`,
+  upsertChannel: `INSERT OR REPLACE INTO main."HookProjectionChannels" (${CHANNEL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 };
 
 /**

@@ -3,6 +3,7 @@
 import fs from 'node:fs';
 import Database from 'better-sqlite3';
 import { makeHookProjectionWriter, type PublishResult, type SubmissionResult } from 'solewriter/memory-core';
+import { readProjection, type ProjectionStore, type Profile } from 'solewriter';
 
 export function wire(file: string, root: string): [SubmissionResult, PublishResult] {
   const db = new Database(file);
@@ -43,4 +44,16 @@ export function wire(file: string, root: string): [SubmissionResult, PublishResu
   const published = writer.publish({ tuple, consumerBinding: { status: 'attested' } });
   if (!published.published && published.reason === 'held') console.log(published.retryAfterMs);
   return [submitted, published];
+}
+
+// The store's own reading of what the writer published, typed: `readProjection` takes the
+// store's profile, and `inspect()` answers a text watermark (a channel of a kind other than
+// `integer`) as the string it is.
+
+export function readBack(store: ProjectionStore, runtimeRoot: string, targetId: string): string {
+  const profile: Profile = 'live-lane-awareness-projection.v1';
+  const document = readProjection(runtimeRoot, targetId, profile);
+  const watermark: ReturnType<ProjectionStore['inspect']>['channels'][number]['sourceWatermark'] = '2026-07-28T18:29:00.000Z:1';
+  const stored = store.inspect().channels.map((c) => (typeof c.sourceWatermark === 'string' ? c.sourceWatermark : String(c.sourceWatermark)));
+  return `${document.fencingEpoch} ${watermark} ${stored.join(',')}`;
 }

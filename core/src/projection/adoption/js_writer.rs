@@ -57,13 +57,13 @@ pub const CHANNEL_COLUMNS: [ColumnInfo; 8] = [
 ];
 
 /// Every object of `sqlite_master` that belongs to either table: `type, name, tbl_name, sql`.
-pub const READ_CATALOG: &str = "SELECT type, name, tbl_name, sql FROM sqlite_master \
+pub const READ_CATALOG: &str = "SELECT type, name, tbl_name, sql FROM main.sqlite_master \
      WHERE lower(tbl_name) IN ('hookprojectionleases', 'hookprojectionchannels') ORDER BY name";
 
 /// The columns of the table named by the one parameter: `name, type, notnull, dflt_value, pk`
 /// (the integers as text).
 pub const READ_COLUMNS: &str = "SELECT name, type, CAST(\"notnull\" AS TEXT), dflt_value, \
-     CAST(pk AS TEXT) FROM pragma_table_info(?) ORDER BY cid";
+     CAST(pk AS TEXT) FROM pragma_table_info(?, 'main') ORDER BY cid";
 
 /// The statement reading every row of `table` with `columns`: the `rowid` as text, then for
 /// each column its storage class (`typeof`) and its value as text (a BLOB as hex), by rowid.
@@ -75,7 +75,7 @@ pub fn read_rows(table: &str, columns: &[ColumnInfo]) -> String {
         })
         .collect();
     format!(
-        "SELECT CAST(rowid AS TEXT), {} FROM {table} ORDER BY rowid",
+        "SELECT CAST(rowid AS TEXT), {} FROM main.\"{table}\" ORDER BY rowid",
         cells.join(", ")
     )
 }
@@ -99,7 +99,7 @@ mod tests {
     fn rows_are_read_as_storage_class_and_text() {
         assert_eq!(
             read_rows("T", &[("a", "TEXT", false, 0)]),
-            "SELECT CAST(rowid AS TEXT), typeof(a), CASE typeof(a) WHEN 'blob' THEN hex(a) ELSE CAST(a AS TEXT) END FROM T ORDER BY rowid"
+            "SELECT CAST(rowid AS TEXT), typeof(a), CASE typeof(a) WHEN 'blob' THEN hex(a) ELSE CAST(a AS TEXT) END FROM main.\"T\" ORDER BY rowid"
         );
     }
 }

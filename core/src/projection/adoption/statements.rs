@@ -31,10 +31,10 @@ pub struct Statement {
     pub params: Vec<Param>,
 }
 
-const INSERT_LEASE: &str = "INSERT INTO HookProjectionLeases (target_id, fencing_epoch, \
+const INSERT_LEASE: &str = "INSERT INTO main.\"HookProjectionLeases\" (target_id, fencing_epoch, \
      holder_token_hash, holder_instance_digest, acquired_at, expires_at, state) \
      VALUES (?, ?, ?, ?, ?, ?, ?)";
-const INSERT_CHANNEL: &str = "INSERT INTO HookProjectionChannels (target_id, channel, \
+const INSERT_CHANNEL: &str = "INSERT INTO main.\"HookProjectionChannels\" (target_id, channel, \
      source_watermark, envelope_json, captured_at, expires_at, updated_at, degraded_reason) \
      VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
 
@@ -93,8 +93,8 @@ pub(super) fn of(plan: &AdoptionPlan) -> Vec<Statement> {
     };
     // The channels refer to the leases: dropped first, created second.
     let mut out = vec![
-        bare(format!("DROP TABLE {}", TABLE_NAMES[1])),
-        bare(format!("DROP TABLE {}", TABLE_NAMES[0])),
+        bare(format!("DROP TABLE main.\"{}\"", TABLE_NAMES[1])),
+        bare(format!("DROP TABLE main.\"{}\"", TABLE_NAMES[0])),
         bare(create_statement(0, Shape::Current(plan.profile))),
         bare(create_statement(1, Shape::Current(plan.profile))),
     ];

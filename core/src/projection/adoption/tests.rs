@@ -198,8 +198,14 @@ fn grants_end_at_the_adoption_epochs_stay_and_channels_carry_over() {
     // Drop both, create both, then one insert per row, leases first.
     let statements = plan.statements();
     assert_eq!(statements.len(), 4 + 4 + 2);
-    assert_eq!(statements[0].sql, "DROP TABLE HookProjectionChannels");
-    assert_eq!(statements[1].sql, "DROP TABLE HookProjectionLeases");
+    assert_eq!(
+        statements[0].sql,
+        "DROP TABLE main.\"HookProjectionChannels\""
+    );
+    assert_eq!(
+        statements[1].sql,
+        "DROP TABLE main.\"HookProjectionLeases\""
+    );
     assert_eq!(
         statements[2].sql,
         create_statement(0, Shape::Current(Profile::Generic))
@@ -208,9 +214,9 @@ fn grants_end_at_the_adoption_epochs_stay_and_channels_carry_over() {
         statements[3].sql,
         create_statement(1, Shape::Current(Profile::Generic))
     );
-    assert!(statements[4..8]
-        .iter()
-        .all(|s| s.sql.starts_with("INSERT INTO HookProjectionLeases")));
+    assert!(statements[4..8].iter().all(|s| s
+        .sql
+        .starts_with("INSERT INTO main.\"HookProjectionLeases\"")));
     let admitted = statements[4..8]
         .iter()
         .find(|s| s.params[0] == Param::Text(tuple("d").target_id().as_str().into()))
