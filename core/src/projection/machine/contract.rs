@@ -66,11 +66,6 @@ impl<E> Answer<E> {
         self.effect
     }
 
-    /// The serial of the step whose ask made it.
-    pub fn step(&self) -> u64 {
-        self.step
-    }
-
     /// Whether it says the effect failed.
     pub fn failed(&self) -> bool {
         matches!(self.input, Input::Failed(_))

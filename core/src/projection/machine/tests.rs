@@ -639,6 +639,9 @@ fn one_shot_publishes_over_a_released_row_in_one_envelope() {
     assert_released(&s, release, "");
     assert_eq!(s.log.iter().filter(|e| **e == "commit").count(), 1);
     assert_eq!(s.log.iter().filter(|e| **e == "lock-target").count(), 1);
+    // The document in place is read once, by the grant: the publication's fence does not
+    // read it again under the same locks.
+    assert_eq!(positions(&s.log, "read-current").len(), 1, "{:?}", s.log);
     assert!(s.log.contains(&"rename"));
     // Drafted for the epoch it was granted: one temp file, written before the transaction.
     let writes: Vec<usize> = positions(&s.log, "write-temp");
