@@ -40,11 +40,6 @@ impl RuntimeRoot {
         self.target_dir(target).join(CURRENT_FILE)
     }
 
-    /// Checks that the root is an existing directory (solewriter never creates it).
-    pub fn check_root(&self) -> Result<()> {
-        self.open().map(drop)
-    }
-
     /// Holds the root open (`O_DIRECTORY`; a symlink at the root itself is the host's to
     /// arrange, and is followed): every later step of a run is relative to this handle.
     pub fn open(&self) -> Result<DirHandle> {

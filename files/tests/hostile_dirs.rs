@@ -1,11 +1,16 @@
 //! The atomic publisher's own steps against a file system that answers badly or a directory
 //! someone else plants names in: a directory creation that fails or whose directory vanishes
 //! ends with a typed error (never a loop), and a file planted at a temp file's exact name
-//! (the random source made predictable) is never written through.
+//! (the random source made predictable) is never written through; a runtime root that is no
+//! directory is refused, and a fresh one holds no document.
 
+use solewriter_core::projection::target::TargetId;
 use solewriter_files::atomic_file::{
     make_private_dir, DirError, DirHandle, FileSystem, RealFs, TempFile,
 };
+use solewriter_files::runtime::RuntimeRoot;
+use solewriter_files::steps::{DurableDirs, FileSteps};
+use solewriter_files::Error;
 use std::fs::File;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -121,4 +126,26 @@ fn a_file_planted_at_a_temp_files_exact_name_is_never_written_through() {
     assert!(TempFile::write(fs, &held, "current.json", b"the document").is_err());
     assert_eq!(std::fs::read(dir.join(&name)).unwrap(), b"planted");
     assert!(!dir.join("current.json").exists());
+}
+
+#[test]
+fn a_root_that_is_no_directory_is_refused_and_a_fresh_root_holds_no_document() {
+    let scratch = tempfile::tempdir().unwrap();
+    let target = TargetId::parse(&"cd".repeat(32)).unwrap();
+    let durable = DurableDirs::default();
+    // A fresh root: no `hook-projections/` yet, so no document in place (and nothing created).
+    let root = RuntimeRoot::new(scratch.path());
+    let mut steps = FileSteps::new(&root, &target, &RealFs, &durable, Duration::from_secs(1));
+    assert!(matches!(steps.read_current(), Ok(None)));
+    assert!(!scratch.path().join("hook-projections").exists());
+    // A root that is a regular file.
+    let file = scratch.path().join("file");
+    std::fs::write(&file, b"").unwrap();
+    let root = RuntimeRoot::new(&file);
+    match root.open() {
+        Err(Error::UnsafeRuntimeDir { reason, .. }) => {
+            assert_eq!(reason, "runtime root is not a directory")
+        }
+        other => panic!("{other:?}"),
+    }
 }
