@@ -149,3 +149,34 @@ fn a_root_that_is_no_directory_is_refused_and_a_fresh_root_holds_no_document() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_symlink_planted_at_a_target_lock_is_not_followed() {
+    use solewriter_files::target_lock::TargetLock;
+    use std::time::Instant;
+    let scratch = tempfile::tempdir().unwrap();
+    let target = TargetId::parse(&"cd".repeat(32)).unwrap();
+    let projections = scratch.path().join("hook-projections");
+    std::fs::create_dir(&projections).unwrap();
+    std::fs::set_permissions(
+        &projections,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let outside = scratch.path().join("outside");
+    std::os::unix::fs::symlink(&outside, projections.join(format!("{target}.lock"))).unwrap();
+    let root = RuntimeRoot::new(scratch.path());
+    let timeout = Duration::from_millis(100);
+    let err = TargetLock::acquire(&root, &target, Instant::now() + timeout, timeout).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Io {
+                step: "open target lock",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(!outside.exists(), "nothing created through the link");
+}
