@@ -86,3 +86,13 @@ pub fn submission(
         expires_at: captured_at.plus_ms(10 * TTL_MS),
     }
 }
+
+/// The lease of a setup grant (a live grant there is a broken setup).
+pub fn acquired(
+    outcome: solewriter_models::runs::ModelAcquire,
+) -> solewriter_models::runs::ModelLease {
+    match outcome {
+        solewriter_models::runs::ModelAcquire::Acquired(lease) => lease,
+        solewriter_models::runs::ModelAcquire::Held(h) => panic!("setup grant refused: {h:?}"),
+    }
+}

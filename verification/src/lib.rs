@@ -14,6 +14,15 @@ pub mod liveness;
 #[cfg(feature = "model-check")]
 pub mod shims;
 
+/// The number in the environment variable `name` (a checker's bound or iteration count a
+/// reviewer raises), or `default` when it is unset or not a number.
+pub fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Writes one line of figures (what a check explored) straight to stderr, past the test
 /// harness's output capture, so that `cargo test --features model-check` shows them in
 /// every run.

@@ -78,3 +78,11 @@ where
         .spawn(f)
         .expect("loom spawns a model thread")
 }
+
+/// shuttle's configuration for the checkers: its warnings silenced (the figures are reported
+/// by each check).
+pub fn quiet_shuttle() -> shuttle::Config {
+    let mut config = shuttle::Config::new();
+    config.silence_warnings = true;
+    config
+}

@@ -37,17 +37,7 @@ struct Stats {
 }
 
 fn bound() -> usize {
-    std::env::var("SOLEWRITER_LOOM_BOUND")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2)
-}
-
-fn acquired(outcome: ModelAcquire) -> solewriter_models::runs::ModelLease {
-    match outcome {
-        ModelAcquire::Acquired(lease) => lease,
-        ModelAcquire::Held(h) => panic!("setup grant refused: {h:?}"),
-    }
+    solewriter_verification::env_or("SOLEWRITER_LOOM_BOUND", 2)
 }
 
 fn check(fault: Fault, stats: &'static Stats) {

@@ -41,17 +41,7 @@ struct Stats {
 }
 
 fn bound() -> usize {
-    std::env::var("SOLEWRITER_LOOM_BOUND")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3)
-}
-
-fn acquired(outcome: ModelAcquire) -> solewriter_models::runs::ModelLease {
-    match outcome {
-        ModelAcquire::Acquired(lease) => lease,
-        ModelAcquire::Held(h) => panic!("setup grant refused: {h:?}"),
-    }
+    solewriter_verification::env_or("SOLEWRITER_LOOM_BOUND", 3)
 }
 
 fn check(design: Design, one_shot: bool, stats: &'static Stats) {

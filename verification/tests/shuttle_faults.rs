@@ -26,7 +26,7 @@
 use shuttle::rand::{thread_rng, RngCore};
 use shuttle::scheduler::{PctScheduler, RandomScheduler};
 use shuttle::sync::Arc;
-use shuttle::{thread, Config, Runner};
+use shuttle::{thread, Runner};
 use solewriter_core::projection::lease::Fenced;
 use solewriter_core::projection::ProjectionDocument;
 use solewriter_models::executor::Fault;
@@ -35,17 +35,14 @@ use solewriter_models::runs::{ModelAcquire, PublishOutcome};
 use solewriter_models::world::ModelError;
 use solewriter_models::{Design, World};
 use solewriter_verification::fixtures::*;
-use solewriter_verification::shims::ShuttleShim;
+use solewriter_verification::shims::{quiet_shuttle, ShuttleShim};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
 const SEED: u64 = 0xfa17_0000;
 const PCT_DEPTH: usize = 3;
 
 fn iterations() -> usize {
-    std::env::var("SOLEWRITER_SHUTTLE_ITERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000)
+    solewriter_verification::env_or("SOLEWRITER_SHUTTLE_ITERATIONS", 1_000)
 }
 
 #[derive(Default)]
@@ -187,19 +184,17 @@ fn scenario(stats: &'static Stats) -> impl Fn() + Send + Sync + 'static {
     }
 }
 
-fn quiet() -> Config {
-    let mut config = Config::new();
-    config.silence_warnings = true;
-    config
-}
-
 #[test]
 fn every_invariant_holds_when_any_effect_fails() {
     let stats: &'static Stats = Box::leak(Box::default());
-    Runner::new(RandomScheduler::new_from_seed(SEED, iterations()), quiet()).run(scenario(stats));
+    Runner::new(
+        RandomScheduler::new_from_seed(SEED, iterations()),
+        quiet_shuttle(),
+    )
+    .run(scenario(stats));
     Runner::new(
         PctScheduler::new_from_seed(SEED, PCT_DEPTH, iterations()),
-        quiet(),
+        quiet_shuttle(),
     )
     .run(scenario(stats));
     let get = |a: &AtomicUsize| a.load(SeqCst);

@@ -26,7 +26,7 @@
 use shuttle::rand::{thread_rng, RngCore};
 use shuttle::scheduler::{PctScheduler, RandomScheduler};
 use shuttle::sync::Arc;
-use shuttle::{thread, Config, Runner};
+use shuttle::{thread, Runner};
 use solewriter_core::projection::channel::DegradedReason;
 use solewriter_core::projection::lease::Fenced;
 use solewriter_core::projection::publication::PublishStep;
@@ -36,7 +36,7 @@ use solewriter_models::runs::{ModelAcquire, ModelLease, PublishOutcome, ReleaseK
 use solewriter_models::world::{ModelError, SubmitKind};
 use solewriter_models::{Design, World};
 use solewriter_verification::fixtures::*;
-use solewriter_verification::shims::ShuttleShim;
+use solewriter_verification::shims::{quiet_shuttle, ShuttleShim};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 
@@ -46,10 +46,7 @@ const SEED: u64 = 0x5015_0000;
 const PCT_DEPTH: usize = 3;
 
 fn iterations() -> usize {
-    std::env::var("SOLEWRITER_SHUTTLE_ITERATIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2_000)
+    solewriter_verification::env_or("SOLEWRITER_SHUTTLE_ITERATIONS", 2_000)
 }
 
 #[derive(Default)]
@@ -251,22 +248,19 @@ fn scenario(design: Design, stats: &'static Stats) -> impl Fn() + Send + Sync + 
     }
 }
 
-fn quiet() -> Config {
-    let mut config = Config::new();
-    config.silence_warnings = true;
-    config
-}
-
 fn leak() -> &'static Stats {
     Box::leak(Box::default())
 }
 
 fn run_both(design: Design, stats: &'static Stats) {
-    Runner::new(RandomScheduler::new_from_seed(SEED, iterations()), quiet())
-        .run(scenario(design, stats));
+    Runner::new(
+        RandomScheduler::new_from_seed(SEED, iterations()),
+        quiet_shuttle(),
+    )
+    .run(scenario(design, stats));
     Runner::new(
         PctScheduler::new_from_seed(SEED, PCT_DEPTH, iterations()),
-        quiet(),
+        quiet_shuttle(),
     )
     .run(scenario(design, stats));
 }
@@ -381,13 +375,13 @@ fn assert_caught(design: Design, expected: &[&str]) {
             if pct {
                 Runner::new(
                     PctScheduler::new_from_seed(SEED, PCT_DEPTH, trap_iterations()),
-                    quiet(),
+                    quiet_shuttle(),
                 )
                 .run(scenario(design, stats));
             } else {
                 Runner::new(
                     RandomScheduler::new_from_seed(SEED, trap_iterations()),
-                    quiet(),
+                    quiet_shuttle(),
                 )
                 .run(scenario(design, stats));
             }

@@ -24,11 +24,12 @@
 
 use shuttle::scheduler::{PctScheduler, RandomScheduler};
 use shuttle::sync::{Arc, Mutex};
-use shuttle::{thread, Config, Runner};
+use shuttle::{thread, Runner};
 use solewriter_core::subtree::{
     conflicts, overlaps, Acquired, GuardRefusal, GuardState, Lock, LockIndex, LockTable,
     SubtreePath, Writer, DEFAULT_TOMBSTONES,
 };
+use solewriter_verification::shims::quiet_shuttle;
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -274,21 +275,17 @@ enum Sched {
 /// Explores `ITERATIONS` schedules of `test` under a seeded scheduler; returns how many ran.
 fn explore(sched: Sched, test: impl Fn() + Send + Sync + 'static) -> usize {
     match sched {
-        Sched::Random => {
-            Runner::new(RandomScheduler::new_from_seed(SEED, ITERATIONS), quiet()).run(test)
-        }
+        Sched::Random => Runner::new(
+            RandomScheduler::new_from_seed(SEED, ITERATIONS),
+            quiet_shuttle(),
+        )
+        .run(test),
         Sched::Pct => Runner::new(
             PctScheduler::new_from_seed(SEED, PCT_DEPTH, ITERATIONS),
-            quiet(),
+            quiet_shuttle(),
         )
         .run(test),
     }
-}
-
-fn quiet() -> Config {
-    let mut config = Config::new();
-    config.silence_warnings = true;
-    config
 }
 
 #[test]
