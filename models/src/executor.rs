@@ -156,10 +156,11 @@ impl<'w, S: Shim> Executor<'w, S> {
             self.commit();
         }
         self.world.note_fault(commit && self.renamed);
-        effect
-            .fail(ModelFault::Injected(name))
-            .ok_or(())
-            .or_else(|()| crate::ghost::violation("a failable effect that cannot fail".into()))
+        match effect.fail(ModelFault::Injected(name)) {
+            Some(failed) => Ok(failed),
+            // Only the clock and a reached point cannot fail, and they are not failable.
+            None => crate::ghost::violation("a failable effect that cannot fail".into()),
+        }
     }
 
     /// The holder's credential, the grant as it remembers it, and its expiry.
