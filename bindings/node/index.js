@@ -233,11 +233,14 @@ function configOf(db, config) {
 /**
  * A projection store on the host's connection `db`.
  *
- * config: { runtimeRoot (an existing directory), channels: [{ name, owner, envelopeSchema,
+ * config: { runtimeRoot (an existing directory: documents under its `hook-projections/`) or
+ *   hookProjectionRoot (a directory of any name holding `<targetId>/current.json`, made on
+ *   first use; its parent an existing directory), channels: [{ name, owner, envelopeSchema,
  *   maxEnvelopeBytes }], leaseTtlMs, busyTimeoutMs (the target lock's wait; the connection's
  *   own `timeout` governs SQLite's lock), clock?: () => ms (tests; the system clock
- *   otherwise), probe?: (step, targetId) => void (called at each named step of a
- *   publication, inside its transaction: tests) }. Every field but `clock` and `probe` is
+ *   otherwise: read at every clock step of a machine, inside its transaction too),
+ *   probe?: (step, targetId) => void (called at each named step of a publication, inside its
+ *   transaction: tests) }. Every field but `clock` and `probe` (and one of the two roots) is
  *   required — there is no default for any timing — and the whole configuration is checked
  *   here, once: INVALID_CONFIG names the first field that is missing, unknown or wrong.
  */
@@ -263,7 +266,19 @@ class ProjectionStore {
   executor(onPause) {
     const { db } = this;
     const { probe } = this.config;
+    const { clock } = this.config;
     return (effect) => {
+      // The host's clock, asked at each clock step of the machine (`call`: `hostClock`), some
+      // inside the machine's transaction: a clock that began or ended a transaction on the
+      // connection stops the run there (before any rename), never lets it go on outside it.
+      if (effect.kind === 'readClock') {
+        const inTransaction = db.inTransaction;
+        const clockMs = clock();
+        if (db.inTransaction !== inTransaction) {
+          throw coded('HOST', `the clock ${inTransaction ? 'ended' : 'began'} a transaction on the connection; the run was stopped, nothing renamed`);
+        }
+        return { clockMs };
+      }
       if (effect.kind !== 'reached') return executeSqlEffect(db, effect);
       const returned = probe && probe(effect.step, effect.targetId);
       if (onPause && returned && typeof returned.then === 'function') {
@@ -287,9 +302,7 @@ class ProjectionStore {
     });
     try {
       for (;;) {
-        // The clock (a host callback) is read before the turn, outside the machine's call.
-        const clockMs = native(() => this.clockMs());
-        const next = this.machine(() => run.turn(execute, clockMs));
+        const next = this.machine(() => run.turn(execute));
         if (next.pool) await run.pool();
         // The target lock is another's: try again after a timer, the event loop free meanwhile.
         else if (next.waitMs !== undefined) await new Promise((resolve) => setTimeout(resolve, next.waitMs));
@@ -305,21 +318,25 @@ class ProjectionStore {
   }
 
   /**
-   * What a native call adds to the store's configuration: the clock read now; a publication's
-   * consumer binding (Memory Core profile), serialized once here (its JSON text is the copy the
-   * addon reads). Made before the call looks at the connection's transaction state: the clock
-   * and a `toJSON` are the host's code.
+   * What a machine's native call adds to the store's configuration: whether its clock steps
+   * ask the host's `clock` (through the executor, `readClock`: each step reads it, as each
+   * reads the system clock otherwise); a publication's consumer binding (Memory Core profile),
+   * serialized once here (its JSON text is the copy the addon reads). Made before the call
+   * looks at the connection's transaction state: a `toJSON` is the host's code.
    */
   call(consumerBinding) {
-    const options = { clockMs: this.clockMs() };
+    const options = { hostClock: this.config.clock !== undefined };
     if (consumerBinding !== undefined) options.consumerBindingJson = JSON.stringify(consumerBinding);
     return options;
   }
 
-  /** The test clock's reading, or undefined (the addon reads the system clock). */
-  clockMs() {
+  /**
+   * What a decision outside a machine (a submission, an inspection) adds: the host's clock
+   * read once, now (the addon reads the system clock when the store has none).
+   */
+  reading() {
     const { clock } = this.config;
-    return clock ? clock() : undefined;
+    return { clockMs: clock ? clock() : undefined };
   }
 
   /**
@@ -364,7 +381,7 @@ class ProjectionStore {
    * once): the rows are looked up and the addon decides with the same values.
    */
   submit(producer, submission) {
-    const [copy, call] = native(() => [fieldsOf(submission, SUBMISSION_FIELDS, 'submit: the submission'), this.call()]);
+    const [copy, call] = native(() => [fieldsOf(submission, SUBMISSION_FIELDS, 'submit: the submission'), this.reading()]);
     this.outsideTransaction();
     const run = this.db.transaction(() => {
       const admitted = statement(this.db, 'readLease').get(copy.targetId) !== undefined;
@@ -499,12 +516,12 @@ class ProjectionStore {
     } catch (e) {
       throw sqliteError(e);
     }
-    return native(() => this.native.inspect(leases, channels, this.call()));
+    return native(() => this.native.inspect(leases, channels, this.reading()));
   }
 
   /** The published document of a target (validated, in the store's profile), or throws NOT_PUBLISHED. */
   readProjection(targetId) {
-    return readProjection(this.config.runtimeRoot, targetId, this.config.profile);
+    return native(() => this.native.readProjection(targetId)).document;
   }
 }
 

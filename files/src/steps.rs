@@ -17,7 +17,7 @@ use crate::atomic_file::{
     FileSystem, Opened, TempFile,
 };
 use crate::error::{Error, Result};
-use crate::runtime::{RuntimeRoot, CURRENT_FILE, PROJECTIONS_DIR};
+use crate::runtime::{RuntimeRoot, CURRENT_FILE};
 use crate::target_lock::{dir_error, projections_dir, TargetLock};
 use solewriter_core::projection::machine::{Answer, FileEffect};
 use solewriter_core::projection::target::TargetId;
@@ -286,25 +286,23 @@ impl<'a> FileSteps<'a> {
             return Ok(Some(dir.clone()));
         }
         let root = self.held_root()?;
+        let name = self.root.projections_name();
         let dir = match need {
-            Need::Durable => projections_dir(&root)?,
+            Need::Durable => projections_dir(&root, name)?,
             Need::Prepared => {
-                make_private_dir(self.fs, &root, PROJECTIONS_DIR)
-                    .map_err(|e| dir_error(&root, PROJECTIONS_DIR, e))?
+                make_private_dir(self.fs, &root, name)
+                    .map_err(|e| dir_error(&root, name, e))?
                     .0
             }
-            Need::Existing => match open_private_dir(&root, PROJECTIONS_DIR) {
+            Need::Existing => match open_private_dir(&root, name) {
                 Ok(dir) => dir,
                 Err(DirError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
                     return Ok(None)
                 }
                 Err(DirError::Io(source)) => {
-                    return Err(io(
-                        "read the document in place",
-                        &root.join(PROJECTIONS_DIR),
-                    )(source))
+                    return Err(io("read the document in place", &root.join(name))(source))
                 }
-                Err(e) => return Err(dir_error(&root, PROJECTIONS_DIR, e)),
+                Err(e) => return Err(dir_error(&root, name, e)),
             },
         };
         self.projections = Some(dir.clone());

@@ -18,7 +18,7 @@
 
 use crate::atomic_file::{ensure_private_dir, DirError, DirHandle, RealFs, FILE_MODE};
 use crate::error::{Error, Result};
-use crate::runtime::{RuntimeRoot, PROJECTIONS_DIR};
+use crate::runtime::RuntimeRoot;
 use rustix::fs::{Mode, OFlags};
 use solewriter_core::projection::target::TargetId;
 use std::fs::{File, TryLockError};
@@ -60,12 +60,12 @@ impl Drop for TargetLock {
     }
 }
 
-/// Holds `hook-projections/` of the held runtime `root` open, creating it (mode 0700, fsynced
-/// in the root) on first use; a symlink, a file, a directory of another user or one that group
-/// or others may write is [`Error::UnsafeRuntimeDir`].
-pub fn projections_dir(root: &DirHandle) -> Result<DirHandle> {
-    ensure_private_dir(&RealFs, root, PROJECTIONS_DIR)
-        .map_err(|e| dir_error(root, PROJECTIONS_DIR, e))
+/// Holds the projections directory `name` (`hook-projections/`) of the held runtime `root`
+/// open, creating it (mode 0700, fsynced in the root) on first use; a symlink, a file, a
+/// directory of another user or one that group or others may write is
+/// [`Error::UnsafeRuntimeDir`].
+pub fn projections_dir(root: &DirHandle, name: &str) -> Result<DirHandle> {
+    ensure_private_dir(&RealFs, root, name).map_err(|e| dir_error(root, name, e))
 }
 
 /// The error of a directory `name` of `parent` that cannot be used.
@@ -86,7 +86,7 @@ pub(crate) fn dir_error(parent: &DirHandle, name: &str, e: DirError) -> Error {
 /// `<runtime_root>/hook-projections/<target_id>.lock`.
 pub fn lock_path(root: &RuntimeRoot, target: &TargetId) -> PathBuf {
     root.path()
-        .join(PROJECTIONS_DIR)
+        .join(root.projections_name())
         .join(format!("{}{LOCK_SUFFIX}", target.as_str()))
 }
 
@@ -101,7 +101,7 @@ impl TargetLock {
         deadline: Instant,
         timeout: Duration,
     ) -> Result<Self> {
-        let dir = projections_dir(&root.open()?)?;
+        let dir = projections_dir(&root.open()?, root.projections_name())?;
         Self::acquire_in(&dir, target, deadline, timeout)
     }
 

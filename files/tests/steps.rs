@@ -223,3 +223,23 @@ fn the_target_lock_is_tried_once_per_call_until_the_busy_timeout() {
     let mut other = FileSteps::new(&root, &target, &RealFs, &durable, timeout);
     assert!(other.try_lock_target(Instant::now()).is_none());
 }
+
+#[test]
+fn a_root_of_any_projections_directory_reads_and_locks_in_that_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let projections = dir.path().join("any-name");
+    let root = RuntimeRoot::projections_at(&projections).unwrap();
+    assert_eq!(
+        root.current_path(&target()),
+        projections.join(target().as_str()).join("current.json")
+    );
+    std::fs::create_dir_all(root.target_dir(&target())).unwrap();
+    std::fs::write(root.current_path(&target()), document(4)).unwrap();
+    // The grant read the document in that directory (epoch 4, the row's 3), and took its lock
+    // there.
+    assert_eq!(acquire(&root).unwrap(), 5);
+    assert!(projections
+        .join(format!("{}.lock", target().as_str()))
+        .exists());
+    assert!(!dir.path().join("hook-projections").exists());
+}

@@ -18,7 +18,9 @@
  * every check, lookup and write of the call uses that copy (`lib/copy.js`).
  */
 
+const nodeFs = require('node:fs');
 const path = require('node:path');
+const { coded } = require('./addon');
 const { initialize, adoptJsWriterTables, ProjectionStore, targetIdFor } = require('../index.js');
 const { jsonCopy } = require('./copy');
 const { storeConfigOf } = require('./config');
@@ -55,6 +57,16 @@ const FENCED_REASONS = Object.freeze({
   'never-granted': 'not-held',
   'document-ahead': 'superseded-epoch',
 });
+
+/** The file functions of Node's `fs` the JavaScript writer's transport calls. */
+const FS_FUNCTIONS = ['mkdirSync', 'writeFileSync', 'renameSync', 'openSync', 'fsyncSync', 'closeSync', 'unlinkSync', 'readdirSync'];
+
+/**
+ * Whether `fs` is Node's own `node:fs`: the module itself, or an object whose file functions
+ * are its very functions (the ESM namespace of `import * as fs from 'node:fs'`).
+ */
+const isNodeFs = (fs) =>
+  fs === nodeFs || (fs !== null && typeof fs === 'object' && FS_FUNCTIONS.every((name) => fs[name] === nodeFs[name]));
 
 const missingLeaf = (leaf) => new TypeError(`[hookProjectionWriter] ${leaf} is required from config — no local default`);
 
@@ -120,34 +132,31 @@ function checkSubmission({ targetId, channel, envelope, sourceWatermark, capture
  * @param {Object} params
  * @param {Function} params.getDb `() => db` (better-sqlite3, WAL), resolved on every call.
  * @param {Object} params.config `{hookProjectionRoot, hookProjectionLeaseTtlMs,
- *   hookProjectionBusyTimeoutMs, hookProjectionChannels}`: the root is the directory named
- *   `hook-projections` that holds `<targetId>/current.json` (solewriter's runtime root is its
- *   parent, an existing directory); the busy timeout is how long a publication waits for the
- *   target's lock (ms); the channels are the registry `[{name, owner, envelopeSchema,
- *   maxEnvelopeBytes, watermark, envelopeJsonSchema?}]`. No leaf has a default.
- * @param {Object} [params.fs] Accepted for the writer's call shape and unused: solewriter's
- *   addon runs the file steps (temp file, fsync, rename, directory fsync) itself.
- * @param {Function} [params.clock] `() => epochMs`, the broker clock; the system clock when absent.
+ *   hookProjectionBusyTimeoutMs, hookProjectionChannels}`: the root is the directory, of any
+ *   name, that holds `<targetId>/current.json` (made when missing: its missing ancestors when
+ *   the writer is made, itself at the first publication, each mode 0700); the busy timeout is
+ *   how long a publication waits for the target's lock (ms); the channels are the registry
+ *   `[{name, owner, envelopeSchema, maxEnvelopeBytes, watermark, envelopeJsonSchema?}]`. No
+ *   leaf has a default.
+ * @param {Object} [params.fs] Node's own `node:fs`, or absent: solewriter's addon runs every
+ *   file step itself (directory handles, no symlink followed, fsyncs), so a substitute could
+ *   never see or stage them and is refused (INVALID_CONFIG) rather than silently ignored.
+ * @param {Function} [params.clock] `() => epochMs`, the broker clock, read at every clock step
+ *   of a publication (its grant, its transaction, its deadline before the rename); the system
+ *   clock when absent.
  * @throws {TypeError} When `getDb` or a config leaf is missing or malformed (the writer's own).
  * @throws {Error} INVALID_CONFIG (a `code`) when a leaf is present but a value the store refuses:
- *   a TTL or busy timeout that is not a whole number of ms (the TTL at most 2^52), a runtime
- *   root (the root's parent) that is not an existing directory, a channel without
- *   `envelopeSchema` or `maxEnvelopeBytes`, of an unknown watermark kind, or named twice. The
- *   whole configuration is checked here, before anything touches the store.
+ *   a TTL or busy timeout that is not a whole number of ms (the TTL at most 2^52), a root that
+ *   is not a directory or cannot be made, a channel without `envelopeSchema` or
+ *   `maxEnvelopeBytes`, of an unknown watermark kind, or named twice; or an `fs` that is not
+ *   Node's. The whole configuration is checked here, before anything touches the store.
  */
 function makeHookProjectionWriter({ getDb, config, fs, clock } = {}) {
-  void fs;
   if (typeof getDb !== 'function') {
     throw new TypeError('[hookProjectionWriter] an injected getDb resolver is required');
   }
   const root = config?.hookProjectionRoot;
   if (typeof root !== 'string' || root.length === 0) throw missingLeaf('hookProjectionRoot');
-  if (path.basename(root) !== 'hook-projections') {
-    throw new TypeError(
-      `[hookProjectionWriter] hookProjectionRoot must be the directory named hook-projections (solewriter publishes ` +
-        `<runtimeRoot>/hook-projections/<targetId>/current.json, its runtime root being that directory's parent); got ${JSON.stringify(root)}`,
-    );
-  }
   const leaseTtlMs = config.hookProjectionLeaseTtlMs;
   if (!Number.isFinite(leaseTtlMs) || leaseTtlMs <= 0) throw missingLeaf('hookProjectionLeaseTtlMs');
   const busyTimeoutMs = config.hookProjectionBusyTimeoutMs;
@@ -167,28 +176,30 @@ function makeHookProjectionWriter({ getDb, config, fs, clock } = {}) {
   if (clock !== undefined && typeof clock !== 'function') {
     throw new TypeError('[hookProjectionWriter] clock must be a function () => epochMs');
   }
-  // The whole configuration checked now, before anything touches the store: every value the
-  // store would refuse (a TTL or busy timeout not a whole number of ms in range, a runtime root
-  // that is not a directory, a channel without envelopeSchema, of an unknown watermark kind or
-  // named twice) is INVALID_CONFIG here, never at the first call after ensureSchema has run.
-  // The runtime root is resolved once, here: a later process.chdir moves nothing.
-  const { copy } = storeConfigOf({
-    runtimeRoot: path.dirname(path.resolve(root)),
-    channels,
-    leaseTtlMs,
-    busyTimeoutMs,
-    profile: PROFILE,
-    ...(clock ? { clock } : {}),
-  });
-  const registry = new Map(channels.map((c) => [c.name, c]));
+  if (fs !== undefined && !isNodeFs(fs)) {
+    throw coded(
+      'INVALID_CONFIG',
+      "[hookProjectionWriter] fs must be Node's own node:fs, or absent: solewriter runs every file step itself (through " +
+        'held directory handles, no symlink followed, with its fsyncs), so a substitute fs would see none of them; a test ' +
+        'publishes into a temporary directory instead (testStore of solewriter/testing); nothing was done',
+    );
+  }
   const storeConfig = {
-    runtimeRoot: copy.runtimeRoot,
+    hookProjectionRoot: root,
     channels,
     leaseTtlMs,
     busyTimeoutMs,
     profile: PROFILE,
     ...(clock ? { clock } : {}),
   };
+  // The whole configuration checked now, before anything touches the store: every value the
+  // store would refuse (a TTL or busy timeout not a whole number of ms in range, a root that
+  // is not a directory, a channel without envelopeSchema, of an unknown watermark kind or
+  // named twice) is INVALID_CONFIG here, never at the first call after ensureSchema has run.
+  // Then the root, resolved once (a later process.chdir moves nothing), its missing ancestors
+  // made (mode 0700) as the JavaScript writer's mkdir -p made them.
+  storeConfig.hookProjectionRoot = storeConfigOf(storeConfig, { makeParent: true }).copy.hookProjectionRoot;
+  const registry = new Map(channels.map((c) => [c.name, c]));
 
   /** One store per database handle, with the targets it has admitted. */
   const stores = new WeakMap();
@@ -204,6 +215,16 @@ function makeHookProjectionWriter({ getDb, config, fs, clock } = {}) {
     if (!entry) {
       entry = { store: new ProjectionStore(db, storeConfig), admitted: new Set() };
       stores.set(db, entry);
+    }
+    return entry;
+  };
+
+  /** The store of `db`, the attested `tuple`'s target (`targetId`) admitted in it. */
+  const admittedStore = (db, tuple, targetId) => {
+    const entry = storeOf(db);
+    if (!entry.admitted.has(targetId)) {
+      entry.store.admitTarget(tuple);
+      entry.admitted.add(targetId);
     }
     return entry;
   };
@@ -261,11 +282,7 @@ function makeHookProjectionWriter({ getDb, config, fs, clock } = {}) {
         reason: `channel ${channel} requires ${spec.envelopeSchema}; envelope carries ${schemaVersion}`,
       };
     }
-    const { store, admitted } = storeOf(db);
-    if (!admitted.has(targetId)) {
-      store.admitTarget(tuple);
-      admitted.add(targetId);
-    }
+    const { store } = admittedStore(db, tuple, targetId);
     const integer = (spec.watermark ?? 'integer') === 'integer' && DECIMAL.test(sourceWatermark) && Number.isSafeInteger(Number(sourceWatermark));
     let outcome;
     try {
@@ -298,14 +315,15 @@ function makeHookProjectionWriter({ getDb, config, fs, clock } = {}) {
    * `{published: false, reason: 'held', retryAfterMs, targetId}`; a refusal the writer names
    * `{published: false, reason, targetId}` (`superseded-epoch`, `foreign-token`,
    * `lease-expired`, `not-held`, `lease-expired-at-write`, `write-failed: …`). Anything else
-   * (NOT_ADMITTED: no submission was ever accepted for the target; BUSY; NOT_DURABLE; ...)
-   * throws solewriter's coded error.
+   * (BUSY, NOT_DURABLE, ...) throws solewriter's coded error. The tuple is attested by the
+   * caller: a target nobody submitted to is admitted here and its document published, every
+   * slot honestly `missing`, as the JavaScript writer publishes it.
    */
   const publish = ({ tuple: given, consumerBinding }) => {
     const db = requireDb();
     const tuple = tupleCopy(given);
     const targetId = targetIdOf(tuple);
-    const { store } = storeOf(db);
+    const { store } = admittedStore(db, tuple, targetId);
     const holder = HOLDER.test(tuple.instanceKeyDigest) ? tuple.instanceKeyDigest : FALLBACK_HOLDER;
     let answer;
     try {

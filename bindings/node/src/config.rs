@@ -32,8 +32,12 @@ pub struct Options {
     pub lease_ttl_ms: Option<f64>,
     /// How long the target lock is waited for, in ms (required, at least 1).
     pub busy_timeout_ms: Option<f64>,
-    /// The host's runtime root (required; it must exist when a publication runs).
+    /// The host's runtime root: documents under `<runtimeRoot>/hook-projections/` (it must
+    /// exist when a publication runs). Exactly one of it and `hookProjectionRoot` is required.
     pub runtime_root: Option<String>,
+    /// The directory, of any name, that holds `<targetId>/current.json` (its parent must exist
+    /// when a publication runs; it is made on first use).
+    pub hook_projection_root: Option<String>,
     /// The store's profile: `solewriter.hook-projection.v2` (when absent) or
     /// `live-lane-awareness-projection.v1` (the Memory Core's).
     pub profile: Option<String>,
@@ -42,8 +46,12 @@ pub struct Options {
 /// What one call adds to its store's configuration.
 #[napi(object)]
 pub struct CallOptions {
-    /// A fixed broker clock for this call (tests); the system clock when absent.
+    /// A fixed broker clock for this call's decision outside a machine (a submission, an
+    /// inspection: tests); the system clock when absent.
     pub clock_ms: Option<f64>,
+    /// The store has a clock of the host's (`clock`): every clock step of a machine asks the
+    /// executor for a reading (`readClock`), as the machine reads the system clock otherwise.
+    pub host_clock: Option<bool>,
     /// A publication's consumer binding, as JSON (Memory Core profile: required to publish).
     pub consumer_binding_json: Option<String>,
 }
@@ -57,12 +65,23 @@ pub(crate) struct Store {
     pub(crate) root: RuntimeRoot,
 }
 
-/// One call's configuration: its store's, its clock reading, its consumer binding.
+/// One call's configuration: its store's, its clock, its consumer binding.
 pub(crate) struct Config {
     store: Arc<Store>,
     pub(crate) binding: Option<ConsumerBinding>,
     /// The broker clock's fixed reading (tests); the system clock when `None`.
-    pub(crate) clock: Option<Millis>,
+    clock: Option<Millis>,
+    /// Whether a machine's clock steps ask the host's clock ([`BrokerClock::Host`]).
+    host_clock: bool,
+}
+
+/// Where a machine's clock steps are answered.
+#[derive(Clone, Copy)]
+pub(crate) enum BrokerClock {
+    /// The system clock, read at each step.
+    System,
+    /// The host's clock, asked through the executor at each step (`readClock`).
+    Host,
 }
 
 impl Deref for Config {
@@ -111,9 +130,24 @@ impl Store {
         let ttl = LeaseTtl::from_millis(Some(ttl_ms)).map_err(|e| bad_config("leaseTtlMs", e))?;
         let busy_timeout =
             Duration::from_millis(config_ms(options.busy_timeout_ms, "busyTimeoutMs")?);
-        let runtime_root = match options.runtime_root.as_deref() {
-            None | Some("") => return Err(bad_config("runtimeRoot", "missing")),
-            Some(root) => root,
+        let root = match (
+            options.runtime_root.as_deref(),
+            options.hook_projection_root.as_deref(),
+        ) {
+            (Some(root), None) if !root.is_empty() => RuntimeRoot::new(root),
+            (None, Some(dir)) => RuntimeRoot::projections_at(dir).ok_or_else(|| {
+                bad_config(
+                    "hookProjectionRoot",
+                    format!("{dir:?} names no directory below another"),
+                )
+            })?,
+            (Some(_), Some(_)) => {
+                return Err(bad_config(
+                    "runtimeRoot",
+                    "give it or `hookProjectionRoot`, not both",
+                ))
+            }
+            _ => return Err(bad_config("runtimeRoot", "missing")),
         };
         let profile = match options.profile.as_deref() {
             None => Profile::Generic,
@@ -127,7 +161,7 @@ impl Store {
             profile,
             ttl,
             busy_timeout,
-            root: RuntimeRoot::new(runtime_root),
+            root,
         })
     }
 }
@@ -148,6 +182,7 @@ pub(crate) fn call(store: &Arc<Store>, call: Option<&CallOptions>) -> Result<Con
         store: Arc::clone(store),
         binding,
         clock,
+        host_clock: call.and_then(|c| c.host_clock) == Some(true),
     })
 }
 
@@ -164,9 +199,19 @@ pub(crate) fn publication(
 }
 
 impl Config {
-    /// The broker clock: the call's fixed reading, or the system clock.
+    /// The broker clock of a decision outside a machine: the call's fixed reading, or the
+    /// system clock.
     pub(crate) fn now(&self) -> Millis {
-        now(self.clock)
+        self.clock.unwrap_or_else(|| SystemClock.now())
+    }
+
+    /// Where this call's machine reads its clock.
+    pub(crate) fn broker_clock(&self) -> BrokerClock {
+        if self.host_clock {
+            BrokerClock::Host
+        } else {
+            BrokerClock::System
+        }
     }
 
     /// What a publication composes with (checked by [`publication`]).
@@ -176,9 +221,4 @@ impl Config {
             None => (&self.registry).into(),
         }
     }
-}
-
-/// The fixed `clock` reading, or the system clock.
-pub(crate) fn now(clock: Option<Millis>) -> Millis {
-    clock.unwrap_or_else(|| SystemClock.now())
 }

@@ -26,7 +26,7 @@ use solewriter_core::projection::machine::publish::Publish;
 use solewriter_core::projection::machine::publish_now::PublishedNow;
 use solewriter_core::projection::machine::release::{Release, ReleaseOutcome};
 use solewriter_core::projection::machine::{
-    run, Answer, Effect, Machine, ProtocolError, StoreEffect,
+    drive, Answer, Effect, Machine, ProtocolError, StoreEffect,
 };
 use solewriter_core::projection::profile::Profile;
 use solewriter_core::projection::publication::PublishStep;
@@ -35,6 +35,7 @@ use solewriter_core::projection::DocumentError;
 use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
 use solewriter_files::atomic_file::RealFs;
+use solewriter_files::clock::{Clock, SystemClock};
 use solewriter_files::runtime::RuntimeRoot;
 use solewriter_files::steps::{DurableDirs, FileSteps};
 use std::sync::LazyLock;
@@ -53,7 +54,7 @@ pub mod turns;
 pub mod write_guard;
 
 use boundary::answer;
-use config::{now, Config};
+use config::{BrokerClock, Config};
 use failure::{invalid, Code, Failure, JsAnswer, Outcome};
 
 /// Directories whose creation this process has seen fsynced in their parent.
@@ -201,9 +202,9 @@ pub struct SqlError {
     pub message: String,
 }
 
-/// The host's answer to a SQL effect: `lease` for the lease reads (absent: no row),
-/// `channels` for `readChannels`, `written` for the conditional writes, `error` when the
-/// statement failed.
+/// The host's answer to an effect it executes: `lease` for the lease reads (absent: no row),
+/// `channels` for `readChannels`, `written` for the conditional writes, `clockMs` for
+/// `readClock`, `error` when the statement failed.
 #[napi(object)]
 pub struct SqlAnswer {
     pub lease: Option<LeaseRow>,
@@ -213,18 +214,19 @@ pub struct SqlAnswer {
     /// To `reached`, outside the transaction of an asynchronous publication: pause it there
     /// (the host awaits what its probe returned before the next turn).
     pub pause: Option<bool>,
+    /// To `readClock`: the host's clock's reading, in ms.
+    pub clock_ms: Option<f64>,
 }
 
 /// The host's executor of SQL effects.
 type Execute<'f> = Function<'f, SqlEffect, Option<SqlAnswer>>;
 
-/// The host's side of a machine run: its SQL executor, the target and the configuration
-/// (the clock). It executes every effect that is not a file effect.
+/// The host's side of a machine run: its SQL executor, the target and the clock. It executes
+/// every effect that is not a file effect.
 struct Host<'a, 'f> {
     execute: &'a Execute<'f>,
     target: &'a TargetId,
-    /// The broker clock's fixed reading (tests); the system clock when `None`.
-    clock: Option<Millis>,
+    clock: BrokerClock,
 }
 
 /// One run of a machine: the host's side and the file steps.
@@ -239,19 +241,29 @@ impl<'a, 'f> Run<'a, 'f> {
             host: Host {
                 execute,
                 target,
-                clock: config.clock,
+                clock: config.broker_clock(),
             },
             files: file_steps(config, target),
         }
     }
 
-    /// Runs `machine` to its end: its result.
-    fn run<M: Machine<Failure>>(&mut self, machine: M) -> Result<M::Output, Failure> {
-        run(machine, |effect| match effect {
-            Effect::File(effect) => self.files.execute(effect),
-            effect => self.host.step(effect),
+    /// Runs `machine` to its end: its result — or the failure that stopped it (the host's clock
+    /// failed), the machine abandoned there as a crash would leave it.
+    fn run<M: Machine<Failure>>(&mut self, mut machine: M) -> Result<M::Output, Failure> {
+        let mut stopped = None;
+        drive(&mut machine, |effect| match effect {
+            Effect::File(effect) => Some(self.files.execute(effect)),
+            effect => self
+                .host
+                .step(effect)
+                .map_err(|failure| stopped = Some(failure))
+                .ok(),
         })
-        .map_err(internal)
+        .map_err(internal)?;
+        match stopped {
+            Some(failure) => Err(failure),
+            None => machine.output().map_err(internal),
+        }
     }
 }
 
@@ -339,31 +351,49 @@ impl Host<'_, '_> {
         .is_ok_and(|answer| answer.pause == Some(true))
     }
 
+    /// The broker clock's reading for a clock step: the system clock's, or the host's clock
+    /// asked through the executor (`readClock`; a clock that throws or answers no whole number
+    /// of ms stops the run).
+    fn now(&self) -> Result<Millis, Failure> {
+        match self.clock {
+            BrokerClock::System => Ok(SystemClock.now()),
+            BrokerClock::Host => {
+                let ms = self
+                    .sql(SqlEffect::bare("readClock", self.target))?
+                    .clock_ms
+                    .ok_or_else(|| {
+                        Failure::new(Code::Host, "`readClock` answered without `clockMs`")
+                    })?;
+                from_js(ms, "clock").map(Millis)
+            }
+        }
+    }
+
     /// Executes `effect`, which is not a file effect: the store's, the clock's, a reached
-    /// point.
-    fn step(&self, effect: Effect<'_, Failure>) -> Answer<Failure> {
+    /// point. `Err`: the run stops here (the host's clock failed: no reading to answer with).
+    fn step(&self, effect: Effect<'_, Failure>) -> Result<Answer<Failure>, Failure> {
         let effect = match effect {
             Effect::Store(effect) => effect,
-            Effect::Clock(ask) => return ask.answer(now(self.clock)),
+            Effect::Clock(ask) => return self.now().map(|now| ask.answer(now)),
             // A named point of the publication, for the host's probe (tests: stall, crash). Its
             // answer changes nothing: the machine goes on.
             Effect::Reached(step, ask) => {
                 self.reached(step);
-                return ask.answer(());
+                return Ok(ask.answer(()));
             }
             Effect::File(effect) => {
                 let name = effect.name();
-                return effect.fail(Failure::new(
+                return Ok(effect.fail(Failure::new(
                     Code::Internal,
                     format!("the host was handed the file effect `{name}`"),
-                ));
+                )));
             }
         };
         #[cfg(feature = "test-seams")]
         if matches!(effect, StoreEffect::WriteRelease(..)) {
             seams::panic_at("write-release");
         }
-        match effect {
+        Ok(match effect {
             StoreEffect::ReadCommittedLease(ask) => ask.answer(self.lease("readCommittedLease")),
             StoreEffect::Begin(ask) => ask.answer(self.done("begin")),
             StoreEffect::ReadLease(ask) => ask.answer(self.lease("readLease")),
@@ -412,7 +442,7 @@ impl Host<'_, '_> {
                 let _ = self.done("rollback");
                 ask.answer(Ok(()))
             }
-        }
+        })
     }
 }
 
@@ -718,36 +748,45 @@ pub fn target_id(tuple_json: String, profile: Option<String>) -> JsAnswer {
 #[napi]
 pub fn read_projection(runtime_root: String, target: String, profile: Option<String>) -> JsAnswer {
     answer(|| {
-        let target = parse_target(&target)?;
-        let root = RuntimeRoot::new(runtime_root);
         let profile = match profile.as_deref() {
             None => Profile::Generic,
             Some(name) => Profile::parse(name).map_err(|e| invalid(format!("profile: {e}")))?,
         };
-        if profile == Profile::Generic {
-            let doc = solewriter_files::runtime::read_projection(&root, &target)?;
-            return Ok(json!({"document": doc}));
-        }
-        let bytes = solewriter_files::runtime::read_current(&root, &target)?;
-        let malformed = |why: String| {
-            Failure::from(solewriter_files::Error::Document(DocumentError::Malformed(
-                why,
-            )))
-        };
-        if solewriter_core::projection::memory_core::published_epoch(&bytes).is_none() {
-            return Err(malformed(format!(
-                "not a {} document with a fencing epoch",
-                profile.name()
-            )));
-        }
-        let doc: Value = serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string()))?;
-        if doc["publication"]["targetId"] != json!(target.as_str()) {
-            return Err(malformed(format!(
-                "the document names another target than {target}"
-            )));
-        }
-        Ok(json!({"document": doc}))
+        read_document(&RuntimeRoot::new(runtime_root), &target, profile)
     })
+}
+
+/// The published document of `target` under `root`, validated in the format of `profile`:
+/// `{"document": {...}}`.
+pub(crate) fn read_document(
+    root: &RuntimeRoot,
+    target: &str,
+    profile: Profile,
+) -> Result<Value, Failure> {
+    let target = parse_target(target)?;
+    if profile == Profile::Generic {
+        let doc = solewriter_files::runtime::read_projection(root, &target)?;
+        return Ok(json!({"document": doc}));
+    }
+    let bytes = solewriter_files::runtime::read_current(root, &target)?;
+    let malformed = |why: String| {
+        Failure::from(solewriter_files::Error::Document(DocumentError::Malformed(
+            why,
+        )))
+    };
+    if solewriter_core::projection::memory_core::published_epoch(&bytes).is_none() {
+        return Err(malformed(format!(
+            "not a {} document with a fencing epoch",
+            profile.name()
+        )));
+    }
+    let doc: Value = serde_json::from_slice(&bytes).map_err(|e| malformed(e.to_string()))?;
+    if doc["publication"]["targetId"] != json!(target.as_str()) {
+        return Err(malformed(format!(
+            "the document names another target than {target}"
+        )));
+    }
+    Ok(json!({"document": doc}))
 }
 
 /// The `CREATE TABLE` statements of the two tables, in creation order, exactly as the SQLite

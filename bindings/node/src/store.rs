@@ -10,7 +10,7 @@ use super::failure::{invalid, Code, Failure, JsAnswer};
 use super::turns::{NativePublication, Start};
 use super::{
     applicant, failure, fenced_json, from_js, held_json, js_int, parse_target, publish_now_answer,
-    publish_with, release_unused, unused, ChannelRow, Ended, Execute, LeaseRow, Run,
+    publish_with, read_document, release_unused, unused, ChannelRow, Ended, Execute, LeaseRow, Run,
 };
 use napi::bindgen_prelude::Either;
 use napi::Env;
@@ -43,6 +43,13 @@ impl NativeStore {
                 store: Arc::new(store),
             })
             .map_err(|failure| failure.into_js(&env))
+    }
+
+    /// The published document of `target` under this store's root, validated in its profile:
+    /// `{"document": {...}}`.
+    #[napi]
+    pub fn read_projection(&self, target: String) -> JsAnswer {
+        answer(|| read_document(&self.store.root, &target, self.store.profile))
     }
 
     /// An asynchronous publication of a grant (as [`NativeStore::publish`]), driven in turns.

@@ -28,8 +28,8 @@
 use super::boundary::{answer, caught};
 use super::failure::{invalid, Failure, JsAnswer};
 use super::{
-    file_steps, from_js, internal, not_started, publish_answer, publish_now_answer, release_steps,
-    Config, Ended, Execute, Host,
+    file_steps, internal, not_started, publish_answer, publish_now_answer, release_steps, Config,
+    Ended, Execute, Host,
 };
 use napi::bindgen_prelude::AsyncTask;
 use napi::{Env, Task};
@@ -44,7 +44,6 @@ use solewriter_core::projection::machine::{
     Answer, Effect, FileEffect, Machine, ProtocolError, StoreEffect,
 };
 use solewriter_core::projection::target::TargetId;
-use solewriter_core::time::Millis;
 use solewriter_files::steps::FileSteps;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -144,16 +143,11 @@ enum Stop {
 }
 
 /// One JS-thread turn of `run`: its effects until the next pool effect, a pause, or the end.
-fn js_turn<'a>(
-    owned: &'a Owned,
-    run: &mut Running<'a>,
-    execute: &Execute<'_>,
-    clock: Option<Millis>,
-) -> Stop {
+fn js_turn<'a>(owned: &'a Owned, run: &mut Running<'a>, execute: &Execute<'_>) -> Stop {
     let host = Host {
         execute,
         target: &owned.target,
-        clock,
+        clock: owned.config.broker_clock(),
     };
     loop {
         let Some(effect) = run.job.poll() else {
@@ -195,7 +189,11 @@ fn js_turn<'a>(
                 ask.answer(())
             }
             Effect::File(effect) => run.files.execute(effect),
-            effect => host.step(effect),
+            // The host's clock failed: the run stops here (dropped with the answer).
+            effect => match host.step(effect) {
+                Ok(answer) => answer,
+                Err(failure) => return Stop::Answer(super::answer(|| Err(failure))),
+            },
         };
         run.in_tx = match (edge, answer.failed()) {
             (Some(Edge::Begin), false) => true,
@@ -326,21 +324,15 @@ impl NativePublication {
 #[napi]
 impl NativePublication {
     /// Runs the JS-thread effects up to the next pool effect (`{"pool": true}`), a pause
-    /// (`{"paused": true}`) or the end (the answer). `clockMs`: the broker clock for this
-    /// turn (tests); the system clock when absent.
+    /// (`{"paused": true}`) or the end (the answer).
     #[napi]
-    pub fn turn(&self, execute: Execute<'_>, clock_ms: Option<f64>) -> JsAnswer {
-        let clock = match clock_ms.map(|ms| from_js(ms, "clock")).transpose() {
-            Ok(clock) => clock.map(Millis),
-            Err(failure) => return answer(|| Err(failure)),
-        };
+    pub fn turn(&self, execute: Execute<'_>) -> JsAnswer {
         let mut state = lock(&self.state);
         let turned = caught(|| {
             Ok(match std::mem::replace(&mut *state, State::Answered) {
                 State::Running(mut run) => {
-                    let stop = run.with_dependent_mut(|owned, running| {
-                        js_turn(owned, running, &execute, clock)
-                    });
+                    let stop =
+                        run.with_dependent_mut(|owned, running| js_turn(owned, running, &execute));
                     *state = State::Running(run);
                     stop
                 }

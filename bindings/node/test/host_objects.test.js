@@ -110,10 +110,11 @@ test('every outcome that reaches the store spends the Grant: fenced, released, n
   // Published, not released: the COMMIT after the rename fails (SQLITE_FULL); the row stays held.
   const grant = store.acquire(target, 'holder-1').granted;
   const exported = grant.exportSecret();
+  const execute = store.execute;
   store.execute = (effect) =>
-    effect.kind === 'commit' ? { error: { code: 'SQLITE_FULL', message: 'database or disk is full' } } : executeSqlEffect(db, effect);
+    effect.kind === 'commit' ? { error: { code: 'SQLITE_FULL', message: 'database or disk is full' } } : execute(effect);
   assert.throws(() => store.publish(grant), { code: 'PUBLISHED_NOT_RELEASED' });
-  store.execute = (effect) => executeSqlEffect(db, effect);
+  store.execute = execute;
   assert.equal(db.inTransaction, false);
   assert.equal(db.prepare('SELECT state FROM HookProjectionLeases WHERE target_id = ?').get(target).state, 'held');
   store.submit('router', submission(target, 0, 11, 'eleven'));
@@ -344,7 +345,7 @@ test('a consumerBinding whose toJSON opens a transaction: IN_TRANSACTION, the ho
   assert.equal(store.publish(granted, { consumerBinding: memoryCore.BINDING }).epoch, granted.epoch);
 });
 
-test('a getter of a submission or a clock that opens a transaction: IN_TRANSACTION, never rolled back by solewriter', () => {
+test('a getter of a submission that opens a transaction: IN_TRANSACTION; a clock that does: HOST, the run stopped; neither rolled back by solewriter', () => {
   const { db, store, target, runtimeRoot } = withTarget();
   const before = snapshot(db, runtimeRoot);
   const opening = { ...submission(target, 0, 11, 'eleven') };
@@ -367,11 +368,23 @@ test('a getter of a submission or a clock that opens a transaction: IN_TRANSACTI
       return START;
     },
   });
-  assert.throws(() => clocked.acquire(target, 'holder-1'), { code: 'IN_TRANSACTION' });
+  assert.throws(() => clocked.acquire(target, 'holder-1'), (e) => e.code === 'HOST' && /the clock began a transaction/.test(e.message));
   assert.equal(db.inTransaction, true);
   db.exec('ROLLBACK');
-  open = false;
   assert.deepEqual(snapshot(db, runtimeRoot), before, 'nothing written');
+  // Inside the machine's own transaction, a clock that commits it stops the run: no grant.
+  let reads = 0;
+  const committing = new ProjectionStore(db, {
+    ...store.config,
+    channels: CHANNELS,
+    clock: () => {
+      if (++reads === 2) db.exec('COMMIT');
+      return START;
+    },
+  });
+  assert.throws(() => committing.acquire(target, 'holder-1'), (e) => e.code === 'HOST' && /the clock ended a transaction/.test(e.message));
+  assert.equal(db.inTransaction, false);
+  assert.deepEqual(snapshot(db, runtimeRoot).leases, before.leases, 'no grant written');
 });
 
 test('what cannot be copied is refused with a code, nothing done', () => {

@@ -122,14 +122,16 @@ describe('the factory refuses a wiring bug with the writer\'s TypeErrors', () =>
     refused({ ...good(), config: configFor(os.tmpdir(), { hookProjectionChannels: [{ name: 'x' }] }) }, leaf('hookProjectionChannels'));
   });
 
-  it('a root not named hook-projections, saying why', () => {
-    for (const bad of [path.join(os.tmpdir(), 'projections'), os.tmpdir(), path.join(root, 'x')]) {
-      assert.throws(
-        () => makeHookProjectionWriter({ ...good(), config: configFor(os.tmpdir(), { hookProjectionRoot: bad }) }),
-        (e) => e instanceof TypeError && /must be the directory named hook-projections/.test(e.message) && /runtime root/.test(e.message),
-      );
+  it('a root of any name is taken; one below a file is INVALID_CONFIG', () => {
+    for (const any of [path.join(os.tmpdir(), 'projections'), os.tmpdir(), path.join(root, 'x'), `${root}/`]) {
+      assert.equal(typeof makeHookProjectionWriter({ ...good(), config: configFor(os.tmpdir(), { hookProjectionRoot: any }) }).publish, 'function');
     }
-    assert.equal(typeof makeHookProjectionWriter({ ...good(), config: configFor(os.tmpdir(), { hookProjectionRoot: `${root}/` }) }).publish, 'function');
+    const file = path.join(dir, 'a-file');
+    fs.writeFileSync(file, '');
+    assert.throws(
+      () => makeHookProjectionWriter({ ...good(), config: configFor(os.tmpdir(), { hookProjectionRoot: path.join(file, 'hook-projections') }) }),
+      (e) => e.code === 'INVALID_CONFIG' && /its directory .*a-file cannot be made \(EEXIST\)/.test(e.message),
+    );
   });
 
   it('a store that is not there: the writer\'s Error, on every call', () => {
@@ -296,8 +298,15 @@ describe('(a) a fresh database: the calls the Memory Core makes', () => {
     assert.equal(fs.readFileSync(path.join(runtimeRoot, 'hook-projections', id), 'utf8'), 'not a directory');
   });
 
-  it('a target no submission admitted: solewriter\'s NOT_ADMITTED', () => {
-    assert.throws(() => writer.publish({ tuple: { ...TUPLE, agentId: '@nobody' }, consumerBinding: BINDING }), coded('NOT_ADMITTED'));
+  it('a target no submission admitted: admitted by the publication, its slots missing, as the writer publishes it', () => {
+    const tuple = { ...TUPLE, agentId: '@nobody' };
+    const id = writer.deriveTargetId(tuple);
+    assert.deepEqual(writer.publish({ tuple, consumerBinding: BINDING }), { published: true, channels: 0, targetId: id, epoch: 1 });
+    const doc = JSON.parse(fs.readFileSync(path.join(runtimeRoot, 'hook-projections', id, 'current.json'), 'utf8'));
+    assert.equal(doc.publication.targetId, id);
+    assert.equal(doc.lifecycleActions.status, 'missing');
+    assert.equal(doc.computedRoute.status, 'missing');
+    assert.deepEqual(doc.consumerBinding, BINDING);
   });
 
   it('a refusal of the store maps to the writer\'s reason, or is thrown when the writer names none', () => {

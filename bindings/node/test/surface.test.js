@@ -130,7 +130,7 @@ test('configuration refusals say what is wrong', () => {
   refused(() => new ProjectionStore(Object.assign(() => {}, { prepare() {}, pragma() {} }), config), /better-sqlite3 Database/);
   refused(() => new ProjectionStore(db, null), /a configuration object is required/);
   refused(() => new ProjectionStore(db, 'x'), /a configuration object is required/);
-  refused(() => new ProjectionStore(db, { ...config, lease: 1 }), /unknown field `lease` \(known: runtimeRoot, channels/);
+  refused(() => new ProjectionStore(db, { ...config, lease: 1 }), /unknown field `lease` \(known: runtimeRoot, hookProjectionRoot, channels/);
   refused(() => new ProjectionStore(db, { ...config, runtimeRoot: path.join(runtimeRoot, 'absent') }), /cannot be read \(ENOENT\)/);
   const file = path.join(runtimeRoot, 'file');
   fs.writeFileSync(file, '');

@@ -56,7 +56,7 @@ describe('makeHookProjectionWriter checks the whole configuration before anythin
     'a lease TTL of 1.5 ms': { hookProjectionLeaseTtlMs: 1.5 },
     'a lease TTL of 2^53 ms': { hookProjectionLeaseTtlMs: 2 ** 53 },
     'a busy timeout of 0.5 ms': { hookProjectionBusyTimeoutMs: 0.5 },
-    'a runtime root that is not there': { hookProjectionRoot: path.join(runtimeRoot, 'gone', 'hook-projections') },
+    'a root below a file': { hookProjectionRoot: path.join(__filename, 'hook-projections') },
     'a channel without envelopeSchema': { hookProjectionChannels: [withoutSchema, route] },
     'an unknown watermark kind': { hookProjectionChannels: [{ ...frontier, watermark: 'lamport' }, route] },
     'a channel named twice': { hookProjectionChannels: [frontier, route, { ...frontier, owner: 'router' }] },
@@ -82,6 +82,16 @@ describe('makeHookProjectionWriter checks the whole configuration before anythin
       db.close();
     });
   }
+
+  it('a root not there yet: its ancestors made (mode 0700) once the rest passed; a refused configuration makes none', () => {
+    const absent = path.join(scratch(), 'not', 'yet');
+    const config = { ...good, hookProjectionRoot: path.join(absent, 'hook-projections') };
+    assert.throws(() => makeHookProjectionWriter({ getDb: () => null, config: { ...config, hookProjectionLeaseTtlMs: 1.5 } }), coded('INVALID_CONFIG'));
+    assert.equal(fs.existsSync(path.dirname(absent)), false);
+    makeHookProjectionWriter({ getDb: () => null, config });
+    for (const made of [path.dirname(absent), absent]) assert.equal(fs.statSync(made).mode & 0o777, 0o700, made);
+    assert.equal(fs.existsSync(config.hookProjectionRoot), false, 'the root itself is made by the first publication');
+  });
 
   it('a missing leaf is still the writer\'s own TypeError; the good configuration makes a writer', () => {
     const { hookProjectionLeaseTtlMs: _ttl, ...rest } = good;
