@@ -38,8 +38,8 @@ listing() { tar -tzf "$1" | sort | tr '\n' ' '; }
 [[ "$(listing "$platform_tgz")" == "package/README.md package/package.json package/solewriter.linux-x64-gnu.node " ]] ||
   fail "the platform package holds: $(listing "$platform_tgz")"
 [[ "$(listing "$main_tgz")" != *.node* ]] || fail "the main package holds an addon: $(listing "$main_tgz")"
-for file in memory-core.mjs memory-core.d.ts lib/memory-core-writer.js; do
-  [[ "$(listing "$main_tgz")" == *"package/$file "* ]] || fail "the main package lacks $file (solewriter/memory-core)"
+for file in memory-core.mjs memory-core.d.ts lib/memory-core-writer.js testing.mjs testing.d.ts lib/testing.js; do
+  [[ "$(listing "$main_tgz")" == *"package/$file "* ]] || fail "the main package lacks $file (solewriter/memory-core, solewriter/testing)"
 done
 tar -xzOf "$main_tgz" package/package.json |
   node -e "const m = JSON.parse(require('fs').readFileSync(0, 'utf8'));

@@ -159,9 +159,25 @@ export interface PublishOptions {
  * missing, unknown, mistyped or out of range). There is no default for any field but the test
  * hooks `clock` and `probe`.
  */
-export interface StoreConfig {
-  /** The host's runtime root, an existing directory; documents go to hook-projections/<target>/current.json. */
-  runtimeRoot: string;
+export type StoreConfig = StoreConfigFields & (
+  | {
+      /** The host's runtime root, an existing directory; documents go to hook-projections/<target>/current.json. */
+      runtimeRoot: string;
+      hookProjectionRoot?: undefined;
+    }
+  | {
+      /**
+       * The directory, of any name, that holds <target>/current.json (made, mode 0700, at the first
+       * publication; then it must be the effective user's and not group- or other-writable). Its
+       * parent must be an existing directory.
+       */
+      hookProjectionRoot: string;
+      runtimeRoot?: undefined;
+    }
+);
+
+/** The fields of a store's configuration besides its root. */
+export interface StoreConfigFields {
   /** The channel registry (names unique; an empty array is allowed). */
   channels: ChannelSpec[];
   /** The lease's time to live: an integer from 1 to 2^53 - 1 ms. */
@@ -170,7 +186,13 @@ export interface StoreConfig {
   busyTimeoutMs: number;
   /** The store's profile (`initialize` made the tables of it); the generic one when absent. */
   profile?: Profile;
-  /** A broker clock for tests (ms); the system clock otherwise. */
+  /**
+   * A broker clock (ms; tests); the system clock otherwise. Read at every clock step of a
+   * machine — a publication's snapshot, draft, grant, revalidation and deadline, some inside its
+   * transaction — and once per submission or inspection; one that throws, answers no whole
+   * number of ms, or begins or ends a transaction on the connection stops the call (HOST), before
+   * any rename.
+   */
   clock?: () => number;
   /**
    * Called at each named step of a publication (composed, temp-written, transaction-open,

@@ -16,7 +16,10 @@ export function deriveTargetId(tuple: TargetTuple): string;
 
 /** The writer's configuration leaves; none has a default. */
 export interface HookProjectionWriterConfig {
-  /** The directory named `hook-projections` holding `<targetId>/current.json`; its parent (an existing directory) is solewriter's runtime root. */
+  /**
+   * The directory, of any name, holding `<targetId>/current.json`: its missing ancestors are made
+   * (mode 0700) when the writer is made, itself at the first publication.
+   */
   hookProjectionRoot: string;
   /** The lease's time to live (ms, an integer). */
   hookProjectionLeaseTtlMs: number;
@@ -68,13 +71,14 @@ export interface HookProjectionWriter {
 
 /**
  * The writer, on solewriter. TypeError when `getDb` or a config leaf is missing or malformed;
- * INVALID_CONFIG (an `Error` with a `code`) when a leaf holds a value the store refuses — the
- * whole configuration is checked here, before anything touches the store.
+ * INVALID_CONFIG (an `Error` with a `code`) when a leaf holds a value the store refuses, or `fs`
+ * is not Node's — the whole configuration is checked here, before anything touches the store.
  */
 export function makeHookProjectionWriter(params: {
   getDb: () => Database | null | undefined;
   config: HookProjectionWriterConfig;
-  /** Accepted for the upstream call shape; unused. */
-  fs?: unknown;
+  /** Node's own `node:fs`, or absent: solewriter does its own file I/O, and refuses a substitute (INVALID_CONFIG). */
+  fs?: typeof import('node:fs');
+  /** The broker clock (ms), read at every clock step of a publication; the system clock when absent. */
   clock?: () => number;
 }): HookProjectionWriter;

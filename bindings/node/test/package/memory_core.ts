@@ -57,3 +57,17 @@ export function readBack(store: ProjectionStore, runtimeRoot: string, targetId: 
   const stored = store.inspect().channels.map((c) => (typeof c.sourceWatermark === 'string' ? c.sourceWatermark : String(c.sourceWatermark)));
   return `${document.fencingEpoch} ${watermark} ${stored.join(',')}`;
 }
+
+// A test's store and root in one call (`solewriter/testing`), and a store whose documents live
+// directly under a projection root of any name.
+import { testStore } from 'solewriter/testing';
+import { ProjectionStore as Store, type StoreConfig } from 'solewriter';
+
+export function testBed(): string {
+  const bed = testStore(Database);
+  const config: StoreConfig = { hookProjectionRoot: bed.hookProjectionRoot, channels: [], leaseTtlMs: 15000, busyTimeoutMs: 1000 };
+  const store = new Store(bed.db, config);
+  const held = store.inspect().leases.length;
+  bed.close();
+  return `${bed.dir} ${held}`;
+}
