@@ -200,6 +200,17 @@ describe('hookProjectionWriter.spec.mjs, switched to solewriter/memory-core', ()
     assert.throws(() => makeHookProjectionWriter({ getDb: undefined, config }), /injected getDb resolver is required/);
   });
 
+  it('(differs on purpose) an in-memory database is refused, nothing made in it', () => {
+    const memory = new Database(':memory:');
+    try {
+      const wr = makeHookProjectionWriter({ getDb: () => memory, config, clock: () => now });
+      assert.throws(() => wr.ensureSchema(), (e) => e.code === 'FOREIGN_SCHEMA' && /journal_mode memory; solewriter needs WAL/.test(e.message));
+      assert.deepEqual(memory.prepare('SELECT name FROM sqlite_master').all(), []);
+    } finally {
+      memory.close();
+    }
+  });
+
   it('(differs on purpose) a substitute fs is refused, saying why; Node\'s own is taken', async () => {
     const fake = { mkdirSync() {}, writeFileSync() {}, renameSync() {}, openSync: () => 1, fsyncSync() {}, closeSync() {}, unlinkSync() {}, readdirSync: () => [] };
     assert.throws(
