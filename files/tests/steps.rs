@@ -238,8 +238,11 @@ fn a_root_of_any_projections_directory_reads_and_locks_in_that_directory() {
     // The grant read the document in that directory (epoch 4, the row's 3), and took its lock
     // there.
     assert_eq!(acquire(&root).unwrap(), 5);
-    assert!(projections
-        .join(format!("{}.lock", target().as_str()))
-        .exists());
+    let lock = projections.join(format!("{}.lock", target().as_str()));
+    assert!(lock.exists());
+    assert_eq!(
+        solewriter_files::target_lock::lock_path(&root, &target()),
+        lock
+    );
     assert!(!dir.path().join("hook-projections").exists());
 }
