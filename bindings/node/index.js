@@ -242,15 +242,24 @@ function configOf(db, config) {
  *   here, once: INVALID_CONFIG names the first field that is missing, unknown or wrong.
  */
 class ProjectionStore {
+  // The addon's machinery is private (`#`): no caller can reach the native store, its executor
+  // or the connection through the store, so every call into the addon goes through this class's
+  // own checks (a native store driven with an executor of the caller's could write anything).
+  /** The host's connection. */
+  #db;
+  /** The addon's store (`NativeStore`): its machines over the configuration checked once. */
+  #native;
+  /** The SQL executor of the synchronous calls. */
+  #execute;
+
   constructor(db, config) {
-    // Every field read once, here: the store uses only this copy.
-    this.db = db;
-    // The store's machines, its configuration checked once, whole (INVALID_CONFIG).
-    const { copy, store, channelsJson } = native(() => configOf(db, config));
+    // The store's machines, its configuration checked once, whole (INVALID_CONFIG): every
+    // field read once, here; the store uses only this copy.
+    const { copy, store } = native(() => configOf(db, config));
+    this.#db = db;
     this.config = Object.freeze(copy);
-    this.channelsJson = channelsJson;
-    this.native = store;
-    this.execute = this.executor();
+    this.#native = store;
+    this.#execute = this.#executor();
     requireTablesOf(db, this.config.profile ?? GENERIC_PROFILE);
   }
 
@@ -260,8 +269,8 @@ class ProjectionStore {
    * (`onPause` given) a probe that returns a promise pauses the publication there until it
    * settles: the answer `{ pause: true }` ends the turn, outside the transaction only.
    */
-  executor(onPause) {
-    const { db } = this;
+  #executor(onPause) {
+    const db = this.#db;
     const { probe } = this.config;
     return (effect) => {
       if (effect.kind !== 'reached') return executeSqlEffect(db, effect);
@@ -280,16 +289,16 @@ class ProjectionStore {
    * its file effects outside the transaction on the libuv thread pool, and with the pauses the
    * probe asks for.
    */
-  async turns(run) {
+  async #turns(run) {
     let paused;
-    const execute = this.executor((promise) => {
+    const execute = this.#executor((promise) => {
       paused = promise;
     });
     try {
       for (;;) {
         // The clock (a host callback) is read before the turn, outside the machine's call.
-        const clockMs = native(() => this.clockMs());
-        const next = this.machine(() => run.turn(execute, clockMs));
+        const clockMs = native(() => this.#clockMs());
+        const next = this.#machine(() => run.turn(execute, clockMs));
         if (next.pool) await run.pool();
         // The target lock is another's: try again after a timer, the event loop free meanwhile.
         else if (next.waitMs !== undefined) await new Promise((resolve) => setTimeout(resolve, next.waitMs));
@@ -310,14 +319,14 @@ class ProjectionStore {
    * addon reads). Made before the call looks at the connection's transaction state: the clock
    * and a `toJSON` are the host's code.
    */
-  call(consumerBinding) {
-    const options = { clockMs: this.clockMs() };
+  #call(consumerBinding) {
+    const options = { clockMs: this.#clockMs() };
     if (consumerBinding !== undefined) options.consumerBindingJson = JSON.stringify(consumerBinding);
     return options;
   }
 
   /** The test clock's reading, or undefined (the addon reads the system clock). */
-  clockMs() {
+  #clockMs() {
     const { clock } = this.config;
     return clock ? clock() : undefined;
   }
@@ -328,29 +337,29 @@ class ProjectionStore {
    * the connection is left as the host had it: no transaction of solewriter's open (rolled
    * back: nothing it had not committed is committed), the host's `synchronous` level back.
    */
-  machine(call) {
+  #machine(call) {
     // Only a transaction solewriter's executor began is rolled back: the host's own — open
     // between an asynchronous publication's turns, or opened by a callback of the host's (a
     // probe) — is never touched.
     try {
       return native(call);
     } finally {
-      abandonOwn(this.db);
-      restore(this.db);
+      abandonOwn(this.#db);
+      restore(this.#db);
     }
   }
 
   /** A machine's transaction is its own: never inside one of the host's. */
-  outsideTransaction() {
-    refuseTransaction(this.db, 'solewriter');
+  #outsideTransaction() {
+    refuseTransaction(this.#db, 'solewriter');
   }
 
   /** Admits the target of an attested tuple (an object with its seven camelCase fields); its id. */
   admitTarget(tuple) {
     const id = targetIdFor(this.config.profile ?? GENERIC_PROFILE, tuple);
-    this.outsideTransaction();
+    this.#outsideTransaction();
     try {
-      durably(this.db, () => statement(this.db, 'insertAdmitted').run(id));
+      durably(this.#db, () => statement(this.#db, 'insertAdmitted').run(id));
     } catch (e) {
       throw sqliteError(e);
     }
@@ -364,15 +373,15 @@ class ProjectionStore {
    * once): the rows are looked up and the addon decides with the same values.
    */
   submit(producer, submission) {
-    const [copy, call] = native(() => [fieldsOf(submission, SUBMISSION_FIELDS, 'submit: the submission'), this.call()]);
-    this.outsideTransaction();
-    const run = this.db.transaction(() => {
-      const admitted = statement(this.db, 'readLease').get(copy.targetId) !== undefined;
-      const existing = statement(this.db, 'readChannel').get(copy.targetId, copy.channel) ?? null;
-      const decision = native(() => this.native.decideSubmission(producer, admitted, existing, copy, call));
+    const [copy, call] = native(() => [fieldsOf(submission, SUBMISSION_FIELDS, 'submit: the submission'), this.#call()]);
+    this.#outsideTransaction();
+    const run = this.#db.transaction(() => {
+      const admitted = statement(this.#db, 'readLease').get(copy.targetId) !== undefined;
+      const existing = statement(this.#db, 'readChannel').get(copy.targetId, copy.channel) ?? null;
+      const decision = native(() => this.#native.decideSubmission(producer, admitted, existing, copy, call));
       const row = decision.row;
       if (row) {
-        statement(this.db, 'upsertChannel').run(
+        statement(this.#db, 'upsertChannel').run(
           row.target_id,
           row.channel,
           // An integer watermark as an INTEGER (a JS number would be bound as a REAL, which
@@ -388,7 +397,7 @@ class ProjectionStore {
       return { insert: 'inserted', advance: 'advanced', replay: 'replayed', degrade: 'degraded' }[decision.plan];
     });
     try {
-      return durably(this.db, () => run.immediate());
+      return durably(this.#db, () => run.immediate());
     } catch (e) {
       throw sqliteError(e);
     }
@@ -400,9 +409,9 @@ class ProjectionStore {
    * expiresAt, retryAfterMs } }`.
    */
   acquire(targetId, holder, options) {
-    const [{ token }, call] = native(() => [optionsOf(options), this.call()]);
-    this.outsideTransaction();
-    const r = this.machine(() => this.native.acquire(targetId, holder, this.execute, call, token));
+    const [{ token }, call] = native(() => [optionsOf(options), this.#call()]);
+    this.#outsideTransaction();
+    const r = this.#machine(() => this.#native.acquire(targetId, holder, this.#execute, call, token));
     return r.granted ? { granted: new Grant(r.granted) } : r;
   }
 
@@ -414,19 +423,19 @@ class ProjectionStore {
    */
   publish(grant, options) {
     requireGrant(grant);
-    const call = native(() => this.call(bindingOf(options)));
-    this.outsideTransaction();
-    return spending(grant, (presented) => this.machine(() => this.native.publish(presented, this.execute, call)).published);
+    const call = native(() => this.#call(bindingOf(options)));
+    this.#outsideTransaction();
+    return spending(grant, (presented) => this.#machine(() => this.#native.publish(presented, this.#execute, call)).published);
   }
 
   /** Grant, publish and release in one envelope: `{ published }` or `{ held }`. */
   publishNow(targetId, holder, options) {
     const [token, call] = native(() => {
       const copy = optionsOf(options, ['consumerBinding']);
-      return [copy.token, this.call(copy.consumerBinding)];
+      return [copy.token, this.#call(copy.consumerBinding)];
     });
-    this.outsideTransaction();
-    return this.machine(() => this.native.publishNow(targetId, holder, this.execute, call, token));
+    this.#outsideTransaction();
+    return this.#machine(() => this.#native.publishNow(targetId, holder, this.#execute, call, token));
   }
 
   /**
@@ -440,12 +449,12 @@ class ProjectionStore {
    */
   async publishAsync(grant, options) {
     requireGrant(grant);
-    const call = native(() => this.call(bindingOf(options)));
-    this.outsideTransaction();
+    const call = native(() => this.#call(bindingOf(options)));
+    this.#outsideTransaction();
     // Spent now, synchronously: a use of the same object between the turns is refused.
     return spending(grant, async (presented) => {
-      const run = native(() => this.native.publication(presented, call));
-      return (await this.turns(run)).published;
+      const run = native(() => this.#native.publication(presented, call));
+      return (await this.#turns(run)).published;
     });
   }
 
@@ -453,10 +462,10 @@ class ProjectionStore {
   async publishNowAsync(targetId, holder, options) {
     const [token, call] = native(() => {
       const copy = optionsOf(options, ['consumerBinding']);
-      return [copy.token, this.call(copy.consumerBinding)];
+      return [copy.token, this.#call(copy.consumerBinding)];
     });
-    this.outsideTransaction();
-    return this.turns(native(() => this.native.publicationNow(targetId, holder, call, token)));
+    this.#outsideTransaction();
+    return this.#turns(native(() => this.#native.publicationNow(targetId, holder, call, token)));
   }
 
   /**
@@ -465,10 +474,10 @@ class ProjectionStore {
    */
   release(grant) {
     requireGrant(grant);
-    const call = native(() => this.call());
-    this.outsideTransaction();
+    const call = native(() => this.#call());
+    this.#outsideTransaction();
     const { presented } = spend(grant);
-    return this.machine(() => this.native.release(presented, this.execute, call));
+    return this.#machine(() => this.#native.release(presented, this.#execute, call));
   }
 
   /**
@@ -480,9 +489,9 @@ class ProjectionStore {
    * nothing was written). Throws NOT_ADMITTED, BUSY, IN_TRANSACTION like the others.
    */
   endLease(targetId) {
-    const call = native(() => this.call());
-    this.outsideTransaction();
-    return this.machine(() => this.native.endLease(targetId, this.execute, call));
+    const call = native(() => this.#call());
+    this.#outsideTransaction();
+    return this.#machine(() => this.#native.endLease(targetId, this.#execute, call));
   }
 
   /**
@@ -494,12 +503,12 @@ class ProjectionStore {
     let leases;
     let channels;
     try {
-      leases = statement(this.db, 'readLeases').all();
-      channels = statement(this.db, 'readAllChannels').all();
+      leases = statement(this.#db, 'readLeases').all();
+      channels = statement(this.#db, 'readAllChannels').all();
     } catch (e) {
       throw sqliteError(e);
     }
-    return native(() => this.native.inspect(leases, channels, this.call()));
+    return native(() => this.#native.inspect(leases, channels, this.#call()));
   }
 
   /** The published document of a target (validated, in the store's profile), or throws NOT_PUBLISHED. */

@@ -65,7 +65,7 @@ function storeConfigOf(config) {
   const channelsJson = JSON.stringify(copy.channels);
   // The addon's check of every value (INVALID_CONFIG naming the field).
   const store = native(() => new addon.NativeStore({ channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot, profile }));
-  return { copy, store, channelsJson };
+  return { copy, store };
 }
 
 module.exports = { CONFIG_FIELDS, storeConfigOf, badConfig };

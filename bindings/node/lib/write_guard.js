@@ -94,8 +94,11 @@ function writeGuardApi(addon) {
 
   /** The held-lock authority of one heap. One per heap; locks are held until released or swept. */
   class WriteGuard {
+    /** The addon's guard: private, so every call into it goes through this class's checks. */
+    #native;
+
     constructor() {
-      this.native = native(() => new addon.NativeWriteGuard());
+      this.#native = native(() => new addon.NativeWriteGuard());
     }
 
     /** `admitWrite` with this guard. */
@@ -104,7 +107,7 @@ function writeGuardApi(addon) {
       requireId(componentId, 'componentId');
       requireFunction(parentOf);
       const text = contextText(context);
-      return native(() => this.native.admitWrite(text, componentId, parentOf));
+      return native(() => this.#native.admitWrite(text, componentId, parentOf));
     }
 
     /**
@@ -117,7 +120,7 @@ function writeGuardApi(addon) {
       requireId(nodeId, 'nodeId');
       requireId(newParentId, 'newParentId');
       requireFunction(parentOf);
-      return native(() => this.native.admitMove(contextText(context), nodeId, newParentId, parentOf));
+      return native(() => this.#native.admitMove(contextText(context), nodeId, newParentId, parentOf));
     }
 
     /**
@@ -127,7 +130,7 @@ function writeGuardApi(addon) {
      */
     releaseWrite(lock) {
       const text = json(lock, 'the lock');
-      return native(() => this.native.release(text));
+      return native(() => this.#native.release(text));
     }
 
     /**
@@ -137,12 +140,12 @@ function writeGuardApi(addon) {
      */
     releaseAgent(writer) {
       const text = json(writer, 'the writer');
-      return native(() => this.native.releaseAgent(text));
+      return native(() => this.#native.releaseAgent(text));
     }
 
     /** A copy of every held lock, sorted. */
     heldLocks() {
-      return native(() => this.native.heldLocks());
+      return native(() => this.#native.heldLocks());
     }
   }
 
