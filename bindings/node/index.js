@@ -30,7 +30,7 @@ const { addon } = require('./lib/addon');
 const { ERROR_CODES, coded, native } = require('./lib/answer');
 const { durably, restore } = require('./lib/durable');
 const { Grant, requireGrant, spend } = require('./lib/grant');
-const { fieldsOf } = require('./lib/copy');
+const { readHost, fieldsOf, jsonText } = require('./lib/copy');
 const { storeConfigOf, badConfig } = require('./lib/config');
 
 /**
@@ -75,8 +75,12 @@ function isDatabase(db) {
 
 /** Refuses (INVALID_INPUT) a first argument that is not the host's open database. */
 function requireDatabase(db, what) {
-  if (!isDatabase(db)) throw coded('INVALID_INPUT', `${what} takes the host's better-sqlite3 Database`);
-  if (db.open === false) throw coded('INVALID_INPUT', `${what}: the database connection is closed`);
+  if (!readHost(`${what}: the database`, () => isDatabase(db))) {
+    throw coded('INVALID_INPUT', `${what} takes the host's better-sqlite3 Database`);
+  }
+  if (readHost(`${what}: the database`, () => db.open) === false) {
+    throw coded('INVALID_INPUT', `${what}: the database connection is closed`);
+  }
 }
 
 /** Refuses (IN_TRANSACTION) a connection inside one of the host's transactions: `what` opens its own. */
@@ -226,7 +230,9 @@ function initialize(db, options = {}) {
  * that is not the host's database or a field missing, unknown or wrong: `{ copy, store }`.
  */
 function configOf(db, config) {
-  if (!isDatabase(db)) throw badConfig('the first argument must be the host\'s better-sqlite3 Database');
+  if (!readHost('configuration: the database', () => isDatabase(db), 'INVALID_CONFIG')) {
+    throw badConfig('the first argument must be the host\'s better-sqlite3 Database');
+  }
   return storeConfigOf(config);
 }
 
@@ -321,7 +327,7 @@ class ProjectionStore {
    */
   #call(consumerBinding) {
     const options = { clockMs: this.#clockMs() };
-    if (consumerBinding !== undefined) options.consumerBindingJson = JSON.stringify(consumerBinding);
+    if (consumerBinding !== undefined) options.consumerBindingJson = jsonText(consumerBinding, 'the consumer binding');
     return options;
   }
 
@@ -537,8 +543,8 @@ function adoptJsWriterTables(db, tuples, options = {}) {
     const { clock, channels = [] } = copy;
     const profile = profileOf(copy, 'adoptJsWriterTables');
     if (!Array.isArray(channels)) throw coded('INVALID_INPUT', 'adoptJsWriterTables: options.channels must be the store\'s channel registry (an array)');
-    const channelsJson = JSON.stringify(channels);
-    const tuplesJson = JSON.stringify(tuples);
+    const channelsJson = jsonText(channels, 'adoptJsWriterTables: options.channels');
+    const tuplesJson = jsonText(tuples, 'adoptJsWriterTables: the tuples');
     return { profile, channelsJson, tuplesJson, nowMs: clock ? clock() : undefined };
   });
   refuseTransaction(db, 'the adoption');
@@ -562,12 +568,7 @@ function targetId(tuple) {
  * writer derives).
  */
 function targetIdFor(profile, tuple) {
-  let text;
-  try {
-    text = JSON.stringify(tuple);
-  } catch (e) {
-    throw coded('INVALID_INPUT', `tuple: not JSON (${e.message})`);
-  }
+  const text = jsonText(tuple, 'tuple');
   return native(() => addon.targetId(text, profile)).targetId;
 }
 
@@ -587,13 +588,12 @@ function readProjection(runtimeRoot, targetId, profile) {
  * `tokenHex` included).
  */
 function optionsOf(options, allowed = []) {
-  const copy = Object.create(null);
-  if (options === undefined) return copy;
-  if (options === null || typeof options !== 'object' || Object.keys(options).some((k) => !allowed.includes(k))) {
-    throw coded('INVALID_INPUT', 'acquire and publishNow take no options but consumerBinding');
-  }
-  copy.token = options[TEST_TOKEN];
-  for (const key of allowed) copy[key] = options[key];
+  if (options === undefined) return Object.create(null);
+  const refused = () => coded('INVALID_INPUT', 'acquire and publishNow take no options but consumerBinding');
+  if (options === null || typeof options !== 'object') throw refused();
+  if (readHost('the options', () => Object.keys(options)).some((k) => !allowed.includes(k))) throw refused();
+  const copy = fieldsOf(options, [TEST_TOKEN, ...allowed], 'the options');
+  copy.token = copy[TEST_TOKEN];
   return copy;
 }
 

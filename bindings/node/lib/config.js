@@ -13,7 +13,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { addon, coded } = require('./addon');
 const { native } = require('./answer');
-const { fieldsOf, jsonCopy } = require('./copy');
+const { readHost, fieldsOf, jsonCopy } = require('./copy');
 
 /** The configuration fields of a store: those without `optional` are required. */
 const CONFIG_FIELDS = {
@@ -36,7 +36,7 @@ const badConfig = (message) => coded('INVALID_CONFIG', `configuration: ${message
  */
 function storeConfigOf(config) {
   if (config === null || typeof config !== 'object') throw badConfig('a configuration object is required');
-  for (const field of Object.keys(config)) {
+  for (const field of readHost('configuration', () => Object.keys(config), 'INVALID_CONFIG')) {
     if (!(field in CONFIG_FIELDS)) throw badConfig(`unknown field \`${field}\` (known: ${Object.keys(CONFIG_FIELDS).join(', ')})`);
   }
   const copy = fieldsOf(config, Object.keys(CONFIG_FIELDS), 'configuration', 'INVALID_CONFIG');

@@ -17,15 +17,12 @@
  */
 
 const { coded, native } = require('./answer');
+const { fieldsOf, jsonText } = require('./copy');
 
 /** The options as JSON text, or INVALID_INPUT. */
 function text(value, what) {
   if (value === null || typeof value !== 'object') throw coded('INVALID_INPUT', `${what} must be an object`);
-  try {
-    return JSON.stringify(value);
-  } catch (e) {
-    throw coded('INVALID_INPUT', `${what} is not JSON (${e.message})`);
-  }
+  return jsonText(value, what);
 }
 
 /** The ledger classes over the loaded `addon`. */
@@ -40,8 +37,7 @@ function ledgerClasses(addon) {
      * `git` run, e.g. `{ GIT_CONFIG_GLOBAL: '/dev/null' }`).
      */
     constructor(options) {
-      if (options === null || typeof options !== 'object') throw coded('INVALID_INPUT', 'Ledger: options must be an object');
-      const { dir, repo, recordOnly = false, gitEnv = {} } = options;
+      const { dir, repo, recordOnly = false, gitEnv = {} } = fieldsOf(options, ['dir', 'repo', 'recordOnly', 'gitEnv'], 'Ledger: options');
       if (typeof dir !== 'string' || typeof repo !== 'string') throw coded('INVALID_INPUT', 'Ledger: dir and repo must be strings');
       if (typeof recordOnly !== 'boolean') throw coded('INVALID_INPUT', 'Ledger: recordOnly must be a boolean');
       const env = text(gitEnv, 'gitEnv');

@@ -10,7 +10,8 @@
  * for at most that long while a live owner holds the lock (there is no default wait).
  */
 
-const { coded, native } = require('./answer');
+const { native } = require('./answer');
+const { fieldsOf, jsonText } = require('./copy');
 
 /** The classes over the loaded `addon`. */
 function projectLockClasses(addon) {
@@ -44,8 +45,7 @@ function projectLockClasses(addon) {
     #native;
 
     constructor(dir, options = {}) {
-      if (options === null || typeof options !== 'object') throw coded('INVALID_INPUT', 'ProjectLock: options must be an object');
-      const { recordOnly = false } = options;
+      const { recordOnly = false } = fieldsOf(options, ['recordOnly'], 'ProjectLock: options');
       this.#native = native(() => new addon.NativeProjectLock(dir, recordOnly));
     }
 
@@ -56,12 +56,7 @@ function projectLockClasses(addon) {
      * MALFORMED_LOCK, ... — and INVALID_INPUT without a `wait`.
      */
     acquire(options) {
-      let text;
-      try {
-        text = JSON.stringify(options ?? {});
-      } catch (e) {
-        throw coded('INVALID_INPUT', `acquire: the options are not JSON (${e.message})`);
-      }
+      const text = jsonText(options ?? {}, 'acquire: the options');
       return new ProjectLockGuard(native(() => this.#native.acquire(text)));
     }
 

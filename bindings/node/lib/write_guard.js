@@ -13,22 +13,19 @@
  */
 
 const { coded, native } = require('./answer');
+const { readHost, fieldsOf, jsonText } = require('./copy');
 
 /** The JSON text of `value` for the addon, or INVALID_INPUT naming `what`. */
 function json(value, what) {
-  try {
-    const text = JSON.stringify(value);
-    if (text === undefined) throw new Error('not representable');
-    return text;
-  } catch (e) {
-    throw coded('INVALID_INPUT', `${what} is not JSON (${e.message})`);
-  }
+  const text = jsonText(value, what);
+  if (text === undefined) throw coded('INVALID_INPUT', `${what} is not JSON (not representable)`);
+  return text;
 }
 
 /** The frame as JSON text: a string as it is, bytes (a socket's Buffer) as UTF-8, an object serialized. */
 function frameText(frame) {
   if (typeof frame === 'string') return frame;
-  if (frame instanceof Uint8Array) {
+  if (readHost('the frame', () => frame instanceof Uint8Array)) {
     try {
       return new TextDecoder('utf-8', { fatal: true }).decode(frame);
     } catch {
@@ -47,14 +44,15 @@ function frameText(frame) {
 function contextText(context) {
   if (context === null || context === undefined) return 'null';
   if (typeof context !== 'object' || Array.isArray(context)) return '"malformed"';
+  const { agentId, sessionId } = fieldsOf(context, ['agentId', 'sessionId'], 'the context');
   const id = (value) => (typeof value === 'string' ? value : null);
-  return JSON.stringify({ agentId: id(context.agentId), sessionId: id(context.sessionId) });
+  return JSON.stringify({ agentId: id(agentId), sessionId: id(sessionId) });
 }
 
-/** The request object of an admission, or INVALID_INPUT. */
-function requireRequest(request, what) {
+/** The fields of the request object of an admission, each read once, or INVALID_INPUT. */
+function requestOf(request, what, fields) {
   if (request === null || typeof request !== 'object') throw coded('INVALID_INPUT', `${what} takes one object`);
-  return request;
+  return fieldsOf(request, fields, `${what}: the request`);
 }
 
 function requireFunction(parentOf) {
@@ -103,7 +101,7 @@ function writeGuardApi(addon) {
 
     /** `admitWrite` with this guard. */
     admitWrite(request) {
-      const { context, componentId, parentOf } = requireRequest(request, 'admitWrite');
+      const { context, componentId, parentOf } = requestOf(request, 'admitWrite', ['context', 'componentId', 'parentOf']);
       requireId(componentId, 'componentId');
       requireFunction(parentOf);
       const text = contextText(context);
@@ -116,7 +114,7 @@ function writeGuardApi(addon) {
      * or a denial.
      */
     admitMove(request) {
-      const { context, nodeId, newParentId, parentOf } = requireRequest(request, 'admitMove');
+      const { context, nodeId, newParentId, parentOf } = requestOf(request, 'admitMove', ['context', 'nodeId', 'newParentId', 'parentOf']);
       requireId(nodeId, 'nodeId');
       requireId(newParentId, 'newParentId');
       requireFunction(parentOf);
@@ -158,7 +156,7 @@ function writeGuardApi(addon) {
    * denied `no-write-guard`; a `writeGuard` that is not a WriteGuard throws INVALID_INPUT.
    */
   function admitWrite(request) {
-    const { context, componentId, parentOf, writeGuard } = requireRequest(request, 'admitWrite');
+    const { context, componentId, parentOf, writeGuard } = requestOf(request, 'admitWrite', ['context', 'componentId', 'parentOf', 'writeGuard']);
     if (writeGuard === undefined || writeGuard === null) {
       requireId(componentId, 'componentId');
       requireFunction(parentOf);

@@ -53,7 +53,7 @@ test('the binding layer\'s errors become documented codes', () => {
   }
   // Arguments that are not what the calls take: INVALID_INPUT, never an uncoded TypeError.
   const invalid = (call, pattern) => assert.throws(call, (e) => e.code === 'INVALID_INPUT' && pattern.test(e.message));
-  invalid(() => store.admitTarget({ ...tuple(1), agentId: 1n }), /^tuple: not JSON \(/);
+  invalid(() => store.admitTarget({ ...tuple(1), agentId: 1n }), /^tuple is not JSON \(/);
   invalid(() => initialize({}), /^initialize takes the host's better-sqlite3 Database$/);
   invalid(() => adoptJsWriterTables(undefined, []), /^adoptJsWriterTables takes the host's better-sqlite3 Database$/);
   for (const options of [null, 'x']) {
