@@ -312,6 +312,11 @@ export function adoptJsWriterTables(
 
 export class ProjectionStore {
   constructor(db: Database, config: StoreConfig);
+  /**
+   * The configuration as checked, the store's only copy: frozen, every field present (absent
+   * ones `undefined`), `runtimeRoot` absolute. The addon's machinery is private to the store.
+   */
+  readonly config: Readonly<StoreConfig>;
   admitTarget(tuple: TargetTuple): string;
   submit(producer: string, submission: Submission): 'inserted' | 'advanced' | 'replayed' | 'degraded';
   acquire(targetId: string, holder: string): { granted: Grant } | { held: HeldBy };

@@ -30,7 +30,7 @@ const { addon } = require('./lib/addon');
 const { ERROR_CODES, coded, native } = require('./lib/answer');
 const { durably, restore } = require('./lib/durable');
 const { Grant, requireGrant, spend } = require('./lib/grant');
-const { fieldsOf } = require('./lib/copy');
+const { readHost, fieldsOf, jsonText } = require('./lib/copy');
 const { storeConfigOf, badConfig } = require('./lib/config');
 
 /**
@@ -75,8 +75,12 @@ function isDatabase(db) {
 
 /** Refuses (INVALID_INPUT) a first argument that is not the host's open database. */
 function requireDatabase(db, what) {
-  if (!isDatabase(db)) throw coded('INVALID_INPUT', `${what} takes the host's better-sqlite3 Database`);
-  if (db.open === false) throw coded('INVALID_INPUT', `${what}: the database connection is closed`);
+  if (!readHost(`${what}: the database`, () => isDatabase(db))) {
+    throw coded('INVALID_INPUT', `${what} takes the host's better-sqlite3 Database`);
+  }
+  if (readHost(`${what}: the database`, () => db.open) === false) {
+    throw coded('INVALID_INPUT', `${what}: the database connection is closed`);
+  }
 }
 
 /** Refuses (IN_TRANSACTION) a connection inside one of the host's transactions: `what` opens its own. */
@@ -226,7 +230,9 @@ function initialize(db, options = {}) {
  * that is not the host's database or a field missing, unknown or wrong: `{ copy, store }`.
  */
 function configOf(db, config) {
-  if (!isDatabase(db)) throw badConfig('the first argument must be the host\'s better-sqlite3 Database');
+  if (!readHost('configuration: the database', () => isDatabase(db), 'INVALID_CONFIG')) {
+    throw badConfig('the first argument must be the host\'s better-sqlite3 Database');
+  }
   return storeConfigOf(config);
 }
 
@@ -245,15 +251,24 @@ function configOf(db, config) {
  *   here, once: INVALID_CONFIG names the first field that is missing, unknown or wrong.
  */
 class ProjectionStore {
+  // The addon's machinery is private (`#`): no caller can reach the native store, its executor
+  // or the connection through the store, so every call into the addon goes through this class's
+  // own checks (a native store driven with an executor of the caller's could write anything).
+  /** The host's connection. */
+  #db;
+  /** The addon's store (`NativeStore`): its machines over the configuration checked once. */
+  #native;
+  /** The SQL executor of the synchronous calls. */
+  #execute;
+
   constructor(db, config) {
-    // Every field read once, here: the store uses only this copy.
-    this.db = db;
-    // The store's machines, its configuration checked once, whole (INVALID_CONFIG).
-    const { copy, store, channelsJson } = native(() => configOf(db, config));
+    // The store's machines, its configuration checked once, whole (INVALID_CONFIG): every
+    // field read once, here; the store uses only this copy.
+    const { copy, store } = native(() => configOf(db, config));
+    this.#db = db;
     this.config = Object.freeze(copy);
-    this.channelsJson = channelsJson;
-    this.native = store;
-    this.execute = this.executor();
+    this.#native = store;
+    this.#execute = this.#executor();
     requireTablesOf(db, this.config.profile ?? GENERIC_PROFILE);
   }
 
@@ -263,8 +278,8 @@ class ProjectionStore {
    * (`onPause` given) a probe that returns a promise pauses the publication there until it
    * settles: the answer `{ pause: true }` ends the turn, outside the transaction only.
    */
-  executor(onPause) {
-    const { db } = this;
+  #executor(onPause) {
+    const db = this.#db;
     const { probe } = this.config;
     const { clock } = this.config;
     return (effect) => {
@@ -295,14 +310,14 @@ class ProjectionStore {
    * its file effects outside the transaction on the libuv thread pool, and with the pauses the
    * probe asks for.
    */
-  async turns(run) {
+  async #turns(run) {
     let paused;
-    const execute = this.executor((promise) => {
+    const execute = this.#executor((promise) => {
       paused = promise;
     });
     try {
       for (;;) {
-        const next = this.machine(() => run.turn(execute));
+        const next = this.#machine(() => run.turn(execute));
         if (next.pool) await run.pool();
         // The target lock is another's: try again after a timer, the event loop free meanwhile.
         else if (next.waitMs !== undefined) await new Promise((resolve) => setTimeout(resolve, next.waitMs));
@@ -324,9 +339,9 @@ class ProjectionStore {
    * serialized once here (its JSON text is the copy the addon reads). Made before the call
    * looks at the connection's transaction state: a `toJSON` is the host's code.
    */
-  call(consumerBinding) {
+  #call(consumerBinding) {
     const options = { hostClock: this.config.clock !== undefined };
-    if (consumerBinding !== undefined) options.consumerBindingJson = JSON.stringify(consumerBinding);
+    if (consumerBinding !== undefined) options.consumerBindingJson = jsonText(consumerBinding, 'the consumer binding');
     return options;
   }
 
@@ -334,7 +349,7 @@ class ProjectionStore {
    * What a decision outside a machine (a submission, an inspection) adds: the host's clock
    * read once, now (the addon reads the system clock when the store has none).
    */
-  reading() {
+  #reading() {
     const { clock } = this.config;
     return { clockMs: clock ? clock() : undefined };
   }
@@ -345,29 +360,29 @@ class ProjectionStore {
    * the connection is left as the host had it: no transaction of solewriter's open (rolled
    * back: nothing it had not committed is committed), the host's `synchronous` level back.
    */
-  machine(call) {
+  #machine(call) {
     // Only a transaction solewriter's executor began is rolled back: the host's own — open
     // between an asynchronous publication's turns, or opened by a callback of the host's (a
     // probe) — is never touched.
     try {
       return native(call);
     } finally {
-      abandonOwn(this.db);
-      restore(this.db);
+      abandonOwn(this.#db);
+      restore(this.#db);
     }
   }
 
   /** A machine's transaction is its own: never inside one of the host's. */
-  outsideTransaction() {
-    refuseTransaction(this.db, 'solewriter');
+  #outsideTransaction() {
+    refuseTransaction(this.#db, 'solewriter');
   }
 
   /** Admits the target of an attested tuple (an object with its seven camelCase fields); its id. */
   admitTarget(tuple) {
     const id = targetIdFor(this.config.profile ?? GENERIC_PROFILE, tuple);
-    this.outsideTransaction();
+    this.#outsideTransaction();
     try {
-      durably(this.db, () => statement(this.db, 'insertAdmitted').run(id));
+      durably(this.#db, () => statement(this.#db, 'insertAdmitted').run(id));
     } catch (e) {
       throw sqliteError(e);
     }
@@ -381,15 +396,15 @@ class ProjectionStore {
    * once): the rows are looked up and the addon decides with the same values.
    */
   submit(producer, submission) {
-    const [copy, call] = native(() => [fieldsOf(submission, SUBMISSION_FIELDS, 'submit: the submission'), this.reading()]);
-    this.outsideTransaction();
-    const run = this.db.transaction(() => {
-      const admitted = statement(this.db, 'readLease').get(copy.targetId) !== undefined;
-      const existing = statement(this.db, 'readChannel').get(copy.targetId, copy.channel) ?? null;
-      const decision = native(() => this.native.decideSubmission(producer, admitted, existing, copy, call));
+    const [copy, call] = native(() => [fieldsOf(submission, SUBMISSION_FIELDS, 'submit: the submission'), this.#reading()]);
+    this.#outsideTransaction();
+    const run = this.#db.transaction(() => {
+      const admitted = statement(this.#db, 'readLease').get(copy.targetId) !== undefined;
+      const existing = statement(this.#db, 'readChannel').get(copy.targetId, copy.channel) ?? null;
+      const decision = native(() => this.#native.decideSubmission(producer, admitted, existing, copy, call));
       const row = decision.row;
       if (row) {
-        statement(this.db, 'upsertChannel').run(
+        statement(this.#db, 'upsertChannel').run(
           row.target_id,
           row.channel,
           // An integer watermark as an INTEGER (a JS number would be bound as a REAL, which
@@ -405,7 +420,7 @@ class ProjectionStore {
       return { insert: 'inserted', advance: 'advanced', replay: 'replayed', degrade: 'degraded' }[decision.plan];
     });
     try {
-      return durably(this.db, () => run.immediate());
+      return durably(this.#db, () => run.immediate());
     } catch (e) {
       throw sqliteError(e);
     }
@@ -417,9 +432,9 @@ class ProjectionStore {
    * expiresAt, retryAfterMs } }`.
    */
   acquire(targetId, holder, options) {
-    const [{ token }, call] = native(() => [optionsOf(options), this.call()]);
-    this.outsideTransaction();
-    const r = this.machine(() => this.native.acquire(targetId, holder, this.execute, call, token));
+    const [{ token }, call] = native(() => [optionsOf(options), this.#call()]);
+    this.#outsideTransaction();
+    const r = this.#machine(() => this.#native.acquire(targetId, holder, this.#execute, call, token));
     return r.granted ? { granted: new Grant(r.granted) } : r;
   }
 
@@ -431,19 +446,19 @@ class ProjectionStore {
    */
   publish(grant, options) {
     requireGrant(grant);
-    const call = native(() => this.call(bindingOf(options)));
-    this.outsideTransaction();
-    return spending(grant, (presented) => this.machine(() => this.native.publish(presented, this.execute, call)).published);
+    const call = native(() => this.#call(bindingOf(options)));
+    this.#outsideTransaction();
+    return spending(grant, (presented) => this.#machine(() => this.#native.publish(presented, this.#execute, call)).published);
   }
 
   /** Grant, publish and release in one envelope: `{ published }` or `{ held }`. */
   publishNow(targetId, holder, options) {
     const [token, call] = native(() => {
       const copy = optionsOf(options, ['consumerBinding']);
-      return [copy.token, this.call(copy.consumerBinding)];
+      return [copy.token, this.#call(copy.consumerBinding)];
     });
-    this.outsideTransaction();
-    return this.machine(() => this.native.publishNow(targetId, holder, this.execute, call, token));
+    this.#outsideTransaction();
+    return this.#machine(() => this.#native.publishNow(targetId, holder, this.#execute, call, token));
   }
 
   /**
@@ -457,12 +472,12 @@ class ProjectionStore {
    */
   async publishAsync(grant, options) {
     requireGrant(grant);
-    const call = native(() => this.call(bindingOf(options)));
-    this.outsideTransaction();
+    const call = native(() => this.#call(bindingOf(options)));
+    this.#outsideTransaction();
     // Spent now, synchronously: a use of the same object between the turns is refused.
     return spending(grant, async (presented) => {
-      const run = native(() => this.native.publication(presented, call));
-      return (await this.turns(run)).published;
+      const run = native(() => this.#native.publication(presented, call));
+      return (await this.#turns(run)).published;
     });
   }
 
@@ -470,10 +485,10 @@ class ProjectionStore {
   async publishNowAsync(targetId, holder, options) {
     const [token, call] = native(() => {
       const copy = optionsOf(options, ['consumerBinding']);
-      return [copy.token, this.call(copy.consumerBinding)];
+      return [copy.token, this.#call(copy.consumerBinding)];
     });
-    this.outsideTransaction();
-    return this.turns(native(() => this.native.publicationNow(targetId, holder, call, token)));
+    this.#outsideTransaction();
+    return this.#turns(native(() => this.#native.publicationNow(targetId, holder, call, token)));
   }
 
   /**
@@ -482,10 +497,10 @@ class ProjectionStore {
    */
   release(grant) {
     requireGrant(grant);
-    const call = native(() => this.call());
-    this.outsideTransaction();
+    const call = native(() => this.#call());
+    this.#outsideTransaction();
     const { presented } = spend(grant);
-    return this.machine(() => this.native.release(presented, this.execute, call));
+    return this.#machine(() => this.#native.release(presented, this.#execute, call));
   }
 
   /**
@@ -497,9 +512,9 @@ class ProjectionStore {
    * nothing was written). Throws NOT_ADMITTED, BUSY, IN_TRANSACTION like the others.
    */
   endLease(targetId) {
-    const call = native(() => this.call());
-    this.outsideTransaction();
-    return this.machine(() => this.native.endLease(targetId, this.execute, call));
+    const call = native(() => this.#call());
+    this.#outsideTransaction();
+    return this.#machine(() => this.#native.endLease(targetId, this.#execute, call));
   }
 
   /**
@@ -511,17 +526,17 @@ class ProjectionStore {
     let leases;
     let channels;
     try {
-      leases = statement(this.db, 'readLeases').all();
-      channels = statement(this.db, 'readAllChannels').all();
+      leases = statement(this.#db, 'readLeases').all();
+      channels = statement(this.#db, 'readAllChannels').all();
     } catch (e) {
       throw sqliteError(e);
     }
-    return native(() => this.native.inspect(leases, channels, this.reading()));
+    return native(() => this.#native.inspect(leases, channels, this.#reading()));
   }
 
   /** The published document of a target (validated, in the store's profile), or throws NOT_PUBLISHED. */
   readProjection(targetId) {
-    return native(() => this.native.readProjection(targetId)).document;
+    return native(() => this.#native.readProjection(targetId)).document;
   }
 }
 
@@ -545,8 +560,8 @@ function adoptJsWriterTables(db, tuples, options = {}) {
     const { clock, channels = [] } = copy;
     const profile = profileOf(copy, 'adoptJsWriterTables');
     if (!Array.isArray(channels)) throw coded('INVALID_INPUT', 'adoptJsWriterTables: options.channels must be the store\'s channel registry (an array)');
-    const channelsJson = JSON.stringify(channels);
-    const tuplesJson = JSON.stringify(tuples);
+    const channelsJson = jsonText(channels, 'adoptJsWriterTables: options.channels');
+    const tuplesJson = jsonText(tuples, 'adoptJsWriterTables: the tuples');
     return { profile, channelsJson, tuplesJson, nowMs: clock ? clock() : undefined };
   });
   refuseTransaction(db, 'the adoption');
@@ -570,12 +585,7 @@ function targetId(tuple) {
  * writer derives).
  */
 function targetIdFor(profile, tuple) {
-  let text;
-  try {
-    text = JSON.stringify(tuple);
-  } catch (e) {
-    throw coded('INVALID_INPUT', `tuple: not JSON (${e.message})`);
-  }
+  const text = jsonText(tuple, 'tuple');
   return native(() => addon.targetId(text, profile)).targetId;
 }
 
@@ -595,13 +605,12 @@ function readProjection(runtimeRoot, targetId, profile) {
  * `tokenHex` included).
  */
 function optionsOf(options, allowed = []) {
-  const copy = Object.create(null);
-  if (options === undefined) return copy;
-  if (options === null || typeof options !== 'object' || Object.keys(options).some((k) => !allowed.includes(k))) {
-    throw coded('INVALID_INPUT', 'acquire and publishNow take no options but consumerBinding');
-  }
-  copy.token = options[TEST_TOKEN];
-  for (const key of allowed) copy[key] = options[key];
+  if (options === undefined) return Object.create(null);
+  const refused = () => coded('INVALID_INPUT', 'acquire and publishNow take no options but consumerBinding');
+  if (options === null || typeof options !== 'object') throw refused();
+  if (readHost('the options', () => Object.keys(options)).some((k) => !allowed.includes(k))) throw refused();
+  const copy = fieldsOf(options, [TEST_TOKEN, ...allowed], 'the options');
+  copy.token = copy[TEST_TOKEN];
   return copy;
 }
 

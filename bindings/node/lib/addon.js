@@ -9,17 +9,24 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 /**
- * The mark of the package's own errors: their code again, under this symbol (the addon sets it
- * too, `src/failure.rs`). `native` passes an error on as the package's only when it carries
- * it, so a host's error with a code that happens to be one of ours is still the host's.
+ * The package's own errors: every error `coded` makes, and every error the addon makes (it is
+ * handed a function that adds to this set once, at load: `markOwnErrors`, `src/failure.rs`).
+ * Nothing outside this module can add to it, and nothing on an error can stand for it: `native`
+ * passes an error on as the package's only when it is here, so a host's error with a code of
+ * ours — and with whatever it copied from one of ours — is still the host's.
  */
-const OWN_ERROR = Symbol.for('solewriter.error');
+const own = new WeakSet();
 
 /** An `Error` of the package's, with a `code` and more fields. */
 function coded(code, message, fields) {
   const error = Object.assign(new Error(message), { code }, fields);
-  Object.defineProperty(error, OWN_ERROR, { value: code });
+  own.add(error);
   return error;
+}
+
+/** Whether `error` is one of the package's own errors (made by `coded` or by the addon). */
+function isOwn(error) {
+  return own.has(error);
 }
 
 /**
@@ -79,5 +86,8 @@ function loadAddon() {
 }
 
 const addon = loadAddon();
+addon.markOwnErrors((error) => {
+  own.add(error);
+});
 
-module.exports = { addon, coded, OWN_ERROR };
+module.exports = { addon, coded, isOwn };

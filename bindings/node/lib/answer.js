@@ -7,7 +7,7 @@
  * (`native`), so a caller only ever sees documented codes.
  */
 
-const { addon, coded, OWN_ERROR } = require('./addon');
+const { addon, coded, isOwn } = require('./addon');
 
 /**
  * Every `code` an error of this package carries, in the manual's order (docs/node.md says what
@@ -20,17 +20,17 @@ const ERROR_CODES = Object.freeze(addon.errorCodes());
 const NAPI_STATUS = /^[A-Z][a-z]+(?:[A-Z][a-z]+)+$/;
 
 /**
- * Runs a call into the addon: its value, or its error. The addon throws its own failures as
- * coded errors carrying the package's mark (`OWN_ERROR`), which pass as they are; whatever else
- * escapes is an error of the binding layer, which becomes one of ours: a napi-rs status (an argument of the wrong type reached the
- * addon) is INVALID_INPUT; anything else escaped from a callback of the host's (a throwing
- * getter of an argument) and is HOST.
+ * Runs a call into the addon: its value, or its error. The package's own errors (`isOwn`: the
+ * addon's and `coded`'s) pass as they are; whatever else escapes is an error of the binding
+ * layer, which becomes one of ours: a napi-rs status (an argument of the wrong type reached the
+ * addon) is INVALID_INPUT; anything else escaped from a callback of the host's (a clock) and is
+ * HOST, whatever code or mark it carries.
  */
 function native(call) {
   try {
     return call();
   } catch (e) {
-    if (e instanceof Error && e[OWN_ERROR] === e.code && ERROR_CODES.includes(e.code)) throw e;
+    if (isOwn(e) && ERROR_CODES.includes(e.code)) throw e;
     const message = e instanceof Error ? e.message : String(e);
     if (e instanceof Error && NAPI_STATUS.test(e.code)) {
       throw coded('INVALID_INPUT', `invalid argument (${e.code}): ${message}`);

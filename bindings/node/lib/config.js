@@ -14,7 +14,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { addon, coded } = require('./addon');
 const { native } = require('./answer');
-const { fieldsOf, jsonCopy } = require('./copy');
+const { readHost, fieldsOf, jsonCopy } = require('./copy');
 
 /** The configuration fields of a store: those without `optional` are required. */
 const CONFIG_FIELDS = {
@@ -78,7 +78,7 @@ function checkRoot(field, resolved, makeParent) {
  */
 function storeConfigOf(config, { makeParent = false } = {}) {
   if (config === null || typeof config !== 'object') throw badConfig('a configuration object is required');
-  for (const field of Object.keys(config)) {
+  for (const field of readHost('configuration', () => Object.keys(config), 'INVALID_CONFIG')) {
     if (!(field in CONFIG_FIELDS)) throw badConfig(`unknown field \`${field}\` (known: ${Object.keys(CONFIG_FIELDS).join(', ')})`);
   }
   const copy = fieldsOf(config, Object.keys(CONFIG_FIELDS), 'configuration', 'INVALID_CONFIG');
@@ -102,7 +102,7 @@ function storeConfigOf(config, { makeParent = false } = {}) {
   // The addon's check of every value (INVALID_CONFIG naming the field).
   const store = native(() => new addon.NativeStore({ channelsJson, leaseTtlMs, busyTimeoutMs, runtimeRoot, hookProjectionRoot, profile }));
   checkRoot(field, copy[field], makeParent);
-  return { copy, store, channelsJson };
+  return { copy, store };
 }
 
 module.exports = { CONFIG_FIELDS, storeConfigOf, badConfig };

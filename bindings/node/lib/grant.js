@@ -26,8 +26,11 @@
 
 const util = require('node:util');
 const { coded } = require('./answer');
+const { fieldsOf } = require('./copy');
 
 const TOKEN = /^[0-9a-f]{64}$/;
+/** The fields of an exported grant (`exportSecret`), each read once by `Grant.fromSecret`. */
+const EXPORTED_FIELDS = ['targetId', 'epoch', 'holder', 'acquiredAt', 'expiresAt', 'token'];
 const TARGET = /^(?:[0-9a-f]{32}|[0-9a-f]{64})$/;
 
 /** Reads the token of a grant: defined in the class's static block, so only this module has it. */
@@ -99,7 +102,7 @@ class Grant {
     if (exported === null || typeof exported !== 'object') {
       throw coded('INVALID_INPUT', 'Grant.fromSecret takes what exportSecret() returned');
     }
-    return new Grant(exported);
+    return new Grant(fieldsOf(exported, EXPORTED_FIELDS, 'Grant.fromSecret: the export'));
   }
 
   /**

@@ -17,51 +17,49 @@
  */
 
 const { coded, native } = require('./answer');
+const { fieldsOf, jsonText } = require('./copy');
 
 /** The options as JSON text, or INVALID_INPUT. */
 function text(value, what) {
   if (value === null || typeof value !== 'object') throw coded('INVALID_INPUT', `${what} must be an object`);
-  try {
-    return JSON.stringify(value);
-  } catch (e) {
-    throw coded('INVALID_INPUT', `${what} is not JSON (${e.message})`);
-  }
+  return jsonText(value, what);
 }
 
 /** The ledger classes over the loaded `addon`. */
 function ledgerClasses(addon) {
   /** The ledger of project directory `dir` over the Git repository `repo`. */
   class Ledger {
+    /** The addon's ledger: private, so every call into it goes through this class's checks. */
+    #native;
+
     /**
      * `options`: `{ recordOnly }` (no kernel lock) and `gitEnv` (more environment for every
      * `git` run, e.g. `{ GIT_CONFIG_GLOBAL: '/dev/null' }`).
      */
     constructor(options) {
-      if (options === null || typeof options !== 'object') throw coded('INVALID_INPUT', 'Ledger: options must be an object');
-      const { dir, repo, recordOnly = false, gitEnv = {} } = options;
+      const { dir, repo, recordOnly = false, gitEnv = {} } = fieldsOf(options, ['dir', 'repo', 'recordOnly', 'gitEnv'], 'Ledger: options');
       if (typeof dir !== 'string' || typeof repo !== 'string') throw coded('INVALID_INPUT', 'Ledger: dir and repo must be strings');
       if (typeof recordOnly !== 'boolean') throw coded('INVALID_INPUT', 'Ledger: recordOnly must be a boolean');
       const env = text(gitEnv, 'gitEnv');
-      this.dir = dir;
-      this.native = native(() => new addon.NativeLedger(dir, repo, recordOnly, env));
+      this.#native = native(() => new addon.NativeLedger(dir, repo, recordOnly, env));
     }
 
     /** The commit id (hex) `rev` names now. */
     resolve(rev) {
       if (typeof rev !== 'string') throw coded('INVALID_INPUT', 'resolve: rev must be a string');
-      return native(() => this.native.resolve(rev)).oid;
+      return native(() => this.#native.resolve(rev)).oid;
     }
 
     /** The demand read: `{ history, persisted }`; never waits for a live writer. */
     demand(query) {
       const json = text(query, 'the query');
-      return native(() => this.native.demand(json));
+      return native(() => this.#native.demand(json));
     }
 
     /** The build transaction under the project lock: `{ history, persisted }`. */
     build(query) {
       const json = text(query, 'the query');
-      return native(() => this.native.build(json));
+      return native(() => this.#native.build(json));
     }
 
     /**
@@ -70,7 +68,7 @@ function ledgerClasses(addon) {
      */
     async demandAsync(query) {
       const json = text(query, 'the query');
-      return await native(() => this.native.demandAsync(json));
+      return await native(() => this.#native.demandAsync(json));
     }
 
     /**
@@ -79,12 +77,12 @@ function ledgerClasses(addon) {
      */
     async buildAsync(query) {
       const json = text(query, 'the query');
-      return await native(() => this.native.buildAsync(json));
+      return await native(() => this.#native.buildAsync(json));
     }
 
     /** `{ snapshot, lock }`: what is stored and who holds the lock, writing nothing. */
     status() {
-      return native(() => this.native.status());
+      return native(() => this.#native.status());
     }
   }
 

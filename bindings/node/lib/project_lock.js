@@ -10,20 +10,24 @@
  * for at most that long while a live owner holds the lock (there is no default wait).
  */
 
-const { coded, native } = require('./answer');
+const { native } = require('./answer');
+const { fieldsOf, jsonText } = require('./copy');
 
 /** The classes over the loaded `addon`. */
 function projectLockClasses(addon) {
   /** A held project lock: `record` (owner, guard, nonce, acquiredAt), `verify()`, `release()`. */
   class ProjectLockGuard {
+    /** The addon's guard: private, so no caller can reach it but through `verify` and `release`. */
+    #native;
+
     constructor(guard) {
-      this.native = guard;
+      this.#native = guard;
       this.record = native(() => guard.record());
     }
 
     /** Returns while this guard still holds the lock; throws LOCK_LOST otherwise. */
     verify() {
-      native(() => this.native.verify());
+      native(() => this.#native.verify());
     }
 
     /**
@@ -31,17 +35,18 @@ function projectLockClasses(addon) {
      * lock go: `{ removed: true }` or `{ notHolder: { found } }` (the record found, or null).
      */
     release() {
-      return native(() => this.native.release());
+      return native(() => this.#native.release());
     }
   }
 
   /** The project lock of directory `dir` (`recordOnly`: no kernel lock). */
   class ProjectLock {
+    /** The addon's lock: private, so every call into it goes through this class's checks. */
+    #native;
+
     constructor(dir, options = {}) {
-      if (options === null || typeof options !== 'object') throw coded('INVALID_INPUT', 'ProjectLock: options must be an object');
-      const { recordOnly = false } = options;
-      this.dir = dir;
-      this.native = native(() => new addon.NativeProjectLock(dir, recordOnly));
+      const { recordOnly = false } = fieldsOf(options, ['recordOnly'], 'ProjectLock: options');
+      this.#native = native(() => new addon.NativeProjectLock(dir, recordOnly));
     }
 
     /**
@@ -51,18 +56,13 @@ function projectLockClasses(addon) {
      * MALFORMED_LOCK, ... — and INVALID_INPUT without a `wait`.
      */
     acquire(options) {
-      let text;
-      try {
-        text = JSON.stringify(options ?? {});
-      } catch (e) {
-        throw coded('INVALID_INPUT', `acquire: the options are not JSON (${e.message})`);
-      }
-      return new ProjectLockGuard(native(() => this.native.acquire(text)));
+      const text = jsonText(options ?? {}, 'acquire: the options');
+      return new ProjectLockGuard(native(() => this.#native.acquire(text)));
     }
 
     /** `{ lock, kernel, record, ownership }`, read without writing (the Rust `LockStatus`). */
     status() {
-      return native(() => this.native.status());
+      return native(() => this.#native.status());
     }
 
     /**
@@ -71,7 +71,7 @@ function projectLockClasses(addon) {
      * 'known' | 'nonce-mismatch', with the `record`) having removed nothing.
      */
     clear(nonce) {
-      return native(() => this.native.clear(nonce));
+      return native(() => this.#native.clear(nonce));
     }
   }
 

@@ -13,22 +13,19 @@
  */
 
 const { coded, native } = require('./answer');
+const { readHost, fieldsOf, jsonText } = require('./copy');
 
 /** The JSON text of `value` for the addon, or INVALID_INPUT naming `what`. */
 function json(value, what) {
-  try {
-    const text = JSON.stringify(value);
-    if (text === undefined) throw new Error('not representable');
-    return text;
-  } catch (e) {
-    throw coded('INVALID_INPUT', `${what} is not JSON (${e.message})`);
-  }
+  const text = jsonText(value, what);
+  if (text === undefined) throw coded('INVALID_INPUT', `${what} is not JSON (not representable)`);
+  return text;
 }
 
 /** The frame as JSON text: a string as it is, bytes (a socket's Buffer) as UTF-8, an object serialized. */
 function frameText(frame) {
   if (typeof frame === 'string') return frame;
-  if (frame instanceof Uint8Array) {
+  if (readHost('the frame', () => frame instanceof Uint8Array)) {
     try {
       return new TextDecoder('utf-8', { fatal: true }).decode(frame);
     } catch {
@@ -47,14 +44,15 @@ function frameText(frame) {
 function contextText(context) {
   if (context === null || context === undefined) return 'null';
   if (typeof context !== 'object' || Array.isArray(context)) return '"malformed"';
+  const { agentId, sessionId } = fieldsOf(context, ['agentId', 'sessionId'], 'the context');
   const id = (value) => (typeof value === 'string' ? value : null);
-  return JSON.stringify({ agentId: id(context.agentId), sessionId: id(context.sessionId) });
+  return JSON.stringify({ agentId: id(agentId), sessionId: id(sessionId) });
 }
 
-/** The request object of an admission, or INVALID_INPUT. */
-function requireRequest(request, what) {
+/** The fields of the request object of an admission, each read once, or INVALID_INPUT. */
+function requestOf(request, what, fields) {
   if (request === null || typeof request !== 'object') throw coded('INVALID_INPUT', `${what} takes one object`);
-  return request;
+  return fieldsOf(request, fields, `${what}: the request`);
 }
 
 function requireFunction(parentOf) {
@@ -94,17 +92,20 @@ function writeGuardApi(addon) {
 
   /** The held-lock authority of one heap. One per heap; locks are held until released or swept. */
   class WriteGuard {
+    /** The addon's guard: private, so every call into it goes through this class's checks. */
+    #native;
+
     constructor() {
-      this.native = native(() => new addon.NativeWriteGuard());
+      this.#native = native(() => new addon.NativeWriteGuard());
     }
 
     /** `admitWrite` with this guard. */
     admitWrite(request) {
-      const { context, componentId, parentOf } = requireRequest(request, 'admitWrite');
+      const { context, componentId, parentOf } = requestOf(request, 'admitWrite', ['context', 'componentId', 'parentOf']);
       requireId(componentId, 'componentId');
       requireFunction(parentOf);
       const text = contextText(context);
-      return native(() => this.native.admitWrite(text, componentId, parentOf));
+      return native(() => this.#native.admitWrite(text, componentId, parentOf));
     }
 
     /**
@@ -113,11 +114,11 @@ function writeGuardApi(addon) {
      * or a denial.
      */
     admitMove(request) {
-      const { context, nodeId, newParentId, parentOf } = requireRequest(request, 'admitMove');
+      const { context, nodeId, newParentId, parentOf } = requestOf(request, 'admitMove', ['context', 'nodeId', 'newParentId', 'parentOf']);
       requireId(nodeId, 'nodeId');
       requireId(newParentId, 'newParentId');
       requireFunction(parentOf);
-      return native(() => this.native.admitMove(contextText(context), nodeId, newParentId, parentOf));
+      return native(() => this.#native.admitMove(contextText(context), nodeId, newParentId, parentOf));
     }
 
     /**
@@ -127,7 +128,7 @@ function writeGuardApi(addon) {
      */
     releaseWrite(lock) {
       const text = json(lock, 'the lock');
-      return native(() => this.native.release(text));
+      return native(() => this.#native.release(text));
     }
 
     /**
@@ -137,12 +138,12 @@ function writeGuardApi(addon) {
      */
     releaseAgent(writer) {
       const text = json(writer, 'the writer');
-      return native(() => this.native.releaseAgent(text));
+      return native(() => this.#native.releaseAgent(text));
     }
 
     /** A copy of every held lock, sorted. */
     heldLocks() {
-      return native(() => this.native.heldLocks());
+      return native(() => this.#native.heldLocks());
     }
   }
 
@@ -155,7 +156,7 @@ function writeGuardApi(addon) {
    * denied `no-write-guard`; a `writeGuard` that is not a WriteGuard throws INVALID_INPUT.
    */
   function admitWrite(request) {
-    const { context, componentId, parentOf, writeGuard } = requireRequest(request, 'admitWrite');
+    const { context, componentId, parentOf, writeGuard } = requestOf(request, 'admitWrite', ['context', 'componentId', 'parentOf', 'writeGuard']);
     if (writeGuard === undefined || writeGuard === null) {
       requireId(componentId, 'componentId');
       requireFunction(parentOf);

@@ -7,12 +7,13 @@
 //! `{"int": "<decimal>"}` (bound as a BigInt), `{"text": …}` or `{"blobHex": …}`.
 
 use super::boundary::answer;
+use super::config::channel_specs;
 use super::failure::{Code, Failure, JsAnswer};
 use super::from_js;
 use napi_derive::napi;
 use serde_json::{json, Value};
 use solewriter_core::projection::adoption::{self, js_writer, AdoptionRefused, Param, Survey};
-use solewriter_core::projection::channel::{ChannelRegistry, ChannelSpec};
+use solewriter_core::projection::channel::ChannelRegistry;
 use solewriter_core::projection::profile::Profile;
 use solewriter_core::projection::target::TargetTuple;
 use solewriter_core::time::Millis;
@@ -128,8 +129,8 @@ pub fn adoption_plan(
             .map(|t| TargetTuple::from_json(&t.to_string()))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| super::invalid(format!("tuples: {e}")))?;
-        let specs: Vec<ChannelSpec> = serde_json::from_str(&channels_json)
-            .map_err(|e| super::invalid(format!("channels: {e}")))?;
+        let specs =
+            channel_specs(&channels_json).map_err(|e| super::invalid(format!("channels: {e}")))?;
         let registry =
             ChannelRegistry::new(specs).map_err(|e| super::invalid(format!("channels: {e}")))?;
         let plan = adoption::plan(

@@ -5,6 +5,7 @@
 use super::failure::{invalid, Code, Failure};
 use super::from_js;
 use napi_derive::napi;
+use serde_json::Value;
 use solewriter_core::config::LeaseTtl;
 use solewriter_core::projection::channel::{ChannelRegistry, ChannelSpec};
 use solewriter_core::projection::composition::Composition;
@@ -117,8 +118,7 @@ impl Store {
             .channels_json
             .as_deref()
             .ok_or_else(|| bad_config("channels", "missing (an array, maybe empty)"))?;
-        let specs: Vec<ChannelSpec> =
-            serde_json::from_str(channels).map_err(|e| bad_config("channels", e))?;
+        let specs = channel_specs(channels).map_err(|e| bad_config("channels", e))?;
         let registry = ChannelRegistry::new(specs).map_err(|e| bad_config("channels", e))?;
         let ttl_ms = config_ms(options.lease_ttl_ms, "leaseTtlMs")?;
         if ttl_ms > MAX_LEASE_TTL_MS {
@@ -164,6 +164,23 @@ impl Store {
             root,
         })
     }
+}
+
+/// The channel specs of a registry given as a JSON array, each read on its own so that a
+/// refusal names its channel (a field missing or wrong, an envelope JSON Schema that does not
+/// compile).
+pub(crate) fn channel_specs(json: &str) -> Result<Vec<ChannelSpec>, String> {
+    let specs: Vec<Value> = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    specs
+        .into_iter()
+        .map(|spec| {
+            let channel = match spec.get("name") {
+                Some(Value::String(name)) => format!("channel `{name}`: "),
+                _ => String::new(),
+            };
+            serde_json::from_value(spec).map_err(|e| format!("{channel}{e}"))
+        })
+        .collect()
 }
 
 /// The configuration of one call on `store`: `INVALID_INPUT` for a clock reading or a consumer

@@ -5,7 +5,7 @@
 //! failure's fields (a fencing `reason`, a lock's `owner`, ...). No JSON text crosses the
 //! boundary in either direction of an answer.
 
-use napi::bindgen_prelude::{Function, JsObjectValue, Object, ToNapiValue, Unknown};
+use napi::bindgen_prelude::{Function, FunctionRef, JsObjectValue, Object, ToNapiValue, Unknown};
 use napi::{sys, Env, JsValue, Status};
 use napi_derive::napi;
 use serde_json::Value;
@@ -147,9 +147,33 @@ pub fn error_codes() -> Vec<&'static str> {
     Code::ALL.iter().map(|c| c.as_str()).collect()
 }
 
-/// The key (`Symbol.for(OWN_ERROR)`) of the mark every error of the package carries: its
-/// code again, under a symbol a host's error does not have.
-const OWN_ERROR: &str = "solewriter.error";
+/// The JS layer's mark of the package's own errors, handed over once ([`mark_own_errors`]) and
+/// kept as the addon's instance data: a function every error the addon makes is handed to.
+type Mark = FunctionRef<Handle, Unknown<'static>>;
+
+/// A JS value handed on as it is: the error being marked.
+pub struct Handle(sys::napi_value);
+
+impl ToNapiValue for Handle {
+    unsafe fn to_napi_value(_: sys::napi_env, handle: Self) -> napi::Result<sys::napi_value> {
+        Ok(handle.0)
+    }
+}
+
+/// Takes the JS layer's mark of the package's own errors (`lib/addon.js`), once per load: a
+/// function that registers an error as the package's where no other code can (a module-private
+/// `WeakSet`; a mark on the error itself could be copied onto a host's error). Every error the
+/// addon makes afterwards is handed to it. A second call is refused.
+#[napi]
+pub fn mark_own_errors(env: Env, mark: Function<Handle, Unknown<'static>>) -> napi::Result<()> {
+    if env.get_instance_data::<Mark>()?.is_some() {
+        return Err(napi::Error::new(
+            Status::GenericFailure,
+            "the mark of the package's own errors is already set",
+        ));
+    }
+    env.set_instance_data(mark.create_ref()?, (), |_| {})
+}
 
 /// Why an effect or a call failed.
 #[derive(Debug)]
@@ -192,18 +216,16 @@ impl Failure {
         let mut error =
             env.create_error(napi::Error::new(Status::GenericFailure, &self.message))?;
         error.set("code", self.code.as_str())?;
-        // The mark of the package's own errors (`lib/answer.js`): a host's error that happens
-        // to carry one of these codes is still the host's.
-        let symbol: Object = env.get_global()?.get_named_property_unchecked("Symbol")?;
-        let symbol_for: Function<&str, Unknown> = symbol.get_named_property_unchecked("for")?;
-        error.set_property(
-            symbol_for.call(OWN_ERROR)?,
-            env.create_string(self.code.as_str())?,
-        )?;
         if let Value::Object(fields) = &self.detail {
             for (name, value) in fields {
                 error.set(name, value)?;
             }
+        }
+        // Marked as the package's own (`lib/answer.js`), so that a host's error that happens to
+        // carry one of these codes is still the host's. Without a mark (the addon loaded by
+        // other code than the package's), the error is coded all the same.
+        if let Some(mark) = env.get_instance_data::<Mark>()? {
+            mark.borrow_back(env)?.call(Handle(error.raw()))?;
         }
         Ok(error)
     }

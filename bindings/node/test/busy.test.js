@@ -12,7 +12,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const Database = require('better-sqlite3');
 const { ProjectionStore } = require('..');
-const { setup, tuple } = require('./helpers');
+const { setup, faulty, tuple } = require('./helpers');
 
 test('a publication while another connection holds the write lock is BUSY and touches nothing', () => {
   const { dbPath, db, store, runtimeRoot } = setup({ timeout: 50 });
@@ -36,30 +36,23 @@ test('a publication while another connection holds the write lock is BUSY and to
 });
 
 /**
- * A store whose connection's write lock another connection (`blocker`) takes just before its
- * `at`-th `begin` and lets go just before the next `begin`: the transaction of that `begin`
- * cannot start (BUSY), and the one after it (the release of the unused grant) finds the store
- * free — the shape of the Rust adapter's tests of the same rule (`fencing.rs`).
+ * A store on `db` whose connection's write lock another connection (`blocker`) takes just
+ * before its `at`-th `BEGIN` and lets go just before the next `BEGIN`: the transaction of that
+ * `BEGIN` cannot start (BUSY), and the one after it (the release of the unused grant) finds the
+ * store free — the shape of the Rust adapter's tests of the same rule (`fencing.rs`). `begins()`
+ * counts the `BEGIN`s.
  */
-class BusyAtBegin extends ProjectionStore {
-  constructor(db, config, blocker, at) {
-    super(db, config);
-    this.blocker = blocker;
-    this.at = at;
-    this.begins = 0;
-  }
-
-  executor(onPause) {
-    const execute = super.executor(onPause);
-    return (effect) => {
-      if (effect.kind === 'begin') {
-        this.begins += 1;
-        if (this.begins === this.at) this.blocker.exec('BEGIN IMMEDIATE');
-        if (this.begins === this.at + 1) this.blocker.exec('ROLLBACK');
-      }
-      return execute(effect);
-    };
-  }
+function busyAtBegin(db, config, blocker, at) {
+  let begins = 0;
+  const exec = (sql, real) => {
+    if (sql === 'BEGIN IMMEDIATE') {
+      begins += 1;
+      if (begins === at) blocker.exec('BEGIN IMMEDIATE');
+      if (begins === at + 1) blocker.exec('ROLLBACK');
+    }
+    return real();
+  };
+  return { store: new ProjectionStore(faulty(db, { exec }), config), begins: () => begins };
 }
 
 for (const form of ['publish', 'publishAsync']) {
@@ -68,9 +61,9 @@ for (const form of ['publish', 'publishAsync']) {
     const t = store.admitTarget(tuple(0));
     const grant = store.acquire(t, 'holder-1').granted;
     const blocker = new Database(dbPath);
-    const busy = new BusyAtBegin(db, store.config, blocker, 1);
-    await assert.rejects(async () => busy[form](grant), (e) => e.code === 'BUSY' && /unused grant was released/.test(e.message));
-    assert.equal(busy.begins, 2, 'the publication began once, its release once');
+    const busy = busyAtBegin(db, store.config, blocker, 1);
+    await assert.rejects(async () => busy.store[form](grant), (e) => e.code === 'BUSY' && /unused grant was released/.test(e.message));
+    assert.equal(busy.begins(), 2, 'the publication began once, its release once');
     const row = db.prepare('SELECT fencing_epoch, state FROM HookProjectionLeases WHERE target_id = ?').get(t);
     assert.deepEqual({ ...row }, { fencing_epoch: 1, state: 'released' });
     assert.equal(fs.existsSync(path.join(runtimeRoot, 'hook-projections', t, 'current.json')), false, 'nothing published');
@@ -87,9 +80,9 @@ for (const form of ['publishNow', 'publishNowAsync']) {
     clock.now += 101; // ... and now expired
     const blocker = new Database(dbPath);
     // The takeover's grant commits in its own transaction; the publication with it is BUSY.
-    const busy = new BusyAtBegin(db, store.config, blocker, 2);
-    await assert.rejects(async () => busy[form](t, 'holder-2'), (e) => e.code === 'BUSY' && /unused grant was released/.test(e.message));
-    assert.equal(busy.begins, 3, "the takeover's grant, its publication, the grant's release");
+    const busy = busyAtBegin(db, store.config, blocker, 2);
+    await assert.rejects(async () => busy.store[form](t, 'holder-2'), (e) => e.code === 'BUSY' && /unused grant was released/.test(e.message));
+    assert.equal(busy.begins(), 3, "the takeover's grant, its publication, the grant's release");
     const row = db.prepare('SELECT fencing_epoch, state FROM HookProjectionLeases WHERE target_id = ?').get(t);
     assert.deepEqual({ ...row }, { fencing_epoch: 2, state: 'released' }, 'the grant it took is released, not left to expire');
     assert.equal(fs.existsSync(path.join(runtimeRoot, 'hook-projections', t, 'current.json')), false, 'nothing published');

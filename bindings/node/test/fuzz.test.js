@@ -2,12 +2,12 @@
 /**
  * Fuzzing the native boundary (seeded, so a failure replays): thousands of malformed
  * configurations, rows a host could have planted in the two tables, and malformed answers of
- * the SQL executor. Every case ends in an answer or a thrown `Error` whose code is one of
- * `ERROR_CODES` — never an abort (the test process would die), never another code — and a
+ * the host's connection to the SQL executor. Every case ends in an answer or a thrown `Error`
+ * whose code is one of `ERROR_CODES` — never an abort (the test process would die), never another code — and a
  * call refused because of a planted row publishes nothing and writes no row (a one-shot that
  * had begun its transaction over a free row commits only the release of its own grant); a
- * call whose executor answered garbage leaves the connection outside any transaction at the
- * host's `synchronous` level.
+ * call whose connection answered garbage leaves it outside any transaction at the host's
+ * `synchronous` level.
  *
  * SOLEWRITER_FUZZ_SEED=<n> replays a run; SOLEWRITER_FUZZ_CASES=<n> scales each part.
  */
@@ -17,7 +17,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const { ProjectionStore, Grant, ERROR_CODES } = require('..');
-const { setup, tuple, submission, CHANNELS, START } = require('./helpers');
+const { setup, faulty, tuple, submission, CHANNELS, START } = require('./helpers');
 
 const SEED = Number(process.env.SOLEWRITER_FUZZ_SEED || 20261201);
 const CASES = Number(process.env.SOLEWRITER_FUZZ_CASES || 1500);
@@ -242,19 +242,9 @@ test(`rows a host planted: a documented error or an answer, and a refused call w
   assert.ok((counts.CORRUPT_ROW || 0) + (counts.INCONSISTENT_LEASE || 0) > CASES / 10, JSON.stringify(counts));
 });
 
-/** A store whose SQL executor answers garbage now and then (the real one otherwise). */
-class GarbageExecutor extends ProjectionStore {
-  executor(onPause) {
-    const real = super.executor(onPause);
-    return (effect) => (this.g.next() < 0.8 ? real(effect) : this.garbage(effect));
-  }
-}
-
-test(`malformed answers of the SQL executor: a documented error or an answer, the connection left clean (${CASES} cases)`, async (t) => {
+test(`malformed answers of the host's connection: a documented error or an answer, the connection left clean (${CASES} cases)`, async (t) => {
   const g = generator(SEED + 2);
-  const { db, runtimeRoot, store: plain, clock } = setup({ ttlMs: 100 });
-  const store = new GarbageExecutor(db, { ...plain.config, busyTimeoutMs: 50 });
-  store.g = g;
+  const { db, store: plain, clock } = setup({ ttlMs: 100 });
   const target = plain.admitTarget(tuple(0));
   plain.submit('router', submission(target, 0, 1, 'x'));
   const garbageRow = () => ({
@@ -263,18 +253,27 @@ test(`malformed answers of the SQL executor: a documented error or an answer, th
     state: value(g, ['held', 'unheld']),
     holder_token_hash: value(g, [Buffer.alloc(32)]),
   });
-  store.garbage = () =>
-    g.pick([
+  const failure = () => Object.assign(new Error('the connection failed'), { code: value(g, ['SQLITE_BUSY', 'SQLITE_FULL', 5]) });
+  // Once the store is made, now and then a statement answers garbage or throws, and a BEGIN or
+  // COMMIT throws (a ROLLBACK always runs: a connection that cannot roll back cannot be left
+  // clean by anyone).
+  let faults = false;
+  const statement = (sql, method, args, real) => {
+    if (!faults || g.next() < 0.8) return real();
+    return g.pick([
       () => value(g),
-      () => ({ lease: value(g, [garbageRow(), null]) }),
-      () => ({ channels: value(g, [[garbageRow()], [{}], null]) }),
-      () => ({ written: value(g, [true, false, null]) }),
-      () => ({ error: value(g, [{ code: 'SQLITE_BUSY', message: 'busy' }, { code: 5 }, { message: 'x' }, null]) }),
-      () => ({ pause: value(g, [true, null]) }),
+      () => ({ get: () => value(g, [garbageRow(), null]), all: () => value(g, [[garbageRow()], [{}], null]), run: () => value(g, [{ changes: 1 }, { changes: 0 }, null]) })[method](),
       () => {
-        throw new Error('the executor threw');
+        throw failure();
       },
     ])();
+  };
+  const exec = (sql, real) => {
+    if (faults && sql !== 'ROLLBACK' && g.next() >= 0.8) throw failure();
+    return real();
+  };
+  const store = new ProjectionStore(faulty(db, { exec, statement }), { ...plain.config, busyTimeoutMs: 50 });
+  faults = true;
   const counts = {};
   for (let i = 0; i < CASES; i += 1) {
     clock.now += g.int(60);

@@ -75,6 +75,32 @@ function setup({ ttlMs = TTL_MS, dir = scratch(), timeout = 5000 } = {}) {
   return { dir, dbPath, db, runtimeRoot, clock, store };
 }
 
+/**
+ * `db` seen through the structural `Database` of `index.d.ts` (what solewriter uses of one), with
+ * faults a test plants where the host's connection answers: `exec(sql, real)` answers for
+ * `db.exec(sql)` and `statement(sql, method, args, real)` for a prepared statement's `get`,
+ * `all` or `run` — each calls `real()` for better-sqlite3's own answer, or answers otherwise.
+ */
+function faulty(db, { exec = (sql, real) => real(), statement = (sql, method, args, real) => real() } = {}) {
+  return {
+    name: db.name,
+    get open() {
+      return db.open;
+    },
+    get inTransaction() {
+      return db.inTransaction;
+    },
+    pragma: (...args) => db.pragma(...args),
+    transaction: (fn) => db.transaction(fn),
+    exec: (sql) => exec(sql, () => db.exec(sql)),
+    prepare(sql) {
+      const prepared = db.prepare(sql);
+      const method = (name) => (...args) => statement(sql, name, args, () => prepared[name](...args));
+      return { get: method('get'), all: method('all'), run: method('run') };
+    },
+  };
+}
+
 /** A binary of the CLI package (`target/debug/<name>`), built with the package if needed. */
 function cliBinary(name) {
   const root = path.join(__dirname, '..', '..', '..');
@@ -122,4 +148,4 @@ function hostDatabase(dir) {
   return { db, runtimeRoot, marks: fs.openSync('/dev/null', 'w') };
 }
 
-module.exports = { TTL_MS, START, CHANNELS, tuple, submission, scratch, setup, cli, testkit, traced, hostDatabase };
+module.exports = { TTL_MS, START, CHANNELS, tuple, submission, scratch, setup, faulty, cli, testkit, traced, hostDatabase };

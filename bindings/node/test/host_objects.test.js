@@ -20,9 +20,9 @@ const fs = require('node:fs');
 const path = require('node:path');
 const Database = require('better-sqlite3');
 const solewriter = require('..');
-const { Grant, ProjectionStore, initialize, adoptJsWriterTables, executeSqlEffect, WriteGuard, admitWrite, ProjectLock, Ledger } = solewriter;
+const { Grant, ProjectionStore, initialize, adoptJsWriterTables, WriteGuard, admitWrite, ProjectLock, Ledger } = solewriter;
 const { makeHookProjectionWriter } = require('../lib/memory-core-writer');
-const { setup, scratch, tuple, submission, CHANNELS, TTL_MS, START } = require('./helpers');
+const { setup, faulty, scratch, tuple, submission, CHANNELS, TTL_MS, START } = require('./helpers');
 const memoryCore = require('./memory_core_fixtures');
 
 /** Every row of the two tables, and every file under the runtime root (name and bytes). */
@@ -110,11 +110,12 @@ test('every outcome that reaches the store spends the Grant: fenced, released, n
   // Published, not released: the COMMIT after the rename fails (SQLITE_FULL); the row stays held.
   const grant = store.acquire(target, 'holder-1').granted;
   const exported = grant.exportSecret();
-  const execute = store.execute;
-  store.execute = (effect) =>
-    effect.kind === 'commit' ? { error: { code: 'SQLITE_FULL', message: 'database or disk is full' } } : execute(effect);
-  assert.throws(() => store.publish(grant), { code: 'PUBLISHED_NOT_RELEASED' });
-  store.execute = execute;
+  const exec = (sql, real) => {
+    if (sql === 'COMMIT') throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+    return real();
+  };
+  const full = new ProjectionStore(faulty(db, { exec }), store.config);
+  assert.throws(() => full.publish(grant), { code: 'PUBLISHED_NOT_RELEASED' });
   assert.equal(db.inTransaction, false);
   assert.equal(db.prepare('SELECT state FROM HookProjectionLeases WHERE target_id = ?').get(target).state, 'held');
   store.submit('router', submission(target, 0, 11, 'eleven'));

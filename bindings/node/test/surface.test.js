@@ -12,8 +12,8 @@ const fs = require('node:fs');
 const path = require('node:path');
 const Database = require('better-sqlite3');
 const solewriter = require('..');
-const { ERROR_CODES, Grant, ProjectionStore, ProjectLock, initialize, adoptJsWriterTables, executeSqlEffect } = solewriter;
-const { setup, scratch, tuple, submission, CHANNELS } = require('./helpers');
+const { ERROR_CODES, Grant, ProjectionStore, ProjectLock, initialize, adoptJsWriterTables, executeSqlEffect, SQL } = solewriter;
+const { setup, faulty, scratch, tuple, submission, CHANNELS } = require('./helpers');
 
 const FULL = 2;
 
@@ -35,14 +35,9 @@ test('the binding layer\'s errors become documented codes', () => {
   const t = store.admitTarget(tuple(0));
   // A value of the wrong type reaching the addon: napi-rs's status, as INVALID_INPUT.
   assert.throws(() => store.acquire(5, 'holder-1'), (e) => e.code === 'INVALID_INPUT' && /StringExpected/.test(e.message));
-  // An answer of the host's executor the binding cannot read (a JS exception, no code): HOST.
-  class NullLease extends ProjectionStore {
-    executor(onPause) {
-      const real = super.executor(onPause);
-      return (effect) => (effect.kind === 'readCommittedLease' ? { lease: null } : real(effect));
-    }
-  }
-  const odd = new NullLease(db, store.config);
+  // An answer of the host's connection the binding cannot read (a lease row of null): HOST.
+  const statement = (sql, method, args, real) => (sql === SQL.readLease ? null : real());
+  const odd = new ProjectionStore(faulty(db, { statement }), store.config);
   assert.throws(() => odd.acquire(t, 'holder-1'), (e) => e.code === 'HOST' && /callback of the host/.test(e.message));
   assert.equal(db.inTransaction, false);
   // A documented error passes unchanged.
@@ -58,7 +53,7 @@ test('the binding layer\'s errors become documented codes', () => {
   }
   // Arguments that are not what the calls take: INVALID_INPUT, never an uncoded TypeError.
   const invalid = (call, pattern) => assert.throws(call, (e) => e.code === 'INVALID_INPUT' && pattern.test(e.message));
-  invalid(() => store.admitTarget({ ...tuple(1), agentId: 1n }), /^tuple: not JSON \(/);
+  invalid(() => store.admitTarget({ ...tuple(1), agentId: 1n }), /^tuple is not JSON \(/);
   invalid(() => initialize({}), /^initialize takes the host's better-sqlite3 Database$/);
   invalid(() => adoptJsWriterTables(undefined, []), /^adoptJsWriterTables takes the host's better-sqlite3 Database$/);
   for (const options of [null, 'x']) {
@@ -293,7 +288,7 @@ test('a probe\'s promise pauses only an asynchronous publication, and holds it f
   const publishing = paused.publishNowAsync(t, 'holder-1');
   while (!resume) await new Promise((r) => setImmediate(r));
   await new Promise((r) => setTimeout(r, 50));
-  const other = new ProjectionStore(new Database(store.db.name), { ...store.config, busyTimeoutMs: 20 });
+  const other = new ProjectionStore(new Database(db.name), { ...store.config, busyTimeoutMs: 20 });
   assert.deepEqual(other.endLease(t), { nothingHeld: { epoch: 2, why: 'released' } }, 'no lock is held meanwhile');
   assert.equal(store.readProjection(t).fencingEpoch, 2, 'not published while paused');
   resume();
@@ -344,13 +339,8 @@ test('an executor answer without the rows asked for is HOST, never an empty docu
   const { db, store, runtimeRoot } = setup({ ttlMs: 60000 });
   const t = store.admitTarget(tuple(0));
   store.submit('router', submission(t, 0, 1, 'x'));
-  class NoRows extends ProjectionStore {
-    executor(onPause) {
-      const real = super.executor(onPause);
-      return (effect) => (effect.kind === 'readChannels' ? {} : real(effect));
-    }
-  }
-  const odd = new NoRows(db, store.config);
+  const statement = (sql, method, args, real) => (sql === SQL.readChannels ? undefined : real());
+  const odd = new ProjectionStore(faulty(db, { statement }), store.config);
   assert.throws(() => odd.publishNow(t, 'holder-1'), (e) => e.code === 'HOST' && /answered without `channels`/.test(e.message));
   assert.equal(fs.existsSync(path.join(runtimeRoot, 'hook-projections', t, 'current.json')), false, 'nothing published');
 });

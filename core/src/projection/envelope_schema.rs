@@ -5,10 +5,14 @@
 //! as 2020-12). A schema must be self-contained: its loader refuses every URL, so compiling
 //! and validating read no file and no network — a `$ref` outside the schema is a
 //! configuration error, not a fetch. The drafts' own metaschemas are built into boon.
+//!
+//! A `pattern` whose regex the regex crate will not build (one beyond its size limit, e.g.
+//! `a{1000}{1000}`) is refused before boon sees the schema: boon takes that failure for a bug of
+//! its own and panics on it in a build with debug assertions.
 
-use boon::{Compiler, Draft, SchemaIndex, Schemas, UrlLoader};
+use boon::{CompileError, Compiler, Draft, SchemaIndex, Schemas, UrlLoader};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::sync::Arc;
 
 /// The identifier each channel's schema is compiled under.
@@ -35,19 +39,11 @@ pub struct EnvelopeSchema {
 }
 
 impl EnvelopeSchema {
-    /// Compiles `source`; an invalid or not self-contained schema is refused with boon's
-    /// reason.
+    /// Compiles `source`; an invalid or not self-contained schema, or one with a `pattern` the
+    /// regex crate will not build, is refused with the reason.
     pub fn compile(source: Value) -> Result<Self, String> {
-        let mut compiler = Compiler::new();
-        compiler.set_default_draft(Draft::V2020_12);
-        compiler.use_loader(Box::new(NoLoader));
-        compiler
-            .add_resource(LOCATION, source.clone())
-            .map_err(|e| one_line(&format!("{e:#}")))?;
-        let mut schemas = Schemas::new();
-        let index = compiler
-            .compile(LOCATION, &mut schemas)
-            .map_err(|e| one_line(&format!("{e:#}")))?;
+        refuse_unbuildable_patterns(&source)?;
+        let (schemas, index) = compiled(source.clone()).map_err(|e| one_line(&format!("{e:#}")))?;
         Ok(EnvelopeSchema {
             source,
             compiled: Arc::new((schemas, index)),
@@ -66,6 +62,46 @@ impl EnvelopeSchema {
     pub fn source(&self) -> &Value {
         &self.source
     }
+}
+
+/// `source` compiled as a self-contained schema (2020-12 unless it says otherwise).
+fn compiled(source: Value) -> Result<(Schemas, SchemaIndex), Box<CompileError>> {
+    let mut compiler = Compiler::new();
+    compiler.set_default_draft(Draft::V2020_12);
+    compiler.use_loader(Box::new(NoLoader));
+    compiler.add_resource(LOCATION, source)?;
+    let mut schemas = Schemas::new();
+    let index = compiler.compile(LOCATION, &mut schemas)?;
+    Ok((schemas, index))
+}
+
+/// Refuses a string named `pattern` anywhere in `source` (a `$ref` reaches any location) that
+/// boon would convert from ECMA 262 but the regex crate will not build. Each is tried as the key
+/// of a `patternProperties`, which boon converts and builds the same way as a `pattern` but
+/// whose failure it answers as an invalid regex instead of panicking; any other failure of the
+/// trial is left to the compilation of the schema itself.
+fn refuse_unbuildable_patterns(source: &Value) -> Result<(), String> {
+    let mut pending = vec![source];
+    while let Some(value) = pending.pop() {
+        match value {
+            Value::Object(members) => {
+                if let Some(Value::String(pattern)) = members.get("pattern") {
+                    let trial = json!({ "patternProperties": { pattern.as_str(): true } });
+                    if let Err(CompileError::InvalidRegex { src, .. }) =
+                        compiled(trial).map_err(|e| *e)
+                    {
+                        return Err(one_line(&format!(
+                            "pattern `{pattern}` cannot be built: {src}"
+                        )));
+                    }
+                }
+                pending.extend(members.values());
+            }
+            Value::Array(items) => pending.extend(items),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// boon's multi-line reasons as one line (`; `-joined, trimmed).
@@ -155,6 +191,30 @@ mod tests {
         .unwrap();
         assert!(local.validate(&json!({"n": 1})).is_ok());
         assert!(local.validate(&json!({"n": "1"})).is_err());
+    }
+
+    #[test]
+    fn a_pattern_the_regex_crate_will_not_build_is_refused_not_a_panic() {
+        // Beyond the regex crate's size limit: boon's own compilation panics on it (debug).
+        for schema in [
+            json!({"type": "string", "pattern": "a{1000}{1000}"}),
+            json!({"$defs": {"big": {"pattern": "a{1000}{1000}"}}, "properties": {"x": {"$ref": "#/$defs/big"}}}),
+            // An ECMA control escape, which boon converts before building.
+            json!({"items": [{"pattern": "\\cA{1000}{1000}"}]}),
+        ] {
+            let why = EnvelopeSchema::compile(schema.clone()).unwrap_err();
+            assert!(
+                why.contains("cannot be built") && why.contains("size limit"),
+                "{schema}: {why}"
+            );
+            assert!(!why.contains('\n'), "{why}");
+        }
+        // A pattern boon converts to something smaller than it reads is built as boon builds it.
+        let word = EnvelopeSchema::compile(json!({"pattern": "^\\w{1000}$"})).unwrap();
+        assert!(word.validate(&json!("a".repeat(1000))).is_ok());
+        // An invalid regex is refused by boon itself, as before.
+        let why = EnvelopeSchema::compile(json!({"pattern": "("})).unwrap_err();
+        assert!(!why.contains("cannot be built"), "{why}");
     }
 
     #[test]
