@@ -179,7 +179,9 @@ fn answer(
             return Err(Error::PublishedNotReleased { path, reason });
         }
         Err(Unpublished::NotStarted { error, .. }) => return Err(error),
-        Err(Unpublished::Failed { failure, release }) => (failure, release),
+        Err(Unpublished::Failed {
+            failure, release, ..
+        }) => (failure, release),
     };
     if let outcome::Failure::NotDurable(e) = &failed {
         tracing::error!(target_id = %target, ?epoch, error = %e, "published but directory fsync failed");

@@ -313,7 +313,8 @@ function makeHookProjectionWriter({ getDb, config, fs, clock } = {}) {
    * One fenced publication of the target's document with the hooks' consumer binding (grant,
    * compose, write, release): `{published: true, channels, targetId, epoch}`; contention
    * `{published: false, reason: 'held', retryAfterMs, targetId}`; a refusal the writer names
-   * `{published: false, reason, targetId}` (`superseded-epoch`, `foreign-token`,
+   * `{published: false, reason, targetId, epoch}` (`epoch`: the grant's, absent when the refusal
+   * came before a grant; `superseded-epoch`, `foreign-token`,
    * `lease-expired`, `not-held`, `lease-expired-at-write`, `write-failed: …`). Anything else
    * (BUSY, NOT_DURABLE, ...) throws solewriter's coded error. The tuple is attested by the
    * caller: a target nobody submitted to is admitted here and its document published, every
@@ -329,9 +330,11 @@ function makeHookProjectionWriter({ getDb, config, fs, clock } = {}) {
     try {
       answer = store.publishNow(targetId, holder, { consumerBinding });
     } catch (e) {
-      if (e.code === 'FENCED' && FENCED_REASONS[e.reason]) return { published: false, reason: FENCED_REASONS[e.reason], targetId };
-      if (e.code === 'LEASE_EXPIRED') return { published: false, reason: 'lease-expired-at-write', targetId };
-      if (e.code === 'IO' || e.code === 'UNSAFE_RUNTIME_DIR' || e.code === 'NOT_REGULAR_FILE') return { published: false, reason: `write-failed: ${e.message}`, targetId };
+      // The grant's epoch, as the writer answers it, when the refusal came after a grant.
+      const refusal = (reason) => ({ published: false, reason, targetId, ...(e.epoch === undefined ? {} : { epoch: e.epoch }) });
+      if (e.code === 'FENCED' && FENCED_REASONS[e.reason]) return refusal(FENCED_REASONS[e.reason]);
+      if (e.code === 'LEASE_EXPIRED') return refusal('lease-expired-at-write');
+      if (e.code === 'IO' || e.code === 'UNSAFE_RUNTIME_DIR' || e.code === 'NOT_REGULAR_FILE') return refusal(`write-failed: ${e.message}`);
       throw e;
     }
     if (answer.held) return { published: false, reason: 'held', retryAfterMs: answer.held.retryAfterMs, targetId };

@@ -563,9 +563,10 @@ fn publish_answer(
         Err(Unpublished::NotStarted { error, .. }) => Err(unused(error)),
         Err(Unpublished::Failed {
             failure: failed,
+            epoch,
             release,
         }) => {
-            let failed = failure(target, failed);
+            let failed = with_epoch(failure(target, failed), epoch);
             Err(match release {
                 None => failed,
                 Some(release) => Failure::new(
@@ -578,6 +579,28 @@ fn publish_answer(
             })
         }
     })
+}
+
+/// `failure` of a publication whose grant was of `epoch` (when it had one), with the field
+/// `epoch: n`: the grant that did not publish.
+fn with_epoch(failure: Failure, epoch: Option<u64>) -> Failure {
+    match epoch {
+        Some(epoch) => with_field(failure, "epoch", json!(epoch)),
+        None => failure,
+    }
+}
+
+/// `failure` with one more field, `key: value`.
+fn with_field(failure: Failure, key: &str, value: Value) -> Failure {
+    let mut fields = match failure.detail {
+        Value::Object(fields) => fields,
+        _ => serde_json::Map::new(),
+    };
+    fields.insert(key.to_owned(), value);
+    Failure {
+        detail: Value::Object(fields),
+        ..failure
+    }
 }
 
 /// Whether a publication that could not start because of `failure` releases its unused grant:
@@ -621,15 +644,7 @@ fn not_started(
 /// the field `grantUnused: true`: the JS layer then hands the `Grant` back to its holder,
 /// usable again (`lib/grant.js`). Every other failure of a publication leaves it spent.
 pub(crate) fn unused(failure: Failure) -> Failure {
-    let mut fields = match failure.detail {
-        Value::Object(fields) => fields,
-        _ => serde_json::Map::new(),
-    };
-    fields.insert("grantUnused".to_owned(), Value::Bool(true));
-    Failure {
-        detail: Value::Object(fields),
-        ..failure
-    }
+    with_field(failure, "grantUnused", Value::Bool(true))
 }
 
 /// The answer of a one-shot publication machine's end, as [`publish_answer`].

@@ -176,6 +176,7 @@ describe('hookProjectionWriter.spec.mjs, switched to solewriter/memory-core', ()
     const result = stalled.publish({ tuple: TUPLE, consumerBinding: BINDING });
     assert.equal(result.published, false);
     assert.equal(result.reason, 'lease-expired');
+    assert.equal(result.epoch, 1, 'the refusal names the grant\'s epoch, as the writer answers it');
     assert.ok(reads > 3, 'the clock was read again after the grant');
     assert.equal(bed.db.prepare('SELECT expires_at FROM HookProjectionLeases WHERE target_id = ?').get(targetId).expires_at, now + TTL);
     assert.deepEqual(left(), ORPHANS, 'nothing swept');

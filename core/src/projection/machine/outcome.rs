@@ -79,6 +79,9 @@ pub enum Unpublished<E> {
     Failed {
         /// Why it did not publish (durably).
         failure: Failure<E>,
+        /// The epoch of the grant that did not publish (`None`: a one-shot refused before it
+        /// had one).
+        epoch: Option<u64>,
         /// Why the release did not commit (the grant then ends at its expiry).
         release: Option<Failure<E>>,
     },
@@ -92,10 +95,11 @@ pub enum Unpublished<E> {
     },
 }
 
-/// A publication's result and its release's, folded into one.
+/// A publication's result and its release's, folded into one (`epoch`: the grant's).
 pub(crate) fn fold<E>(
     result: Result<Published, Failure<E>>,
     release: Result<ReleaseOutcome, Failure<E>>,
+    epoch: u64,
 ) -> Result<Published, Unpublished<E>> {
     // A release that found another holder (the publication was fenced, or a successor took
     // over after the rename) wrote nothing, and has nothing to report.
@@ -103,6 +107,10 @@ pub(crate) fn fold<E>(
     match (result, release) {
         (Ok(published), None) => Ok(published),
         (Ok(published), Some(release)) => Err(Unpublished::NotReleased { published, release }),
-        (Err(failure), release) => Err(Unpublished::Failed { failure, release }),
+        (Err(failure), release) => Err(Unpublished::Failed {
+            failure,
+            epoch: Some(epoch),
+            release,
+        }),
     }
 }

@@ -187,7 +187,7 @@ impl<'r, E> Steps<'r, E> {
             Some(e) => Err(Failure::Effect(e)),
             None => self.release.into_result()?,
         };
-        Ok(fold(result, release))
+        Ok(fold(result, release, self.credential.epoch))
     }
 }
 

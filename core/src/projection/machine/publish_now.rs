@@ -173,6 +173,7 @@ pub struct PublishNow<'r, E> {
 fn refused<E>(failure: Failure<E>) -> Result<PublishedNow, Unpublished<E>> {
     Err(Unpublished::Failed {
         failure,
+        epoch: None,
         release: None,
     })
 }

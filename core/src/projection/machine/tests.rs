@@ -245,7 +245,9 @@ fn ran(end: Result<Published, Unpublished<&'static str>>) -> Ran {
     match end {
         Ok(published) => (Ok(published), None),
         Err(Unpublished::NotReleased { published, release }) => (Ok(published), Some(release)),
-        Err(Unpublished::Failed { failure, release }) => (Err(failure), release),
+        Err(Unpublished::Failed {
+            failure, release, ..
+        }) => (Err(failure), release),
         Err(Unpublished::NotStarted { error, .. }) => panic!("not started: {error}"),
     }
 }
@@ -724,6 +726,7 @@ fn one_shot_that_cannot_begin_removes_its_draft() {
         m.output().unwrap(),
         Err(Unpublished::Failed {
             failure: Failure::Effect("begin"),
+            epoch: None,
             release: None
         })
     ));
@@ -1196,9 +1199,15 @@ fn a_grant_renames_at_most_one_document_even_when_its_release_did_not_commit() {
         s.current = Some(document(in_place));
         let mut m = Publish::new(credential(2, 1), &registry);
         s.run(&mut m);
-        let Err(Unpublished::Failed { failure, release }) = m.output().unwrap() else {
+        let Err(Unpublished::Failed {
+            failure,
+            epoch,
+            release,
+        }) = m.output().unwrap()
+        else {
             panic!("{:?}", s.log)
         };
+        assert_eq!(epoch, Some(2), "the refusal names the grant's epoch");
         assert!(
             matches!(
                 failure,
