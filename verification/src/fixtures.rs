@@ -96,3 +96,24 @@ pub fn acquired(
         solewriter_models::runs::ModelAcquire::Held(h) => panic!("setup grant refused: {h:?}"),
     }
 }
+
+/// The start of every takeover scenario: `tuple(0)` admitted in `world`, producer 0's first
+/// envelope submitted, and holder 9's grant published at epoch 1. Its target, and that lease.
+pub fn published_once<S: solewriter_models::shim::Shim>(
+    world: &solewriter_models::World<S>,
+) -> (TargetId, solewriter_models::runs::ModelLease) {
+    let target = world.admit(&tuple(0));
+    world
+        .submit(&producer(0), &submission(&target, 0, 1, "one", START))
+        .expect("admitted");
+    let z = acquired(
+        world
+            .acquire(&target, &holder(9), token(9))
+            .expect("admitted"),
+    );
+    assert!(matches!(
+        world.publish(&z, None),
+        solewriter_models::runs::PublishOutcome::Published { epoch: 1, .. }
+    ));
+    (target, z)
+}

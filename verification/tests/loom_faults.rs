@@ -50,19 +50,7 @@ fn check(fault: Fault, stats: &'static Stats) {
                 World::<LoomShim>::new(Design::Real, registry(), ttl(), START)
                     .checking_acknowledged(),
             );
-            let target = world.admit(&tuple(0));
-            world
-                .submit(&producer(0), &submission(&target, 0, 1, "one", START))
-                .expect("admitted");
-            let z = acquired(
-                world
-                    .acquire(&target, &holder(9), token(9))
-                    .expect("admitted"),
-            );
-            assert!(matches!(
-                world.publish(&z, None),
-                PublishOutcome::Published { epoch: 1, .. }
-            ));
+            let (target, _) = published_once(&world);
             let a = acquired(
                 world
                     .acquire(&target, &holder(1), token(1))

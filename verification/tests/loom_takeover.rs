@@ -54,19 +54,7 @@ fn check(design: Design, one_shot: bool, stats: &'static Stats) {
         // meanwhile.
         let (world, target, a_lease) = loom_spawn(move || {
             let world = Arc::new(World::<LoomShim>::new(design, registry(), ttl(), START));
-            let target = world.admit(&tuple(0));
-            world
-                .submit(&producer(0), &submission(&target, 0, 1, "one", START))
-                .expect("admitted");
-            let z = acquired(
-                world
-                    .acquire(&target, &holder(9), token(9))
-                    .expect("admitted"),
-            );
-            assert!(matches!(
-                world.publish(&z, None),
-                PublishOutcome::Published { epoch: 1, .. }
-            ));
+            let (target, z) = published_once(&world);
             // Two-step: A holds epoch 2 and is taken over after its expiry. One-shot: A is Z
             // again, whose grant was released by its publication; B then grants, publishes and
             // releases in one envelope while A retries with its released grant.

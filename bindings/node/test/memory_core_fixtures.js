@@ -120,6 +120,22 @@ function route({ n, routeVersion = 'route-v1', id = 'issue-15315', title = 'Rend
   };
 }
 
+/**
+ * The writer's `submitChannel` arguments for a producer's `envelope` on `channel`: the
+ * producer's own watermark and times, both gates open; `more` overrides any of them.
+ */
+const writerSubmission = (channel, envelope, more = {}) => ({
+  tuple: TUPLE,
+  channel,
+  envelope,
+  sourceWatermark: envelope.sourceWatermark,
+  capturedAt: envelope.capturedAt,
+  expiresAt: envelope.expiresAt,
+  isTargetAdmitted: () => true,
+  mayProduceChannel: () => true,
+  ...more,
+});
+
 /** What the hooks' reader answers for a document that renders `rows` under HEADER. */
 const rendered = (rows) => ({
   status: 'rendered',
@@ -148,4 +164,5 @@ module.exports = {
   frontier,
   route,
   rendered,
+  writerSubmission,
 };

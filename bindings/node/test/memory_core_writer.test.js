@@ -40,21 +40,8 @@ const configFor = (runtimeRoot, more = {}) => ({
   ...more,
 });
 
-const ADMIT = () => true;
-const MAY = () => true;
-
-/** The Memory Core's submission of a producer's envelope, with the gates given. */
-const submission = (channel, envelope, more = {}) => ({
-  tuple: TUPLE,
-  channel,
-  envelope,
-  sourceWatermark: envelope.sourceWatermark,
-  capturedAt: envelope.capturedAt,
-  expiresAt: envelope.expiresAt,
-  isTargetAdmitted: ADMIT,
-  mayProduceChannel: MAY,
-  ...more,
-});
+/** The Memory Core's submission of a producer's envelope, both gates open. */
+const submission = require('./memory_core_fixtures').writerSubmission;
 
 const coded = (code) => (e) => {
   assert.equal(e.code, code, e.message);

@@ -22,27 +22,31 @@ const refused = (pattern) => (e) => {
   return true;
 };
 
+/** Runs `body` on a fresh test store whose tables are made, then removes it. */
+function withBed(body) {
+  const bed = testStore(Database);
+  try {
+    initialize(bed.db);
+    body(bed);
+  } finally {
+    bed.close();
+  }
+}
+
 describe('a store\'s root', () => {
   const base = { channels: CHANNELS, leaseTtlMs: TTL_MS, busyTimeoutMs: 1_000 };
 
-  it('one of the two is required, never both, never empty', () => {
-    const bed = testStore(Database);
-    try {
-      initialize(bed.db);
+  it('one of the two is required, never both, never empty', () =>
+    withBed((bed) => {
       const make = (roots) => () => new ProjectionStore(bed.db, { ...base, ...roots });
       assert.throws(make({}), refused(/`runtimeRoot` is missing \(or give `hookProjectionRoot`\)/));
       assert.throws(make({ runtimeRoot: bed.dir, hookProjectionRoot: bed.hookProjectionRoot }), refused(/give `runtimeRoot` or `hookProjectionRoot`, not both/));
       assert.throws(make({ hookProjectionRoot: '' }), refused(/`hookProjectionRoot` is missing \(an empty path\)/));
       assert.throws(make({ hookProjectionRoot: '/' }), refused(/`hookProjectionRoot`: "\/" names no directory below another/));
-    } finally {
-      bed.close();
-    }
-  });
+    }));
 
-  it('a store makes no directory: a projection root below a missing one, or a runtime root not there, is refused', () => {
-    const bed = testStore(Database);
-    try {
-      initialize(bed.db);
+  it('a store makes no directory: a projection root below a missing one, or a runtime root not there, is refused', () =>
+    withBed((bed) => {
       const absent = path.join(bed.dir, 'absent');
       assert.throws(
         () => new ProjectionStore(bed.db, { ...base, hookProjectionRoot: path.join(absent, 'projections') }),
@@ -53,15 +57,10 @@ describe('a store\'s root', () => {
       const file = path.join(bed.dir, 'a-file');
       fs.writeFileSync(file, '');
       assert.throws(() => new ProjectionStore(bed.db, { ...base, hookProjectionRoot: file }), refused(/`hookProjectionRoot` .*a-file is not a directory/));
-    } finally {
-      bed.close();
-    }
-  });
+    }));
 
-  it('a projection root of any name holds <targetId>/current.json and the lock; a store without a clock publishes on the system clock', () => {
-    const bed = testStore(Database);
-    try {
-      initialize(bed.db);
+  it('a projection root of any name holds <targetId>/current.json and the lock; a store without a clock publishes on the system clock', () =>
+    withBed((bed) => {
       const root = path.join(bed.dir, 'any-name');
       const store = new ProjectionStore(bed.db, { ...base, hookProjectionRoot: root });
       const target = store.admitTarget(tuple(0));
@@ -74,10 +73,7 @@ describe('a store\'s root', () => {
       assert.deepEqual(fs.readdirSync(root).sort(), [target, `${target}.lock`].sort());
       assert.equal(fs.statSync(root).mode & 0o777, 0o700);
       assert.equal(fs.existsSync(path.join(bed.dir, 'hook-projections')), false);
-    } finally {
-      bed.close();
-    }
-  });
+    }));
 });
 
 describe('the Memory Core writer\'s fs and clock', () => {

@@ -246,16 +246,7 @@ describe('hookProjectionReader.spec.mjs, its real-writer acceptance, switched to
       const lifecycle = mc.frontier({ sourceWatermark: 'lifecycle-watermark-1' });
       const route = { ...mc.route({ n: 1 }), sourceWatermark: 'route-watermark-1' };
       for (const [channel, envelope] of [['lifecycle-frontier', lifecycle], ['computed-route', route]]) {
-        const submitted = wr.submitChannel({
-          tuple,
-          channel,
-          envelope,
-          sourceWatermark: envelope.sourceWatermark,
-          capturedAt: mc.CAPTURED_AT,
-          expiresAt: mc.EXPIRES_AT,
-          isTargetAdmitted: () => true,
-          mayProduceChannel: () => true,
-        });
+        const submitted = wr.submitChannel(mc.writerSubmission(channel, envelope, { tuple }));
         assert.deepEqual(submitted, { accepted: true, outcome: 'advanced' });
       }
       const published = wr.publish({ tuple, consumerBinding: mc.BINDING });

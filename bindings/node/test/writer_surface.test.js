@@ -137,16 +137,7 @@ describe('a relative runtime root is resolved when the writer or the store is ma
     const published = inDir(elsewhere, () => {
       writer.ensureSchema();
       const envelope = mc.frontier();
-      const submitted = writer.submitChannel({
-        tuple: mc.TUPLE,
-        channel: 'lifecycle-frontier',
-        envelope,
-        sourceWatermark: envelope.sourceWatermark,
-        capturedAt: envelope.capturedAt,
-        expiresAt: envelope.expiresAt,
-        isTargetAdmitted: () => true,
-        mayProduceChannel: () => true,
-      });
+      const submitted = writer.submitChannel(mc.writerSubmission('lifecycle-frontier', envelope));
       assert.equal(submitted.accepted, true);
       return writer.publish({ tuple: mc.TUPLE, consumerBinding: mc.BINDING });
     });
@@ -269,16 +260,7 @@ describe('a TEMP table of solewriter\'s name on the host\'s connection shadows n
     db.exec('CREATE TEMP TABLE HookProjectionLeases AS SELECT * FROM main.HookProjectionLeases');
     db.exec('CREATE TEMP TABLE HookProjectionChannels AS SELECT * FROM main.HookProjectionChannels');
     const envelope = mc.frontier();
-    const submitted = writer.submitChannel({
-      tuple: mc.TUPLE,
-      channel: 'lifecycle-frontier',
-      envelope,
-      sourceWatermark: envelope.sourceWatermark,
-      capturedAt: envelope.capturedAt,
-      expiresAt: envelope.expiresAt,
-      isTargetAdmitted: () => true,
-      mayProduceChannel: () => true,
-    });
+    const submitted = writer.submitChannel(mc.writerSubmission('lifecycle-frontier', envelope));
     assert.deepEqual(submitted, { accepted: true, outcome: 'advanced' });
     const published = writer.publish({ tuple: mc.TUPLE, consumerBinding: mc.BINDING });
     assert.equal(published.published, true);
