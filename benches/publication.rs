@@ -16,11 +16,17 @@
 //! apart), a ratio of two benchmarks measured seconds apart says more about the drift than
 //! about the code. Here every kind runs `PER_ROUND` operations in turn, for `ROUNDS` rounds
 //! (each round starting with the next kind), after `WARMUP` unmeasured ones each; the mean
-//! and median of each kind and the ratio of means to the atomic write are printed.
+//! and median of each kind and the ratio of means to the atomic write are printed, and so is
+//! the CPU each kind burns per operation (this process's user + system time, every thread,
+//! from `getrusage` around each kind's block of a round) and its ratio to the atomic write's.
 //!
 //! ```sh
 //! cargo bench --bench publication
+//! cargo bench --bench publication -- '1 KiB' one-shot   # only what every word names
 //! ```
+//!
+//! Words after `--` keep only the sizes and kinds they name (the atomic write always runs: it
+//! is the baseline); `scripts/profile_publication.sh` runs one kind this way under `perf`.
 //!
 //! Under `cargo test` (no `--bench` argument, as CI runs every benchmark once) each kind runs
 //! once and nothing is measured.
@@ -40,28 +46,59 @@ const WARMUP: usize = 20;
 /// One kind: its name and one operation.
 type Kind<'a> = (&'static str, Box<dyn Fn() + 'a>);
 
-/// The durations of each kind's operations, kinds taking turns.
-fn measure(
-    kinds: &[Kind<'_>],
-    rounds: usize,
-    per_round: usize,
-    warmup: usize,
-) -> Vec<Vec<Duration>> {
+/// This process's CPU time so far (user + system, every thread).
+fn cpu_time() -> Duration {
+    // SAFETY: `getrusage` writes the struct it is given and nothing else.
+    let usage = unsafe {
+        let mut usage = std::mem::zeroed::<libc::rusage>();
+        assert_eq!(
+            libc::getrusage(libc::RUSAGE_SELF, &mut usage),
+            0,
+            "getrusage"
+        );
+        usage
+    };
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1_000);
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+/// What one kind measured: the duration of each operation, and the CPU of all of them.
+struct Measured {
+    times: Vec<Duration>,
+    cpu: Duration,
+}
+
+/// The durations of each kind's operations and their CPU, kinds taking turns.
+fn measure(kinds: &[Kind<'_>], rounds: usize, per_round: usize, warmup: usize) -> Vec<Measured> {
     for (_, op) in kinds {
         (0..warmup).for_each(|_| op());
     }
-    let mut times = vec![Vec::with_capacity(rounds * per_round); kinds.len()];
+    let mut measured: Vec<Measured> = kinds
+        .iter()
+        .map(|_| Measured {
+            times: Vec::with_capacity(rounds * per_round),
+            cpu: Duration::ZERO,
+        })
+        .collect();
     for round in 0..rounds {
         // Each round starts with the next kind, so no kind always follows the same one.
         for k in (0..kinds.len()).map(|i| (i + round) % kinds.len()) {
+            let cpu = cpu_time();
             for _ in 0..per_round {
                 let started = Instant::now();
                 (kinds[k].1)();
-                times[k].push(started.elapsed());
+                measured[k].times.push(started.elapsed());
             }
+            measured[k].cpu += cpu_time() - cpu;
         }
     }
-    times
+    measured
+}
+
+/// Whether `name`, one of `all`, is kept by the command line's `words`: all are when no word
+/// names one of them.
+fn kept(words: &[String], all: &[&str], name: &str) -> bool {
+    !words.iter().any(|w| all.contains(&w.as_str())) || words.iter().any(|w| w == name)
 }
 
 fn micros(d: Duration) -> f64 {
@@ -75,7 +112,14 @@ fn main() {
     } else {
         (1, 1, 0)
     };
+    let words: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
     for (label, envelope_bytes) in [("1 KiB", 1024), ("256 KiB", 256 * 1024)] {
+        if !kept(&words, &["1 KiB", "256 KiB"], label) {
+            continue;
+        }
         let bench = Bench::new(1, envelope_bytes);
         let target = &bench.targets[0];
         let store = bench.open();
@@ -85,7 +129,7 @@ fn main() {
             .expect("published document");
         let dir = bench.dir.path().join("unfenced");
         std::fs::create_dir(&dir).expect("baseline dir");
-        let kinds: [Kind<'_>; 3] = [
+        let all: [Kind<'_>; 3] = [
             ("atomic write", Box::new(|| atomic_write(&dir, &bytes))),
             (
                 "one-shot",
@@ -96,25 +140,35 @@ fn main() {
                 Box::new(|| assert!(publish_once(&store, target, &who))),
             ),
         ];
-        let times = measure(&kinds, rounds, per_round, warmup);
+        let kinds: Vec<Kind<'_>> = all
+            .into_iter()
+            .filter(|(name, _)| {
+                *name == "atomic write" || kept(&words, &["one-shot", "two-step"], name)
+            })
+            .collect();
+        let measured = measure(&kinds, rounds, per_round, warmup);
         if !measuring {
             println!("publication {label}: ok (test mode, nothing measured)");
             continue;
         }
         let mean = |t: &[Duration]| micros(t.iter().sum::<Duration>()) / t.len() as f64;
-        let baseline = mean(&times[0]);
+        let baseline = mean(&measured[0].times);
+        let cpu_per_op = |m: &Measured| micros(m.cpu) / m.times.len() as f64;
+        let cpu_baseline = cpu_per_op(&measured[0]);
         println!(
             "{label} ({} bytes): {rounds} rounds of {per_round} of each kind, {warmup} unmeasured first",
             bytes.len()
         );
-        for ((name, _), t) in kinds.iter().zip(&times) {
-            let mut sorted = t.clone();
+        for ((name, _), m) in kinds.iter().zip(&measured) {
+            let mut sorted = m.times.clone();
             sorted.sort();
             println!(
-                "  {name:<12} mean {:7.0} µs  p50 {:7.0} µs  {:.2}x the atomic write",
-                mean(t),
+                "  {name:<12} mean {:7.0} µs  p50 {:7.0} µs  {:.2}x the atomic write   cpu {:6.0} µs  {:.2}x its cpu",
+                mean(&m.times),
                 micros(sorted[sorted.len() / 2]),
-                mean(t) / baseline,
+                mean(&m.times) / baseline,
+                cpu_per_op(m),
+                cpu_per_op(m) / cpu_baseline,
             );
         }
     }

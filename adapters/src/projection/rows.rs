@@ -16,8 +16,20 @@ use solewriter_core::projection::watermark::Watermark;
 
 const LEASE_COLUMNS: &str =
     "target_id, fencing_epoch, holder_token_hash, holder_instance_digest, acquired_at, expires_at, state";
-const CHANNEL_COLUMNS: &str =
-    "target_id, channel, source_watermark, envelope_json, captured_at, expires_at, updated_at, degraded_reason";
+/// The channel row's columns, in [`decode_channel`]'s order (a macro, so that the statements
+/// below are constants).
+macro_rules! channel_columns {
+    () => {
+        "target_id, channel, source_watermark, envelope_json, captured_at, expires_at, updated_at, degraded_reason"
+    };
+}
+const CHANNEL_COLUMNS: &str = channel_columns!();
+/// The channel rows of one target, by channel name: what every grant and publication reads.
+pub(crate) const CHANNELS_OF_TARGET: &str = concat!(
+    "SELECT ",
+    channel_columns!(),
+    " FROM HookProjectionChannels WHERE target_id = ?1 ORDER BY channel"
+);
 
 fn corrupt(what: impl std::fmt::Display) -> Error {
     Error::CorruptRow(what.to_string())
@@ -187,8 +199,9 @@ pub(crate) fn read_all_channels(conn: &Connection) -> Result<Vec<ChannelRecord>>
 
 /// The channel rows of `target`, by channel name.
 pub(crate) fn read_channels(conn: &Connection, target: &TargetId) -> Result<Vec<ChannelRecord>> {
-    let sql = format!("SELECT {CHANNEL_COLUMNS} FROM HookProjectionChannels WHERE target_id = ?1 ORDER BY channel");
-    let mut stmt = conn.prepare_cached(&sql).map_err(Error::Sqlite)?;
+    let mut stmt = conn
+        .prepare_cached(CHANNELS_OF_TARGET)
+        .map_err(Error::Sqlite)?;
     let rows = stmt
         .query_map([target.as_str()], decode_channel)
         .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>);
