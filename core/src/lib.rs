@@ -6,7 +6,11 @@
 //! executes inside its own transaction; the same plans drive the reference model in
 //! `solewriter-models`, so the model and the SQLite adapter cannot drift apart.
 //!
-//! Modules: the values every product shares, then one folder per product.
+//! Modules: the contract every step machine speaks, the values every product shares, then one
+//! folder per product.
+//! - [`contract`]: the one machine contract — the step-machine trait, typed asks and their
+//!   answers bound to the step that asked, the error a machine reports when its executor
+//!   breaks the contract, and the one `run` every executor calls.
 //! - [`time`]: broker time as a value.
 //! - [`config`]: timing configuration that has no defaults.
 //! - [`hex`]: the lowercase hex encoding of digests, tokens and nonces.
@@ -15,7 +19,6 @@
 //! - [`projection`]: the fenced projection writer — target ids, the lease type-state,
 //!   channels, watermark admission, composition of the document, and the acquire / publish /
 //!   release step machines both the SQLite adapter and the model checkers execute.
-//! - [`protocol`]: the typed error a machine reports when its executor breaks the contract.
 //! - [`error_kind`]: who must act on an error, the classification every product's error answers.
 //! - [`subtree`]: subtree write locks of (agent, session) writers and fail-closed write admission.
 //! - [`project_lock`]: process-generation authority of the project lock and its lock record.
@@ -25,13 +28,13 @@
 #![deny(missing_docs)]
 
 pub mod config;
+pub mod contract;
 pub mod error_kind;
 pub mod hex;
 pub mod ledger;
 pub mod names;
 pub mod project_lock;
 pub mod projection;
-pub mod protocol;
 pub mod subtree;
 pub mod time;
 pub mod token;

@@ -19,7 +19,7 @@ use crate::atomic_file::{
 use crate::error::{Error, Result};
 use crate::runtime::{RuntimeRoot, CURRENT_FILE};
 use crate::target_lock::{dir_error, projections_dir, TargetLock};
-use solewriter_core::projection::machine::{Answer, FileEffect};
+use solewriter_core::projection::machine::{Answer, FileEffect, LeaseInput};
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::EPOCH_PREFIX_BYTES;
 use std::collections::HashSet;
@@ -137,7 +137,7 @@ impl<'a> FileSteps<'a> {
 
     /// Executes a file effect (the target lock, the directory chain, the temp file, the
     /// rename, the directory fsync) and answers it.
-    pub fn execute<E: From<Error>>(&mut self, effect: FileEffect<'_, E>) -> Answer<E> {
+    pub fn execute<E: From<Error>>(&mut self, effect: FileEffect<'_, E>) -> Answer<LeaseInput<E>> {
         let into = |r: Result<()>| r.map_err(E::from);
         match effect {
             FileEffect::LockTarget(ask) => ask.answer(into(self.lock_target())),

@@ -16,7 +16,7 @@ use crate::state::StoreState;
 use crate::world::World;
 use solewriter_core::projection::lease::{Credential, LeaseRecord, LeaseState};
 use solewriter_core::projection::machine::{
-    drive, Answer, Effect, FileEffect, Machine, StoreEffect,
+    drive, Answer, Effect, FileEffect, LeaseInput, LeaseProtocol, Machine, StoreEffect,
 };
 use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::TargetId;
@@ -134,7 +134,7 @@ impl<'w, S: Shim> Executor<'w, S> {
     fn injected<'e>(
         &mut self,
         effect: Effect<'e, ModelFault>,
-    ) -> Result<Answer<ModelFault>, Effect<'e, ModelFault>> {
+    ) -> Result<Answer<LeaseInput<ModelFault>>, Effect<'e, ModelFault>> {
         let failable = match &effect {
             Effect::Store(StoreEffect::Rollback(_)) | Effect::File(FileEffect::UnlockTarget(_)) => {
                 false
@@ -180,7 +180,10 @@ impl<'w, S: Shim> Executor<'w, S> {
     /// Runs `machine`; `Some(step)` if the executor crashed there. A crash rolls back the open
     /// transaction and drops the target lock (the kernel drops a dead process's locks); temp
     /// files stay.
-    pub(crate) fn run<M: Machine<ModelFault>>(&mut self, machine: &mut M) -> Option<PublishStep> {
+    pub(crate) fn run<M: Machine<Protocol = LeaseProtocol<ModelFault>>>(
+        &mut self,
+        machine: &mut M,
+    ) -> Option<PublishStep> {
         let stop = self.advance(machine, None);
         self.let_go();
         match stop {
@@ -193,7 +196,7 @@ impl<'w, S: Shim> Executor<'w, S> {
     /// `freeze_at` — before the executor's `freeze_at`-th effect (counted over the whole run),
     /// where it freezes: it keeps every lock it holds until [`Executor::let_go`] (a process
     /// stopped there, SIGSTOP or a GC pause). A frozen run resumes with another call.
-    pub(crate) fn advance<M: Machine<ModelFault>>(
+    pub(crate) fn advance<M: Machine<Protocol = LeaseProtocol<ModelFault>>>(
         &mut self,
         machine: &mut M,
         freeze_at: Option<usize>,
@@ -352,7 +355,7 @@ impl<'w, S: Shim> Executor<'w, S> {
         }
     }
 
-    fn execute(&mut self, effect: Effect<'_, ModelFault>) -> Answer<ModelFault> {
+    fn execute(&mut self, effect: Effect<'_, ModelFault>) -> Answer<LeaseInput<ModelFault>> {
         match effect {
             Effect::Store(effect) => self.store(effect),
             Effect::File(effect) => self.file(effect),
@@ -364,7 +367,7 @@ impl<'w, S: Shim> Executor<'w, S> {
         }
     }
 
-    fn store(&mut self, effect: StoreEffect<'_, ModelFault>) -> Answer<ModelFault> {
+    fn store(&mut self, effect: StoreEffect<'_, ModelFault>) -> Answer<LeaseInput<ModelFault>> {
         let world = self.world;
         let target = self.target.clone();
         match effect {
@@ -458,7 +461,7 @@ impl<'w, S: Shim> Executor<'w, S> {
         }
     }
 
-    fn file(&mut self, effect: FileEffect<'_, ModelFault>) -> Answer<ModelFault> {
+    fn file(&mut self, effect: FileEffect<'_, ModelFault>) -> Answer<LeaseInput<ModelFault>> {
         let world = self.world;
         let target = self.target.clone();
         match effect {

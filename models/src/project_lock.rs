@@ -16,8 +16,9 @@
 //! ([`LockDesign`]) break exactly these two assumptions or the claim's exclusivity.
 
 use crate::shim::Shim;
+use solewriter_core::contract::{drive, Answer, Machine};
 use solewriter_core::project_lock::machine::{
-    Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, LockMachine, Release, ReleaseEnd,
+    Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, LockProtocol, Release, ReleaseEnd,
 };
 use solewriter_core::project_lock::ownership::{
     BootId, BootSeen, Guard, LockNonce, LockRecord, NamespaceSeen, OwnerIdentity, ProbeReport,
@@ -136,16 +137,10 @@ impl<S: Shim> LockWorld<S> {
     ) -> ProcessEnd {
         S::with(&self.dir, |d| d.alive.insert(pid));
         let mut machine = Attempt::<()>::new(identity(pid));
-        while let Some(effect) = machine.poll() {
-            if crash() {
-                return self.crash(pid);
-            }
-            let input = S::with(&self.dir, |d| self.execute(d, pid, record_only, effect));
-            if let Err(bug) = machine.handle(input) {
-                crate::ghost::violation(format!("the lock model's executor: {bug}"));
-            }
+        if !self.drive(&mut machine, pid, record_only, crash) {
+            return self.crash(pid);
         }
-        let record = match machine.into_end() {
+        let record = match machine.output() {
             Ok(AttemptEnd::Acquired(record)) => record,
             Ok(AttemptEnd::Busy(..)) => {
                 S::with(&self.dir, |d| self.let_go_kernel(d, pid));
@@ -158,23 +153,34 @@ impl<S: Shim> LockWorld<S> {
         };
         hold();
         let mut release = Release::<()>::new(record.nonce);
-        while let Some(effect) = release.poll() {
-            if crash() {
-                return self.crash(pid);
-            }
-            let input = S::with(&self.dir, |d| self.execute(d, pid, record_only, effect));
-            if let Err(bug) = release.handle(input) {
-                crate::ghost::violation(format!("the lock model's executor: {bug}"));
-            }
+        if !self.drive(&mut release, pid, record_only, crash) {
+            return self.crash(pid);
         }
         S::with(&self.dir, |d| {
             d.holders.remove(&pid);
             self.let_go_kernel(d, pid);
         });
-        match release.into_end() {
+        match release.output() {
             Ok(Ok(end)) => ProcessEnd::Released(end),
             other => ProcessEnd::Refused(format!("release: {other:?}")),
         }
+    }
+
+    /// Runs `machine` as process `pid`, each effect in one critical section; `crash()`, asked
+    /// before each effect, may end the process (`false`). An executor bug is a violation.
+    fn drive<M: Machine<Protocol = LockProtocol<()>>>(
+        &self,
+        machine: &mut M,
+        pid: u32,
+        record_only: bool,
+        crash: &mut dyn FnMut() -> bool,
+    ) -> bool {
+        let ran = drive(machine, |effect| {
+            (!crash()).then(|| S::with(&self.dir, |d| self.execute(d, pid, record_only, effect)))
+        });
+        ran.unwrap_or_else(|bug| {
+            crate::ghost::violation(format!("the lock model's executor: {bug}"))
+        })
     }
 
     /// Process `pid` dies: it holds nothing from now on, and its kernel lock is dropped.
@@ -199,44 +205,41 @@ impl<S: Shim> LockWorld<S> {
         d: &mut Dir,
         pid: u32,
         record_only: bool,
-        effect: LockEffect,
-    ) -> LockInput<()> {
+        effect: LockEffect<()>,
+    ) -> Answer<LockInput<()>> {
         match effect {
-            LockEffect::TryKernel if record_only => LockInput::Kernel(KernelSeen::NotUsed),
-            LockEffect::TryKernel => match (self.design, d.kernel) {
-                (LockDesign::KernelLockNoOp, _) => LockInput::Kernel(KernelSeen::Taken),
+            LockEffect::TryKernel(ask) if record_only => ask.answer(Ok(KernelSeen::NotUsed)),
+            LockEffect::TryKernel(ask) => ask.answer(Ok(match (self.design, d.kernel) {
+                (LockDesign::KernelLockNoOp, _) => KernelSeen::Taken,
                 (_, None) => {
                     d.kernel = Some(pid);
-                    LockInput::Kernel(KernelSeen::Taken)
+                    KernelSeen::Taken
                 }
-                (_, Some(_)) => LockInput::Kernel(KernelSeen::Busy),
-            },
-            LockEffect::Read(slot) => LockInput::Record(d.files.get(slot.file_name()).cloned()),
-            LockEffect::Fresh => LockInput::Fresh {
-                nonce: d.fresh_nonce(),
-                now: Millis(0),
-            },
-            LockEffect::Create(slot, record) => {
+                (_, Some(_)) => KernelSeen::Busy,
+            })),
+            LockEffect::Read(slot, ask) => ask.answer(Ok(d.files.get(slot.file_name()).cloned())),
+            LockEffect::Fresh(ask) => ask.answer(Ok((d.fresh_nonce(), Millis(0)))),
+            LockEffect::Create(slot, record, ask) => {
                 let name = slot.file_name().to_owned();
                 if slot.depth() > 0 && self.design == LockDesign::ClaimNotExclusive {
                     d.files.insert(name, record);
-                    return LockInput::Created(true);
+                    return ask.answer(Ok(true));
                 }
-                match d.files.entry(name) {
+                ask.answer(Ok(match d.files.entry(name) {
                     Entry::Occupied(_) => {
                         d.claims_contended += usize::from(slot.depth() > 0);
-                        LockInput::Created(false)
+                        false
                     }
                     Entry::Vacant(vacant) => {
                         vacant.insert(record);
                         if slot.depth() == 0 {
                             d.granted(pid);
                         }
-                        LockInput::Created(true)
+                        true
                     }
-                }
+                }))
             }
-            LockEffect::Observe(observed) => LockInput::Observed(ProbeReport {
+            LockEffect::Observe(observed, ask) => ask.answer(Ok(ProbeReport {
                 boot: BootSeen::Known(boot()),
                 pid_ns: NamespaceSeen::Known(1),
                 process: if d.alive.contains(&observed) {
@@ -247,13 +250,13 @@ impl<S: Shim> LockWorld<S> {
                 } else {
                     ProcessSeen::Absent
                 },
-            }),
-            LockEffect::Unlink(slot) => {
+            })),
+            LockEffect::Unlink(slot, ask) => {
                 let removed = d.files.remove(slot.file_name()).is_some();
                 if removed && slot.depth() == 0 && !d.holders.remove(&pid) {
                     d.recoveries += 1;
                 }
-                LockInput::Unlinked(removed)
+                ask.answer(Ok(removed))
             }
         }
     }

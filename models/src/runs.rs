@@ -13,7 +13,7 @@ use solewriter_core::projection::machine::outcome::{Failure, Published, Unpublis
 use solewriter_core::projection::machine::publish::Publish;
 use solewriter_core::projection::machine::publish_now::{PublishNow, PublishedNow};
 use solewriter_core::projection::machine::release::{Release, ReleaseOutcome};
-use solewriter_core::projection::machine::{Machine, ProtocolError};
+use solewriter_core::projection::machine::{LeaseProtocol, Machine, ProtocolError};
 use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
@@ -379,7 +379,7 @@ impl<'w, S: Shim> Frozen<'w, S> {
 }
 
 /// The result of a machine the model ran to its end (an executor bug is a violation).
-fn output<M: Machine<ModelFault>>(machine: M) -> M::Output {
+fn output<M: Machine<Protocol = LeaseProtocol<ModelFault>>>(machine: M) -> M::Output {
     machine
         .output()
         .unwrap_or_else(|bug: ProtocolError| crate::ghost::violation(bug.to_string()))

@@ -10,7 +10,9 @@ use crate::projection::probe::PublishProbe;
 use crate::projection::rows;
 use crate::projection::store::{ProjectionStore, WriteTx};
 use rusqlite::Connection;
-use solewriter_core::projection::machine::{run, Answer, Effect, Machine, StoreEffect};
+use solewriter_core::projection::machine::{
+    run, Answer, Effect, LeaseInput, LeaseProtocol, Machine, StoreEffect,
+};
 use solewriter_core::projection::target::TargetId;
 use solewriter_files::steps::FileSteps;
 use std::path::PathBuf;
@@ -56,7 +58,10 @@ impl<'s> Executor<'s> {
     /// Runs `machine` to its end and returns its result ([`Error::Protocol`] for an executor
     /// bug, which the machine refused instead of panicking; the open transaction, if any, is
     /// rolled back when the executor is dropped).
-    pub(crate) fn run<M: Machine<Error>>(&mut self, machine: M) -> Result<M::Output> {
+    pub(crate) fn run<M: Machine<Protocol = LeaseProtocol<Error>>>(
+        &mut self,
+        machine: M,
+    ) -> Result<M::Output> {
         Ok(run(machine, |effect| self.execute(effect))?)
     }
 
@@ -73,7 +78,7 @@ impl<'s> Executor<'s> {
         }
     }
 
-    fn execute(&mut self, effect: Effect<'_, Error>) -> Answer<Error> {
+    fn execute(&mut self, effect: Effect<'_, Error>) -> Answer<LeaseInput<Error>> {
         self.probe.before(effect.name(), self.target, self.epoch);
         let store = self.store;
         let target = self.target;

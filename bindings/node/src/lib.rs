@@ -26,7 +26,7 @@ use solewriter_core::projection::machine::publish::Publish;
 use solewriter_core::projection::machine::publish_now::PublishedNow;
 use solewriter_core::projection::machine::release::{Release, ReleaseOutcome};
 use solewriter_core::projection::machine::{
-    drive, Answer, Effect, Machine, ProtocolError, StoreEffect,
+    drive, Answer, Effect, LeaseInput, LeaseProtocol, Machine, ProtocolError, StoreEffect,
 };
 use solewriter_core::projection::profile::Profile;
 use solewriter_core::projection::publication::PublishStep;
@@ -249,7 +249,10 @@ impl<'a, 'f> Run<'a, 'f> {
 
     /// Runs `machine` to its end: its result — or the failure that stopped it (the host's clock
     /// failed), the machine abandoned there as a crash would leave it.
-    fn run<M: Machine<Failure>>(&mut self, mut machine: M) -> Result<M::Output, Failure> {
+    fn run<M: Machine<Protocol = LeaseProtocol<Failure>>>(
+        &mut self,
+        mut machine: M,
+    ) -> Result<M::Output, Failure> {
         let mut stopped = None;
         drive(&mut machine, |effect| match effect {
             Effect::File(effect) => Some(self.files.execute(effect)),
@@ -371,7 +374,7 @@ impl Host<'_, '_> {
 
     /// Executes `effect`, which is not a file effect: the store's, the clock's, a reached
     /// point. `Err`: the run stops here (the host's clock failed: no reading to answer with).
-    fn step(&self, effect: Effect<'_, Failure>) -> Result<Answer<Failure>, Failure> {
+    fn step(&self, effect: Effect<'_, Failure>) -> Result<Answer<LeaseInput<Failure>>, Failure> {
         let effect = match effect {
             Effect::Store(effect) => effect,
             Effect::Clock(ask) => return self.now().map(|now| ask.answer(now)),

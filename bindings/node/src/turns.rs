@@ -41,7 +41,7 @@ use solewriter_core::projection::machine::publish::Publish;
 use solewriter_core::projection::machine::publish_now::PublishNow;
 use solewriter_core::projection::machine::release::Release;
 use solewriter_core::projection::machine::{
-    Answer, Effect, FileEffect, Machine, ProtocolError, StoreEffect,
+    Answer, Effect, FileEffect, LeaseInput, Machine, ProtocolError, StoreEffect,
 };
 use solewriter_core::projection::target::TargetId;
 use solewriter_files::steps::FileSteps;
@@ -76,7 +76,7 @@ impl Job<'_> {
         }
     }
 
-    fn handle(&mut self, answer: Answer<Failure>) -> Result<(), ProtocolError> {
+    fn handle(&mut self, answer: Answer<LeaseInput<Failure>>) -> Result<(), ProtocolError> {
         match self {
             Job::Publish(m) => m.handle(answer),
             Job::PublishNow(m) => m.handle(answer),

@@ -18,13 +18,14 @@
 //!
 //! Refusals write nothing.
 
+use crate::contract::ProtocolError;
+use crate::contract::{Answer, Machine, Serial};
 use crate::project_lock::machine::{
-    Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, LockMachine, Slot,
+    Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, LockProtocol, Slot,
 };
 use crate::project_lock::ownership::{
     classify, judge_unobserved, LockNonce, LockRecord, OwnerIdentity, Ownership,
 };
-use crate::protocol::ProtocolError;
 
 /// Why a clear was refused; nothing was removed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -80,6 +81,7 @@ pub struct Clear<E> {
     kernel_held: bool,
     stage: Stage<E>,
     end: Option<ClearEnd<E>>,
+    serial: Serial,
 }
 
 impl<E> Clear<E> {
@@ -92,6 +94,7 @@ impl<E> Clear<E> {
             kernel_held: false,
             stage: Stage::Kernel,
             end: None,
+            serial: Serial::default(),
         }
     }
 
@@ -120,39 +123,58 @@ impl<E> Clear<E> {
 
     /// The removal by the claim rule has ended.
     fn removed(&mut self, record: LockRecord, by: Attempt<E>) -> Result<Stage<E>, ProtocolError> {
-        Ok(match by.into_end()? {
+        Ok(match by.output()? {
             AttemptEnd::Cleared => self.finish(ClearEnd::Cleared(record)),
             other => self.finish(ClearEnd::Stopped(other)),
         })
     }
 }
 
-impl<E> LockMachine<E> for Clear<E> {
-    type End = ClearEnd<E>;
+impl<E> Machine for Clear<E> {
+    type Protocol = LockProtocol<E>;
+    type Output = ClearEnd<E>;
 
-    fn poll(&self) -> Option<LockEffect> {
-        match &self.stage {
-            Stage::Kernel => Some(LockEffect::TryKernel),
-            Stage::Read { .. } => Some(LockEffect::Read(Slot::lock())),
-            Stage::Observe { record } => Some(LockEffect::Observe(record.owner.pid)),
-            Stage::Remove { by, .. } => by.poll(),
+    fn poll(&self) -> Option<LockEffect<E>> {
+        self.serial.stamp(match &self.stage {
+            Stage::Kernel => Some(LockEffect::try_kernel()),
+            Stage::Read { .. } => Some(LockEffect::read(Slot::lock())),
+            Stage::Observe { record } => Some(LockEffect::observe(record.owner.pid)),
+            // The removal's steps are this clear's: its serial stamps them.
+            Stage::Remove { by, .. } => by.next(),
             Stage::Done => None,
-        }
+        })
     }
 
-    fn handle(&mut self, input: LockInput<E>) -> Result<(), ProtocolError> {
+    fn handle(&mut self, answer: Answer<LockInput<E>>) -> Result<(), ProtocolError> {
+        let mut serial = self.serial;
+        let result = serial.take("project lock clear", answer, |answer| {
+            self.step(answer.into_parts().1)
+        });
+        self.serial = serial;
+        result
+    }
+
+    fn output(self) -> Result<ClearEnd<E>, ProtocolError> {
+        self.end.ok_or(ProtocolError::Unfinished {
+            machine: "project lock clear",
+        })
+    }
+}
+
+impl<E> Clear<E> {
+    fn step(&mut self, input: LockInput<E>) -> Result<(), ProtocolError> {
         let answered = input.name();
         if self.end.is_some() {
             return Err(ProtocolError::wrong("ended project lock clear", answered));
         }
         let stage = std::mem::replace(&mut self.stage, Stage::Done);
         self.stage = match (stage, input) {
-            (Stage::Remove { record, mut by }, input) => match by.handle(input) {
+            (Stage::Remove { record, mut by }, input) => match by.step(input) {
                 Err(e) => {
                     self.stage = Stage::Remove { record, by };
                     return Err(e);
                 }
-                Ok(()) if by.poll().is_some() => Stage::Remove { record, by },
+                Ok(()) if by.next().is_some() => Stage::Remove { record, by },
                 Ok(()) => self.removed(record, *by)?,
             },
             (_, LockInput::Failed(error)) => {
@@ -185,12 +207,6 @@ impl<E> LockMachine<E> for Clear<E> {
             }
         };
         Ok(())
-    }
-
-    fn into_end(self) -> Result<ClearEnd<E>, ProtocolError> {
-        self.end.ok_or(ProtocolError::Unfinished {
-            machine: "project lock clear",
-        })
     }
 }
 

@@ -5,41 +5,28 @@
 //! is the adapter's module documentation ("The rule", "Race-free recovery"); every decision in
 //! it is made here.
 //!
-//! A machine names the next [`LockEffect`] ([`LockMachine::poll`]) and consumes its result
-//! ([`LockMachine::handle`]; a result that does not fit the effect is refused with a
-//! [`ProtocolError`], never a panic). Waiting between attempts (the caller's bound, the backoff), sweeping
-//! stale temp files and the kernel lock's release stay with the executor: they decide nothing
-//! about who holds the lock.
+//! The machines speak the one contract of [`crate::contract`], in the project lock's protocol
+//! ([`LockProtocol`]): a machine names the next [`LockEffect`] ([`Machine::poll`]), whose typed
+//! ask makes the answer ([`Machine::handle`]; an answer to another effect or an earlier step is
+//! refused with a [`ProtocolError`], never a panic). Waiting between attempts (the caller's
+//! bound, the backoff), sweeping stale temp files and the kernel lock's release stay with the
+//! executor: they decide nothing about who holds the lock.
 
+use crate::contract::{effects, Answer, Machine, Protocol, ProtocolError, Serial};
 use crate::project_lock::ownership::{
     classify, judge_unobserved, Guard, LockNonce, LockRecord, OwnerIdentity, Ownership,
     ProbeReport, UnknownReason,
 };
-use crate::protocol::ProtocolError;
 use crate::time::Millis;
 
-/// A lock machine: poll the next effect, execute it, hand back its result.
-pub trait LockMachine<E> {
-    /// What the machine ends with.
-    type End;
-    /// The next effect, or `None` when the machine has ended.
-    fn poll(&self) -> Option<LockEffect>;
-    /// Consumes the result of the effect [`LockMachine::poll`] named; a result of another
-    /// kind (an executor bug) is refused, the machine unchanged.
-    fn handle(&mut self, input: LockInput<E>) -> Result<(), ProtocolError>;
-    /// How the machine ended ([`ProtocolError::Unfinished`] before).
-    fn into_end(self) -> Result<Self::End, ProtocolError>;
-}
+/// The protocol of the project lock's machines (attempt, clear, release), whose executors fail
+/// with `E`.
+#[derive(Debug)]
+pub struct LockProtocol<E>(std::marker::PhantomData<E>);
 
-/// Runs `machine` to its end, executing each effect with `execute`.
-pub fn run<E, M: LockMachine<E>>(
-    mut machine: M,
-    mut execute: impl FnMut(LockEffect) -> LockInput<E>,
-) -> Result<M::End, ProtocolError> {
-    while let Some(effect) = machine.poll() {
-        machine.handle(execute(effect))?;
-    }
-    machine.into_end()
+impl<E> Protocol for LockProtocol<E> {
+    type Effect<'m> = LockEffect<E>;
+    type Input = LockInput<E>;
 }
 
 /// File name of the lock record inside the project directory.
@@ -115,46 +102,49 @@ pub enum KernelSeen {
     NotUsed,
 }
 
-/// The next effect a lock machine needs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LockEffect {
-    /// Try the kernel lock without blocking, before anything is written. Answer
-    /// [`LockInput::Kernel`].
-    TryKernel,
-    /// Read the record at this slot. Answer [`LockInput::Record`] (`None`: no such file).
-    Read(Slot),
-    /// A fresh nonce (random) and the wall clock, for a new record. Answer [`LockInput::Fresh`].
-    Fresh,
-    /// Create the slot holding this record, complete or not at all (a temp file written and
-    /// fsynced, then linked to the slot's name, which fails if the name exists). Answer
-    /// [`LockInput::Created`] (`false`: the name exists; nothing was written there).
-    Create(Slot, LockRecord),
-    /// Observe the process with this pid (for [`classify`]). Answer [`LockInput::Observed`].
-    Observe(u32),
-    /// Unlink the slot (its record carried the expected nonce when last read). Answer
-    /// [`LockInput::Unlinked`] (`false`: it was already gone).
-    Unlink(Slot),
+effects! {
+    /// The next effect a lock machine needs.
+    #[cfg_attr(test, derive(PartialEq))]
+    pub enum LockEffect<E> reads LockInput {
+        /// Try the kernel lock without blocking, before anything is written.
+        TryKernel() -> KernelSeen = "try-kernel", LockInput::Kernel, try_kernel;
+        /// Read the record at this slot (`None`: no such file).
+        Read(slot: Slot) -> Option<LockRecord> = "read", LockInput::Record, read;
+        /// A fresh nonce (256 random bits) and the wall clock (diagnostic only), for a new
+        /// record.
+        Fresh() -> (LockNonce, Millis)
+            = "fresh", |(nonce, now)| LockInput::Fresh { nonce, now }, fresh;
+        /// Create the slot holding this record, complete or not at all (a temp file written and
+        /// fsynced, then linked to the slot's name, which fails if the name exists). Answer
+        /// whether it was created (`false`: the name exists; nothing was written there).
+        Create(slot: Slot, record: LockRecord) -> bool = "create", LockInput::Created, create;
+        /// Observe the process with this pid (for [`classify`]).
+        Observe(pid: u32) -> ProbeReport = "observe", LockInput::Observed, observe;
+        /// Unlink the slot (its record carried the expected nonce when last read). Answer
+        /// whether it was removed (`false`: it was already gone).
+        Unlink(slot: Slot) -> bool = "unlink", LockInput::Unlinked, unlink;
+    }
 }
 
-/// The result of a [`LockEffect`], or the executor's failure `E` to carry it out.
+/// The answer to a [`LockEffect`] as the lock machines read it (made only by the effect's ask).
 #[derive(Debug)]
 pub enum LockInput<E> {
-    /// Answer to [`LockEffect::TryKernel`].
+    /// Answer to [`LockEffect::try_kernel`].
     Kernel(KernelSeen),
-    /// Answer to [`LockEffect::Read`].
+    /// Answer to [`LockEffect::read`].
     Record(Option<LockRecord>),
-    /// Answer to [`LockEffect::Fresh`].
+    /// Answer to [`LockEffect::fresh`].
     Fresh {
         /// 256 random bits.
         nonce: LockNonce,
         /// The wall clock (diagnostic only).
         now: Millis,
     },
-    /// Answer to [`LockEffect::Create`].
+    /// Answer to [`LockEffect::create`].
     Created(bool),
-    /// Answer to [`LockEffect::Observe`].
+    /// Answer to [`LockEffect::observe`].
     Observed(ProbeReport),
-    /// Answer to [`LockEffect::Unlink`].
+    /// Answer to [`LockEffect::unlink`].
     Unlinked(bool),
     /// The effect failed.
     Failed(E),
@@ -256,6 +246,7 @@ pub struct Attempt<E> {
     /// The first failure of a removal; the own claim is still removed before it is reported.
     deferred: Option<E>,
     end: Option<AttemptEnd<E>>,
+    serial: Serial,
 }
 
 impl<E> Attempt<E> {
@@ -271,6 +262,7 @@ impl<E> Attempt<E> {
             frames: Vec::new(),
             deferred: None,
             end: None,
+            serial: Serial::default(),
         }
     }
 
@@ -311,6 +303,7 @@ impl<E> Attempt<E> {
             frames: vec![frame],
             deferred: None,
             end: None,
+            serial: Serial::default(),
         }
     }
 
@@ -481,41 +474,65 @@ impl<E> Attempt<E> {
     }
 }
 
-impl<E> LockMachine<E> for Attempt<E> {
-    type End = AttemptEnd<E>;
+impl<E> Machine for Attempt<E> {
+    type Protocol = LockProtocol<E>;
+    type Output = AttemptEnd<E>;
 
-    fn poll(&self) -> Option<LockEffect> {
+    fn poll(&self) -> Option<LockEffect<E>> {
+        self.serial.stamp(self.next())
+    }
+
+    fn handle(&mut self, answer: Answer<LockInput<E>>) -> Result<(), ProtocolError> {
+        let mut serial = self.serial;
+        let result = serial.take("project lock attempt", answer, |answer| {
+            self.step(answer.into_parts().1)
+        });
+        self.serial = serial;
+        result
+    }
+
+    fn output(self) -> Result<AttemptEnd<E>, ProtocolError> {
+        self.end.ok_or(ProtocolError::Unfinished {
+            machine: "project lock attempt",
+        })
+    }
+}
+
+impl<E> Attempt<E> {
+    /// The next effect, not yet stamped (a clear runs an attempt inside its own steps).
+    pub(crate) fn next(&self) -> Option<LockEffect<E>> {
         if self.end.is_some() {
             return None;
         }
         Some(match self.frames.last() {
             None => match self.stage {
-                Stage::Kernel => LockEffect::TryKernel,
-                Stage::Diagnose => LockEffect::Read(Slot::lock()),
-                Stage::Fresh => LockEffect::Fresh,
+                Stage::Kernel => LockEffect::try_kernel(),
+                Stage::Diagnose => LockEffect::read(Slot::lock()),
+                Stage::Fresh => LockEffect::fresh(),
                 Stage::Create | Stage::Recovering => {
-                    LockEffect::Create(Slot::lock(), self.mine.clone()?)
+                    LockEffect::create(Slot::lock(), self.mine.clone()?)
                 }
             },
-            Some(Frame::Clear(slot)) => LockEffect::Read(slot.clone()),
-            Some(Frame::Judge(_, record)) => LockEffect::Observe(record.owner.pid),
+            Some(Frame::Clear(slot)) => LockEffect::read(slot.clone()),
+            Some(Frame::Judge(_, record)) => LockEffect::observe(record.owner.pid),
             Some(Frame::Recover {
                 slot,
                 nonce,
                 claim,
                 stage,
             }) => match stage {
-                Recover::Fresh => LockEffect::Fresh,
-                Recover::Create => LockEffect::Create(slot.claim(nonce), claim.clone()?),
-                Recover::ReadStale => LockEffect::Read(slot.clone()),
-                Recover::UnlinkStale => LockEffect::Unlink(slot.clone()),
-                Recover::ReadClaim => LockEffect::Read(slot.claim(nonce)),
-                Recover::UnlinkClaim => LockEffect::Unlink(slot.claim(nonce)),
+                Recover::Fresh => LockEffect::fresh(),
+                Recover::Create => LockEffect::create(slot.claim(nonce), claim.clone()?),
+                Recover::ReadStale => LockEffect::read(slot.clone()),
+                Recover::UnlinkStale => LockEffect::unlink(slot.clone()),
+                Recover::ReadClaim => LockEffect::read(slot.claim(nonce)),
+                Recover::UnlinkClaim => LockEffect::unlink(slot.claim(nonce)),
             },
         })
     }
 
-    fn handle(&mut self, input: LockInput<E>) -> Result<(), ProtocolError> {
+    /// The answer to the effect [`Attempt::next`] named, whoever stamped it.
+    pub(crate) fn step(&mut self, input: LockInput<E>) -> Result<(), ProtocolError> {
         if self.end.is_some() {
             return Err(ProtocolError::wrong(
                 "ended project lock attempt",
@@ -557,12 +574,6 @@ impl<E> LockMachine<E> for Attempt<E> {
         }
         Ok(())
     }
-
-    fn into_end(self) -> Result<AttemptEnd<E>, ProtocolError> {
-        self.end.ok_or(ProtocolError::Unfinished {
-            machine: "project lock attempt",
-        })
-    }
 }
 
 impl<E> LockInput<E> {
@@ -586,6 +597,7 @@ pub struct Release<E> {
     nonce: LockNonce,
     found: Option<Option<LockRecord>>,
     end: Option<Result<ReleaseEnd, E>>,
+    serial: Serial,
 }
 
 impl<E> Release<E> {
@@ -595,22 +607,41 @@ impl<E> Release<E> {
             nonce,
             found: None,
             end: None,
+            serial: Serial::default(),
         }
     }
 }
 
-impl<E> LockMachine<E> for Release<E> {
-    type End = Result<ReleaseEnd, E>;
+impl<E> Machine for Release<E> {
+    type Protocol = LockProtocol<E>;
+    type Output = Result<ReleaseEnd, E>;
 
-    fn poll(&self) -> Option<LockEffect> {
-        match (&self.end, &self.found) {
+    fn poll(&self) -> Option<LockEffect<E>> {
+        self.serial.stamp(match (&self.end, &self.found) {
             (Some(_), _) => None,
-            (None, None) => Some(LockEffect::Read(Slot::lock())),
-            (None, Some(_)) => Some(LockEffect::Unlink(Slot::lock())),
-        }
+            (None, None) => Some(LockEffect::read(Slot::lock())),
+            (None, Some(_)) => Some(LockEffect::unlink(Slot::lock())),
+        })
     }
 
-    fn handle(&mut self, input: LockInput<E>) -> Result<(), ProtocolError> {
+    fn handle(&mut self, answer: Answer<LockInput<E>>) -> Result<(), ProtocolError> {
+        let mut serial = self.serial;
+        let result = serial.take("project lock release", answer, |answer| {
+            self.step(answer.into_parts().1)
+        });
+        self.serial = serial;
+        result
+    }
+
+    fn output(self) -> Result<Result<ReleaseEnd, E>, ProtocolError> {
+        self.end.ok_or(ProtocolError::Unfinished {
+            machine: "project lock release",
+        })
+    }
+}
+
+impl<E> Release<E> {
+    fn step(&mut self, input: LockInput<E>) -> Result<(), ProtocolError> {
         let answered = input.name();
         self.end = match (self.end.is_some(), &self.found, input) {
             (true, ..) => return Err(ProtocolError::wrong("ended project lock release", answered)),
@@ -626,12 +657,17 @@ impl<E> LockMachine<E> for Release<E> {
         };
         Ok(())
     }
+}
 
-    fn into_end(self) -> Result<Result<ReleaseEnd, E>, ProtocolError> {
-        self.end.ok_or(ProtocolError::Unfinished {
-            machine: "project lock release",
-        })
-    }
+/// Hands `machine` `input` as the answer to the effect it names now — bypassing the ask's type,
+/// so the tests can hand wrong answers too (once it has ended: as an answer to a first effect).
+#[cfg(test)]
+pub(crate) fn give<E, M: Machine<Protocol = LockProtocol<E>>>(
+    machine: &mut M,
+    input: LockInput<E>,
+) -> Result<(), ProtocolError> {
+    let effect = machine.poll().unwrap_or_else(LockEffect::try_kernel);
+    machine.handle(effect.answer_input(input))
 }
 
 #[cfg(test)]

@@ -4,9 +4,9 @@
 //! and the unlinks — are executed exactly as an acquisition's are.
 
 use super::{Ended, LockError, ProjectLock};
+use solewriter_core::contract::ProtocolError;
 use solewriter_core::project_lock::clear::{Clear, ClearEnd};
 use solewriter_core::project_lock::ownership::{LockNonce, LockRecord};
-use solewriter_core::protocol::ProtocolError;
 
 /// What an operator's clear did.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -102,14 +102,14 @@ use crate::atomic_file::{
 };
 use crate::clock::{Clock, SystemClock};
 use crate::project_lock::process::{effective_uid, ProcessProbe};
+use solewriter_core::contract::{run, Answer, Machine, ProtocolError};
 use solewriter_core::project_lock::machine::{
-    run, Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, LockMachine, Release, Slot,
+    Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, LockProtocol, Release, Slot,
 };
 use solewriter_core::project_lock::ownership::{
     judge, refuse_lock_dir, BootId, Guard, LockNonce, LockRecord, OwnerIdentity, Ownership,
     RecordError, UnknownReason, LOCK_RECORD_MAX_BYTES,
 };
-use solewriter_core::protocol::ProtocolError;
 use solewriter_core::ErrorKind;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
@@ -548,11 +548,11 @@ impl ProjectLock {
     }
 
     /// Runs a lock machine to its end; a kernel lock taken is kept in `kernel`.
-    fn run<M: LockMachine<LockError>>(
+    fn run<M: Machine<Protocol = LockProtocol<LockError>>>(
         &self,
         machine: M,
         kernel: &mut Option<KernelLock>,
-    ) -> Result<M::End, LockError> {
+    ) -> Result<M::Output, LockError> {
         Ok(run(machine, |effect| self.execute(effect, kernel))?)
     }
 
@@ -576,9 +576,13 @@ impl ProjectLock {
     }
 
     /// Executes one effect of a lock machine; a kernel lock taken is kept in `kernel`.
-    fn execute(&self, effect: LockEffect, kernel: &mut Option<KernelLock>) -> LockInput<LockError> {
-        let answer = match effect {
-            LockEffect::TryKernel => self.kernel_lock().map(|(seen, taken)| {
+    fn execute(
+        &self,
+        effect: LockEffect<LockError>,
+        kernel: &mut Option<KernelLock>,
+    ) -> Answer<LockInput<LockError>> {
+        match effect {
+            LockEffect::TryKernel(ask) => ask.answer(self.kernel_lock().map(|(seen, taken)| {
                 *kernel = taken;
                 let step = match seen {
                     KernelSeen::Busy => Some(LockStep::KernelBusy),
@@ -588,37 +592,33 @@ impl ProjectLock {
                 if let Some(step) = step {
                     self.steps.reached(step, &self.kernel_path());
                 }
-                LockInput::Kernel(seen)
-            }),
-            LockEffect::Read(slot) => self
-                .read(&self.dir.join(slot.file_name()))
-                .map(LockInput::Record),
-            LockEffect::Fresh => fresh_nonce(&*self.fs).map(|nonce| LockInput::Fresh {
-                nonce,
-                now: SystemClock.now(),
-            }),
-            LockEffect::Create(slot, record) => self
-                .create(&self.dir.join(slot.file_name()), &record)
-                .map(LockInput::Created),
-            LockEffect::Observe(pid) => Ok(LockInput::Observed(self.probe.observe(pid))),
-            LockEffect::Unlink(slot) => {
-                let path = self.dir.join(slot.file_name());
-                self.steps.reached(LockStep::Checked, &path);
-                let dir = match self.held_dir() {
-                    Ok(dir) => dir,
-                    Err(e) => return LockInput::Failed(e),
-                };
-                match self.fs.remove_file(&dir, slot.file_name()) {
-                    Ok(()) => {
-                        self.steps.reached(LockStep::Unlinked, &path);
-                        Ok(LockInput::Unlinked(true))
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(LockInput::Unlinked(false)),
-                    Err(e) => Err(io_err("remove lock", &path)(e)),
-                }
+                seen
+            })),
+            LockEffect::Read(slot, ask) => ask.answer(self.read(&self.dir.join(slot.file_name()))),
+            LockEffect::Fresh(ask) => {
+                ask.answer(fresh_nonce(&*self.fs).map(|nonce| (nonce, SystemClock.now())))
             }
-        };
-        answer.unwrap_or_else(LockInput::Failed)
+            LockEffect::Create(slot, record, ask) => {
+                ask.answer(self.create(&self.dir.join(slot.file_name()), &record))
+            }
+            LockEffect::Observe(pid, ask) => ask.answer(Ok(self.probe.observe(pid))),
+            LockEffect::Unlink(slot, ask) => ask.answer(self.unlink(&slot)),
+        }
+    }
+
+    /// Unlinks a slot: whether it was there.
+    fn unlink(&self, slot: &Slot) -> Result<bool, LockError> {
+        let path = self.dir.join(slot.file_name());
+        self.steps.reached(LockStep::Checked, &path);
+        let dir = self.held_dir()?;
+        match self.fs.remove_file(&dir, slot.file_name()) {
+            Ok(()) => {
+                self.steps.reached(LockStep::Unlinked, &path);
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(io_err("remove lock", &path)(e)),
+        }
     }
 
     /// Tries the kernel lock without blocking. The file is opened read-only when it exists

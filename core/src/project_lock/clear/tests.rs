@@ -2,12 +2,13 @@
 //! order, and the end it reaches.
 
 use super::*;
+use crate::project_lock::machine::give;
 use crate::project_lock::ownership::{
     BootId, BootSeen, DeadReason, Guard, NamespaceSeen, ProbeReport, ProcessSeen,
 };
 use crate::time::Millis;
 
-type Step = (LockEffect, LockInput<&'static str>);
+type Step = (LockEffect<&'static str>, LockInput<&'static str>);
 
 fn owner(pid: u32) -> OwnerIdentity {
     OwnerIdentity {
@@ -54,22 +55,22 @@ fn run(n: u8, script: Vec<Step>) -> ClearEnd<&'static str> {
     let mut machine = Clear::new(owner(1), nonce(n));
     for (step, (expected, answer)) in script.into_iter().enumerate() {
         assert_eq!(machine.poll(), Some(expected), "step {step}");
-        machine.handle(answer).unwrap();
+        give(&mut machine, answer).unwrap();
     }
     assert_eq!(
         machine.poll(),
         None,
         "the machine wants more than the script"
     );
-    machine.into_end().expect("ended")
+    machine.output().expect("ended")
 }
 
 fn kernel(seen: KernelSeen) -> Step {
-    (LockEffect::TryKernel, LockInput::Kernel(seen))
+    (LockEffect::try_kernel(), LockInput::Kernel(seen))
 }
 
 fn read(slot: Slot, found: Option<LockRecord>) -> Step {
-    (LockEffect::Read(slot), LockInput::Record(found))
+    (LockEffect::read(slot), LockInput::Record(found))
 }
 
 /// The claim process 1 writes on nonce 2, holding the kernel lock.
@@ -91,22 +92,22 @@ fn an_unknown_owners_record_carrying_the_nonce_is_removed_by_the_claim_rule() {
         vec![
             kernel(KernelSeen::Taken),
             read(Slot::lock(), Some(stale.clone())),
-            (LockEffect::Observe(42), seen(OTHER_NS, true)),
+            (LockEffect::observe(42), seen(OTHER_NS, true)),
             (
-                LockEffect::Fresh,
+                LockEffect::fresh(),
                 LockInput::Fresh {
                     nonce: nonce(8),
                     now: Millis(9),
                 },
             ),
             (
-                LockEffect::Create(claim_slot.clone(), claim()),
+                LockEffect::create(claim_slot.clone(), claim()),
                 LockInput::Created(true),
             ),
             read(Slot::lock(), Some(stale.clone())),
-            (LockEffect::Unlink(Slot::lock()), LockInput::Unlinked(true)),
+            (LockEffect::unlink(Slot::lock()), LockInput::Unlinked(true)),
             read(claim_slot.clone(), Some(claim())),
-            (LockEffect::Unlink(claim_slot), LockInput::Unlinked(true)),
+            (LockEffect::unlink(claim_slot), LockInput::Unlinked(true)),
         ],
     );
     assert!(matches!(end, ClearEnd::Cleared(r) if r == stale));
@@ -122,22 +123,22 @@ fn a_record_replaced_while_claiming_is_left_alone() {
         vec![
             kernel(KernelSeen::Taken),
             read(Slot::lock(), Some(stale.clone())),
-            (LockEffect::Observe(42), seen(OTHER_NS, false)),
+            (LockEffect::observe(42), seen(OTHER_NS, false)),
             (
-                LockEffect::Fresh,
+                LockEffect::fresh(),
                 LockInput::Fresh {
                     nonce: nonce(8),
                     now: Millis(9),
                 },
             ),
             (
-                LockEffect::Create(claim_slot.clone(), claim()),
+                LockEffect::create(claim_slot.clone(), claim()),
                 LockInput::Created(true),
             ),
             // Another nonce now: no unlink of the lock, only of the own claim.
             read(Slot::lock(), Some(successor)),
             read(claim_slot.clone(), Some(claim())),
-            (LockEffect::Unlink(claim_slot), LockInput::Unlinked(true)),
+            (LockEffect::unlink(claim_slot), LockInput::Unlinked(true)),
         ],
     );
     assert!(matches!(end, ClearEnd::Cleared(r) if r == stale));
@@ -151,7 +152,7 @@ fn another_nonce_is_refused_after_the_owner_was_found_unknown() {
         vec![
             kernel(KernelSeen::Taken),
             read(Slot::lock(), Some(found.clone())),
-            (LockEffect::Observe(42), seen(OTHER_NS, true)),
+            (LockEffect::observe(42), seen(OTHER_NS, true)),
         ],
     );
     let ClearEnd::Refused(refused) = end else {
@@ -169,7 +170,7 @@ fn a_known_owner_is_refused_whatever_the_nonce() {
     let refused = |kernel_seen, guard, observed: Option<LockInput<&'static str>>| {
         let found = record(42, guard, 2);
         let mut script = vec![kernel(kernel_seen), read(Slot::lock(), Some(found))];
-        script.extend(observed.map(|o| (LockEffect::Observe(42), o)));
+        script.extend(observed.map(|o| (LockEffect::observe(42), o)));
         match run(2, script) {
             ClearEnd::Refused(ClearRefused::Known(_, ownership)) => ownership,
             other => panic!("{other:?}"),
@@ -234,7 +235,7 @@ fn a_claim_held_by_a_live_recoverer_or_a_failed_effect_stops_the_clear() {
             kernel(KernelSeen::Taken),
             read(Slot::lock(), Some(stale.clone())),
             (
-                LockEffect::Observe(42),
+                LockEffect::observe(42),
                 LockInput::Observed(ProbeReport {
                     boot: BootSeen::Known(BootId::parse("b00f").unwrap()),
                     pid_ns: NamespaceSeen::Known(4),
@@ -242,18 +243,18 @@ fn a_claim_held_by_a_live_recoverer_or_a_failed_effect_stops_the_clear() {
                 }),
             ),
             (
-                LockEffect::Fresh,
+                LockEffect::fresh(),
                 LockInput::Fresh {
                     nonce: nonce(8),
                     now: Millis(9),
                 },
             ),
             (
-                LockEffect::Create(claim_slot.clone(), claim()),
+                LockEffect::create(claim_slot.clone(), claim()),
                 LockInput::Created(false),
             ),
             read(claim_slot.clone(), Some(theirs)),
-            (LockEffect::Observe(50), seen(4, true)),
+            (LockEffect::observe(50), seen(4, true)),
         ],
     );
     assert!(
@@ -264,7 +265,7 @@ fn a_claim_held_by_a_live_recoverer_or_a_failed_effect_stops_the_clear() {
         2,
         vec![
             kernel(KernelSeen::Taken),
-            (LockEffect::Read(Slot::lock()), LockInput::Failed("read")),
+            (LockEffect::read(Slot::lock()), LockInput::Failed("read")),
         ],
     );
     assert!(matches!(end, ClearEnd::Stopped(AttemptEnd::Failed("read"))));
@@ -273,28 +274,26 @@ fn a_claim_held_by_a_live_recoverer_or_a_failed_effect_stops_the_clear() {
 #[test]
 fn an_ended_clear_refuses_further_answers() {
     let mut machine = Clear::new(owner(1), nonce(2));
-    machine
-        .handle(LockInput::Kernel(KernelSeen::Taken))
-        .unwrap();
-    machine.handle(LockInput::Record(None)).unwrap();
+    give(&mut machine, LockInput::Kernel(KernelSeen::Taken)).unwrap();
+    give(&mut machine, LockInput::Record(None)).unwrap();
     assert_eq!(machine.poll(), None);
-    assert!(machine.handle(LockInput::Failed("late")).is_err());
-    assert!(matches!(machine.into_end(), Ok(ClearEnd::NoLock)));
+    assert!(give(&mut machine, LockInput::Failed("late")).is_err());
+    assert!(matches!(machine.output(), Ok(ClearEnd::NoLock)));
 }
 
 #[test]
 fn an_answer_that_does_not_fit_is_refused_and_changes_nothing() {
     let mut machine = Clear::<&str>::new(owner(1), nonce(2));
     assert_eq!(
-        machine.handle(LockInput::Unlinked(true)),
+        give(&mut machine, LockInput::Unlinked(true)),
         Err(ProtocolError::WrongAnswer {
             machine: "project lock clear",
             answered: "unlinked"
         })
     );
-    assert_eq!(machine.poll(), Some(LockEffect::TryKernel), "unchanged");
+    assert_eq!(machine.poll(), Some(LockEffect::try_kernel()), "unchanged");
     assert!(matches!(
-        machine.into_end(),
+        machine.output(),
         Err(ProtocolError::Unfinished { .. })
     ));
 }

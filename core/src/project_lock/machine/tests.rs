@@ -42,7 +42,7 @@ fn seen(alive: bool) -> ProbeReport {
 }
 
 /// Effects a machine must name, in order, each with the answer it gets.
-type Script = Vec<(LockEffect, LockInput<&'static str>)>;
+type Script = Vec<(LockEffect<&'static str>, LockInput<&'static str>)>;
 
 fn fresh(n: u8) -> LockInput<&'static str> {
     LockInput::Fresh {
@@ -53,10 +53,13 @@ fn fresh(n: u8) -> LockInput<&'static str> {
 
 /// Runs `machine`, answering each effect with the next scripted answer after checking the
 /// effect is the one expected.
-fn run(machine: &mut Attempt<&'static str>, script: Vec<(LockEffect, LockInput<&'static str>)>) {
+fn run(
+    machine: &mut Attempt<&'static str>,
+    script: Vec<(LockEffect<&'static str>, LockInput<&'static str>)>,
+) {
     for (step, (expected, answer)) in script.into_iter().enumerate() {
         assert_eq!(machine.poll(), Some(expected), "step {step}");
-        machine.handle(answer).unwrap();
+        give(machine, answer).unwrap();
     }
     assert_eq!(
         machine.poll(),
@@ -75,15 +78,18 @@ fn an_uncontended_attempt_takes_the_kernel_lock_then_creates_the_record() {
     run(
         &mut m,
         vec![
-            (LockEffect::TryKernel, LockInput::Kernel(KernelSeen::Taken)),
-            (LockEffect::Fresh, fresh(1)),
             (
-                LockEffect::Create(lock(), record(1, Guard::Kernel, 1).with_time(9)),
+                LockEffect::try_kernel(),
+                LockInput::Kernel(KernelSeen::Taken),
+            ),
+            (LockEffect::fresh(), fresh(1)),
+            (
+                LockEffect::create(lock(), record(1, Guard::Kernel, 1).with_time(9)),
                 LockInput::Created(true),
             ),
         ],
     );
-    match m.into_end().ok() {
+    match m.output().ok() {
         Some(AttemptEnd::Acquired(r)) => assert_eq!(r, record(1, Guard::Kernel, 1).with_time(9)),
         other => panic!("{other:?}"),
     }
@@ -95,14 +101,17 @@ fn a_busy_kernel_lock_writes_nothing_and_names_the_recorded_owner() {
     run(
         &mut m,
         vec![
-            (LockEffect::TryKernel, LockInput::Kernel(KernelSeen::Busy)),
             (
-                LockEffect::Read(lock()),
+                LockEffect::try_kernel(),
+                LockInput::Kernel(KernelSeen::Busy),
+            ),
+            (
+                LockEffect::read(lock()),
                 LockInput::Record(Some(record(2, Guard::Kernel, 2))),
             ),
         ],
     );
-    match m.into_end().ok() {
+    match m.output().ok() {
         Some(AttemptEnd::Busy(slot, Some(o))) => assert_eq!((slot, o), (lock(), owner(2))),
         other => panic!("{other:?}"),
     }
@@ -120,35 +129,38 @@ fn a_kernel_guarded_record_found_under_the_kernel_lock_is_recovered_without_obse
     run(
         &mut m,
         vec![
-            (LockEffect::TryKernel, LockInput::Kernel(KernelSeen::Taken)),
-            (LockEffect::Fresh, fresh(1)),
             (
-                LockEffect::Create(lock(), mine.clone()),
+                LockEffect::try_kernel(),
+                LockInput::Kernel(KernelSeen::Taken),
+            ),
+            (LockEffect::fresh(), fresh(1)),
+            (
+                LockEffect::create(lock(), mine.clone()),
                 LockInput::Created(false),
             ),
             (
-                LockEffect::Read(lock()),
+                LockEffect::read(lock()),
                 LockInput::Record(Some(stale.clone())),
             ),
-            (LockEffect::Fresh, fresh(3)),
+            (LockEffect::fresh(), fresh(3)),
             (
-                LockEffect::Create(claim.clone(), claim_record.clone()),
+                LockEffect::create(claim.clone(), claim_record.clone()),
                 LockInput::Created(true),
             ),
-            (LockEffect::Read(lock()), LockInput::Record(Some(stale))),
-            (LockEffect::Unlink(lock()), LockInput::Unlinked(true)),
+            (LockEffect::read(lock()), LockInput::Record(Some(stale))),
+            (LockEffect::unlink(lock()), LockInput::Unlinked(true)),
             (
-                LockEffect::Read(claim.clone()),
+                LockEffect::read(claim.clone()),
                 LockInput::Record(Some(claim_record)),
             ),
-            (LockEffect::Unlink(claim), LockInput::Unlinked(true)),
+            (LockEffect::unlink(claim), LockInput::Unlinked(true)),
             (
-                LockEffect::Create(lock(), mine.clone()),
+                LockEffect::create(lock(), mine.clone()),
                 LockInput::Created(true),
             ),
         ],
     );
-    assert!(matches!(m.into_end().ok(), Some(AttemptEnd::Acquired(r)) if r == mine));
+    assert!(matches!(m.output().ok(), Some(AttemptEnd::Acquired(r)) if r == mine));
 }
 
 /// In record-only mode every record is classified: a live owner is busy, an unknown one fails
@@ -170,22 +182,22 @@ fn record_only_owners_are_observed_and_a_live_or_unknown_one_is_left_alone() {
             &mut m,
             vec![
                 (
-                    LockEffect::TryKernel,
+                    LockEffect::try_kernel(),
                     LockInput::Kernel(KernelSeen::NotUsed),
                 ),
-                (LockEffect::Fresh, fresh(1)),
+                (LockEffect::fresh(), fresh(1)),
                 (
-                    LockEffect::Create(lock(), record(1, Guard::RecordOnly, 1).with_time(9)),
+                    LockEffect::create(lock(), record(1, Guard::RecordOnly, 1).with_time(9)),
                     LockInput::Created(false),
                 ),
                 (
-                    LockEffect::Read(lock()),
+                    LockEffect::read(lock()),
                     LockInput::Record(Some(record(2, Guard::RecordOnly, 2))),
                 ),
-                (LockEffect::Observe(2), LockInput::Observed(report)),
+                (LockEffect::observe(2), LockInput::Observed(report)),
             ],
         );
-        match m.into_end().ok() {
+        match m.output().ok() {
             Some(AttemptEnd::Busy(slot, Some(o))) if expect_busy => {
                 assert_eq!((slot, o), (lock(), owner(2)))
             }
@@ -207,29 +219,29 @@ fn a_live_recoverers_claim_is_busy_and_left_alone() {
         &mut m,
         vec![
             (
-                LockEffect::TryKernel,
+                LockEffect::try_kernel(),
                 LockInput::Kernel(KernelSeen::NotUsed),
             ),
-            (LockEffect::Fresh, fresh(1)),
+            (LockEffect::fresh(), fresh(1)),
             (
-                LockEffect::Create(lock(), record(1, Guard::RecordOnly, 1).with_time(9)),
+                LockEffect::create(lock(), record(1, Guard::RecordOnly, 1).with_time(9)),
                 LockInput::Created(false),
             ),
-            (LockEffect::Read(lock()), LockInput::Record(Some(stale))),
-            (LockEffect::Observe(2), LockInput::Observed(seen(false))),
-            (LockEffect::Fresh, fresh(3)),
+            (LockEffect::read(lock()), LockInput::Record(Some(stale))),
+            (LockEffect::observe(2), LockInput::Observed(seen(false))),
+            (LockEffect::fresh(), fresh(3)),
             (
-                LockEffect::Create(claim.clone(), record(1, Guard::RecordOnly, 3).with_time(9)),
+                LockEffect::create(claim.clone(), record(1, Guard::RecordOnly, 3).with_time(9)),
                 LockInput::Created(false),
             ),
             (
-                LockEffect::Read(claim.clone()),
+                LockEffect::read(claim.clone()),
                 LockInput::Record(Some(record(5, Guard::RecordOnly, 5))),
             ),
-            (LockEffect::Observe(5), LockInput::Observed(seen(true))),
+            (LockEffect::observe(5), LockInput::Observed(seen(true))),
         ],
     );
-    match m.into_end().ok() {
+    match m.output().ok() {
         Some(AttemptEnd::Busy(slot, Some(o))) => assert_eq!((slot, o), (claim, owner(5))),
         other => panic!("{other:?}"),
     }
@@ -247,42 +259,42 @@ fn a_successors_record_found_under_the_claim_is_left_alone() {
         &mut m,
         vec![
             (
-                LockEffect::TryKernel,
+                LockEffect::try_kernel(),
                 LockInput::Kernel(KernelSeen::NotUsed),
             ),
-            (LockEffect::Fresh, fresh(1)),
+            (LockEffect::fresh(), fresh(1)),
             (
-                LockEffect::Create(lock(), record(1, Guard::RecordOnly, 1).with_time(9)),
+                LockEffect::create(lock(), record(1, Guard::RecordOnly, 1).with_time(9)),
                 LockInput::Created(false),
             ),
-            (LockEffect::Read(lock()), LockInput::Record(Some(stale))),
-            (LockEffect::Observe(2), LockInput::Observed(seen(false))),
-            (LockEffect::Fresh, fresh(3)),
+            (LockEffect::read(lock()), LockInput::Record(Some(stale))),
+            (LockEffect::observe(2), LockInput::Observed(seen(false))),
+            (LockEffect::fresh(), fresh(3)),
             (
-                LockEffect::Create(claim.clone(), claim_record.clone()),
+                LockEffect::create(claim.clone(), claim_record.clone()),
                 LockInput::Created(true),
             ),
             (
-                LockEffect::Read(lock()),
+                LockEffect::read(lock()),
                 LockInput::Record(Some(record(6, Guard::RecordOnly, 6))),
             ),
             (
-                LockEffect::Read(claim.clone()),
+                LockEffect::read(claim.clone()),
                 LockInput::Record(Some(claim_record)),
             ),
-            (LockEffect::Unlink(claim), LockInput::Unlinked(true)),
+            (LockEffect::unlink(claim), LockInput::Unlinked(true)),
             (
-                LockEffect::Create(lock(), record(1, Guard::RecordOnly, 1).with_time(9)),
+                LockEffect::create(lock(), record(1, Guard::RecordOnly, 1).with_time(9)),
                 LockInput::Created(false),
             ),
             (
-                LockEffect::Read(lock()),
+                LockEffect::read(lock()),
                 LockInput::Record(Some(record(6, Guard::RecordOnly, 6))),
             ),
-            (LockEffect::Observe(6), LockInput::Observed(seen(true))),
+            (LockEffect::observe(6), LockInput::Observed(seen(true))),
         ],
     );
-    assert!(matches!(m.into_end().ok(), Some(AttemptEnd::Busy(_, Some(o))) if o == owner(6)));
+    assert!(matches!(m.output().ok(), Some(AttemptEnd::Busy(_, Some(o))) if o == owner(6)));
 }
 
 /// A failure while holding the claim still removes the claim, then reports the first failure.
@@ -295,35 +307,38 @@ fn a_failed_removal_still_gives_up_the_claim() {
     run(
         &mut m,
         vec![
-            (LockEffect::TryKernel, LockInput::Kernel(KernelSeen::Taken)),
-            (LockEffect::Fresh, fresh(1)),
             (
-                LockEffect::Create(lock(), record(1, Guard::Kernel, 1).with_time(9)),
+                LockEffect::try_kernel(),
+                LockInput::Kernel(KernelSeen::Taken),
+            ),
+            (LockEffect::fresh(), fresh(1)),
+            (
+                LockEffect::create(lock(), record(1, Guard::Kernel, 1).with_time(9)),
                 LockInput::Created(false),
             ),
             (
-                LockEffect::Read(lock()),
+                LockEffect::read(lock()),
                 LockInput::Record(Some(stale.clone())),
             ),
-            (LockEffect::Fresh, fresh(3)),
+            (LockEffect::fresh(), fresh(3)),
             (
-                LockEffect::Create(claim.clone(), claim_record.clone()),
+                LockEffect::create(claim.clone(), claim_record.clone()),
                 LockInput::Created(true),
             ),
-            (LockEffect::Read(lock()), LockInput::Record(Some(stale))),
+            (LockEffect::read(lock()), LockInput::Record(Some(stale))),
             (
-                LockEffect::Unlink(lock()),
+                LockEffect::unlink(lock()),
                 LockInput::Failed("unlink failed"),
             ),
             (
-                LockEffect::Read(claim.clone()),
+                LockEffect::read(claim.clone()),
                 LockInput::Record(Some(claim_record)),
             ),
-            (LockEffect::Unlink(claim), LockInput::Unlinked(true)),
+            (LockEffect::unlink(claim), LockInput::Unlinked(true)),
         ],
     );
     assert!(matches!(
-        m.into_end().ok(),
+        m.output().ok(),
         Some(AttemptEnd::Failed("unlink failed"))
     ));
 }
@@ -333,10 +348,13 @@ fn a_failed_removal_still_gives_up_the_claim() {
 fn recovery_is_abandoned_at_the_depth_bound() {
     let mut m = Attempt::new(owner(1));
     let mut script = vec![
-        (LockEffect::TryKernel, LockInput::Kernel(KernelSeen::Taken)),
-        (LockEffect::Fresh, fresh(1)),
         (
-            LockEffect::Create(lock(), record(1, Guard::Kernel, 1).with_time(9)),
+            LockEffect::try_kernel(),
+            LockInput::Kernel(KernelSeen::Taken),
+        ),
+        (LockEffect::fresh(), fresh(1)),
+        (
+            LockEffect::create(lock(), record(1, Guard::Kernel, 1).with_time(9)),
             LockInput::Created(false),
         ),
     ];
@@ -345,12 +363,12 @@ fn recovery_is_abandoned_at_the_depth_bound() {
         let stale = record(2, Guard::Kernel, 20 + level);
         let claim = slot.claim(&stale.nonce);
         script.push((
-            LockEffect::Read(slot.clone()),
+            LockEffect::read(slot.clone()),
             LockInput::Record(Some(stale)),
         ));
-        script.push((LockEffect::Fresh, fresh(30 + level)));
+        script.push((LockEffect::fresh(), fresh(30 + level)));
         script.push((
-            LockEffect::Create(
+            LockEffect::create(
                 claim.clone(),
                 record(1, Guard::Kernel, 30 + level).with_time(9),
             ),
@@ -359,11 +377,11 @@ fn recovery_is_abandoned_at_the_depth_bound() {
         slot = claim;
     }
     script.push((
-        LockEffect::Read(slot.clone()),
+        LockEffect::read(slot.clone()),
         LockInput::Record(Some(record(2, Guard::Kernel, 99))),
     ));
     run(&mut m, script);
-    match m.into_end().ok() {
+    match m.output().ok() {
         Some(AttemptEnd::Abandoned(at)) => {
             assert_eq!((at.depth(), at), (MAX_RECOVERY_DEPTH, slot))
         }
@@ -378,10 +396,10 @@ fn release_removes_only_its_own_record() {
         (
             vec![
                 (
-                    LockEffect::Read(lock()),
+                    LockEffect::read(lock()),
                     LockInput::Record(Some(mine.clone())),
                 ),
-                (LockEffect::Unlink(lock()), LockInput::Unlinked(true)),
+                (LockEffect::unlink(lock()), LockInput::Unlinked(true)),
             ],
             ReleaseEnd::Removed,
         ),
@@ -389,22 +407,22 @@ fn release_removes_only_its_own_record() {
         (
             vec![
                 (
-                    LockEffect::Read(lock()),
+                    LockEffect::read(lock()),
                     LockInput::Record(Some(mine.clone())),
                 ),
-                (LockEffect::Unlink(lock()), LockInput::Unlinked(false)),
+                (LockEffect::unlink(lock()), LockInput::Unlinked(false)),
             ],
             ReleaseEnd::NotHolder(None),
         ),
         (
             vec![(
-                LockEffect::Read(lock()),
+                LockEffect::read(lock()),
                 LockInput::Record(Some(record(2, Guard::Kernel, 2))),
             )],
             ReleaseEnd::NotHolder(Some(record(2, Guard::Kernel, 2))),
         ),
         (
-            vec![(LockEffect::Read(lock()), LockInput::Record(None))],
+            vec![(LockEffect::read(lock()), LockInput::Record(None))],
             ReleaseEnd::NotHolder(None),
         ),
     ];
@@ -412,26 +430,28 @@ fn release_removes_only_its_own_record() {
         let mut release = Release::new(mine.nonce);
         for (effect, answer) in script {
             assert_eq!(release.poll(), Some(effect));
-            release.handle(answer).unwrap();
+            give(&mut release, answer).unwrap();
         }
         assert_eq!(release.poll(), None);
-        assert_eq!(release.into_end().unwrap().unwrap(), expected);
+        assert_eq!(release.output().unwrap().unwrap(), expected);
     }
     // A step that fails ends the release with that failure.
     for fails_at in 0..2 {
         let mut release = Release::new(mine.nonce);
-        release
-            .handle(match fails_at {
+        give(
+            &mut release,
+            match fails_at {
                 0 => LockInput::Failed("read"),
                 _ => LockInput::Record(Some(mine.clone())),
-            })
-            .unwrap();
+            },
+        )
+        .unwrap();
         if fails_at == 1 {
-            release.handle(LockInput::Failed("unlink")).unwrap();
+            give(&mut release, LockInput::Failed("unlink")).unwrap();
         }
         assert_eq!(release.poll(), None);
         let expected = ["read", "unlink"][fails_at];
-        assert_eq!(release.into_end().unwrap(), Err(expected));
+        assert_eq!(release.output().unwrap(), Err(expected));
     }
 }
 
@@ -470,27 +490,27 @@ fn a_clear_only_run_removes_a_stale_claim_and_ends() {
         &mut m,
         vec![
             (
-                LockEffect::Read(claim.clone()),
+                LockEffect::read(claim.clone()),
                 LockInput::Record(Some(stale.clone())),
             ),
-            (LockEffect::Fresh, fresh(4)),
+            (LockEffect::fresh(), fresh(4)),
             (
-                LockEffect::Create(upper.clone(), upper_record.clone()),
+                LockEffect::create(upper.clone(), upper_record.clone()),
                 LockInput::Created(true),
             ),
             (
-                LockEffect::Read(claim.clone()),
+                LockEffect::read(claim.clone()),
                 LockInput::Record(Some(stale)),
             ),
-            (LockEffect::Unlink(claim), LockInput::Unlinked(true)),
+            (LockEffect::unlink(claim), LockInput::Unlinked(true)),
             (
-                LockEffect::Read(upper.clone()),
+                LockEffect::read(upper.clone()),
                 LockInput::Record(Some(upper_record)),
             ),
-            (LockEffect::Unlink(upper), LockInput::Unlinked(true)),
+            (LockEffect::unlink(upper), LockInput::Unlinked(true)),
         ],
     );
-    assert!(matches!(m.into_end().ok(), Some(AttemptEnd::Cleared)));
+    assert!(matches!(m.output().ok(), Some(AttemptEnd::Cleared)));
 }
 
 /// A lock that keeps reappearing after it was found gone ends the attempt busy after
@@ -499,19 +519,22 @@ fn a_clear_only_run_removes_a_stale_claim_and_ends() {
 fn a_lock_that_keeps_reappearing_ends_the_attempt_busy() {
     let mine = record(1, Guard::Kernel, 1).with_time(9);
     let mut script = vec![
-        (LockEffect::TryKernel, LockInput::Kernel(KernelSeen::Taken)),
-        (LockEffect::Fresh, fresh(1)),
+        (
+            LockEffect::try_kernel(),
+            LockInput::Kernel(KernelSeen::Taken),
+        ),
+        (LockEffect::fresh(), fresh(1)),
     ];
     for _ in 0..=MAX_CREATE_RETRIES {
         script.push((
-            LockEffect::Create(lock(), mine.clone()),
+            LockEffect::create(lock(), mine.clone()),
             LockInput::Created(false),
         ));
-        script.push((LockEffect::Read(lock()), LockInput::Record(None)));
+        script.push((LockEffect::read(lock()), LockInput::Record(None)));
     }
     let mut m = Attempt::new(owner(1));
     run(&mut m, script);
-    match m.into_end().ok() {
+    match m.output().ok() {
         Some(AttemptEnd::Busy(slot, None)) => assert_eq!(slot, lock()),
         other => panic!("{other:?}"),
     }
@@ -520,44 +543,90 @@ fn a_lock_that_keeps_reappearing_ends_the_attempt_busy() {
 #[test]
 fn a_result_that_does_not_fit_the_effect_is_refused_and_changes_nothing() {
     let mut m = Attempt::<&str>::new(owner(1));
-    assert_eq!(m.poll(), Some(LockEffect::TryKernel));
+    assert_eq!(m.poll(), Some(LockEffect::try_kernel()));
     assert_eq!(
-        m.handle(LockInput::Unlinked(true)),
+        give(&mut m, LockInput::Unlinked(true)),
         Err(ProtocolError::WrongAnswer {
             machine: "project lock attempt",
             answered: "unlinked"
         })
     );
-    assert_eq!(m.poll(), Some(LockEffect::TryKernel), "unchanged");
-    m.handle(LockInput::Kernel(KernelSeen::Taken)).unwrap();
-    assert_eq!(m.poll(), Some(LockEffect::Fresh));
+    assert_eq!(m.poll(), Some(LockEffect::try_kernel()), "unchanged");
+    give(&mut m, LockInput::Kernel(KernelSeen::Taken)).unwrap();
+    assert_eq!(m.poll(), Some(LockEffect::fresh()));
     // The release: a result of another kind, then one after its end.
     let mut release = Release::<&str>::new(record(1, Guard::Kernel, 1).nonce);
-    assert!(release.handle(LockInput::Created(true)).is_err());
-    assert_eq!(release.poll(), Some(LockEffect::Read(lock())), "unchanged");
-    release.handle(LockInput::Record(None)).unwrap();
-    assert!(release.handle(LockInput::Unlinked(true)).is_err());
-    assert!(release.handle(LockInput::Failed("late")).is_err());
+    assert!(give(&mut release, LockInput::Created(true)).is_err());
+    assert_eq!(release.poll(), Some(LockEffect::read(lock())), "unchanged");
+    give(&mut release, LockInput::Record(None)).unwrap();
+    assert!(give(&mut release, LockInput::Unlinked(true)).is_err());
+    assert!(give(&mut release, LockInput::Failed("late")).is_err());
     assert!(matches!(
-        release.into_end(),
+        release.output(),
         Ok(Ok(ReleaseEnd::NotHolder(None)))
     ));
     // Inside a recovery: the lock exists, so its record is read at the lock's slot; a result
     // of another kind leaves that frame in place.
     let mut m = Attempt::<&str>::new(owner(1));
-    m.handle(LockInput::Kernel(KernelSeen::Taken)).unwrap();
-    m.handle(LockInput::Fresh {
-        nonce: record(1, Guard::Kernel, 1).nonce,
-        now: Millis(9),
-    })
+    give(&mut m, LockInput::Kernel(KernelSeen::Taken)).unwrap();
+    give(
+        &mut m,
+        LockInput::Fresh {
+            nonce: record(1, Guard::Kernel, 1).nonce,
+            now: Millis(9),
+        },
+    )
     .unwrap();
-    m.handle(LockInput::Created(false)).unwrap();
-    assert_eq!(m.poll(), Some(LockEffect::Read(lock())));
-    assert!(m.handle(LockInput::Unlinked(true)).is_err());
-    assert_eq!(m.poll(), Some(LockEffect::Read(lock())), "unchanged");
+    give(&mut m, LockInput::Created(false)).unwrap();
+    assert_eq!(m.poll(), Some(LockEffect::read(lock())));
+    assert!(give(&mut m, LockInput::Unlinked(true)).is_err());
+    assert_eq!(m.poll(), Some(LockEffect::read(lock())), "unchanged");
     // An attempt's end is only taken once it has ended.
     assert!(matches!(
-        Attempt::<&str>::new(owner(1)).into_end(),
+        Attempt::<&str>::new(owner(1)).output(),
         Err(ProtocolError::Unfinished { .. })
     ));
+}
+
+#[test]
+fn an_answer_kept_from_an_earlier_step_is_refused_even_for_an_effect_of_the_same_name() {
+    // A recovery reads the lock twice: once to judge it (the first `read`), once under the
+    // claim to check it still carries the stale nonce. The first read's answer, kept and
+    // handed to the second, would say "gone" where the lock may be a successor's — refused.
+    let stale = record(2, Guard::RecordOnly, 2);
+    let mut m = Attempt::<&str>::new(owner(1));
+    let answer = |effect: Option<LockEffect<&'static str>>, value| match effect {
+        Some(LockEffect::Read(_, ask)) => ask.answer(Ok(value)),
+        other => panic!("expected a read, got {other:?}"),
+    };
+    give(&mut m, LockInput::Kernel(KernelSeen::NotUsed)).unwrap();
+    give(&mut m, fresh(1)).unwrap();
+    give(&mut m, LockInput::Created(false)).unwrap();
+    let first_read = m.poll();
+    let kept = answer(m.poll(), None);
+    m.handle(answer(first_read, Some(stale.clone()))).unwrap();
+    give(&mut m, LockInput::Observed(seen(false))).unwrap();
+    give(&mut m, fresh(3)).unwrap();
+    give(&mut m, LockInput::Created(true)).unwrap();
+    assert_eq!(
+        m.poll(),
+        Some(LockEffect::read(lock())),
+        "the read under the claim"
+    );
+    let refused = m.handle(kept);
+    assert!(
+        matches!(
+            refused,
+            Err(ProtocolError::KeptAnswer {
+                machine: "project lock attempt",
+                answered: "read",
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(m.poll(), Some(LockEffect::read(lock())), "unchanged");
+    // The same answer made now is taken.
+    m.handle(answer(m.poll(), Some(stale))).unwrap();
+    assert_eq!(m.poll(), Some(LockEffect::unlink(lock())));
 }

@@ -8,8 +8,11 @@
 
 use super::outcome::Failure;
 use super::serialized::{Body, End, Serialized};
-use super::{Answer, Effect, Input, Machine, ProtocolError, Serial};
+use super::{
+    Answer, Effect, FileEffect, LeaseInput, LeaseProtocol, Machine, ProtocolError, StoreEffect,
+};
 use crate::config::LeaseTtl;
+use crate::contract::Serial;
 use crate::names::InstanceDigest;
 use crate::projection::lease::{
     observe, AcquirePlan, AcquireRefused, AcquireRequest, HeldBy, LeaseRecord, Observed,
@@ -128,34 +131,36 @@ impl<E> Grant<E> {
 impl<E> Body<E> for Grant<E> {
     fn poll(&self) -> Option<Effect<'_, E>> {
         Some(match &self.stage {
-            Stage::ReadLease => Effect::read_lease(),
-            Stage::ReadCurrent(_) => Effect::read_current(),
+            Stage::ReadLease => StoreEffect::read_lease().into(),
+            Stage::ReadCurrent(_) => FileEffect::read_current().into(),
             Stage::ReadClock(..) => Effect::read_clock(),
-            Stage::Write(plan) => Effect::write_grant(plan),
+            Stage::Write(plan) => StoreEffect::write_grant(plan).into(),
             Stage::Done(_) => return None,
         })
     }
 
-    fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+    fn handle(&mut self, answer: Answer<LeaseInput<E>>) -> Result<(), ProtocolError> {
         let (answered, input) = answer.into_parts();
         let stage = std::mem::replace(&mut self.stage, Stage::ReadLease);
         self.stage = match (stage, input) {
-            (Stage::ReadLease, Input::Lease(Some(record))) => Stage::ReadCurrent(record),
-            (Stage::ReadLease, Input::Lease(None)) => Stage::Done(Err(Failure::NotAdmitted)),
-            (Stage::ReadCurrent(record), Input::Current(bytes)) => {
+            (Stage::ReadLease, LeaseInput::Lease(Some(record))) => Stage::ReadCurrent(record),
+            (Stage::ReadLease, LeaseInput::Lease(None)) => Stage::Done(Err(Failure::NotAdmitted)),
+            (Stage::ReadCurrent(record), LeaseInput::Current(bytes)) => {
                 let published_epoch = bytes
                     .as_deref()
                     .and_then(crate::projection::published_epoch);
                 Stage::ReadClock(record, published_epoch)
             }
-            (Stage::ReadClock(record, published_epoch), Input::Clock(now)) => {
+            (Stage::ReadClock(record, published_epoch), LeaseInput::Clock(now)) => {
                 self.decide(record, published_epoch, now)
             }
-            (Stage::Write(plan), Input::Written(true)) => Stage::Done(Ok(Acquired::Granted(plan))),
-            (Stage::Write(_), Input::Written(false)) => Stage::Done(Err(Failure::RowChanged)),
+            (Stage::Write(plan), LeaseInput::Written(true)) => {
+                Stage::Done(Ok(Acquired::Granted(plan)))
+            }
+            (Stage::Write(_), LeaseInput::Written(false)) => Stage::Done(Err(Failure::RowChanged)),
             (
                 Stage::ReadLease | Stage::ReadCurrent(_) | Stage::ReadClock(..) | Stage::Write(_),
-                Input::Failed(e),
+                LeaseInput::Failed(e),
             ) => Stage::Done(Err(Failure::Effect(e))),
             (stage, _) => {
                 self.stage = stage;
@@ -200,33 +205,37 @@ pub(crate) enum PreludeNext<E> {
 impl Prelude {
     pub(crate) fn poll<E>(&self) -> Effect<'static, E> {
         match self {
-            Prelude::Snapshot => Effect::read_committed_lease(),
+            Prelude::Snapshot => StoreEffect::read_committed_lease().into(),
             Prelude::SnapshotClock(_) => Effect::read_clock(),
         }
     }
 
     /// The prelude's next step; an answer it did not ask for is refused with the prelude
     /// unchanged.
-    pub(crate) fn step<E>(self, answer: Answer<E>) -> PreludeNext<E> {
+    pub(crate) fn step<E>(self, answer: Answer<LeaseInput<E>>) -> PreludeNext<E> {
         let (answered, input) = answer.into_parts();
         match (self, input) {
-            (Prelude::Snapshot, Input::Lease(Some(record))) => {
+            (Prelude::Snapshot, LeaseInput::Lease(Some(record))) => {
                 PreludeNext::Continue(Prelude::SnapshotClock(record))
             }
             // Lease rows are never deleted, so a target absent from a committed state was not
             // admitted then: answered without taking any lock (nothing is created, not even
             // the target's lock file).
-            (Prelude::Snapshot, Input::Lease(None)) => {
+            (Prelude::Snapshot, LeaseInput::Lease(None)) => {
                 PreludeNext::Answered(Err(Failure::NotAdmitted))
             }
-            (Prelude::Snapshot, Input::Failed(e)) => PreludeNext::Answered(Err(Failure::Effect(e))),
-            (Prelude::SnapshotClock(record), Input::Clock(now)) => match observe(record, now) {
-                Ok(Observed::Held(live)) => PreludeNext::Answered(Ok(live.held_by())),
-                Ok(observed) => PreludeNext::Serialize(observed, now),
-                Err(inconsistent) => {
-                    PreludeNext::Answered(Err(Failure::Inconsistent(inconsistent)))
+            (Prelude::Snapshot, LeaseInput::Failed(e)) => {
+                PreludeNext::Answered(Err(Failure::Effect(e)))
+            }
+            (Prelude::SnapshotClock(record), LeaseInput::Clock(now)) => {
+                match observe(record, now) {
+                    Ok(Observed::Held(live)) => PreludeNext::Answered(Ok(live.held_by())),
+                    Ok(observed) => PreludeNext::Serialize(observed, now),
+                    Err(inconsistent) => {
+                        PreludeNext::Answered(Err(Failure::Inconsistent(inconsistent)))
+                    }
                 }
-            },
+            }
             (prelude, _) => {
                 PreludeNext::Refused(prelude, ProtocolError::wrong("acquire prelude", answered))
             }
@@ -264,7 +273,7 @@ impl<E, S, B: Body<E>> Gated<E, S, B> {
     /// saw and its clock reading, when the prelude leads into the envelope.
     pub(crate) fn handle(
         &mut self,
-        answer: Answer<E>,
+        answer: Answer<LeaseInput<E>>,
         body: impl FnOnce(S, Observed, crate::time::Millis) -> B,
     ) -> Result<(), ProtocolError> {
         let (next, result) = match std::mem::replace(self, Gated::Moving) {
@@ -314,14 +323,15 @@ impl<E> Acquire<E> {
     }
 }
 
-impl<E> Machine<E> for Acquire<E> {
+impl<E> Machine for Acquire<E> {
+    type Protocol = LeaseProtocol<E>;
     type Output = Result<Acquired, Failure<E>>;
 
     fn poll(&self) -> Option<Effect<'_, E>> {
         self.serial.stamp(self.phase.poll())
     }
 
-    fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+    fn handle(&mut self, answer: Answer<LeaseInput<E>>) -> Result<(), ProtocolError> {
         let phase = &mut self.phase;
         self.serial.take("acquire", answer, |answer| {
             phase.handle(answer, |applicant, _, _| Grant::new(applicant))

@@ -1,8 +1,10 @@
 //! The lease's multi-step sequences as sans-IO step machines: acquisition, publication and
 //! release.
 //!
-//! A machine never performs an effect. It names the next one ([`Machine::poll`] returns an
-//! [`Effect`]) and consumes its answer ([`Machine::handle`] takes an [`Answer`]). Every
+//! Every machine speaks the one contract of [`crate::contract`], in the lease's protocol
+//! ([`LeaseProtocol`]). A machine never performs an effect. It names the next one
+//! ([`Machine::poll`] returns an [`Effect`]) and consumes its answer ([`Machine::handle`] takes
+//! an [`Answer`]). Every
 //! decision between two effects is made here, by the core's pure functions (`observe`,
 //! `decide_acquire`, `authorize_publish`, `check_deadline`, `decide_release`, `compose`), and
 //! so is the mapping of a machine's end to its result ([`Machine::output`], [`outcome`]).
@@ -38,7 +40,7 @@
 //! - [`publish_now`]: grant, publish and release in one envelope (one commit).
 
 pub mod acquire;
-mod contract;
+mod effects;
 pub mod outcome;
 pub mod publish;
 pub mod publish_now;
@@ -47,44 +49,5 @@ mod serialized;
 #[cfg(test)]
 mod tests;
 
-pub use contract::{Answer, Ask, Effect, FileEffect, ProtocolError, Reply, StoreEffect};
-pub(crate) use contract::{Input, Serial};
-
-/// A step machine: poll the next effect, execute it, hand back its answer.
-pub trait Machine<E> {
-    /// What the machine ends with.
-    type Output;
-    /// The next effect; `None` once the machine has ended.
-    fn poll(&self) -> Option<Effect<'_, E>>;
-    /// Consumes the answer to the effect last polled. An answer to another effect (an
-    /// executor bug) is refused, and the machine is unchanged.
-    fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError>;
-    /// The result, once [`Machine::poll`] names no effect ([`ProtocolError::Unfinished`]
-    /// before).
-    fn output(self) -> Result<Self::Output, ProtocolError>;
-}
-
-/// Runs `machine` until it has ended, executing each effect with `execute` — or until
-/// `execute` answers `None` (the executor stopped: a crash in a model). Returns whether the
-/// machine ended. The whole executor of a machine is this loop plus one `match` on [`Effect`].
-pub fn drive<E, M: Machine<E>>(
-    machine: &mut M,
-    mut execute: impl FnMut(Effect<'_, E>) -> Option<Answer<E>>,
-) -> Result<bool, ProtocolError> {
-    while let Some(effect) = machine.poll() {
-        match execute(effect) {
-            Some(answer) => machine.handle(answer)?,
-            None => return Ok(false),
-        }
-    }
-    Ok(true)
-}
-
-/// Runs `machine` to its end and returns its result.
-pub fn run<E, M: Machine<E>>(
-    mut machine: M,
-    mut execute: impl FnMut(Effect<'_, E>) -> Answer<E>,
-) -> Result<M::Output, ProtocolError> {
-    drive(&mut machine, |effect| Some(execute(effect)))?;
-    machine.output()
-}
+pub use crate::contract::{drive, run, Answer, Ask, Machine, ProtocolError, Reply, Stamped};
+pub use effects::{Effect, FileEffect, LeaseInput, LeaseProtocol, StoreEffect};

@@ -36,7 +36,10 @@
 use super::outcome::{fold, Failure, Published, Unpublished};
 use super::release::ReleaseSteps;
 use super::serialized::{Body, End, Serialized};
-use super::{Answer, Effect, Input, Machine, ProtocolError, Serial};
+use super::{
+    Answer, Effect, FileEffect, LeaseInput, LeaseProtocol, Machine, ProtocolError, StoreEffect,
+};
+use crate::contract::Serial;
 use crate::projection::channel::ChannelRecord;
 use crate::projection::composition::Composition;
 use crate::projection::lease::{observe, Authority, Credential, Fenced, LeaseRecord};
@@ -228,9 +231,9 @@ impl<E> Steps<'_, E> {
     fn poll_files(&self) -> Option<Effect<'_, E>> {
         Some(match (self.stage, &self.draft) {
             (Stage::Mark(step), _) => Effect::reached(step),
-            (Stage::PrepareDir, _) => Effect::prepare_dir(),
-            (Stage::SyncParents, _) => Effect::sync_parents(),
-            (Stage::WriteTemp, Some(draft)) => Effect::write_temp(draft.bytes()),
+            (Stage::PrepareDir, _) => FileEffect::prepare_dir().into(),
+            (Stage::SyncParents, _) => FileEffect::sync_parents().into(),
+            (Stage::WriteTemp, Some(draft)) => FileEffect::write_temp(draft.bytes()).into(),
             _ => return None,
         })
     }
@@ -240,7 +243,7 @@ impl<E> Body<E> for Steps<'_, E> {
     fn poll_before(&self) -> Option<Effect<'_, E>> {
         match self.stage {
             Stage::DraftClock => Some(Effect::read_clock()),
-            Stage::DraftChannels => Some(Effect::read_channels()),
+            Stage::DraftChannels => Some(StoreEffect::read_channels().into()),
             // `Ready` names no file step: the transaction begins.
             _ => self.poll_files(),
         }
@@ -257,18 +260,18 @@ impl<E> Body<E> for Steps<'_, E> {
 
     fn poll(&self) -> Option<Effect<'_, E>> {
         Some(match self.stage {
-            Stage::ReadLease => Effect::read_lease(),
+            Stage::ReadLease => StoreEffect::read_lease().into(),
             Stage::ReadClock | Stage::DeadlineClock => Effect::read_clock(),
-            Stage::ReadCurrent => Effect::read_current(),
-            Stage::ReadChannels => Effect::read_channels(),
-            Stage::Rename => Effect::rename(),
-            Stage::Sweep => Effect::remove_orphans(),
+            Stage::ReadCurrent => FileEffect::read_current().into(),
+            Stage::ReadChannels => StoreEffect::read_channels().into(),
+            Stage::Rename => FileEffect::rename().into(),
+            Stage::Sweep => FileEffect::remove_orphans().into(),
             Stage::Releasing => return self.release.poll(),
             _ => return self.poll_files(),
         })
     }
 
-    fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+    fn handle(&mut self, answer: Answer<LeaseInput<E>>) -> Result<(), ProtocolError> {
         if self.stage == Stage::Releasing {
             self.release.handle(answer)?;
             if self.release.is_done() {
@@ -279,22 +282,22 @@ impl<E> Body<E> for Steps<'_, E> {
         let (answered, input) = answer.into_parts();
         let wrong = || ProtocolError::wrong("publish", answered);
         self.stage = match (self.stage, input) {
-            (Stage::Mark(PublishStep::Revalidated), Input::Done) if self.document_checked => {
+            (Stage::Mark(PublishStep::Revalidated), LeaseInput::Done) if self.document_checked => {
                 Stage::ReadChannels
             }
-            (Stage::Mark(step), Input::Done) => after(step),
-            (Stage::DraftClock, Input::Clock(now)) => {
+            (Stage::Mark(step), LeaseInput::Done) => after(step),
+            (Stage::DraftClock, LeaseInput::Clock(now)) => {
                 self.now = now;
                 self.saw_clock(now);
                 Stage::DraftChannels
             }
-            (Stage::DraftChannels, Input::Channels(rows)) => self.compose(rows),
-            (Stage::ReadLease, Input::Lease(Some(record))) => {
+            (Stage::DraftChannels, LeaseInput::Channels(rows)) => self.compose(rows),
+            (Stage::ReadLease, LeaseInput::Lease(Some(record))) => {
                 self.record = Some(record);
                 Stage::ReadClock
             }
-            (Stage::ReadLease, Input::Lease(None)) => self.fail(Failure::NotAdmitted),
-            (Stage::ReadClock, Input::Clock(now)) => {
+            (Stage::ReadLease, LeaseInput::Lease(None)) => self.fail(Failure::NotAdmitted),
+            (Stage::ReadClock, LeaseInput::Clock(now)) => {
                 let record = self.record.take().ok_or_else(wrong)?;
                 self.saw_clock(now);
                 match observe(record, now) {
@@ -315,7 +318,7 @@ impl<E> Body<E> for Steps<'_, E> {
                     },
                 }
             }
-            (Stage::ReadCurrent, Input::Current(bytes)) => {
+            (Stage::ReadCurrent, LeaseInput::Current(bytes)) => {
                 match bytes
                     .as_deref()
                     .and_then(crate::projection::published_epoch)
@@ -329,7 +332,7 @@ impl<E> Body<E> for Steps<'_, E> {
                     _ => Stage::ReadChannels,
                 }
             }
-            (Stage::ReadChannels, Input::Channels(rows)) => {
+            (Stage::ReadChannels, LeaseInput::Channels(rows)) => {
                 let authority = self.authority.as_ref().ok_or_else(wrong)?;
                 match &self.draft {
                     Some(draft) if draft.confirmed(authority, &rows, self.now) => {
@@ -341,21 +344,21 @@ impl<E> Body<E> for Steps<'_, E> {
                     _ => self.compose(rows),
                 }
             }
-            (Stage::PrepareDir, Input::Dir(true)) => Stage::WriteTemp,
-            (Stage::PrepareDir, Input::Dir(false)) => Stage::SyncParents,
-            (Stage::SyncParents, Input::Done) => Stage::WriteTemp,
-            (Stage::WriteTemp, input @ (Input::Done | Input::Failed(_))) => {
+            (Stage::PrepareDir, LeaseInput::Dir(true)) => Stage::WriteTemp,
+            (Stage::PrepareDir, LeaseInput::Dir(false)) => Stage::SyncParents,
+            (Stage::SyncParents, LeaseInput::Done) => Stage::WriteTemp,
+            (Stage::WriteTemp, input @ (LeaseInput::Done | LeaseInput::Failed(_))) => {
                 // From here on a temp sibling may exist (a failed write can leave one); a
                 // second one replaces the first, which the executor removes.
                 self.temp = true;
                 self.drafted_outside = !self.in_tx;
                 match input {
-                    Input::Failed(e) => self.fail(Failure::Effect(e)),
+                    LeaseInput::Failed(e) => self.fail(Failure::Effect(e)),
                     _ if self.in_tx => Stage::DeadlineClock,
                     _ => Stage::Mark(PublishStep::TempWritten),
                 }
             }
-            (Stage::DeadlineClock, Input::Clock(now)) => {
+            (Stage::DeadlineClock, LeaseInput::Clock(now)) => {
                 self.saw_clock(now);
                 let authority = self.authority.as_ref().ok_or_else(wrong)?;
                 match authority.check_deadline(self.latest) {
@@ -363,7 +366,7 @@ impl<E> Body<E> for Steps<'_, E> {
                     Err(passed) => self.fail(Failure::Expired(passed)),
                 }
             }
-            (Stage::Rename, Input::Done) => {
+            (Stage::Rename, LeaseInput::Done) => {
                 let (Some(authority), Some(draft)) = (&self.authority, &self.draft) else {
                     return Err(wrong());
                 };
@@ -377,15 +380,15 @@ impl<E> Body<E> for Steps<'_, E> {
             }
             // The draft written before the transaction is gone (swept): write it again, here,
             // once — the deadline is checked again before that rename.
-            (Stage::Rename, Input::Failed(_)) if self.drafted_outside => Stage::WriteTemp,
+            (Stage::Rename, LeaseInput::Failed(_)) if self.drafted_outside => Stage::WriteTemp,
             // The sweep is best effort: the document is in place, the next publication sweeps.
-            (Stage::Sweep, Input::Done | Input::Failed(_)) => Stage::Releasing,
-            (Stage::SyncDir, Input::Done) => Stage::Mark(PublishStep::DirectorySynced),
-            (Stage::SyncDir, Input::Failed(e)) => {
+            (Stage::Sweep, LeaseInput::Done | LeaseInput::Failed(_)) => Stage::Releasing,
+            (Stage::SyncDir, LeaseInput::Done) => Stage::Mark(PublishStep::DirectorySynced),
+            (Stage::SyncDir, LeaseInput::Failed(e)) => {
                 self.failure = Some(Failure::NotDurable(e));
                 Stage::Done
             }
-            (Stage::RemoveTemp, Input::Done | Input::Failed(_)) => {
+            (Stage::RemoveTemp, LeaseInput::Done | LeaseInput::Failed(_)) => {
                 self.temp = false;
                 Stage::Done
             }
@@ -397,7 +400,7 @@ impl<E> Body<E> for Steps<'_, E> {
                 | Stage::PrepareDir
                 | Stage::SyncParents
                 | Stage::Rename,
-                Input::Failed(e),
+                LeaseInput::Failed(e),
             ) => self.fail(Failure::Effect(e)),
             _ => return Err(wrong()),
         };
@@ -422,8 +425,8 @@ impl<E> Body<E> for Steps<'_, E> {
     fn poll_after(&self) -> Option<Effect<'_, E>> {
         match self.stage {
             Stage::Mark(step) => Some(Effect::reached(step)),
-            Stage::SyncDir => Some(Effect::sync_dir()),
-            Stage::RemoveTemp if self.temp => Some(Effect::remove_temp()),
+            Stage::SyncDir => Some(FileEffect::sync_dir().into()),
+            Stage::RemoveTemp if self.temp => Some(FileEffect::remove_temp().into()),
             // No temp to remove, or done: the machine has ended.
             _ => None,
         }
@@ -492,7 +495,8 @@ impl<'r, E> Publish<'r, E> {
     }
 }
 
-impl<E> Machine<E> for Publish<'_, E> {
+impl<E> Machine for Publish<'_, E> {
+    type Protocol = LeaseProtocol<E>;
     type Output = Result<Published, Unpublished<E>>;
 
     fn poll(&self) -> Option<Effect<'_, E>> {
@@ -502,7 +506,7 @@ impl<E> Machine<E> for Publish<'_, E> {
         })
     }
 
-    fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+    fn handle(&mut self, answer: Answer<LeaseInput<E>>) -> Result<(), ProtocolError> {
         let mut serial = self.serial;
         let result = serial.take("publish", answer, |answer| self.step(answer));
         self.serial = serial;
@@ -519,7 +523,7 @@ impl<E> Machine<E> for Publish<'_, E> {
 
 impl<E> Publish<'_, E> {
     /// One step of the publication: the answer to the effect last polled.
-    fn step(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+    fn step(&mut self, answer: Answer<LeaseInput<E>>) -> Result<(), ProtocolError> {
         let (next, result) = match std::mem::replace(&mut self.phase, Phase::Moving) {
             Phase::Publishing(mut inner) => match inner.handle(answer) {
                 Ok(()) if inner.is_done() => match self.ended(*inner) {

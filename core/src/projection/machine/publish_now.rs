@@ -24,7 +24,8 @@ use super::acquire::{Acquired, Applicant, Gated, Grant};
 use super::outcome::{Failure, Published, Unpublished};
 use super::publish::{Publish, Steps};
 use super::serialized::{Body, End, Serialized};
-use super::{Answer, Effect, Machine, ProtocolError, Serial};
+use super::{Answer, Effect, LeaseInput, LeaseProtocol, Machine, ProtocolError};
+use crate::contract::Serial;
 use crate::projection::composition::Composition;
 use crate::projection::lease::{Credential, HeldBy, Observed};
 
@@ -105,7 +106,7 @@ impl<E> Body<E> for Stage<'_, E> {
         }
     }
 
-    fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+    fn handle(&mut self, answer: Answer<LeaseInput<E>>) -> Result<(), ProtocolError> {
         let Some(grant) = self.grant.as_mut().filter(|_| self.in_tx) else {
             return self.steps.handle(answer);
         };
@@ -251,7 +252,8 @@ impl<'r, E> PublishNow<'r, E> {
     }
 }
 
-impl<E> Machine<E> for PublishNow<'_, E> {
+impl<E> Machine for PublishNow<'_, E> {
+    type Protocol = LeaseProtocol<E>;
     type Output = Result<PublishedNow, Unpublished<E>>;
 
     fn poll(&self) -> Option<Effect<'_, E>> {
@@ -263,7 +265,7 @@ impl<E> Machine<E> for PublishNow<'_, E> {
         }
     }
 
-    fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+    fn handle(&mut self, answer: Answer<LeaseInput<E>>) -> Result<(), ProtocolError> {
         if let Phase::TakenOver(..) = self.phase {
             return self.step(answer);
         }
@@ -285,7 +287,7 @@ impl<E> Machine<E> for PublishNow<'_, E> {
 
 impl<E> PublishNow<'_, E> {
     /// One step of the one-shot: the answer to the effect last polled.
-    fn step(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+    fn step(&mut self, answer: Answer<LeaseInput<E>>) -> Result<(), ProtocolError> {
         let composition = self.composition;
         let (next, result) = match std::mem::replace(&mut self.phase, Phase::Moving) {
             Phase::OneShot(mut gated) => {

@@ -8,7 +8,8 @@
 use super::outcome::Failure;
 pub use super::outcome::ReleaseOutcome;
 use super::serialized::{Body, End, Serialized};
-use super::{Answer, Effect, Input, Machine, ProtocolError, Serial};
+use super::{Answer, Effect, LeaseInput, LeaseProtocol, Machine, ProtocolError, StoreEffect};
+use crate::contract::Serial;
 use crate::projection::lease::{
     observe, Credential, EndPlan, LeaseRecord, NothingHeld, Observed, ReleasePlan,
 };
@@ -129,29 +130,29 @@ impl<E, R: Releaser> ReleaseSteps<E, R> {
 impl<E, R: Releaser> Body<E> for ReleaseSteps<E, R> {
     fn poll(&self) -> Option<Effect<'_, E>> {
         Some(match &self.stage {
-            Stage::ReadLease => Effect::read_lease(),
+            Stage::ReadLease => StoreEffect::read_lease().into(),
             Stage::ReadClock(_) => Effect::read_clock(),
-            Stage::Write(plan, _) => Effect::write_release(plan),
+            Stage::Write(plan, _) => StoreEffect::write_release(plan).into(),
             Stage::Done(_) => return None,
         })
     }
 
-    fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+    fn handle(&mut self, answer: Answer<LeaseInput<E>>) -> Result<(), ProtocolError> {
         let (answered, input) = answer.into_parts();
         let stage = std::mem::replace(&mut self.stage, Stage::ReadLease);
         self.stage = match (stage, input) {
-            (Stage::ReadLease, Input::Lease(Some(record))) => Stage::ReadClock(record),
-            (Stage::ReadLease, Input::Lease(None)) => Stage::Done(Err(Failure::NotAdmitted)),
-            (Stage::ReadClock(record), Input::Clock(now)) => match observe(record, now) {
+            (Stage::ReadLease, LeaseInput::Lease(Some(record))) => Stage::ReadClock(record),
+            (Stage::ReadLease, LeaseInput::Lease(None)) => Stage::Done(Err(Failure::NotAdmitted)),
+            (Stage::ReadClock(record), LeaseInput::Clock(now)) => match observe(record, now) {
                 Err(inconsistent) => Stage::Done(Err(Failure::Inconsistent(inconsistent))),
                 Ok(observed) => match self.releaser.decide(observed) {
                     Ok((plan, released)) => Stage::Write(plan, released),
                     Err(answer) => Stage::Done(Ok(answer)),
                 },
             },
-            (Stage::Write(_, released), Input::Written(true)) => Stage::Done(Ok(released)),
-            (Stage::Write(..), Input::Written(false)) => Stage::Done(Err(Failure::RowChanged)),
-            (Stage::ReadLease | Stage::ReadClock(_) | Stage::Write(..), Input::Failed(e)) => {
+            (Stage::Write(_, released), LeaseInput::Written(true)) => Stage::Done(Ok(released)),
+            (Stage::Write(..), LeaseInput::Written(false)) => Stage::Done(Err(Failure::RowChanged)),
+            (Stage::ReadLease | Stage::ReadClock(_) | Stage::Write(..), LeaseInput::Failed(e)) => {
                 Stage::Done(Err(Failure::Effect(e)))
             }
             (stage, _) => {
@@ -202,14 +203,15 @@ impl<E, R: Releaser> Release<E, R> {
     }
 }
 
-impl<E, R: Releaser> Machine<E> for Release<E, R> {
+impl<E, R: Releaser> Machine for Release<E, R> {
+    type Protocol = LeaseProtocol<E>;
     type Output = Result<R::Outcome, Failure<E>>;
 
     fn poll(&self) -> Option<Effect<'_, E>> {
         self.serial.stamp(self.inner.poll())
     }
 
-    fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+    fn handle(&mut self, answer: Answer<LeaseInput<E>>) -> Result<(), ProtocolError> {
         let inner = &mut self.inner;
         self.serial
             .take("release", answer, |answer| inner.handle(answer))

@@ -8,7 +8,7 @@
 //! This is the only code that orders the locks, so no machine can take them the other way
 //! round.
 
-use super::{Answer, Effect, Input, ProtocolError};
+use super::{Answer, Effect, FileEffect, LeaseInput, ProtocolError, StoreEffect};
 
 /// How a finished body ends its transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,7 +33,7 @@ pub(crate) trait Body<E> {
     fn poll(&self) -> Option<Effect<'_, E>>;
     /// The answer to the effect last polled (before, inside or after the transaction); an
     /// answer to another effect is refused, the body unchanged.
-    fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError>;
+    fn handle(&mut self, answer: Answer<LeaseInput<E>>) -> Result<(), ProtocolError>;
     /// `Some` once the transaction's body has finished: how its transaction ends.
     fn end(&self) -> Option<End>;
     /// The transaction has ended (committed, or rolled back).
@@ -84,15 +84,18 @@ impl<E, B: Body<E>> Serialized<E, B> {
     pub(crate) fn poll(&self) -> Option<Effect<'_, E>> {
         Some(match self.phase {
             // The body is ready for the transaction: the target lock is taken right before it.
-            Phase::Before => self.body.poll_before().unwrap_or_else(Effect::lock_target),
-            Phase::Begin => Effect::begin(),
+            Phase::Before => self
+                .body
+                .poll_before()
+                .unwrap_or_else(|| FileEffect::lock_target().into()),
+            Phase::Begin => StoreEffect::begin().into(),
             Phase::Body => match self.body.end() {
                 None => return self.body.poll(),
-                Some(End::Commit) => Effect::commit(),
-                Some(End::Rollback) => Effect::rollback(),
+                Some(End::Commit) => StoreEffect::commit().into(),
+                Some(End::Rollback) => StoreEffect::rollback().into(),
             },
-            Phase::RollbackAfterFailedCommit => Effect::rollback(),
-            Phase::Unlock => Effect::unlock_target(),
+            Phase::RollbackAfterFailedCommit => StoreEffect::rollback().into(),
+            Phase::Unlock => FileEffect::unlock_target().into(),
             // `After` is entered only while the body has an effect there.
             Phase::After => return self.body.poll_after(),
             Phase::Done => return None,
@@ -101,7 +104,7 @@ impl<E, B: Body<E>> Serialized<E, B> {
 
     /// Consumes the answer to the effect last polled; an answer to another effect is
     /// refused, the envelope unchanged.
-    pub(crate) fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
+    pub(crate) fn handle(&mut self, answer: Answer<LeaseInput<E>>) -> Result<(), ProtocolError> {
         // Every answer, the body's included, must answer the effect polled: an answer kept
         // from an earlier effect (a `sync-parents` handed to a `rename`) is refused here, so a
         // body never takes one effect's answer for another's.
@@ -131,9 +134,9 @@ impl<E, B: Body<E>> Serialized<E, B> {
     }
 
     /// The envelope's own effects (the locks and the transaction's edges), answered.
-    fn envelope(&mut self, phase: Phase, input: Input<E>) -> Phase {
+    fn envelope(&mut self, phase: Phase, input: LeaseInput<E>) -> Phase {
         let failed = match input {
-            Input::Failed(e) => Some(e),
+            LeaseInput::Failed(e) => Some(e),
             _ => None,
         };
         match (phase, failed) {

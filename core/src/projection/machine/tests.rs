@@ -8,7 +8,10 @@ use super::outcome::{Failure, Published, Unpublished};
 use super::publish::Publish;
 use super::publish_now::{PublishNow, PublishedNow};
 use super::release::{EndOutcome, Release, ReleaseOutcome};
-use super::{drive, Answer, Effect, FileEffect, Machine, ProtocolError, StoreEffect};
+use super::{
+    drive, Answer, Effect, FileEffect, LeaseInput, LeaseProtocol, Machine, ProtocolError,
+    StoreEffect,
+};
 use crate::config::LeaseTtl;
 use crate::names::InstanceDigest;
 use crate::projection::channel::{ChannelName, ChannelRecord, ChannelRegistry};
@@ -119,7 +122,7 @@ impl Script {
         self
     }
 
-    fn answer(&mut self, effect: Effect<'_, &'static str>) -> Answer<&'static str> {
+    fn answer(&mut self, effect: Effect<'_, &'static str>) -> Answer<LeaseInput<&'static str>> {
         let name = effect.name();
         self.log.push(name);
         let failable = !matches!(
@@ -229,7 +232,7 @@ impl Script {
         }
     }
 
-    fn run<M: Machine<&'static str>>(&mut self, machine: &mut M) {
+    fn run<M: Machine<Protocol = LeaseProtocol<&'static str>>>(&mut self, machine: &mut M) {
         assert_eq!(drive(machine, |effect| Some(self.answer(effect))), Ok(true));
     }
 }
@@ -902,7 +905,11 @@ fn an_operator_end_releases_exactly_the_live_grant_and_fences_its_holder() {
 }
 
 /// Drives `machine` through its first `effects` effects only, and stops.
-fn stop_after<M: Machine<&'static str>>(s: &mut Script, machine: &mut M, effects: usize) {
+fn stop_after<M: Machine<Protocol = LeaseProtocol<&'static str>>>(
+    s: &mut Script,
+    machine: &mut M,
+    effects: usize,
+) {
     let mut left = effects;
     let ended = drive(machine, |effect| {
         left = left.checked_sub(1)?;
