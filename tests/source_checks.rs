@@ -7,7 +7,9 @@
 //! - no crate's modules import each other in a circle (a module and its own ancestors aside):
 //!   each module can be read, and replaced, knowing only what it depends on;
 //! - inside core's projection every import points down its list of layers
-//!   ([`PROJECTION_LAYERS`]; docs/layout.md).
+//!   ([`PROJECTION_LAYERS`]; docs/layout.md);
+//! - the facade (`src/`) re-exports named items, never a glob, and no name in its surface (its
+//!   modules, the prelude, the root) stands for two items ([`FACADE_CLASHES`] aside).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -463,4 +465,130 @@ fn the_layer_check_sees_an_arrow_up() {
         ),
         ["Draft"]
     );
+}
+
+/// Every `pub use` of `code`, each entry as its full path and the name it is exported under
+/// (`pub use a::{b::C, d as E, f::{self, G}};` gives `a::b::C` as `C`, `a::d` as `E`, `a::f`
+/// as `f`, `a::f::G` as `G`); a glob is exported under `*`.
+fn reexports(code: &str) -> Vec<(String, String)> {
+    fn expand(prefix: &str, tree: &str, out: &mut Vec<(String, String)>) {
+        let tree = tree.trim();
+        let (path, group) = match tree.find('{') {
+            Some(at) => (&tree[..at], Some(&tree[at + 1..])),
+            None => (tree, None),
+        };
+        let words: Vec<&str> = path.split_whitespace().collect();
+        let (path, name) = match words[..] {
+            [path, "as", name] => (format!("{prefix}{path}"), Some(name.to_owned())),
+            _ => (format!("{prefix}{}", words.concat()), None),
+        };
+        match group {
+            Some(group) => {
+                for entry in group_entries(group) {
+                    expand(&path, &entry, out);
+                }
+            }
+            None => match path.strip_suffix("::self") {
+                Some(module) => {
+                    let name = module.rsplit("::").next().unwrap_or_default().to_owned();
+                    out.push((module.to_owned(), name));
+                }
+                None => {
+                    let name = name
+                        .unwrap_or_else(|| path.rsplit("::").next().unwrap_or_default().to_owned());
+                    out.push((path, name));
+                }
+            },
+        }
+    }
+    let mut out = Vec::new();
+    for (at, _) in code.match_indices("pub use ") {
+        let rest = &code[at + "pub use ".len()..];
+        let statement = &rest[..rest.find(';').unwrap_or(rest.len())];
+        expand("", statement, &mut out);
+    }
+    out
+}
+
+/// Names of the facade's surface that stand for two items today, to be emptied by renames
+/// (issue 38: one name, one meaning). The items of one name that the facade re-exports from
+/// the workspace's crates are all one item each: none.
+const FACADE_CLASHES: [&str; 0] = [];
+
+/// What is wrong with the facade whose sources are `files` (path, text): a glob re-export, or
+/// a name re-exported from two paths (two items, or one item by two paths — name it by one)
+/// unless `allowed`; and an allowed name that no longer clashes.
+fn facade_problems(files: &[(String, String)], allowed: &[&str]) -> Vec<String> {
+    let mut problems = Vec::new();
+    // Each name and the paths it is re-exported from, outside the facade itself (`crate::`
+    // names an item the facade already re-exports from elsewhere).
+    let mut sources: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (file, text) in files {
+        for (path, name) in reexports(&code(text)) {
+            if name == "*" {
+                problems.push(format!(
+                    "{file}: a glob re-export, `{path}`: name its items"
+                ));
+            } else if !path.starts_with("crate::") && !path.starts_with("self::") {
+                sources.entry(name).or_default().insert(path);
+            }
+        }
+    }
+    for (name, paths) in &sources {
+        let clash = paths.len() > 1;
+        if clash && !allowed.contains(&name.as_str()) {
+            problems.push(format!("`{name}` names two items in the facade: {paths:?}"));
+        }
+    }
+    for name in allowed {
+        if sources.get(*name).is_none_or(|paths| paths.len() < 2) {
+            problems.push(format!(
+                "`{name}` no longer clashes: remove it from the allow-list"
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_facade_names_its_items_one_name_one_item() {
+    let mut paths = Vec::new();
+    rust_files(&root().join("src"), &mut paths);
+    let files: Vec<(String, String)> = paths
+        .iter()
+        .map(|p| {
+            let name = p.strip_prefix(root()).unwrap().display().to_string();
+            (name, std::fs::read_to_string(p).unwrap())
+        })
+        .collect();
+    let named = files
+        .iter()
+        .map(|(_, t)| reexports(&code(t)).len())
+        .sum::<usize>();
+    assert!(named > 100, "read only {named} re-exports");
+    let problems = facade_problems(&files, &FACADE_CLASHES);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_facade_check_sees_a_glob_and_a_clash() {
+    let file = |text: &str| vec![("lib.rs".to_owned(), text.to_owned())];
+    assert_eq!(
+        reexports("pub use a::{b::C, d as E, f::{self, G}};\npub use h::*;"),
+        [
+            ("a::b::C", "C"),
+            ("a::d", "E"),
+            ("a::f", "f"),
+            ("a::f::G", "G"),
+            ("h::*", "*"),
+        ]
+        .map(|(p, n)| (p.to_owned(), n.to_owned()))
+    );
+    let fine = "pub mod a { pub use x::lease::{Grant, Lease}; }\npub use crate::a::Grant;";
+    assert!(facade_problems(&file(fine), &[]).is_empty());
+    assert_eq!(facade_problems(&file("pub use x::lease::*;"), &[]).len(), 1);
+    let clash = format!("{fine}\npub mod b {{ pub use y::Grant; }}");
+    assert_eq!(facade_problems(&file(&clash), &[]).len(), 1);
+    assert!(facade_problems(&file(&clash), &["Grant"]).is_empty());
+    assert_eq!(facade_problems(&file(fine), &["Grant"]).len(), 1);
 }
