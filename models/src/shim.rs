@@ -34,7 +34,7 @@ pub trait Shim: 'static {
 /// `MutexGuard`, whose lock results are `std`'s): the one declaration of the shim for std
 /// here and for loom and shuttle in `solewriter-verification`.
 #[macro_export]
-macro_rules! shim {
+macro_rules! declare_shim {
     ($(#[$meta:meta])* $name:ident, $($sync:ident)::+) => {
         $(#[$meta])*
         #[derive(Debug)]
@@ -67,7 +67,7 @@ macro_rules! shim {
     };
 }
 
-shim!(
+declare_shim!(
     /// `std::sync::Mutex`.
     StdShim,
     std::sync

@@ -3,14 +3,14 @@
 //! point where the checker may switch threads. Also [`loom_spawn`], how every loom model
 //! starts its threads.
 
-solewriter_models::shim!(
+solewriter_models::declare_shim!(
     /// loom's mutex: loom explores every interleaving of these lock acquisitions (within the
     /// preemption bound).
     LoomShim,
     loom::sync
 );
 
-solewriter_models::shim!(
+solewriter_models::declare_shim!(
     /// shuttle's mutex: shuttle's random and PCT schedulers pick the interleavings.
     ShuttleShim,
     shuttle::sync
