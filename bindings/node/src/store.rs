@@ -76,13 +76,8 @@ impl NativeStore {
         token_hex: Option<String>,
     ) -> NativePublication {
         NativePublication::start(|| {
-            let (config, target, applicant, _) = self.applying(
-                config::publication,
-                call.as_ref(),
-                &target,
-                &holder,
-                token_hex,
-            )?;
+            let (config, target, applicant) =
+                self.one_shot(call.as_ref(), &target, &holder, token_hex)?;
             Ok((config, target, Start::PublishNow(applicant)))
         })
     }
@@ -141,13 +136,8 @@ impl NativeStore {
         token_hex: Option<String>,
     ) -> JsAnswer {
         answer(|| {
-            let (config, target, applicant, _) = self.applying(
-                config::publication,
-                call.as_ref(),
-                &target,
-                &holder,
-                token_hex,
-            )?;
+            let (config, target, applicant) =
+                self.one_shot(call.as_ref(), &target, &holder, token_hex)?;
             let machine = PublishNow::new(applicant, config.composition());
             let end = Run::new(&execute, &target, &config).run(machine)?;
             publish_now_answer(&config, &target, end).answer(&config, &execute)
@@ -346,6 +336,20 @@ impl NativeStore {
         let target = parse_target(target)?;
         let (applicant, token) = applicant(&config, holder, token_hex)?;
         Ok((config, target, applicant, token))
+    }
+
+    /// What a one-shot publication starts from: [`NativeStore::applying`] for a publication
+    /// (its token is not answered: its grant ends within the call).
+    fn one_shot(
+        &self,
+        call: Option<&CallOptions>,
+        target: &str,
+        holder: &str,
+        token_hex: Option<String>,
+    ) -> Result<(Config, TargetId, Applicant), Failure> {
+        let (config, target, applicant, _) =
+            self.applying(config::publication, call, target, holder, token_hex)?;
+        Ok((config, target, applicant))
     }
 
     /// What a publication with `grant` starts from: its configuration and the grant's
