@@ -13,6 +13,8 @@
 //! ([`ConsumerBinding`]), as the Memory Core's own writer takes it with every publication: it
 //! is not derivable from the tuple. A [`Composition`] is what a publication composes with: the
 //! channel registry and, per profile, what the document needs beyond the stored rows.
+//!
+//! [`Composition`]: crate::projection::composition::Composition
 
 use crate::projection::channel::{ChannelRegistry, RegistryError};
 use crate::projection::document::{self, EpochPlace};
