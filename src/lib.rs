@@ -88,7 +88,7 @@ pub mod projection {
     pub use solewriter_adapters::projection::store::{Initialized, ProjectionStore, StoreOptions};
     pub use solewriter_adapters::projection::submission::SubmitOutcome;
     pub use solewriter_adapters::projection::watch::wait_for_projection;
-    pub use solewriter_adapters::{Error, ErrorKind, FileError};
+    pub use solewriter_adapters::{Error, FileError};
     pub use solewriter_core::config::{BusyTimeout, ConfigError, LeaseTtl, TimingConfig};
     pub use solewriter_core::names::{InstanceDigest, NameError};
     pub use solewriter_core::projection::channel::{
@@ -110,22 +110,34 @@ pub mod projection {
     };
     pub use solewriter_core::time::Millis;
     pub use solewriter_core::token::HolderToken;
-    pub use solewriter_core::EXACT_INTEGER_MAX;
+    pub use solewriter_core::{ErrorKind, EXACT_INTEGER_MAX};
 }
 
 /// The subtree write guard: held-until-release locks on component subtrees keyed on the
 /// (agentId, sessionId) writer, fail-closed write admission, the disconnect sweep.
 pub mod subtree {
-    pub use solewriter_adapters::subtree::write_guard::*;
-    pub use solewriter_core::subtree::*;
+    pub use solewriter_adapters::subtree::write_guard::{GuardError, WriteGuard};
+    pub use solewriter_core::subtree::{
+        admit_move, admit_write, conflicts, derive_canonical_subtree_path, derive_subtree_path,
+        normalize_lock, overlaps, parse_agent_envelope, parse_bridge_frame, resolve_write_lock,
+        Acquired, Admitted, AgentContext, BridgeFrame, ComponentId, Conflict, Envelope,
+        EnvelopeError, GuardRefusal, GuardState, LinearLockTable, Lock, LockAuthority, LockIndex,
+        LockTable, MoveAdmitted, Parent, PathError, Refusal, SubtreePath, WriteDenied, Writer,
+        AGENT_DISCONNECTED, AGENT_MESSAGE, DEFAULT_TOMBSTONES, MAX_COMPONENT_ID_BYTES,
+        MAX_FRAME_BYTES, MAX_IDENTITY_BYTES, MAX_SUBTREE_DEPTH,
+    };
     pub use solewriter_core::ErrorKind;
 }
 
 /// The project lock: one sole writer per project directory, whose authority is one exact
 /// process generation, with dead-owner recovery.
 pub mod project_lock {
-    pub use solewriter_adapters::project_lock::process::{ProcessProbe, SystemProbe};
-    pub use solewriter_adapters::project_lock::*;
+    pub use solewriter_adapters::project_lock::process::{self, ProcessProbe, SystemProbe};
+    pub use solewriter_adapters::project_lock::{
+        ClearRefused, Cleared, KernelState, LockError, LockProbe, LockStatus, LockStep, NoSteps,
+        ProjectLock, ProjectLockGuard, Released, Wait, FIRST_BACKOFF, KERNEL_LOCK_FILE, LOCK_FILE,
+        MAX_BACKOFF, MAX_RECOVERY_DEPTH,
+    };
     pub use solewriter_core::project_lock::ownership::{
         BootId, DeadReason, Guard, IdentityError, LockNonce, LockRecord, OwnerIdentity, Ownership,
         RecordError, UnknownReason,
@@ -136,27 +148,61 @@ pub mod project_lock {
 /// The event ledger: the sole-writer build transaction, demand reads that never queue behind
 /// an unrelated writer, and the reference Git source.
 pub mod ledger {
-    pub use solewriter_adapters::ledger::git_source::GitSource;
-    pub use solewriter_adapters::ledger::*;
-    pub use solewriter_core::ledger::git_facts::*;
-    pub use solewriter_core::ledger::*;
+    pub use solewriter_adapters::ledger::git_source::{self, GitSource};
+    pub use solewriter_adapters::ledger::{
+        history, snapshot_status, Derive, Ledger, LedgerError, Outcome, Persisted, SnapshotState,
+        SnapshotStatus, Source, SourceError, LEDGER_FILE,
+    };
+    pub use solewriter_core::ledger::git_facts::{
+        self, parse_commit, parse_hunks, CommitFact, FileHunks, GitFactId, GitParseError, Hunk,
+        HunkFact, Oid, COMMIT_FORMAT,
+    };
+    pub use solewriter_core::ledger::{
+        choose_base, demand_plan, recheck, Base, CommitPlan, DemandPlan, Derivation, FactConflict,
+        FactId, Interpretation, LedgerTextError, Recheck, Snapshot, SnapshotError, LEDGER_FORMAT,
+        MAX_INTERPRETATION_MOVES, MAX_SNAPSHOT_BYTES, SNAPSHOT_MAGIC,
+    };
     pub use solewriter_core::ErrorKind;
 }
 
 /// The atomic file publisher every product writes with — a temp sibling, its fsync, the rename
 /// and the directory's fsync — behind a file-system seam, and bounded reads.
 pub mod files {
-    pub use solewriter_adapters::atomic_file::*;
+    pub use solewriter_adapters::atomic_file::{
+        ensure_private_dir, make_private_dir, open_private_dir, open_regular, read_bounded,
+        read_capped, remove_orphans, DirError, DirHandle, FileSystem, Opened, RealFs, TempFile,
+        DIR_MODE, FILE_MODE,
+    };
+}
+
+/// The prelude's items, named once: [`prelude`] and the crate's root each re-export them.
+macro_rules! prelude_items {
+    () => {
+        pub use crate::ledger::{Ledger, LedgerError, Outcome, Persisted, Source};
+        pub use crate::project_lock::{
+            LockError, ProcessProbe, ProjectLock, ProjectLockGuard, Released, SystemProbe, Wait,
+        };
+        pub use crate::projection::{
+            channel_status, read_projection, wait_for_projection, Acquisition, Adopted,
+            AdoptionRefused, BusyTimeout, ChannelName, ChannelRecord, ChannelRegistry, ChannelSpec,
+            ChannelStatus, Clock, ConfigError, ConsumerBinding, Coverage, DegradedReason,
+            DocumentError, EndOutcome, EnvelopeSchema, Error, ErrorKind, Fenced, FileClock,
+            FileError, Grant, HeldBy, HeldLease, HolderToken, Initialized, InstanceDigest,
+            LeaseRecord, LeaseState, LeaseTtl, ManualClock, Millis, NameError, NoProbe, ProducerId,
+            Profile, ProjectionDocument, ProjectionStore, PublishProbe, PublishStep, Published,
+            PublishedChannel, PublishedNow, RegistryError, ReleaseOutcome, RuntimeRoot,
+            StatusReason, StoreOptions, Submission, SubmissionRejected, SubmitOutcome, SystemClock,
+            TargetError, TargetId, TargetTuple, TimingConfig, ValueProblem, Watermark,
+            WatermarkKind, EXACT_INTEGER_MAX, MAX_BINDING_BYTES, MAX_DOCUMENT_BYTES,
+            MAX_TUPLE_JSON_BYTES,
+        };
+        pub use crate::subtree::WriteGuard;
+    };
 }
 
 /// The names a host needs most: the projection writer's, and each product's entry point.
 pub mod prelude {
-    pub use crate::ledger::{Ledger, LedgerError, Outcome, Persisted, Source};
-    pub use crate::project_lock::{
-        LockError, ProcessProbe, ProjectLock, ProjectLockGuard, Released, SystemProbe, Wait,
-    };
-    pub use crate::projection::*;
-    pub use crate::subtree::WriteGuard;
+    prelude_items!();
 }
 
-pub use prelude::*;
+prelude_items!();

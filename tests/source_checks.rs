@@ -5,7 +5,11 @@
 //!   machines have no `wasm32` target to build it for, so its sources are read instead. It
 //!   checks that module's own code, not the crate's dependencies (docs/write-guard.md, "A browser host");
 //! - no crate's modules import each other in a circle (a module and its own ancestors aside):
-//!   each module can be read, and replaced, knowing only what it depends on.
+//!   each module can be read, and replaced, knowing only what it depends on;
+//! - inside core's projection every import points down its list of layers
+//!   ([`PROJECTION_LAYERS`]; docs/layout.md);
+//! - the facade (`src/`) re-exports named items, never a glob, and no name in its surface (its
+//!   modules, the prelude, the root) stands for two items ([`FACADE_CLASHES`] aside).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -308,4 +312,283 @@ fn the_circle_check_sees_a_circle() {
             vec!["e".to_owned(), "f".to_owned()],
         ]
     );
+}
+
+/// The layers of `core/src/projection`, lowest first (modules by their path below
+/// `projection`; a module's submodules are of its layer unless listed themselves). A module
+/// names modules of its own layer and of the layers below it, never one above, and names every
+/// item by its own module, not through the projection root's re-exports.
+const PROJECTION_LAYERS: [(&str, &[&str]); 8] = [
+    ("values", &["target", "watermark::value"]),
+    (
+        "channels and envelope schemas",
+        &["channel", "envelope_schema"],
+    ),
+    ("document formats", &["document", "memory_core"]),
+    // The table that picks a format, and a publication's profile with what its document needs.
+    ("the profile", &["profile", "composition"]),
+    // `watermark`'s own module is the admission of a submission; its values are `value`.
+    (
+        "lease, publication, admission",
+        &["lease", "publication", "watermark"],
+    ),
+    ("draft, epoch", &["draft", "epoch"]),
+    ("machines", &["machine"]),
+    (
+        "adoption, schema, stored columns",
+        &["adoption", "schema", "columns"],
+    ),
+];
+
+/// The layer (index in `layers`) of the projection module `module` (its path below
+/// `projection`): of the longest listed module it is in.
+fn layer_of(layers: &[(&str, &[&str])], module: &[String]) -> Option<usize> {
+    layers
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (_, members))| {
+            members
+                .iter()
+                .map(move |m| (i, m.split("::").collect::<Vec<_>>()))
+        })
+        .filter(|(_, path)| {
+            path.len() <= module.len() && path.iter().zip(module).all(|(a, b)| a == b)
+        })
+        .max_by_key(|(_, path)| path.len())
+        .map(|(i, _)| i)
+}
+
+/// Every import in `graph` (core's) against `layers`, inside `projection`: an import of a
+/// higher layer, or a module in no layer.
+fn arrows_up(graph: &Graph, layers: &[(&str, &[&str])]) -> Vec<String> {
+    let below = |module: &[String]| -> Option<Vec<String>> {
+        (module.first().map(String::as_str) == Some("projection")).then(|| module[1..].to_vec())
+    };
+    let mut found = Vec::new();
+    for (module, named) in graph {
+        let Some(from) = below(module).filter(|m| !m.is_empty()) else {
+            continue;
+        };
+        let Some(from_layer) = layer_of(layers, &from) else {
+            found.push(format!("projection::{} is in no layer", from.join("::")));
+            continue;
+        };
+        for target in named.iter().filter_map(|t| below(t)) {
+            match layer_of(layers, &target) {
+                Some(to_layer) if to_layer <= from_layer => {}
+                to_layer => found.push(format!(
+                    "projection::{} ({}) imports projection::{} ({}), a higher layer",
+                    from.join("::"),
+                    layers[from_layer].0,
+                    target.join("::"),
+                    to_layer.map_or("no layer", |l| layers[l].0)
+                )),
+            }
+        }
+    }
+    found
+}
+
+/// The items `code` names through the projection root's re-exports (`crate::projection::Draft`)
+/// rather than through their own module, which the layers would not see (`modules`: the
+/// projection's own modules).
+fn through_the_root(code: &str, modules: &BTreeSet<String>) -> Vec<String> {
+    paths_after(code, "crate::projection::")
+        .into_iter()
+        .map(|path| path[0].clone())
+        .filter(|item| !modules.contains(item))
+        .collect()
+}
+
+#[test]
+fn every_import_inside_the_projection_points_down() {
+    let graph = graph(&root().join("core/src"));
+    let modules: BTreeSet<String> = graph
+        .keys()
+        .filter(|m| m.len() > 1 && m[0] == "projection")
+        .map(|m| m[1].clone())
+        .collect();
+    assert!(modules.len() > 10, "read too few projection modules");
+    let mut found = arrows_up(&graph, &PROJECTION_LAYERS);
+    let mut files = Vec::new();
+    rust_files(&root().join("core/src/projection"), &mut files);
+    for file in files {
+        let items = through_the_root(&code(&std::fs::read_to_string(&file).unwrap()), &modules);
+        if !items.is_empty() {
+            found.push(format!(
+                "{} names {items:?} through the projection root, not their own modules",
+                file.strip_prefix(root()).unwrap().display()
+            ));
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn the_layer_check_sees_an_arrow_up() {
+    let graph = |imports: &[(&str, &str)]| {
+        let module = |s: &str| s.split("::").map(str::to_owned).collect::<Vec<_>>();
+        let mut graph = Graph::new();
+        for (from, to) in imports {
+            graph.entry(module(from)).or_default().insert(module(to));
+        }
+        graph
+    };
+    let down = [
+        ("projection::machine::publish", "projection::draft"),
+        ("projection::document", "projection::watermark::value"),
+        ("projection::draft", "projection::lease"),
+        ("projection::draft", "time"),
+    ];
+    assert_eq!(
+        arrows_up(&graph(&down), &PROJECTION_LAYERS),
+        Vec::<String>::new()
+    );
+    for up in [
+        ("projection::document", "projection::watermark"),
+        ("projection::elsewhere", "projection::target"),
+        ("projection::target", "projection::elsewhere"),
+    ] {
+        let mut imports = down.to_vec();
+        imports.push(up);
+        assert_eq!(
+            arrows_up(&graph(&imports), &PROJECTION_LAYERS).len(),
+            1,
+            "{up:?}"
+        );
+    }
+    let modules = BTreeSet::from(["draft".to_owned(), "document".to_owned()]);
+    assert_eq!(
+        through_the_root(
+            "use crate::projection::{document::FORMAT, Draft};",
+            &modules
+        ),
+        ["Draft"]
+    );
+}
+
+/// Every `pub use` of `code`, each entry as its full path and the name it is exported under
+/// (`pub use a::{b::C, d as E, f::{self, G}};` gives `a::b::C` as `C`, `a::d` as `E`, `a::f`
+/// as `f`, `a::f::G` as `G`); a glob is exported under `*`.
+fn reexports(code: &str) -> Vec<(String, String)> {
+    fn expand(prefix: &str, tree: &str, out: &mut Vec<(String, String)>) {
+        let tree = tree.trim();
+        let (path, group) = match tree.find('{') {
+            Some(at) => (&tree[..at], Some(&tree[at + 1..])),
+            None => (tree, None),
+        };
+        let words: Vec<&str> = path.split_whitespace().collect();
+        let (path, name) = match words[..] {
+            [path, "as", name] => (format!("{prefix}{path}"), Some(name.to_owned())),
+            _ => (format!("{prefix}{}", words.concat()), None),
+        };
+        match group {
+            Some(group) => {
+                for entry in group_entries(group) {
+                    expand(&path, &entry, out);
+                }
+            }
+            None => match path.strip_suffix("::self") {
+                Some(module) => {
+                    let name = module.rsplit("::").next().unwrap_or_default().to_owned();
+                    out.push((module.to_owned(), name));
+                }
+                None => {
+                    let name = name
+                        .unwrap_or_else(|| path.rsplit("::").next().unwrap_or_default().to_owned());
+                    out.push((path, name));
+                }
+            },
+        }
+    }
+    let mut out = Vec::new();
+    for (at, _) in code.match_indices("pub use ") {
+        let rest = &code[at + "pub use ".len()..];
+        let statement = &rest[..rest.find(';').unwrap_or(rest.len())];
+        expand("", statement, &mut out);
+    }
+    out
+}
+
+/// Names of the facade's surface that stand for two items today, to be emptied by renames
+/// (issue 38: one name, one meaning). The items of one name that the facade re-exports from
+/// the workspace's crates are all one item each: none.
+const FACADE_CLASHES: [&str; 0] = [];
+
+/// What is wrong with the facade whose sources are `files` (path, text): a glob re-export, or
+/// a name re-exported from two paths (two items, or one item by two paths — name it by one)
+/// unless `allowed`; and an allowed name that no longer clashes.
+fn facade_problems(files: &[(String, String)], allowed: &[&str]) -> Vec<String> {
+    let mut problems = Vec::new();
+    // Each name and the paths it is re-exported from, outside the facade itself (`crate::`
+    // names an item the facade already re-exports from elsewhere).
+    let mut sources: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (file, text) in files {
+        for (path, name) in reexports(&code(text)) {
+            if name == "*" {
+                problems.push(format!(
+                    "{file}: a glob re-export, `{path}`: name its items"
+                ));
+            } else if !path.starts_with("crate::") && !path.starts_with("self::") {
+                sources.entry(name).or_default().insert(path);
+            }
+        }
+    }
+    for (name, paths) in &sources {
+        let clash = paths.len() > 1;
+        if clash && !allowed.contains(&name.as_str()) {
+            problems.push(format!("`{name}` names two items in the facade: {paths:?}"));
+        }
+    }
+    for name in allowed {
+        if sources.get(*name).is_none_or(|paths| paths.len() < 2) {
+            problems.push(format!(
+                "`{name}` no longer clashes: remove it from the allow-list"
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn the_facade_names_its_items_one_name_one_item() {
+    let mut paths = Vec::new();
+    rust_files(&root().join("src"), &mut paths);
+    let files: Vec<(String, String)> = paths
+        .iter()
+        .map(|p| {
+            let name = p.strip_prefix(root()).unwrap().display().to_string();
+            (name, std::fs::read_to_string(p).unwrap())
+        })
+        .collect();
+    let named = files
+        .iter()
+        .map(|(_, t)| reexports(&code(t)).len())
+        .sum::<usize>();
+    assert!(named > 100, "read only {named} re-exports");
+    let problems = facade_problems(&files, &FACADE_CLASHES);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_facade_check_sees_a_glob_and_a_clash() {
+    let file = |text: &str| vec![("lib.rs".to_owned(), text.to_owned())];
+    assert_eq!(
+        reexports("pub use a::{b::C, d as E, f::{self, G}};\npub use h::*;"),
+        [
+            ("a::b::C", "C"),
+            ("a::d", "E"),
+            ("a::f", "f"),
+            ("a::f::G", "G"),
+            ("h::*", "*"),
+        ]
+        .map(|(p, n)| (p.to_owned(), n.to_owned()))
+    );
+    let fine = "pub mod a { pub use x::lease::{Grant, Lease}; }\npub use crate::a::Grant;";
+    assert!(facade_problems(&file(fine), &[]).is_empty());
+    assert_eq!(facade_problems(&file("pub use x::lease::*;"), &[]).len(), 1);
+    let clash = format!("{fine}\npub mod b {{ pub use y::Grant; }}");
+    assert_eq!(facade_problems(&file(&clash), &[]).len(), 1);
+    assert!(facade_problems(&file(&clash), &["Grant"]).is_empty());
+    assert_eq!(facade_problems(&file(fine), &["Grant"]).len(), 1);
 }

@@ -30,29 +30,45 @@ pub trait Shim: 'static {
     }
 }
 
-/// `std::sync::Mutex`.
-#[derive(Debug)]
-pub struct StdShim;
+/// Declares a [`Shim`] named `$name` over the mutex of the module `$sync` (its `Mutex` and
+/// `MutexGuard`, whose lock results are `std`'s): the one declaration of the shim for std
+/// here and for loom and shuttle in `solewriter-verification`.
+#[macro_export]
+macro_rules! declare_shim {
+    ($(#[$meta:meta])* $name:ident, $($sync:ident)::+) => {
+        $(#[$meta])*
+        #[derive(Debug)]
+        pub struct $name;
 
-impl Shim for StdShim {
-    type Mutex<T: Send + 'static> = std::sync::Mutex<T>;
-    type Guard<'a, T: Send + 'static> = std::sync::MutexGuard<'a, T>;
+        impl $crate::Shim for $name {
+            type Mutex<T: Send + 'static> = $($sync)::+::Mutex<T>;
+            type Guard<'a, T: Send + 'static> = $($sync)::+::MutexGuard<'a, T>;
 
-    fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
-        std::sync::Mutex::new(value)
-    }
+            fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
+                $($sync)::+::Mutex::new(value)
+            }
 
-    fn lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Self::Guard<'_, T> {
-        mutex
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
+            fn lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Self::Guard<'_, T> {
+                mutex
+                    .lock()
+                    .unwrap_or_else(::std::sync::PoisonError::into_inner)
+            }
 
-    fn try_lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Option<Self::Guard<'_, T>> {
-        match mutex.try_lock() {
-            Ok(guard) => Some(guard),
-            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
+            fn try_lock<T: Send + 'static>(
+                mutex: &Self::Mutex<T>,
+            ) -> Option<Self::Guard<'_, T>> {
+                match mutex.try_lock() {
+                    Ok(guard) => Some(guard),
+                    Err(::std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                    Err(::std::sync::TryLockError::WouldBlock) => None,
+                }
+            }
         }
-    }
+    };
 }
+
+declare_shim!(
+    /// `std::sync::Mutex`.
+    StdShim,
+    std::sync
+);

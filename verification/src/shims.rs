@@ -3,62 +3,18 @@
 //! point where the checker may switch threads. Also [`loom_spawn`], how every loom model
 //! starts its threads.
 
-use solewriter_models::Shim;
+solewriter_models::declare_shim!(
+    /// loom's mutex: loom explores every interleaving of these lock acquisitions (within the
+    /// preemption bound).
+    LoomShim,
+    loom::sync
+);
 
-/// loom's mutex: loom explores every interleaving of these lock acquisitions (within the
-/// preemption bound).
-#[derive(Debug)]
-pub struct LoomShim;
-
-impl Shim for LoomShim {
-    type Mutex<T: Send + 'static> = loom::sync::Mutex<T>;
-    type Guard<'a, T: Send + 'static> = loom::sync::MutexGuard<'a, T>;
-
-    fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
-        loom::sync::Mutex::new(value)
-    }
-
-    fn lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Self::Guard<'_, T> {
-        mutex
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn try_lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Option<Self::Guard<'_, T>> {
-        match mutex.try_lock() {
-            Ok(guard) => Some(guard),
-            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        }
-    }
-}
-
-/// shuttle's mutex: shuttle's random and PCT schedulers pick the interleavings.
-#[derive(Debug)]
-pub struct ShuttleShim;
-
-impl Shim for ShuttleShim {
-    type Mutex<T: Send + 'static> = shuttle::sync::Mutex<T>;
-    type Guard<'a, T: Send + 'static> = shuttle::sync::MutexGuard<'a, T>;
-
-    fn mutex<T: Send + 'static>(value: T) -> Self::Mutex<T> {
-        shuttle::sync::Mutex::new(value)
-    }
-
-    fn lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Self::Guard<'_, T> {
-        mutex
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn try_lock<T: Send + 'static>(mutex: &Self::Mutex<T>) -> Option<Self::Guard<'_, T>> {
-        match mutex.try_lock() {
-            Ok(guard) => Some(guard),
-            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        }
-    }
-}
+solewriter_models::declare_shim!(
+    /// shuttle's mutex: shuttle's random and PCT schedulers pick the interleavings.
+    ShuttleShim,
+    shuttle::sync
+);
 
 /// The stack of every thread a loom model spawns: 1 MiB. loom runs each model thread on a
 /// coroutine whose default stack is far smaller than a real thread's, and a publication's

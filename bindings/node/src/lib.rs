@@ -268,6 +268,16 @@ impl<'a, 'f> Run<'a, 'f> {
             None => machine.output().map_err(internal),
         }
     }
+
+    /// Runs a lease `machine` (acquisition, release, an operator's end) to its outcome, the
+    /// failure it ended with answered as the addon's ([`failure`]).
+    fn outcome<M, T>(&mut self, machine: M) -> Result<T, Failure>
+    where
+        M: Machine<Failure, Output = Result<T, outcome::Failure<Failure>>>,
+    {
+        let target = self.host.target;
+        self.run(machine)?.map_err(|e| failure(target, e))
+    }
 }
 
 /// The file steps of a run on `target`: the system's file system, this process's durable
@@ -538,6 +548,19 @@ enum Ended {
     ReleaseUnused(Failure, Credential),
 }
 
+impl Ended {
+    /// The answer of a publication run in one call: its own, or — when it could not start —
+    /// the release of its unused grant, run here ([`release_unused`]).
+    fn answer(self, config: &Config, execute: &Execute<'_>) -> Outcome {
+        match self {
+            Ended::Answer(outcome) => outcome,
+            Ended::ReleaseUnused(failed, credential) => {
+                release_unused(config, execute, failed, credential)
+            }
+        }
+    }
+}
+
 /// The answer of a publication machine's end (a one-shot's after its grant) — or, when it
 /// could not start with a failure after which its unused grant is released
 /// ([`releases_unused`]), that failure and the grant: its executor then releases the grant (its
@@ -686,12 +709,7 @@ fn publish_with(config: &Config, execute: &Execute<'_>, credential: Credential) 
     let target = credential.target_id.clone();
     let end =
         Run::new(execute, &target, config).run(Publish::new(credential, config.composition()))?;
-    match publish_answer(config, &target, end) {
-        Ended::Answer(outcome) => outcome,
-        Ended::ReleaseUnused(failed, credential) => {
-            release_unused(config, execute, failed, credential)
-        }
-    }
+    publish_answer(config, &target, end).answer(config, execute)
 }
 
 /// The applicant `holder`, with the token `token_hex` (a fresh random one when absent), and

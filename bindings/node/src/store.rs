@@ -5,12 +5,12 @@
 //! clock reading and a publication's consumer binding ([`CallOptions`]).
 
 use super::boundary::{answer, caught};
-use super::config::{self, CallOptions, Options, Store};
+use super::config::{self, CallOptions, Config, Options, Store};
 use super::failure::{invalid, Code, Failure, JsAnswer};
 use super::turns::{NativePublication, Start};
 use super::{
-    applicant, failure, fenced_json, from_js, held_json, js_int, parse_target, publish_now_answer,
-    publish_with, read_document, release_unused, unused, ChannelRow, Ended, Execute, LeaseRow, Run,
+    applicant, fenced_json, from_js, held_json, js_int, parse_target, publish_now_answer,
+    publish_with, read_document, unused, ChannelRow, Execute, LeaseRow, Run,
 };
 use napi::bindgen_prelude::Either;
 use napi::Env;
@@ -18,9 +18,10 @@ use napi_derive::napi;
 use serde_json::{json, Value};
 use solewriter_core::projection::channel::{ChannelName, ProducerId, Submission};
 use solewriter_core::projection::lease::{observe, Credential, Observed};
-use solewriter_core::projection::machine::acquire::{Acquire, Acquired};
+use solewriter_core::projection::machine::acquire::{Acquire, Acquired, Applicant};
 use solewriter_core::projection::machine::publish_now::PublishNow;
 use solewriter_core::projection::machine::release::{EndOutcome, Release, ReleaseOutcome};
+use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::watermark::{self, SubmissionPlan, Watermark};
 use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
@@ -56,8 +57,7 @@ impl NativeStore {
     #[napi]
     pub fn publication(&self, grant: GrantIn, call: Option<CallOptions>) -> NativePublication {
         NativePublication::start(|| {
-            let config = config::publication(&self.store, call.as_ref()).map_err(unused)?;
-            let credential = credential(&grant).map_err(unused)?;
+            let (config, credential) = self.with_grant(&grant, call.as_ref())?;
             Ok((
                 config,
                 credential.target_id.clone(),
@@ -76,9 +76,8 @@ impl NativeStore {
         token_hex: Option<String>,
     ) -> NativePublication {
         NativePublication::start(|| {
-            let config = config::publication(&self.store, call.as_ref())?;
-            let target = parse_target(&target)?;
-            let (applicant, _) = applicant(&config, &holder, token_hex)?;
+            let (config, target, applicant) =
+                self.one_shot(call.as_ref(), &target, &holder, token_hex)?;
             Ok((config, target, Start::PublishNow(applicant)))
         })
     }
@@ -94,12 +93,11 @@ impl NativeStore {
         token_hex: Option<String>,
     ) -> JsAnswer {
         answer(|| {
-            let config = config::call(&self.store, call.as_ref())?;
-            let target = parse_target(&target)?;
-            let (applicant, token) = applicant(&config, &holder, token_hex)?;
+            let (config, target, applicant, token) =
+                self.applying(config::call, call.as_ref(), &target, &holder, token_hex)?;
             let holder = applicant.holder_instance_digest.clone();
-            let acquired = Run::new(&execute, &target, &config).run(Acquire::new(applicant))?;
-            match acquired.map_err(|e| failure(&target, e))? {
+            let outcome = Run::new(&execute, &target, &config).outcome(Acquire::new(applicant))?;
+            match outcome {
                 Acquired::Granted(plan) => Ok(json!({"granted": {
                     "targetId": plan.target_id.as_str(),
                     "epoch": plan.epoch,
@@ -122,8 +120,7 @@ impl NativeStore {
         call: Option<CallOptions>,
     ) -> JsAnswer {
         answer(|| {
-            let config = config::publication(&self.store, call.as_ref()).map_err(unused)?;
-            let credential = credential(&grant).map_err(unused)?;
+            let (config, credential) = self.with_grant(&grant, call.as_ref())?;
             publish_with(&config, &execute, credential)
         })
     }
@@ -139,17 +136,11 @@ impl NativeStore {
         token_hex: Option<String>,
     ) -> JsAnswer {
         answer(|| {
-            let config = config::publication(&self.store, call.as_ref())?;
-            let target = parse_target(&target)?;
-            let (applicant, _) = applicant(&config, &holder, token_hex)?;
+            let (config, target, applicant) =
+                self.one_shot(call.as_ref(), &target, &holder, token_hex)?;
             let machine = PublishNow::new(applicant, config.composition());
             let end = Run::new(&execute, &target, &config).run(machine)?;
-            match publish_now_answer(&config, &target, end) {
-                Ended::Answer(outcome) => outcome,
-                Ended::ReleaseUnused(failed, credential) => {
-                    release_unused(&config, &execute, failed, credential)
-                }
-            }
+            publish_now_answer(&config, &target, end).answer(&config, &execute)
         })
     }
 
@@ -165,13 +156,10 @@ impl NativeStore {
             let config = config::call(&self.store, call.as_ref())?;
             let credential = credential(&grant)?;
             let target = credential.target_id.clone();
-            let released = Run::new(&execute, &target, &config).run(Release::new(credential))?;
-            match released {
-                Ok(ReleaseOutcome::Released) => Ok(json!({"released": true})),
-                Ok(ReleaseOutcome::NotHolder(fenced)) => {
-                    Ok(json!({"notHolder": fenced_json(fenced)}))
-                }
-                Err(e) => Err(failure(&target, e)),
+            let outcome = Run::new(&execute, &target, &config).outcome(Release::new(credential))?;
+            match outcome {
+                ReleaseOutcome::Released => Ok(json!({"released": true})),
+                ReleaseOutcome::NotHolder(fenced) => Ok(json!({"notHolder": fenced_json(fenced)})),
             }
         })
     }
@@ -191,9 +179,9 @@ impl NativeStore {
         answer(|| {
             let config = config::call(&self.store, call.as_ref())?;
             let target = parse_target(&target)?;
-            let ended = Run::new(&execute, &target, &config).run(Release::end())?;
-            match ended {
-                Ok(EndOutcome::Ended(plan)) => Ok(json!({"ended": {
+            let outcome = Run::new(&execute, &target, &config).outcome(Release::end())?;
+            match outcome {
+                EndOutcome::Ended(plan) => Ok(json!({"ended": {
                     "epoch": plan.release.epoch,
                     "holder": plan.grant.holder_instance_digest.as_str(),
                     "acquiredAt": plan.grant.acquired_at.0,
@@ -201,13 +189,12 @@ impl NativeStore {
                 }})),
                 // No live grant: an expired one was marked released (so a clock set back cannot
                 // revive it), an unheld or released row was left as it is.
-                Ok(EndOutcome::Closed(plan)) => Ok(
+                EndOutcome::Closed(plan) => Ok(
                     json!({"nothingHeld": {"epoch": plan.release.epoch, "why": "expired", "closed": true}}),
                 ),
-                Ok(EndOutcome::NothingHeld { epoch, why }) => {
+                EndOutcome::NothingHeld { epoch, why } => {
                     Ok(json!({"nothingHeld": {"epoch": epoch, "why": why.name()}}))
                 }
-                Err(e) => Err(failure(&target, e)),
             }
         })
     }
@@ -330,6 +317,51 @@ impl NativeStore {
                 .collect::<Result<Vec<_>, Failure>>()?;
             Ok(json!({"leases": leases, "channels": channels}))
         })
+    }
+}
+
+impl NativeStore {
+    /// What a call that applies for the lease of `target` as `holder` starts from: its
+    /// configuration (`config_of`: [`config::call`], or [`config::publication`] for a
+    /// publication), the target, and the applicant with its token ([`applicant`]).
+    fn applying(
+        &self,
+        config_of: fn(&Arc<Store>, Option<&CallOptions>) -> Result<Config, Failure>,
+        call: Option<&CallOptions>,
+        target: &str,
+        holder: &str,
+        token_hex: Option<String>,
+    ) -> Result<(Config, TargetId, Applicant, HolderToken), Failure> {
+        let config = config_of(&self.store, call)?;
+        let target = parse_target(target)?;
+        let (applicant, token) = applicant(&config, holder, token_hex)?;
+        Ok((config, target, applicant, token))
+    }
+
+    /// What a one-shot publication starts from: [`NativeStore::applying`] for a publication
+    /// (its token is not answered: its grant ends within the call).
+    fn one_shot(
+        &self,
+        call: Option<&CallOptions>,
+        target: &str,
+        holder: &str,
+        token_hex: Option<String>,
+    ) -> Result<(Config, TargetId, Applicant), Failure> {
+        let (config, target, applicant, _) =
+            self.applying(config::publication, call, target, holder, token_hex)?;
+        Ok((config, target, applicant))
+    }
+
+    /// What a publication with `grant` starts from: its configuration and the grant's
+    /// credential; a failure of either leaves the grant unused ([`unused`]).
+    fn with_grant(
+        &self,
+        grant: &GrantIn,
+        call: Option<&CallOptions>,
+    ) -> Result<(Config, Credential), Failure> {
+        let config = config::publication(&self.store, call).map_err(unused)?;
+        let credential = credential(grant).map_err(unused)?;
+        Ok((config, credential))
     }
 }
 

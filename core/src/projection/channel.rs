@@ -6,7 +6,6 @@
 
 pub use crate::names::{ChannelName, NameError, ProducerId};
 use crate::projection::envelope_schema::EnvelopeSchema;
-use crate::projection::profile::Profile;
 use crate::projection::target::TargetId;
 use crate::projection::watermark::value::{Watermark, WatermarkKind};
 use crate::time::Millis;
@@ -83,27 +82,6 @@ impl ChannelRegistry {
     /// The spec of `name`, if registered.
     pub fn get(&self, name: &ChannelName) -> Option<&ChannelSpec> {
         self.channels.get(name)
-    }
-
-    /// Refuses a registry whose watermark kinds a store of `profile` cannot publish: the
-    /// generic profile's document carries integers only; the Memory Core's carries every kind
-    /// (as text).
-    pub fn check_profile(&self, profile: Profile) -> Result<(), RegistryError> {
-        if profile == Profile::MemoryCore {
-            return Ok(());
-        }
-        match self
-            .channels
-            .values()
-            .find(|spec| spec.watermark != WatermarkKind::Integer)
-        {
-            Some(spec) => Err(RegistryError::KindOutsideProfile {
-                channel: spec.name.to_string(),
-                kind: spec.watermark,
-                profile: profile.name(),
-            }),
-            None => Ok(()),
-        }
     }
 
     /// All registered channels, in name order.
@@ -226,19 +204,5 @@ mod tests {
         let reg = ChannelRegistry::new([spec("b", "p"), spec("a", "q")]).unwrap();
         let names: Vec<_> = reg.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
-    }
-
-    #[test]
-    fn the_generic_profile_publishes_integer_watermarks_only() {
-        let mut instant = spec("b", "p");
-        instant.watermark = WatermarkKind::Instant;
-        let reg = ChannelRegistry::new([spec("a", "q"), instant]).unwrap();
-        assert!(reg.check_profile(Profile::MemoryCore).is_ok());
-        assert!(matches!(
-            reg.check_profile(Profile::Generic),
-            Err(RegistryError::KindOutsideProfile { channel, kind: WatermarkKind::Instant, .. }) if channel == "b"
-        ));
-        let integers = ChannelRegistry::new([spec("a", "q")]).unwrap();
-        assert!(integers.check_profile(Profile::Generic).is_ok());
     }
 }

@@ -3,8 +3,12 @@
 //! the publication's consumer binding). [`Composition::for_store`] is the one check every
 //! executor runs before a publication.
 
-use crate::projection::channel::ChannelRegistry;
+use crate::projection::channel::{ChannelRecord, ChannelRegistry};
+use crate::projection::document;
+use crate::projection::memory_core;
 use crate::projection::profile::{ConsumerBinding, Profile};
+use crate::projection::target::TargetId;
+use crate::time::Millis;
 
 /// What a publication composes its document with.
 #[derive(Clone, Copy, Debug)]
@@ -65,6 +69,23 @@ impl<'r> Composition<'r> {
         match self.form {
             Form::Generic => Profile::Generic,
             Form::MemoryCore(_) => Profile::MemoryCore,
+        }
+    }
+
+    /// The bytes of the document of the grant at `epoch` on `target_id`, composed from the
+    /// committed `rows` at broker time `now` in this composition's format (unchecked in size).
+    pub(crate) fn compose(
+        &self,
+        target_id: &TargetId,
+        epoch: u64,
+        rows: &[ChannelRecord],
+        now: Millis,
+    ) -> Vec<u8> {
+        match self.form {
+            Form::Generic => {
+                document::compose(target_id, epoch, self.registry, rows, now).to_bytes()
+            }
+            Form::MemoryCore(binding) => memory_core::compose(target_id, epoch, binding, rows, now),
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::projection::channel::{
     ChannelName, ChannelRecord, ChannelRegistry, DegradedReason, ProducerId,
 };
 use crate::projection::target::TargetId;
-use crate::projection::watermark::Watermark;
+use crate::projection::watermark::value::Watermark;
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -28,6 +28,27 @@ pub const FORMAT: &str = "solewriter.hook-projection.v2";
 /// whose document would be larger fails (`current.json` untouched), and a reader reads at most
 /// one byte more than this before refusing. 64 MiB is far above any sensible hook payload.
 pub const MAX_DOCUMENT_BYTES: usize = 64 << 20;
+
+/// Where a document format names itself and carries its fencing epoch, for the bounded read
+/// of the document in place ([`crate::projection::published_epoch`]): a format is recognised
+/// by a top-level `marker` key holding its name, before any epoch.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EpochPlace {
+    /// The top-level key naming the format.
+    pub(crate) marker: &'static str,
+    /// The top-level object that holds `fencingEpoch` (`None`: the document itself).
+    pub(crate) within: Option<&'static str>,
+    /// The epoch, as the format takes it from its JSON number.
+    pub(crate) epoch: fn(&serde_json::Number) -> Option<u64>,
+}
+
+/// Where this format names itself (`format`) and carries its fencing epoch (a top-level
+/// `fencingEpoch`, an unsigned integer).
+pub(crate) const EPOCH_PLACE: EpochPlace = EpochPlace {
+    marker: "format",
+    within: None,
+    epoch: serde_json::Number::as_u64,
+};
 
 /// What a hook may make of one stored channel, at a given clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -472,7 +493,7 @@ mod tests {
             owner: ProducerId::parse(&format!("{name}-producer")).unwrap(),
             envelope_schema: "s".into(),
             max_envelope_bytes: 100,
-            watermark: crate::projection::watermark::WatermarkKind::Integer,
+            watermark: crate::projection::watermark::value::WatermarkKind::Integer,
             envelope_json_schema: None,
         }
     }

@@ -12,12 +12,10 @@
 //! revalidation.
 
 use crate::projection::channel::ChannelRecord;
-use crate::projection::composition::{Composition, Form};
-use crate::projection::document::{check_size, compose};
+use crate::projection::composition::Composition;
+use crate::projection::document::{check_size, DocumentError};
 use crate::projection::lease::Authority;
-use crate::projection::memory_core;
 use crate::projection::target::TargetId;
-use crate::projection::DocumentError;
 use crate::time::Millis;
 
 /// A composed, size-checked document and what it was composed from.
@@ -41,13 +39,7 @@ impl Draft {
         rows: Vec<ChannelRecord>,
         now: Millis,
     ) -> Result<Self, DocumentError> {
-        let composition = composition.into();
-        let bytes = match composition.form {
-            Form::Generic => compose(target_id, epoch, composition.registry, &rows, now).to_bytes(),
-            Form::MemoryCore(binding) => {
-                memory_core::compose(target_id, epoch, binding, &rows, now)
-            }
-        };
+        let bytes = composition.into().compose(target_id, epoch, &rows, now);
         check_size(bytes.len())?;
         Ok(Draft {
             target_id: target_id.clone(),
@@ -128,7 +120,7 @@ mod tests {
             owner: ProducerId::parse("p").unwrap(),
             envelope_schema: "s".into(),
             max_envelope_bytes: 100,
-            watermark: crate::projection::watermark::WatermarkKind::Integer,
+            watermark: crate::projection::watermark::value::WatermarkKind::Integer,
             envelope_json_schema: None,
         }])
         .unwrap()

@@ -9,7 +9,8 @@
 //! document whose format or epoch is not within the prefix has no epoch here (a foreign file,
 //! which fences nothing and is numbered past by nothing).
 
-use crate::projection::{memory_core, FORMAT};
+use crate::projection::document::EpochPlace;
+use crate::projection::profile::Profile;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use std::cell::Cell;
 
@@ -19,10 +20,12 @@ use std::cell::Cell;
 pub const EPOCH_PREFIX_BYTES: usize = 4096;
 
 /// The fencing epoch of the document whose first bytes are `bytes` (only the first
-/// [`EPOCH_PREFIX_BYTES`] are looked at): solewriter's own format (`format` is [`FORMAT`],
-/// then a top-level `fencingEpoch`, an unsigned integer) or the Memory Core's (`schemaVersion`
-/// is [`memory_core::SCHEMA_VERSION`], then `publication.fencingEpoch`, an integer from 1 to
-/// 2^53 − 1 as [`memory_core::published_epoch`] takes it). `None` for anything else.
+/// [`EPOCH_PREFIX_BYTES`] are looked at), in the format of any [`Profile`]: the document names
+/// the profile's format under its marker key first, then carries its epoch where that format
+/// does (the profile's table: solewriter's own format, `format` is
+/// [`crate::projection::FORMAT`], then a top-level `fencingEpoch`, an unsigned integer; the
+/// Memory Core's, `schemaVersion` is its format, then `publication.fencingEpoch`, an integer
+/// from 1 to 2^53 − 1 as its full read takes it). `None` for anything else.
 pub fn published_epoch(bytes: &[u8]) -> Option<u64> {
     let prefix = &bytes[..bytes.len().min(EPOCH_PREFIX_BYTES)];
     let found = Cell::new(None);
@@ -33,22 +36,17 @@ pub fn published_epoch(bytes: &[u8]) -> Option<u64> {
         &mut de,
         Document {
             found: &found,
-            format: Cell::new(None),
+            place: Cell::new(None),
         },
     );
     found.get()
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Format {
-    Own,
-    MemoryCore,
-}
-
 /// The top-level object.
 struct Document<'c> {
     found: &'c Cell<Option<u64>>,
-    format: Cell<Option<Format>>,
+    /// Where the epoch is, once the document has named its format.
+    place: Cell<Option<EpochPlace>>,
 }
 
 /// The reading ends here (the epoch was found, or the document is not one of ours).
@@ -65,41 +63,46 @@ impl<'de> Visitor<'de> for Document<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            match (&*key, self.format.get()) {
-                ("format", None) => {
-                    let name: std::borrow::Cow<'de, str> = map.next_value()?;
-                    if name != FORMAT {
+            match self.place.get() {
+                None => match Profile::ALL
+                    .into_iter()
+                    .find(|p| p.epoch_place().marker == key)
+                {
+                    Some(profile) => {
+                        let name: std::borrow::Cow<'de, str> = map.next_value()?;
+                        if name != profile.name() {
+                            return Err(stop());
+                        }
+                        self.place.set(Some(profile.epoch_place()));
+                    }
+                    None => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                },
+                Some(place) => match place.within {
+                    None if key == "fencingEpoch" => {
+                        let number: serde_json::Number = map.next_value()?;
+                        self.found.set((place.epoch)(&number));
                         return Err(stop());
                     }
-                    self.format.set(Some(Format::Own));
-                }
-                ("schemaVersion", None) => {
-                    let name: std::borrow::Cow<'de, str> = map.next_value()?;
-                    if name != memory_core::SCHEMA_VERSION {
-                        return Err(stop());
+                    Some(object) if key == object => {
+                        return map.next_value_seed(Within(self.found, place));
                     }
-                    self.format.set(Some(Format::MemoryCore));
-                }
-                ("fencingEpoch", Some(Format::Own)) => {
-                    self.found.set(Some(map.next_value::<u64>()?));
-                    return Err(stop());
-                }
-                ("publication", Some(Format::MemoryCore)) => {
-                    return map.next_value_seed(Publication(self.found));
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                },
             }
         }
         Ok(())
     }
 }
 
-/// The Memory Core document's `publication` object.
-struct Publication<'c>(&'c Cell<Option<u64>>);
+/// The object of the document that holds its `fencingEpoch` (the Memory Core's
+/// `publication`).
+struct Within<'c>(&'c Cell<Option<u64>>, EpochPlace);
 
-impl<'de> DeserializeSeed<'de> for Publication<'_> {
+impl<'de> DeserializeSeed<'de> for Within<'_> {
     type Value = ();
 
     fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
@@ -107,18 +110,18 @@ impl<'de> DeserializeSeed<'de> for Publication<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for Publication<'_> {
+impl<'de> Visitor<'de> for Within<'_> {
     type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("the publication object")
+        f.write_str("the object holding the fencing epoch")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             if key == "fencingEpoch" {
                 let number: serde_json::Number = map.next_value()?;
-                self.0.set(memory_core::epoch_number(&number));
+                self.0.set((self.1.epoch)(&number));
                 return Err(stop());
             }
             map.next_value::<IgnoredAny>()?;
@@ -131,8 +134,10 @@ impl<'de> Visitor<'de> for Publication<'_> {
 mod tests {
     use super::*;
     use crate::projection::channel::ChannelRegistry;
+    use crate::projection::document::FORMAT;
+    use crate::projection::draft::Draft;
+    use crate::projection::memory_core;
     use crate::projection::target::TargetId;
-    use crate::projection::Draft;
     use crate::time::Millis;
 
     fn target() -> TargetId {

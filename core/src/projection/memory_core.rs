@@ -52,11 +52,9 @@
 //!   other spellings (inner whitespace, `1.0` or `1e3`, `\u0041` or `\/` escapes, a duplicate
 //!   key, an integer-like key not first).
 
-use crate::projection::adoption::js_writer::conflict_reason;
 use crate::projection::channel::{ChannelRecord, DegradedReason};
-use crate::projection::profile::{ConsumerBinding, MEMORY_CORE_FORMAT};
+use crate::projection::document::{EpochPlace, MAX_DOCUMENT_BYTES};
 use crate::projection::target::TargetId;
-use crate::projection::MAX_DOCUMENT_BYTES;
 use crate::time::{iso, Millis};
 use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
@@ -64,7 +62,24 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// The document's `schemaVersion`, and the profile's name.
-pub const SCHEMA_VERSION: &str = MEMORY_CORE_FORMAT;
+pub const SCHEMA_VERSION: &str = "live-lane-awareness-projection.v1";
+
+/// Largest consumer binding, in bytes.
+pub const MAX_BINDING_BYTES: usize = 64 << 10;
+
+/// Where the document names its format (`schemaVersion`) and carries its fencing epoch
+/// (`publication.fencingEpoch`, taken as [`epoch_number`] takes it).
+pub(crate) const EPOCH_PLACE: EpochPlace = EpochPlace {
+    marker: "schemaVersion",
+    within: Some("publication"),
+    epoch: epoch_number,
+};
+
+/// The `conflict_reason` the Memory Core's writer records for a row at `watermark`, and the
+/// `degradedReason` its document gives a conflicted row.
+pub fn conflict_reason(watermark: &str) -> String {
+    format!("two payloads claim watermark {watermark}")
+}
 
 /// The channel published in the `lifecycleActions` slot.
 const LIFECYCLE_CHANNEL: &str = "lifecycle-frontier";
@@ -73,6 +88,53 @@ const ROUTE_CHANNEL: &str = "computed-route";
 /// Channels published under `contextViews`. (A [`crate::names::ChannelName`] cannot contain
 /// `:`, so solewriter's own rows never match; the rule is kept as the writer has it.)
 const CONTEXT_VIEW_PREFIX: &str = "context-view:";
+
+/// Why a consumer binding was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BindingError {
+    /// Not a JSON object.
+    #[error("consumer binding must be a JSON object: {0}")]
+    NotAnObject(String),
+    /// Larger than [`MAX_BINDING_BYTES`].
+    #[error("consumer binding of {0} bytes exceeds the bound of {MAX_BINDING_BYTES} bytes")]
+    TooLarge(usize),
+}
+
+/// The hooks' consumer binding a Memory Core publication carries (status, scope resolution,
+/// provenance, conflicts, assertion and expiry times, the binding's identity fields): a JSON
+/// object, published verbatim. solewriter checks only that it is an object of bounded size;
+/// the hooks' reader judges it (a binding it finds foreign withholds the projection).
+#[derive(Clone, Debug)]
+pub struct ConsumerBinding(Box<RawValue>);
+
+impl PartialEq for ConsumerBinding {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl Eq for ConsumerBinding {}
+
+impl ConsumerBinding {
+    /// Parses a binding from JSON text (surrounding whitespace is dropped).
+    pub fn from_json(text: &str) -> Result<Self, BindingError> {
+        let text = text.trim();
+        if text.len() > MAX_BINDING_BYTES {
+            return Err(BindingError::TooLarge(text.len()));
+        }
+        serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
+            .map_err(|e| BindingError::NotAnObject(e.to_string()))?;
+        let raw = RawValue::from_string(text.to_owned())
+            .map_err(|e| BindingError::NotAnObject(e.to_string()))?;
+        Ok(ConsumerBinding(raw))
+    }
+
+    /// The binding's JSON text.
+    pub fn as_json(&self) -> &RawValue {
+        &self.0
+    }
+}
 
 /// The document of the grant at `epoch` on `target_id`, from the committed `rows` at broker
 /// time `now`, with the publication's consumer `binding`. Deterministic: the same inputs, in
@@ -366,7 +428,7 @@ pub(crate) fn epoch_number(epoch: &serde_json::Number) -> Option<u64> {
 mod tests {
     use super::*;
     use crate::projection::channel::ChannelName;
-    use crate::projection::watermark::Watermark;
+    use crate::projection::watermark::value::Watermark;
 
     const TARGET: &str = "ade4faf905981c8a3abe4c13ef31779f";
     /// The full binding of the hooks' reader's own test fixture.

@@ -13,16 +13,19 @@
 //! ([`ConsumerBinding`]), as the Memory Core's own writer takes it with every publication: it
 //! is not derivable from the tuple. A [`Composition`] is what a publication composes with: the
 //! channel registry and, per profile, what the document needs beyond the stored rows.
+//!
+//! [`Composition`]: crate::projection::composition::Composition
 
+use crate::projection::channel::{ChannelRegistry, RegistryError};
+use crate::projection::document::{self, EpochPlace};
+use crate::projection::memory_core;
+pub use crate::projection::memory_core::{BindingError, ConsumerBinding, MAX_BINDING_BYTES};
 use crate::projection::target::{TargetId, TargetTuple, FIELDS};
-use serde_json::value::RawValue;
+use crate::projection::watermark::value::WatermarkKind;
 use sha2::{Digest, Sha256};
 
 /// The Memory Core's document format (its documents' `schemaVersion`), and its profile's name.
-pub const MEMORY_CORE_FORMAT: &str = "live-lane-awareness-projection.v1";
-
-/// Largest consumer binding, in bytes.
-pub const MAX_BINDING_BYTES: usize = 64 << 10;
+pub const MEMORY_CORE_FORMAT: &str = memory_core::SCHEMA_VERSION;
 
 /// A store's profile.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -46,7 +49,7 @@ impl Profile {
     /// The profile's name: the format of its documents.
     pub fn name(self) -> &'static str {
         match self {
-            Profile::Generic => crate::projection::FORMAT,
+            Profile::Generic => document::FORMAT,
             Profile::MemoryCore => MEMORY_CORE_FORMAT,
         }
     }
@@ -82,6 +85,37 @@ impl Profile {
             Profile::MemoryCore => memory_core_target_id(tuple),
         }
     }
+
+    /// Where the profile's documents name their format and carry their fencing epoch (the
+    /// bounded read of the document in place, [`crate::projection::published_epoch`]).
+    pub(crate) fn epoch_place(self) -> EpochPlace {
+        match self {
+            Profile::Generic => document::EPOCH_PLACE,
+            Profile::MemoryCore => memory_core::EPOCH_PLACE,
+        }
+    }
+}
+
+impl ChannelRegistry {
+    /// Refuses a registry whose watermark kinds a store of `profile` cannot publish: the
+    /// generic profile's document carries integers only; the Memory Core's carries every kind
+    /// (as text).
+    pub fn check_profile(&self, profile: Profile) -> Result<(), RegistryError> {
+        if profile == Profile::MemoryCore {
+            return Ok(());
+        }
+        match self
+            .iter()
+            .find(|spec| spec.watermark != WatermarkKind::Integer)
+        {
+            Some(spec) => Err(RegistryError::KindOutsideProfile {
+                channel: spec.name.to_string(),
+                kind: spec.watermark,
+                profile: profile.name(),
+            }),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The Memory Core's target id (`deriveTargetId` in its `hookProjectionWriter.mjs`): the seven
@@ -99,56 +133,10 @@ fn memory_core_target_id(tuple: &TargetTuple) -> TargetId {
         .expect("32 lowercase hex characters are a target id")
 }
 
-/// Why a consumer binding was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum BindingError {
-    /// Not a JSON object.
-    #[error("consumer binding must be a JSON object: {0}")]
-    NotAnObject(String),
-    /// Larger than [`MAX_BINDING_BYTES`].
-    #[error("consumer binding of {0} bytes exceeds the bound of {MAX_BINDING_BYTES} bytes")]
-    TooLarge(usize),
-}
-
-/// The hooks' consumer binding a Memory Core publication carries (status, scope resolution,
-/// provenance, conflicts, assertion and expiry times, the binding's identity fields): a JSON
-/// object, published verbatim. solewriter checks only that it is an object of bounded size;
-/// the hooks' reader judges it (a binding it finds foreign withholds the projection).
-#[derive(Clone, Debug)]
-pub struct ConsumerBinding(Box<RawValue>);
-
-impl PartialEq for ConsumerBinding {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.get() == other.0.get()
-    }
-}
-
-impl Eq for ConsumerBinding {}
-
-impl ConsumerBinding {
-    /// Parses a binding from JSON text (surrounding whitespace is dropped).
-    pub fn from_json(text: &str) -> Result<Self, BindingError> {
-        let text = text.trim();
-        if text.len() > MAX_BINDING_BYTES {
-            return Err(BindingError::TooLarge(text.len()));
-        }
-        serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
-            .map_err(|e| BindingError::NotAnObject(e.to_string()))?;
-        let raw = RawValue::from_string(text.to_owned())
-            .map_err(|e| BindingError::NotAnObject(e.to_string()))?;
-        Ok(ConsumerBinding(raw))
-    }
-
-    /// The binding's JSON text.
-    pub fn as_json(&self) -> &RawValue {
-        &self.0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::projection::channel::{ChannelName, ChannelSpec, ProducerId};
 
     #[test]
     fn names_round_trip() {
@@ -157,6 +145,30 @@ mod tests {
         }
         assert!(Profile::parse("v2").is_err());
         assert_eq!(Profile::default(), Profile::Generic);
+    }
+
+    #[test]
+    fn the_generic_profile_publishes_integer_watermarks_only() {
+        let spec = |name: &str, owner: &str, watermark| ChannelSpec {
+            name: ChannelName::parse(name).unwrap(),
+            owner: ProducerId::parse(owner).unwrap(),
+            envelope_schema: format!("{name}.v1"),
+            max_envelope_bytes: 1024,
+            watermark,
+            envelope_json_schema: None,
+        };
+        let reg = ChannelRegistry::new([
+            spec("a", "q", WatermarkKind::Integer),
+            spec("b", "p", WatermarkKind::Instant),
+        ])
+        .unwrap();
+        assert!(reg.check_profile(Profile::MemoryCore).is_ok());
+        assert!(matches!(
+            reg.check_profile(Profile::Generic),
+            Err(RegistryError::KindOutsideProfile { channel, kind: WatermarkKind::Instant, .. }) if channel == "b"
+        ));
+        let integers = ChannelRegistry::new([spec("a", "q", WatermarkKind::Integer)]).unwrap();
+        assert!(integers.check_profile(Profile::Generic).is_ok());
     }
 
     /// Printed by Node with the Memory Core writer's own `deriveTargetId` over docs/format.md's

@@ -86,10 +86,7 @@ pub fn target_id(tuple: &TargetTuple) -> String {
     Profile::MemoryCore.target_id(tuple).as_str().to_owned()
 }
 
-/// The `conflict_reason` the writer records for a row at `watermark`.
-pub fn conflict_reason(watermark: &str) -> String {
-    format!("two payloads claim watermark {watermark}")
-}
+pub use crate::projection::memory_core::conflict_reason;
 
 #[cfg(test)]
 mod tests {

@@ -148,7 +148,7 @@ impl<E> Body<E> for Grant<E> {
             (Stage::ReadCurrent(record), LeaseInput::Current(bytes)) => {
                 let published_epoch = bytes
                     .as_deref()
-                    .and_then(crate::projection::published_epoch);
+                    .and_then(crate::projection::epoch::published_epoch);
                 Stage::ReadClock(record, published_epoch)
             }
             (Stage::ReadClock(record, published_epoch), LeaseInput::Clock(now)) => {

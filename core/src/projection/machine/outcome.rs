@@ -3,10 +3,10 @@
 //! folded in ([`Unpublished`]). An executor maps these to its own errors with one `match`
 //! each; which combinations exist, and what each means, is decided here.
 
+use crate::projection::document::DocumentError;
 use crate::projection::lease::{
     Credential, DeadlinePassed, Fenced, ForeignEpoch, InconsistentLease,
 };
-use crate::projection::DocumentError;
 use crate::time::Millis;
 
 /// Why a lease operation (acquisition, publication, release) did not do what it was asked.

@@ -42,9 +42,9 @@ use super::{
 use crate::contract::Serial;
 use crate::projection::channel::ChannelRecord;
 use crate::projection::composition::Composition;
+use crate::projection::draft::Draft;
 use crate::projection::lease::{observe, Authority, Credential, Fenced, LeaseRecord};
 use crate::projection::publication::PublishStep;
-use crate::projection::Draft;
 use crate::time::Millis;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -321,7 +321,7 @@ impl<E> Body<E> for Steps<'_, E> {
             (Stage::ReadCurrent, LeaseInput::Current(bytes)) => {
                 match bytes
                     .as_deref()
-                    .and_then(crate::projection::published_epoch)
+                    .and_then(crate::projection::epoch::published_epoch)
                 {
                     // A grant renames at most one document: one of its epoch or a later one
                     // is in place already (its release did not commit, or a copy of it

@@ -283,7 +283,7 @@ fn assert_released(s: &Script, release: Option<Failure<&'static str>>, context: 
 
 /// The bytes of a document of `epoch` on the test target.
 fn document(epoch: u64) -> Vec<u8> {
-    crate::projection::Draft::compose(&target(), epoch, &registry(), Vec::new(), Millis(1))
+    crate::projection::draft::Draft::compose(&target(), epoch, &registry(), Vec::new(), Millis(1))
         .unwrap()
         .bytes()
         .to_vec()
