@@ -273,7 +273,10 @@ impl<'a, 'f> Run<'a, 'f> {
     /// failure it ended with answered as the addon's ([`failure`]).
     fn outcome<M, T>(&mut self, machine: M) -> Result<T, Failure>
     where
-        M: Machine<Failure, Output = Result<T, outcome::Failure<Failure>>>,
+        M: Machine<
+            Protocol = LeaseProtocol<Failure>,
+            Output = Result<T, outcome::Failure<Failure>>,
+        >,
     {
         let target = self.host.target;
         self.run(machine)?.map_err(|e| failure(target, e))
