@@ -7,9 +7,9 @@
 use solewriter_core::config::LeaseTtl;
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::channel::ChannelRegistry;
-use solewriter_core::projection::lease::{Grant, LeaseRecord, LeaseState};
-use solewriter_core::projection::machine::acquire::{Acquire, Acquired, Applicant};
-use solewriter_core::projection::machine::outcome::Failure;
+use solewriter_core::projection::lease::{LeaseRecord, LeaseState, RecordedGrant};
+use solewriter_core::projection::machine::acquire::{Acquire, AcquireReport, Applicant};
+use solewriter_core::projection::machine::outcome::LeaseFailure;
 use solewriter_core::projection::machine::{run, Effect, StoreEffect};
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::Draft;
@@ -31,7 +31,7 @@ fn released_row() -> LeaseRecord {
     LeaseRecord {
         target_id: target(),
         fencing_epoch: 3,
-        state: LeaseState::Released(Grant {
+        state: LeaseState::Released(RecordedGrant {
             holder_token_hash: HolderToken::from_bytes([1; 32]).hash(),
             holder_instance_digest: InstanceDigest::parse("h").unwrap(),
             acquired_at: Millis(0),
@@ -42,7 +42,7 @@ fn released_row() -> LeaseRecord {
 
 /// Acquires the target under `root` with `FileSteps` doing the file effects: the grant's
 /// epoch, or why there is none.
-fn acquire(root: &RuntimeRoot) -> Result<u64, Failure<Error>> {
+fn acquire(root: &RuntimeRoot) -> Result<u64, LeaseFailure<Error>> {
     let target = target();
     let durable = DurableDirs::default();
     let mut files = FileSteps::new(root, &target, &RealFs, &durable, Duration::from_secs(1));
@@ -67,8 +67,8 @@ fn acquire(root: &RuntimeRoot) -> Result<u64, Failure<Error>> {
     })
     .expect("the machine runs to its end");
     match ended? {
-        Acquired::Granted(plan) => Ok(plan.epoch),
-        Acquired::Held(held) => panic!("held: {held:?}"),
+        AcquireReport::Granted(plan) => Ok(plan.epoch),
+        AcquireReport::Held(held) => panic!("held: {held:?}"),
     }
 }
 
@@ -94,7 +94,7 @@ fn a_grant_numbers_past_the_document_in_place_and_fails_where_it_cannot_read_it(
     std::fs::write(root.current_path(&target()), document(7)).unwrap();
     assert!(matches!(
         acquire(&root),
-        Err(Failure::ForeignEpoch(foreign)) if foreign.document_epoch == 7 && foreign.row_epoch == 3
+        Err(LeaseFailure::ForeignEpoch(foreign)) if foreign.document_epoch == 7 && foreign.row_epoch == 3
     ));
     // Something that is no document (a directory at its path): no epoch, the row decides.
     std::fs::remove_file(root.current_path(&target())).unwrap();
@@ -106,7 +106,7 @@ fn a_grant_numbers_past_the_document_in_place_and_fails_where_it_cannot_read_it(
     std::fs::remove_dir(root.target_dir(&target())).unwrap();
     std::fs::write(root.target_dir(&target()), b"not a directory").unwrap();
     match acquire(&root) {
-        Err(Failure::Effect(Error::UnsafeRuntimeDir { reason, .. })) => {
+        Err(LeaseFailure::Effect(Error::UnsafeRuntimeDir { reason, .. })) => {
             assert_eq!(reason, "is not a directory")
         }
         other => panic!("{other:?}"),

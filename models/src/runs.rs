@@ -8,10 +8,10 @@ use crate::shim::Shim;
 use crate::world::{ModelError, World};
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::lease::{Credential, DeadlinePassed, Fenced, HeldBy, LeaseRecord};
-use solewriter_core::projection::machine::acquire::{Acquire, Acquired, Applicant};
-use solewriter_core::projection::machine::outcome::{Failure, Published, Unpublished};
+use solewriter_core::projection::machine::acquire::{Acquire, AcquireReport, Applicant};
+use solewriter_core::projection::machine::outcome::{LeaseFailure, PublishReport, Unpublished};
 use solewriter_core::projection::machine::publish::Publish;
-use solewriter_core::projection::machine::publish_now::{PublishNow, PublishedNow};
+use solewriter_core::projection::machine::publish_now::{PublishNow, PublishNowReport};
 use solewriter_core::projection::machine::release::{Release, ReleaseOutcome};
 use solewriter_core::projection::machine::{LeaseProtocol, Machine, ProtocolError};
 use solewriter_core::projection::publication::PublishStep;
@@ -128,18 +128,20 @@ impl<S: Shim> World<S> {
             .fault(fault)
             .run(&mut machine);
         match output(machine) {
-            Ok(Acquired::Granted(plan)) => Ok(ModelAcquire::Acquired(ModelLease {
+            Ok(AcquireReport::Granted(plan)) => Ok(ModelAcquire::Acquired(ModelLease {
                 target_id: target.clone(),
                 epoch: plan.epoch,
                 token,
                 expires_at: plan.grant.expires_at,
                 granted: plan.record(),
             })),
-            Ok(Acquired::Held(held)) => Ok(ModelAcquire::Held(held)),
-            Err(Failure::EpochExhausted) => Err(ModelError::EpochExhausted),
-            Err(Failure::ForeignEpoch(foreign)) => foreign_epoch(&foreign),
-            Err(Failure::Effect(ModelFault::Busy)) => Err(ModelError::Busy),
-            Err(Failure::Effect(ModelFault::Injected(effect))) => Err(ModelError::Failed(effect)),
+            Ok(AcquireReport::Held(held)) => Ok(ModelAcquire::Held(held)),
+            Err(LeaseFailure::EpochExhausted) => Err(ModelError::EpochExhausted),
+            Err(LeaseFailure::ForeignEpoch(foreign)) => foreign_epoch(&foreign),
+            Err(LeaseFailure::Effect(ModelFault::Busy)) => Err(ModelError::Busy),
+            Err(LeaseFailure::Effect(ModelFault::Injected(effect))) => {
+                Err(ModelError::Failed(effect))
+            }
             Err(_) => Err(ModelError::NotAdmitted),
         }
     }
@@ -387,19 +389,19 @@ fn output<M: Machine<Protocol = LeaseProtocol<ModelFault>>>(machine: M) -> M::Ou
 
 /// The model's outcome of a one-shot's end.
 fn publish_now_end(
-    end: Result<PublishedNow, Unpublished<ModelFault>>,
+    end: Result<PublishNowReport, Unpublished<ModelFault>>,
     document: &mut Vec<u8>,
 ) -> PublishOutcome {
     match end {
-        Ok(PublishedNow::Held(held)) => PublishOutcome::Held(held),
-        Ok(PublishedNow::Published { published, .. }) => publish_end(Ok(published), document),
+        Ok(PublishNowReport::Held(held)) => PublishOutcome::Held(held),
+        Ok(PublishNowReport::Published { published, .. }) => publish_end(Ok(published), document),
         Err(unpublished) => publish_end(Err(unpublished), document),
     }
 }
 
 /// The model's outcome of a publication's end (`document`: what it wrote to its temp file).
 fn publish_end(
-    end: Result<Published, Unpublished<ModelFault>>,
+    end: Result<PublishReport, Unpublished<ModelFault>>,
     document: &mut Vec<u8>,
 ) -> PublishOutcome {
     let failure = match end {
@@ -409,19 +411,19 @@ fn publish_end(
                 bytes: std::mem::take(document),
             }
         }
-        Err(Unpublished::NotStarted { error, .. }) => Failure::Effect(error),
+        Err(Unpublished::NotStarted { error, .. }) => LeaseFailure::Effect(error),
         Err(Unpublished::Failed { failure, .. }) => failure,
     };
     match failure {
-        Failure::Fenced(fenced) => PublishOutcome::Fenced(fenced),
-        Failure::Expired(passed) => PublishOutcome::Expired(passed),
-        Failure::NotAdmitted | Failure::Inconsistent(_) => PublishOutcome::NotAdmitted,
-        Failure::Effect(ModelFault::Busy) => PublishOutcome::Busy,
-        Failure::Effect(ModelFault::Refused) => PublishOutcome::Refused,
-        Failure::Effect(ModelFault::Injected(effect)) => PublishOutcome::Failed(effect),
-        Failure::ForeignEpoch(foreign) => foreign_epoch(&foreign),
-        Failure::EpochExhausted | Failure::RowChanged => PublishOutcome::NotAdmitted,
-        Failure::Document(_) | Failure::NotDurable(_) => PublishOutcome::Refused,
+        LeaseFailure::Fenced(fenced) => PublishOutcome::Fenced(fenced),
+        LeaseFailure::Expired(passed) => PublishOutcome::Expired(passed),
+        LeaseFailure::NotAdmitted | LeaseFailure::Inconsistent(_) => PublishOutcome::NotAdmitted,
+        LeaseFailure::Effect(ModelFault::Busy) => PublishOutcome::Busy,
+        LeaseFailure::Effect(ModelFault::Refused) => PublishOutcome::Refused,
+        LeaseFailure::Effect(ModelFault::Injected(effect)) => PublishOutcome::Failed(effect),
+        LeaseFailure::ForeignEpoch(foreign) => foreign_epoch(&foreign),
+        LeaseFailure::EpochExhausted | LeaseFailure::RowChanged => PublishOutcome::NotAdmitted,
+        LeaseFailure::Document(_) | LeaseFailure::NotDurable(_) => PublishOutcome::Refused,
     }
 }
 

@@ -21,9 +21,9 @@ use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::columns::{ChannelColumns, LeaseColumns, WatermarkColumn};
 use solewriter_core::projection::lease::{Credential, Fenced, HeldBy, LeaseRecord};
 use solewriter_core::projection::machine::acquire::Applicant;
-use solewriter_core::projection::machine::outcome::{self, Published, Unpublished};
+use solewriter_core::projection::machine::outcome::{self, PublishReport, Unpublished};
 use solewriter_core::projection::machine::publish::Publish;
-use solewriter_core::projection::machine::publish_now::PublishedNow;
+use solewriter_core::projection::machine::publish_now::PublishNowReport;
 use solewriter_core::projection::machine::release::{Release, ReleaseOutcome};
 use solewriter_core::projection::machine::{
     drive, Answer, Effect, LeaseInput, LeaseProtocol, Machine, ProtocolError, StoreEffect,
@@ -275,7 +275,7 @@ impl<'a, 'f> Run<'a, 'f> {
     where
         M: Machine<
             Protocol = LeaseProtocol<Failure>,
-            Output = Result<T, outcome::Failure<Failure>>,
+            Output = Result<T, outcome::LeaseFailure<Failure>>,
         >,
     {
         let target = self.host.target;
@@ -494,8 +494,8 @@ fn held_json(held: &HeldBy) -> Value {
 
 /// The one mapping of the core's failure of a lease operation (acquisition, publication and
 /// release alike) to the binding's coded failure.
-fn failure(target: &TargetId, failure: outcome::Failure<Failure>) -> Failure {
-    use outcome::Failure as F;
+fn failure(target: &TargetId, failure: outcome::LeaseFailure<Failure>) -> Failure {
+    use outcome::LeaseFailure as F;
     match failure {
         F::NotAdmitted => not_admitted(target),
         F::Inconsistent(e) => Failure::new(Code::InconsistentLease, e),
@@ -544,20 +544,20 @@ fn row_changed() -> Failure {
 }
 
 /// Where a publication's end leads.
-enum Ended {
+enum PublicationEnd {
     /// Its answer.
     Answer(Outcome),
     /// It could not start (this failure): the release of its unused grant runs next.
     ReleaseUnused(Failure, Credential),
 }
 
-impl Ended {
+impl PublicationEnd {
     /// The answer of a publication run in one call: its own, or — when it could not start —
     /// the release of its unused grant, run here ([`release_unused`]).
     fn answer(self, config: &Config, execute: &Execute<'_>) -> Outcome {
         match self {
-            Ended::Answer(outcome) => outcome,
-            Ended::ReleaseUnused(failed, credential) => {
+            PublicationEnd::Answer(outcome) => outcome,
+            PublicationEnd::ReleaseUnused(failed, credential) => {
                 release_unused(config, execute, failed, credential)
             }
         }
@@ -571,10 +571,10 @@ impl Ended {
 fn publish_answer(
     config: &Config,
     target: &TargetId,
-    end: Result<Published, Unpublished<Failure>>,
-) -> Ended {
+    end: Result<PublishReport, Unpublished<Failure>>,
+) -> PublicationEnd {
     let release_message = |release| failure(target, release).message;
-    Ended::Answer(match end {
+    PublicationEnd::Answer(match end {
         Ok(p) => Ok(json!({"published": {
             "targetId": target.as_str(),
             "epoch": p.fencing_epoch,
@@ -588,7 +588,7 @@ fn publish_answer(
         )),
         Err(Unpublished::NotStarted {
             error, credential, ..
-        }) if releases_unused(&error) => return Ended::ReleaseUnused(error, credential),
+        }) if releases_unused(&error) => return PublicationEnd::ReleaseUnused(error, credential),
         Err(Unpublished::NotStarted { error, .. }) => Err(unused(error)),
         Err(Unpublished::Failed {
             failure: failed,
@@ -648,7 +648,7 @@ fn releases_unused(failure: &Failure) -> bool {
 fn not_started(
     target: &TargetId,
     failed: Failure,
-    release: Result<ReleaseOutcome, outcome::Failure<Failure>>,
+    release: Result<ReleaseOutcome, outcome::LeaseFailure<Failure>>,
 ) -> Outcome {
     let grant = match release {
         Ok(ReleaseOutcome::Released) => {
@@ -680,11 +680,11 @@ pub(crate) fn unused(failure: Failure) -> Failure {
 fn publish_now_answer(
     config: &Config,
     target: &TargetId,
-    end: Result<PublishedNow, Unpublished<Failure>>,
-) -> Ended {
+    end: Result<PublishNowReport, Unpublished<Failure>>,
+) -> PublicationEnd {
     match end {
-        Ok(PublishedNow::Held(held)) => Ended::Answer(Ok(held_json(&held))),
-        Ok(PublishedNow::Published { published, .. }) => {
+        Ok(PublishNowReport::Held(held)) => PublicationEnd::Answer(Ok(held_json(&held))),
+        Ok(PublishNowReport::Published { published, .. }) => {
             publish_answer(config, target, Ok(published))
         }
         Err(unpublished) => publish_answer(config, target, Err(unpublished)),

@@ -18,7 +18,7 @@ use napi_derive::napi;
 use serde_json::{json, Value};
 use solewriter_core::projection::channel::{ChannelName, ProducerId, Submission};
 use solewriter_core::projection::lease::{observe, Credential, Observed};
-use solewriter_core::projection::machine::acquire::{Acquire, Acquired, Applicant};
+use solewriter_core::projection::machine::acquire::{Acquire, AcquireReport, Applicant};
 use solewriter_core::projection::machine::publish_now::PublishNow;
 use solewriter_core::projection::machine::release::{EndOutcome, Release, ReleaseOutcome};
 use solewriter_core::projection::target::TargetId;
@@ -98,7 +98,7 @@ impl NativeStore {
             let holder = applicant.holder_instance_digest.clone();
             let outcome = Run::new(&execute, &target, &config).outcome(Acquire::new(applicant))?;
             match outcome {
-                Acquired::Granted(plan) => Ok(json!({"granted": {
+                AcquireReport::Granted(plan) => Ok(json!({"granted": {
                     "targetId": plan.target_id.as_str(),
                     "epoch": plan.epoch,
                     "token": token.to_hex(),
@@ -106,7 +106,7 @@ impl NativeStore {
                     "acquiredAt": plan.grant.acquired_at.0,
                     "expiresAt": plan.grant.expires_at.0,
                 }})),
-                Acquired::Held(held) => Ok(held_json(&held)),
+                AcquireReport::Held(held) => Ok(held_json(&held)),
             }
         })
     }

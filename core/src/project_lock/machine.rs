@@ -593,17 +593,17 @@ impl<E> LockInput<E> {
 
 /// The release: removes the lock only if it still carries this acquisition's nonce.
 #[derive(Debug)]
-pub struct Release<E> {
+pub struct LockRelease<E> {
     nonce: LockNonce,
     found: Option<Option<LockRecord>>,
     end: Option<Result<ReleaseEnd, E>>,
     serial: Serial,
 }
 
-impl<E> Release<E> {
+impl<E> LockRelease<E> {
     /// The release of the acquisition whose record carries `nonce`.
     pub fn new(nonce: LockNonce) -> Self {
-        Release {
+        LockRelease {
             nonce,
             found: None,
             end: None,
@@ -612,7 +612,7 @@ impl<E> Release<E> {
     }
 }
 
-impl<E> Machine for Release<E> {
+impl<E> Machine for LockRelease<E> {
     type Protocol = LockProtocol<E>;
     type Output = Result<ReleaseEnd, E>;
 
@@ -640,7 +640,7 @@ impl<E> Machine for Release<E> {
     }
 }
 
-impl<E> Release<E> {
+impl<E> LockRelease<E> {
     fn step(&mut self, input: LockInput<E>) -> Result<(), ProtocolError> {
         let answered = input.name();
         self.end = match (self.end.is_some(), &self.found, input) {

@@ -427,7 +427,7 @@ fn release_removes_only_its_own_record() {
         ),
     ];
     for (script, expected) in cases {
-        let mut release = Release::new(mine.nonce);
+        let mut release = LockRelease::new(mine.nonce);
         for (effect, answer) in script {
             assert_eq!(release.poll(), Some(effect));
             give(&mut release, answer).unwrap();
@@ -437,7 +437,7 @@ fn release_removes_only_its_own_record() {
     }
     // A step that fails ends the release with that failure.
     for fails_at in 0..2 {
-        let mut release = Release::new(mine.nonce);
+        let mut release = LockRelease::new(mine.nonce);
         give(
             &mut release,
             match fails_at {
@@ -555,7 +555,7 @@ fn a_result_that_does_not_fit_the_effect_is_refused_and_changes_nothing() {
     give(&mut m, LockInput::Kernel(KernelSeen::Taken)).unwrap();
     assert_eq!(m.poll(), Some(LockEffect::fresh()));
     // The release: a result of another kind, then one after its end.
-    let mut release = Release::<&str>::new(record(1, Guard::Kernel, 1).nonce);
+    let mut release = LockRelease::<&str>::new(record(1, Guard::Kernel, 1).nonce);
     assert!(give(&mut release, LockInput::Created(true)).is_err());
     assert_eq!(release.poll(), Some(LockEffect::read(lock())), "unchanged");
     give(&mut release, LockInput::Record(None)).unwrap();

@@ -1,5 +1,5 @@
 //! What the machines end with, in one shape for every executor: one failure type for every
-//! lease operation ([`Failure`]) and a publication's result with its conditional release
+//! lease operation ([`LeaseFailure`]) and a publication's result with its conditional release
 //! folded in ([`Unpublished`]). An executor maps these to its own errors with one `match`
 //! each; which combinations exist, and what each means, is decided here.
 
@@ -11,7 +11,7 @@ use crate::time::Millis;
 
 /// Why a lease operation (acquisition, publication, release) did not do what it was asked.
 #[derive(Debug)]
-pub enum Failure<E> {
+pub enum LeaseFailure<E> {
     /// The target has no lease row. Nothing was written.
     NotAdmitted,
     /// The lease row breaks the row invariants. Nothing was written.
@@ -50,7 +50,7 @@ pub enum ReleaseOutcome {
 
 /// A publication that renamed its document durably.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Published {
+pub struct PublishReport {
     /// Epoch of the publishing grant.
     pub fencing_epoch: u64,
     /// Size of the document in bytes.
@@ -78,29 +78,29 @@ pub enum Unpublished<E> {
     /// says why.
     Failed {
         /// Why it did not publish (durably).
-        failure: Failure<E>,
+        failure: LeaseFailure<E>,
         /// The epoch of the grant that did not publish (`None`: a one-shot refused before it
         /// had one).
         epoch: Option<u64>,
         /// Why the release did not commit (the grant then ends at its expiry).
-        release: Option<Failure<E>>,
+        release: Option<LeaseFailure<E>>,
     },
     /// `current.json` was replaced durably, but the conditional release did not commit: the
     /// grant ends at its expiry.
     NotReleased {
         /// The publication.
-        published: Published,
+        published: PublishReport,
         /// Why the release did not commit.
-        release: Failure<E>,
+        release: LeaseFailure<E>,
     },
 }
 
 /// A publication's result and its release's, folded into one (`epoch`: the grant's).
 pub(crate) fn fold<E>(
-    result: Result<Published, Failure<E>>,
-    release: Result<ReleaseOutcome, Failure<E>>,
+    result: Result<PublishReport, LeaseFailure<E>>,
+    release: Result<ReleaseOutcome, LeaseFailure<E>>,
     epoch: u64,
-) -> Result<Published, Unpublished<E>> {
+) -> Result<PublishReport, Unpublished<E>> {
     // A release that found another holder (the publication was fenced, or a successor took
     // over after the rename) wrote nothing, and has nothing to report.
     let release = release.err();
