@@ -9,7 +9,9 @@
 //! - inside core's projection every import points down its list of layers
 //!   ([`PROJECTION_LAYERS`]; docs/layout.md);
 //! - the facade (`src/`) re-exports named items, never a glob, and no name in its surface (its
-//!   modules, the prelude, the root) stands for two items ([`FACADE_CLASHES`] aside).
+//!   modules, the prelude, the root) stands for two items ([`FACADE_CLASHES`] aside);
+//! - no two public types of one name are declared across the workspace's crates
+//!   ([`NAMED_CRATES`]): one name, one meaning.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -591,4 +593,88 @@ fn the_facade_check_sees_a_glob_and_a_clash() {
     assert_eq!(facade_problems(&file(&clash), &[]).len(), 1);
     assert!(facade_problems(&file(&clash), &["Grant"]).is_empty());
     assert_eq!(facade_problems(&file(fine), &["Grant"]).len(), 1);
+}
+
+/// The crates whose public types a host or a reviewer reads: one name is one type across them.
+const NAMED_CRATES: [&str; 8] = [
+    "core/src",
+    "files/src",
+    "adapters/src",
+    "models/src",
+    "verification/src",
+    "cli/src",
+    "bindings/node/src",
+    "src",
+];
+
+/// Every public type declared in `code` (`pub struct|enum|trait|type Name`, not `pub(crate)`),
+/// outside macro bodies' placeholders.
+fn public_types(code: &str) -> Vec<String> {
+    code.lines()
+        .filter_map(|line| {
+            let rest = line.trim_start().strip_prefix("pub ")?;
+            let rest = ["struct ", "enum ", "trait ", "type "]
+                .iter()
+                .find_map(|kind| rest.strip_prefix(kind))?;
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            (!name.is_empty()).then_some(name)
+        })
+        .collect()
+}
+
+/// The names declared as public types in more than one place, with where.
+fn public_type_clashes(files: &[(String, String)]) -> Vec<String> {
+    let mut places: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (file, text) in files {
+        for name in public_types(&code(text)) {
+            places.entry(name).or_default().push(file.clone());
+        }
+    }
+    places
+        .into_iter()
+        .filter(|(_, files)| files.len() > 1)
+        .map(|(name, files)| format!("`{name}` is declared in {}", files.join(", ")))
+        .collect()
+}
+
+#[test]
+fn one_public_type_name_is_one_type_across_the_workspace() {
+    let mut files = Vec::new();
+    for dir in NAMED_CRATES {
+        let mut paths = Vec::new();
+        rust_files(&root().join(dir), &mut paths);
+        for p in paths {
+            let name = p.strip_prefix(root()).unwrap().display().to_string();
+            files.push((name, std::fs::read_to_string(&p).unwrap()));
+        }
+    }
+    let declared: usize = files
+        .iter()
+        .map(|(_, t)| public_types(&code(t)).len())
+        .sum();
+    assert!(declared > 200, "read only {declared} public types");
+    let clashes = public_type_clashes(&files);
+    assert!(clashes.is_empty(), "{}", clashes.join("\n"));
+}
+
+#[test]
+fn the_name_check_sees_two_types_of_one_name() {
+    let files = [
+        (
+            "a.rs",
+            "pub struct Grant {\n}\npub(crate) enum Stage {}\npub type Result<T> = T;",
+        ),
+        (
+            "b.rs",
+            "pub enum Grant {}\n    pub trait Stage {}\n/// pub struct Result",
+        ),
+    ]
+    .map(|(f, t)| (f.to_owned(), t.to_owned()));
+    assert_eq!(
+        public_type_clashes(&files),
+        ["`Grant` is declared in a.rs, b.rs"]
+    );
 }
