@@ -1,11 +1,14 @@
 //! What the machines end with, in one shape for every executor: one failure type for every
 //! lease operation ([`Failure`]) and a publication's result with its conditional release
 //! folded in ([`Unpublished`]). An executor maps these to its own errors with one `match`
-//! each; which combinations exist, and what each means, is decided here.
+//! each; which combinations exist, what each means, and who must act on each
+//! ([`Classified::kind`]) is decided here.
 
+use crate::error_kind::{Classified, ErrorKind};
 use crate::projection::lease::{
     Credential, DeadlinePassed, Fenced, ForeignEpoch, InconsistentLease,
 };
+use crate::projection::target::TargetId;
 use crate::projection::DocumentError;
 use crate::time::Millis;
 
@@ -36,6 +39,73 @@ pub enum Failure<E> {
     /// The rename happened but the directory fsync failed: readers see the new document, a
     /// power loss may bring back the old one.
     NotDurable(E),
+}
+
+impl<E: Classified> Classified for Failure<E> {
+    /// Who must act on a lease operation's failure: a failed effect is of its error's kind
+    /// (the executor's own); a rename not made durable is partial success, whatever error
+    /// the executor reports it with; everything else is decided here, once for every
+    /// executor.
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Failure::NotAdmitted => ErrorKind::Input,
+            Failure::Inconsistent(inconsistent) => inconsistent.kind(),
+            Failure::EpochExhausted | Failure::RowChanged => ErrorKind::Environment,
+            Failure::ForeignEpoch(foreign) => foreign.kind(),
+            Failure::Fenced(fenced) => fenced.kind(),
+            Failure::Document(document) => document.kind(),
+            Failure::Expired(passed) => passed.kind(),
+            Failure::Effect(error) => error.kind(),
+            Failure::NotDurable(_) => ErrorKind::PartialSuccess,
+        }
+    }
+}
+
+impl<E> Failure<E> {
+    /// One failure of every variant, for the tests that check an executor classifies each as
+    /// [`Classified::kind`] does: `effect` makes the executor's error for a failed effect,
+    /// `not_durable` its error for a directory fsync that failed after the rename. A variant
+    /// added to [`Failure`] fails to compile here until it is listed.
+    pub fn every(effect: impl FnOnce() -> E, not_durable: impl FnOnce() -> E) -> Vec<Failure<E>> {
+        let target_id = TargetId::parse(&"a".repeat(64)).expect("a valid target id");
+        let every = vec![
+            Failure::NotAdmitted,
+            Failure::Inconsistent(InconsistentLease {
+                target_id: target_id.to_string(),
+                reason: "a sample",
+            }),
+            Failure::EpochExhausted,
+            Failure::ForeignEpoch(ForeignEpoch {
+                target_id,
+                document_epoch: 9,
+                row_epoch: 1,
+            }),
+            Failure::RowChanged,
+            Failure::Fenced(Fenced::Released),
+            Failure::Document(DocumentError::Malformed("a sample".into())),
+            Failure::Expired(DeadlinePassed {
+                expires_at: Millis(1),
+                now: Millis(2),
+            }),
+            Failure::Effect(effect()),
+            Failure::NotDurable(not_durable()),
+        ];
+        // Every variant once, in declaration order: the exhaustive match below names them.
+        let place = |failure: &Failure<E>| match failure {
+            Failure::NotAdmitted => 0,
+            Failure::Inconsistent(_) => 1,
+            Failure::EpochExhausted => 2,
+            Failure::ForeignEpoch(_) => 3,
+            Failure::RowChanged => 4,
+            Failure::Fenced(_) => 5,
+            Failure::Document(_) => 6,
+            Failure::Expired(_) => 7,
+            Failure::Effect(_) => 8,
+            Failure::NotDurable(_) => 9,
+        };
+        assert!(every.iter().map(place).eq(0..every.len()));
+        every
+    }
 }
 
 /// What a release did.
@@ -95,6 +165,20 @@ pub enum Unpublished<E> {
     },
 }
 
+impl<E: Classified> Classified for Unpublished<E> {
+    /// Who must act on a publication that did not end published and released: one that could
+    /// not start is of its error's kind, one that failed of its failure's (whether or not its
+    /// release committed), one that replaced `current.json` without its release committing is
+    /// partial success.
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Unpublished::NotStarted { error, .. } => error.kind(),
+            Unpublished::Failed { failure, .. } => failure.kind(),
+            Unpublished::NotReleased { .. } => ErrorKind::PartialSuccess,
+        }
+    }
+}
+
 /// A publication's result and its release's, folded into one (`epoch`: the grant's).
 pub(crate) fn fold<E>(
     result: Result<Published, Failure<E>>,
@@ -112,5 +196,82 @@ pub(crate) fn fold<E>(
             epoch: Some(epoch),
             release,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An executor's error that is always of one kind.
+    struct Of(ErrorKind);
+
+    impl Classified for Of {
+        fn kind(&self) -> ErrorKind {
+            self.0
+        }
+    }
+
+    #[test]
+    fn every_failure_has_its_kind() {
+        use ErrorKind::*;
+        let every = Failure::every(|| Of(Contention), || Of(Environment));
+        let kinds: Vec<ErrorKind> = every.iter().map(Classified::kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                Input,
+                Environment,
+                Environment,
+                Environment,
+                Environment,
+                LostAuthority,
+                Environment,
+                LostAuthority,
+                Contention,
+                PartialSuccess,
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unpublished_publication_has_its_failure_kind_or_partial_success() {
+        let credential = Credential {
+            target_id: TargetId::parse(&"a".repeat(64)).expect("valid"),
+            epoch: 1,
+            token_hash: crate::token::HolderToken::from_bytes([1; 32]).hash(),
+        };
+        let published = Published {
+            fencing_epoch: 1,
+            bytes: 1,
+            published_at: Millis(1),
+        };
+        let cases = [
+            (
+                Unpublished::NotStarted {
+                    error: Of(ErrorKind::Contention),
+                    credential,
+                },
+                ErrorKind::Contention,
+            ),
+            (
+                Unpublished::Failed {
+                    failure: Failure::Fenced(Fenced::Released),
+                    epoch: Some(1),
+                    release: Some(Failure::Effect(Of(ErrorKind::Environment))),
+                },
+                ErrorKind::LostAuthority,
+            ),
+            (
+                Unpublished::NotReleased {
+                    published,
+                    release: Failure::Effect(Of(ErrorKind::Contention)),
+                },
+                ErrorKind::PartialSuccess,
+            ),
+        ];
+        for (unpublished, kind) in cases {
+            assert_eq!(unpublished.kind(), kind);
+        }
     }
 }
