@@ -83,10 +83,10 @@ impl Error {
         match self {
             Error::Busy { .. } => ErrorKind::Contention,
             Error::NotDurable { .. } => ErrorKind::PartialSuccess,
+            Error::Document(document) => document.kind(),
             Error::Io { .. }
             | Error::UnsafeRuntimeDir { .. }
             | Error::NotRegularFile { .. }
-            | Error::Document(_)
             | Error::NotPublished { .. }
             | Error::Read { .. } => ErrorKind::Environment,
         }

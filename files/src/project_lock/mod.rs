@@ -301,7 +301,7 @@ impl LockError {
         match self {
             LockError::Busy { .. } => ErrorKind::Contention,
             LockError::Lost { .. } => ErrorKind::LostAuthority,
-            LockError::ClearRefused { .. } => ErrorKind::Input,
+            LockError::ClearRefused { refused, .. } => refused.kind(),
             LockError::KernelLockUnavailable { .. }
             | LockError::NoDirectory { .. }
             | LockError::UnknownOwner { .. }

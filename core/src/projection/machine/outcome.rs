@@ -179,6 +179,45 @@ impl<E: Classified> Classified for Unpublished<E> {
     }
 }
 
+impl<E> Unpublished<E> {
+    /// One unpublished publication of every shape, for the tests that check an executor
+    /// classifies each as [`Classified::kind`] does (`effect` and `not_durable` as
+    /// [`Failure::every`]): one that could not start; one that failed of each
+    /// [`Failure`], its release committed, and again with its release failed; one that
+    /// replaced `current.json` without its release committing.
+    pub fn every(effect: impl Fn() -> E, not_durable: impl Fn() -> E) -> Vec<Unpublished<E>> {
+        let credential = Credential {
+            target_id: TargetId::parse(&"a".repeat(64)).expect("a valid target id"),
+            epoch: 1,
+            token_hash: crate::token::HolderToken::from_bytes([1; 32]).hash(),
+        };
+        let mut every = vec![Unpublished::NotStarted {
+            error: effect(),
+            credential,
+        }];
+        for release in [false, true] {
+            every.extend(
+                Failure::every(&effect, &not_durable)
+                    .into_iter()
+                    .map(|failure| Unpublished::Failed {
+                        failure,
+                        epoch: Some(1),
+                        release: release.then(|| Failure::Effect(effect())),
+                    }),
+            );
+        }
+        every.push(Unpublished::NotReleased {
+            published: Published {
+                fencing_epoch: 1,
+                bytes: 1,
+                published_at: Millis(1),
+            },
+            release: Failure::Effect(effect()),
+        });
+        every
+    }
+}
+
 /// A publication's result and its release's, folded into one (`epoch`: the grant's).
 pub(crate) fn fold<E>(
     result: Result<Published, Failure<E>>,
