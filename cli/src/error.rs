@@ -272,4 +272,91 @@ mod tests {
         assert_eq!(classify(&io), Class::Io);
         assert_eq!(classify(&LibError::Random("no entropy".into())), Class::Io);
     }
+
+    /// The project lock's and the ledger's errors keep their exit codes: their kind's class,
+    /// but for the ones a script tells apart.
+    #[test]
+    fn lock_and_ledger_errors_keep_their_codes() {
+        use solewriter::project_lock::ClearRefused;
+        let io = || std::io::Error::other("disk gone");
+        let busy = || LockError::Busy {
+            lock: "project.lock".into(),
+            owner: None,
+        };
+        let lost = || LockError::Lost {
+            lock: "project.lock".into(),
+            reason: "the record is gone".into(),
+        };
+        let locks = [
+            (busy(), 6),
+            (lost(), 7),
+            (
+                LockError::ClearRefused {
+                    lock: "project.lock".into(),
+                    refused: Box::new(ClearRefused::Held(None)),
+                },
+                14,
+            ),
+            (
+                LockError::NoDirectory {
+                    dir: "project".into(),
+                },
+                7,
+            ),
+            (LockError::Random("no entropy".into()), 7),
+        ];
+        for (error, code) in locks {
+            assert_eq!(classify_lock(&error).exit_code(), code, "{error}");
+        }
+        let ledgers = [
+            (LedgerError::Lock(busy()), 6),
+            (
+                LedgerError::LockLost {
+                    snapshot: SnapshotState::Untouched,
+                    source: lost(),
+                },
+                9,
+            ),
+            (
+                LedgerError::LockLost {
+                    snapshot: SnapshotState::Replaced,
+                    source: lost(),
+                },
+                13,
+            ),
+            (
+                LedgerError::Release {
+                    snapshot: SnapshotState::Untouched,
+                    source: lost(),
+                },
+                7,
+            ),
+            (
+                LedgerError::Release {
+                    snapshot: SnapshotState::Replaced,
+                    source: lost(),
+                },
+                13,
+            ),
+            (LedgerError::Consumer("not a fact".into()), 11),
+            (
+                LedgerError::Io {
+                    step: "rename",
+                    path: "ledger".into(),
+                    source: io(),
+                },
+                7,
+            ),
+            (
+                LedgerError::NotDurable {
+                    path: "ledger".into(),
+                    source: io(),
+                },
+                13,
+            ),
+        ];
+        for (error, code) in ledgers {
+            assert_eq!(classify_ledger(&error).exit_code(), code, "{error}");
+        }
+    }
 }
