@@ -184,7 +184,8 @@ impl<E> Unpublished<E> {
     /// classifies each as [`Classified::kind`] does (`effect` and `not_durable` as
     /// [`Failure::every`]): one that could not start; one that failed of each
     /// [`Failure`], its release committed, and again with its release failed; one that
-    /// replaced `current.json` without its release committing.
+    /// replaced `current.json` without its release committing. A variant added to
+    /// [`Unpublished`] fails to compile here until it is listed.
     pub fn every(effect: impl Fn() -> E, not_durable: impl Fn() -> E) -> Vec<Unpublished<E>> {
         let credential = Credential {
             target_id: TargetId::parse(&"a".repeat(64)).expect("a valid target id"),
@@ -214,6 +215,13 @@ impl<E> Unpublished<E> {
             },
             release: Failure::Effect(effect()),
         });
+        // Every variant listed: the exhaustive match below names them.
+        let shape = |unpublished: &Unpublished<E>| match unpublished {
+            Unpublished::NotStarted { .. } => 0,
+            Unpublished::Failed { .. } => 1,
+            Unpublished::NotReleased { .. } => 2,
+        };
+        assert!((0..3).all(|n| every.iter().any(|u| shape(u) == n)));
         every
     }
 }
