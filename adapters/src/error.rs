@@ -6,7 +6,7 @@ use solewriter_core::projection::machine::ProtocolError;
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::watermark::SubmissionRejected;
 use solewriter_core::projection::DocumentError;
-pub use solewriter_files::Error as FileError;
+pub use solewriter_files::FileError;
 use std::path::PathBuf;
 
 /// Everything that can go wrong in the store, the publisher and the reader.
@@ -217,7 +217,7 @@ mod tests {
     /// wrapped error's, so a host sees one kind whichever executor ran the effect.
     #[test]
     fn a_file_error_is_wrapped_with_its_kind_and_message() {
-        use solewriter_files::Error as F;
+        use solewriter_files::FileError as F;
         let io = || std::io::Error::other("x");
         let files = [
             F::Busy { timeout_ms: 5 },

@@ -1,4 +1,4 @@
-//! The file effects' error type. The adapters' error wraps it whole (`Error::File`), and the
+//! The file effects' error type. The adapters' error wraps it whole (`FileError::File`), and the
 //! Node addon gives each variant its own code, so a host sees the same error whichever
 //! executor ran the effect.
 
@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 /// What a file effect or a read of a published document failed with.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum FileError {
     /// The target lock was not obtained within the busy timeout. Nothing was touched.
     #[error(
         "store is busy (target lock not obtained within {timeout_ms} ms); nothing was written"
@@ -77,18 +77,18 @@ pub enum Error {
     },
 }
 
-impl Error {
+impl FileError {
     /// Who must act on this error: the kind the adapters' error of the same name has.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Busy { .. } => ErrorKind::Contention,
-            Error::NotDurable { .. } => ErrorKind::PartialSuccess,
-            Error::Document(document) => document.kind(),
-            Error::Io { .. }
-            | Error::UnsafeRuntimeDir { .. }
-            | Error::NotRegularFile { .. }
-            | Error::NotPublished { .. }
-            | Error::Read { .. } => ErrorKind::Environment,
+            FileError::Busy { .. } => ErrorKind::Contention,
+            FileError::NotDurable { .. } => ErrorKind::PartialSuccess,
+            FileError::Document(document) => document.kind(),
+            FileError::Io { .. }
+            | FileError::UnsafeRuntimeDir { .. }
+            | FileError::NotRegularFile { .. }
+            | FileError::NotPublished { .. }
+            | FileError::Read { .. } => ErrorKind::Environment,
         }
     }
 
@@ -99,7 +99,7 @@ impl Error {
 }
 
 /// Result alias.
-pub type Result<T> = std::result::Result<T, Error>;
+pub(crate) type Result<T> = std::result::Result<T, FileError>;
 
 #[cfg(test)]
 mod tests {
@@ -107,10 +107,10 @@ mod tests {
 
     #[test]
     fn only_a_busy_target_lock_is_retryable() {
-        let busy = Error::Busy { timeout_ms: 5 };
+        let busy = FileError::Busy { timeout_ms: 5 };
         assert_eq!(busy.kind(), ErrorKind::Contention);
         assert!(busy.is_retryable());
-        let gone = Error::NotPublished {
+        let gone = FileError::NotPublished {
             path: PathBuf::new(),
         };
         assert_eq!(gone.kind(), ErrorKind::Environment);

@@ -27,4 +27,4 @@ pub mod runtime;
 pub mod steps;
 pub mod target_lock;
 
-pub use error::{Error, Result};
+pub use error::FileError;

@@ -6,7 +6,7 @@
 //! hex digits only, so no input can name or escape a path.
 
 use crate::atomic_file::{open_regular, read_capped, DirHandle, Opened};
-use crate::error::{Error, Result};
+use crate::error::{FileError, Result};
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::{DocumentError, ProjectionDocument, MAX_DOCUMENT_BYTES};
 use std::path::{Path, PathBuf};
@@ -82,11 +82,11 @@ impl RuntimeRoot {
     /// arrange, and is followed): every later step of a run is relative to this handle.
     pub fn open(&self) -> Result<DirHandle> {
         DirHandle::open(&self.root).map_err(|source| match source.raw_os_error() {
-            Some(libc::ENOTDIR) => Error::UnsafeRuntimeDir {
+            Some(libc::ENOTDIR) => FileError::UnsafeRuntimeDir {
                 path: self.root.clone(),
                 reason: "runtime root is not a directory",
             },
-            _ => Error::Io {
+            _ => FileError::Io {
                 step: "open runtime root",
                 path: self.root.clone(),
                 source,
@@ -99,18 +99,18 @@ impl RuntimeRoot {
 /// past [`MAX_DOCUMENT_BYTES`]), whatever its format: `NotPublished` when there is none. It is
 /// opened non-blocking, no symlink followed, and `fstat`-checked
 /// ([`crate::atomic_file::open_regular`]): a FIFO, device or socket at its path is
-/// [`Error::NotRegularFile`], never waited on.
+/// [`FileError::NotRegularFile`], never waited on.
 pub fn read_current(root: &RuntimeRoot, target: &TargetId) -> Result<Vec<u8>> {
     let path = root.current_path(target);
     let read = match open_regular(rustix::fs::CWD, &path) {
         Ok(Opened::File(file)) => read_capped(file, MAX_DOCUMENT_BYTES),
-        Ok(Opened::NotRegular(kind)) => return Err(Error::NotRegularFile { path, kind }),
+        Ok(Opened::NotRegular(kind)) => return Err(FileError::NotRegularFile { path, kind }),
         Err(e) => Err(e),
     };
     match read {
         Ok(bytes) => Ok(bytes),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::NotPublished { path }),
-        Err(source) => Err(Error::Read { path, source }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(FileError::NotPublished { path }),
+        Err(source) => Err(FileError::Read { path, source }),
     }
 }
 

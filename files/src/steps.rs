@@ -16,7 +16,7 @@ use crate::atomic_file::{
     make_private_dir, open_private_dir, open_regular, remove_orphans, DirError, DirHandle,
     FileSystem, Opened, TempFile,
 };
-use crate::error::{Error, Result};
+use crate::error::{FileError, Result};
 use crate::runtime::{RuntimeRoot, CURRENT_FILE};
 use crate::target_lock::{dir_error, projections_dir, TargetLock};
 use solewriter_core::projection::machine::{Answer, FileEffect};
@@ -46,9 +46,9 @@ impl DurableDirs {
     }
 }
 
-fn io(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
+fn io(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> FileError {
     let path = path.to_owned();
-    move |source| Error::Io { step, path, source }
+    move |source| FileError::Io { step, path, source }
 }
 
 /// What a step needs of `hook-projections`.
@@ -137,7 +137,7 @@ impl<'a> FileSteps<'a> {
 
     /// Executes a file effect (the target lock, the directory chain, the temp file, the
     /// rename, the directory fsync) and answers it.
-    pub fn execute<E: From<Error>>(&mut self, effect: FileEffect<'_, E>) -> Answer<E> {
+    pub fn execute<E: From<FileError>>(&mut self, effect: FileEffect<'_, E>) -> Answer<E> {
         let into = |r: Result<()>| r.map_err(E::from);
         match effect {
             FileEffect::LockTarget(ask) => ask.answer(into(self.lock_target())),
@@ -163,7 +163,7 @@ impl<'a> FileSteps<'a> {
     /// The first [`EPOCH_PREFIX_BYTES`] bytes of the document in place, if there is one
     /// (what [`FileEffect::ReadCurrent`] answers). It is opened relative to the held target
     /// directory, non-blocking and `fstat`-checked: a FIFO, device or socket is
-    /// [`Error::NotRegularFile`]; a symlink (not followed) or a directory is no document.
+    /// [`FileError::NotRegularFile`]; a symlink (not followed) or a directory is no document.
     pub fn read_current(&mut self) -> Result<Option<Vec<u8>>> {
         let Some(dir) = self.held_target()? else {
             return Ok(None);
@@ -180,7 +180,7 @@ impl<'a> FileSteps<'a> {
             Opened::NotRegular(kind) => Ok(Err(kind)),
         }) {
             Ok(Ok(bytes)) => Ok(Some(bytes)),
-            Ok(Err(kind)) => Err(Error::NotRegularFile { path, kind }),
+            Ok(Err(kind)) => Err(FileError::NotRegularFile { path, kind }),
             // No file, or something at its path that solewriter never writes (a symlink,
             // which is not followed; a directory): no document, no epoch.
             Err(e)
@@ -210,7 +210,7 @@ impl<'a> FileSteps<'a> {
                 self.wait_left = Some(deadline.saturating_duration_since(Instant::now()));
                 Some(Ok(()))
             }
-            Err(Error::Busy { .. }) if Instant::now() < deadline => None,
+            Err(FileError::Busy { .. }) if Instant::now() < deadline => None,
             Err(e) => Some(Err(e)),
         }
     }
@@ -240,7 +240,7 @@ impl<'a> FileSteps<'a> {
 
     fn rename(&mut self) -> Result<()> {
         let Some(temp) = self.temp.take() else {
-            return Err(Error::Io {
+            return Err(FileError::Io {
                 step: "rename into place",
                 path: self.root.target_dir(self.target),
                 source: std::io::Error::other("no temp file to rename"),
@@ -263,7 +263,7 @@ impl<'a> FileSteps<'a> {
 
     fn sync_dir(&mut self) -> Result<()> {
         let dir = self.prepared("sync directory")?;
-        self.fs.sync_dir(&dir).map_err(|source| Error::NotDurable {
+        self.fs.sync_dir(&dir).map_err(|source| FileError::NotDurable {
             path: dir.join(CURRENT_FILE),
             source,
         })
@@ -339,8 +339,8 @@ impl<'a> FileSteps<'a> {
         }
     }
 
-    fn not_prepared(&self, step: &'static str) -> Error {
-        Error::Io {
+    fn not_prepared(&self, step: &'static str) -> FileError {
+        FileError::Io {
             step,
             path: self.root.target_dir(self.target),
             source: std::io::Error::other("the directory chain was not prepared"),

@@ -17,7 +17,7 @@
 //! `hook-projections` directory ([`TargetLock::acquire_in`]), no symlink followed.
 
 use crate::atomic_file::{ensure_private_dir, DirError, DirHandle, RealFs, FILE_MODE};
-use crate::error::{Error, Result};
+use crate::error::{FileError, Result};
 use crate::runtime::RuntimeRoot;
 use rustix::fs::{Mode, OFlags};
 use solewriter_core::projection::target::TargetId;
@@ -63,19 +63,19 @@ impl Drop for TargetLock {
 /// Holds the projections directory `name` (`hook-projections/`) of the held runtime `root`
 /// open, creating it (mode 0700, fsynced in the root) on first use; a symlink, a file, a
 /// directory of another user or one that group or others may write is
-/// [`Error::UnsafeRuntimeDir`].
+/// [`FileError::UnsafeRuntimeDir`].
 pub fn projections_dir(root: &DirHandle, name: &str) -> Result<DirHandle> {
     ensure_private_dir(&RealFs, root, name).map_err(|e| dir_error(root, name, e))
 }
 
 /// The error of a directory `name` of `parent` that cannot be used.
-pub(crate) fn dir_error(parent: &DirHandle, name: &str, e: DirError) -> Error {
+pub(crate) fn dir_error(parent: &DirHandle, name: &str, e: DirError) -> FileError {
     match e {
-        DirError::Unsafe(reason) => Error::UnsafeRuntimeDir {
+        DirError::Unsafe(reason) => FileError::UnsafeRuntimeDir {
             path: parent.join(name),
             reason,
         },
-        DirError::Io(source) => Error::Io {
+        DirError::Io(source) => FileError::Io {
             step: "create directory",
             path: parent.join(name),
             source,
@@ -92,7 +92,7 @@ pub fn lock_path(root: &RuntimeRoot, target: &TargetId) -> PathBuf {
 
 impl TargetLock {
     /// Takes the lock of `target`, waiting until `deadline` at most for another holder to let
-    /// go ([`Error::Busy`] after that, naming `timeout`, the busy timeout). Holds the root and
+    /// go ([`FileError::Busy`] after that, naming `timeout`, the busy timeout). Holds the root and
     /// `hook-projections/` open ([`projections_dir`]) and takes the lock in it
     /// ([`Self::acquire_in`]).
     pub fn acquire(
@@ -122,7 +122,7 @@ impl TargetLock {
             Mode::from_raw_mode(FILE_MODE),
         )
         .map(File::from)
-        .map_err(|e| Error::Io {
+        .map_err(|e| FileError::Io {
             step: "open target lock",
             path: path.clone(),
             source: e.into(),
@@ -135,7 +135,7 @@ impl TargetLock {
                     BLOCKED_ATTEMPTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }
                 Err(TryLockError::Error(source)) => {
-                    return Err(Error::Io {
+                    return Err(FileError::Io {
                         step: "lock target",
                         path,
                         source,
@@ -144,7 +144,7 @@ impl TargetLock {
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(Error::Busy {
+                return Err(FileError::Busy {
                     timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
                 });
             }

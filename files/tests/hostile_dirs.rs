@@ -10,7 +10,7 @@ use solewriter_files::atomic_file::{
 };
 use solewriter_files::runtime::RuntimeRoot;
 use solewriter_files::steps::{DurableDirs, FileSteps};
-use solewriter_files::Error;
+use solewriter_files::FileError;
 use std::fs::File;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -143,7 +143,7 @@ fn a_root_that_is_no_directory_is_refused_and_a_fresh_root_holds_no_document() {
     std::fs::write(&file, b"").unwrap();
     let root = RuntimeRoot::new(&file);
     match root.open() {
-        Err(Error::UnsafeRuntimeDir { reason, .. }) => {
+        Err(FileError::UnsafeRuntimeDir { reason, .. }) => {
             assert_eq!(reason, "runtime root is not a directory")
         }
         other => panic!("{other:?}"),
@@ -171,7 +171,7 @@ fn a_symlink_planted_at_a_target_lock_is_not_followed() {
     assert!(
         matches!(
             err,
-            Error::Io {
+            FileError::Io {
                 step: "open target lock",
                 ..
             }

@@ -7,9 +7,9 @@
 use solewriter_core::config::LeaseTtl;
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::channel::ChannelRegistry;
-use solewriter_core::projection::lease::{Grant, LeaseRecord, LeaseState};
-use solewriter_core::projection::machine::acquire::{Acquire, Acquired, Applicant};
-use solewriter_core::projection::machine::outcome::Failure;
+use solewriter_core::projection::lease::{RecordedGrant, LeaseRecord, LeaseState};
+use solewriter_core::projection::machine::acquire::{Acquire, AcquireReport, Applicant};
+use solewriter_core::projection::machine::outcome::LeaseFailure;
 use solewriter_core::projection::machine::{run, Effect, StoreEffect};
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::Draft;
@@ -19,7 +19,7 @@ use solewriter_core::token::HolderToken;
 use solewriter_files::atomic_file::RealFs;
 use solewriter_files::runtime::RuntimeRoot;
 use solewriter_files::steps::{DurableDirs, FileSteps};
-use solewriter_files::Error;
+use solewriter_files::FileError;
 use std::time::Duration;
 
 fn target() -> TargetId {
@@ -31,7 +31,7 @@ fn released_row() -> LeaseRecord {
     LeaseRecord {
         target_id: target(),
         fencing_epoch: 3,
-        state: LeaseState::Released(Grant {
+        state: LeaseState::Released(RecordedGrant {
             holder_token_hash: HolderToken::from_bytes([1; 32]).hash(),
             holder_instance_digest: InstanceDigest::parse("h").unwrap(),
             acquired_at: Millis(0),
@@ -42,7 +42,7 @@ fn released_row() -> LeaseRecord {
 
 /// Acquires the target under `root` with `FileSteps` doing the file effects: the grant's
 /// epoch, or why there is none.
-fn acquire(root: &RuntimeRoot) -> Result<u64, Failure<Error>> {
+fn acquire(root: &RuntimeRoot) -> Result<u64, LeaseFailure<FileError>> {
     let target = target();
     let durable = DurableDirs::default();
     let mut files = FileSteps::new(root, &target, &RealFs, &durable, Duration::from_secs(1));
@@ -67,8 +67,8 @@ fn acquire(root: &RuntimeRoot) -> Result<u64, Failure<Error>> {
     })
     .expect("the machine runs to its end");
     match ended? {
-        Acquired::Granted(plan) => Ok(plan.epoch),
-        Acquired::Held(held) => panic!("held: {held:?}"),
+        AcquireReport::Granted(plan) => Ok(plan.epoch),
+        AcquireReport::Held(held) => panic!("held: {held:?}"),
     }
 }
 
@@ -94,7 +94,7 @@ fn a_grant_numbers_past_the_document_in_place_and_fails_where_it_cannot_read_it(
     std::fs::write(root.current_path(&target()), document(7)).unwrap();
     assert!(matches!(
         acquire(&root),
-        Err(Failure::ForeignEpoch(foreign)) if foreign.document_epoch == 7 && foreign.row_epoch == 3
+        Err(LeaseFailure::ForeignEpoch(foreign)) if foreign.document_epoch == 7 && foreign.row_epoch == 3
     ));
     // Something that is no document (a directory at its path): no epoch, the row decides.
     std::fs::remove_file(root.current_path(&target())).unwrap();
@@ -106,7 +106,7 @@ fn a_grant_numbers_past_the_document_in_place_and_fails_where_it_cannot_read_it(
     std::fs::remove_dir(root.target_dir(&target())).unwrap();
     std::fs::write(root.target_dir(&target()), b"not a directory").unwrap();
     match acquire(&root) {
-        Err(Failure::Effect(Error::UnsafeRuntimeDir { reason, .. })) => {
+        Err(LeaseFailure::Effect(FileError::UnsafeRuntimeDir { reason, .. })) => {
             assert_eq!(reason, "is not a directory")
         }
         other => panic!("{other:?}"),
@@ -151,7 +151,7 @@ fn a_fifo_at_the_document_is_refused_without_waiting_on_it() {
         files.read_current()
     });
     match read {
-        Err(Error::NotRegularFile { path, kind }) => {
+        Err(FileError::NotRegularFile { path, kind }) => {
             assert_eq!((path, kind), (fifo.clone(), "FIFO"));
         }
         other => panic!("{other:?}"),
@@ -160,7 +160,7 @@ fn a_fifo_at_the_document_is_refused_without_waiting_on_it() {
     let hooked =
         within_ten_seconds(move || solewriter_files::runtime::read_current(&hook_root, &target()));
     assert!(
-        matches!(hooked, Err(Error::NotRegularFile { kind: "FIFO", .. })),
+        matches!(hooked, Err(FileError::NotRegularFile { kind: "FIFO", .. })),
         "{hooked:?}"
     );
 }
@@ -209,7 +209,7 @@ fn the_target_lock_is_tried_once_per_call_until_the_busy_timeout() {
     let long_ago = Instant::now() - Duration::from_secs(2);
     assert!(matches!(
         files.try_lock_target(long_ago),
-        Some(Err(Error::Busy { timeout_ms: 1000 }))
+        Some(Err(FileError::Busy { timeout_ms: 1000 }))
     ));
     drop(held);
     let first = Instant::now();

@@ -1,7 +1,7 @@
 //! The model of the project lock: a project directory (lock and claim records, each complete
 //! or absent), the kernel lock, and a process table, behind one [`Shim`] mutex; and the model
 //! executor of the core's project-lock machines (`solewriter_core::project_lock::machine`:
-//! [`Attempt`] and [`Release`]) — the same machines the adapter executes. Each effect is one
+//! [`Attempt`] and [`LockRelease`]) — the same machines the adapter executes. Each effect is one
 //! critical section, so a checker may switch processes between any two effects.
 //!
 //! A process may crash before any effect (the caller's `crash` decides): it is then dead for
@@ -17,7 +17,7 @@
 
 use crate::shim::Shim;
 use solewriter_core::project_lock::machine::{
-    Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, LockMachine, Release, ReleaseEnd,
+    Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, LockMachine, LockRelease, ReleaseEnd,
 };
 use solewriter_core::project_lock::ownership::{
     BootId, BootSeen, Guard, LockNonce, LockRecord, NamespaceSeen, OwnerIdentity, ProbeReport,
@@ -157,7 +157,7 @@ impl<S: Shim> LockWorld<S> {
             }
         };
         hold();
-        let mut release = Release::<()>::new(record.nonce);
+        let mut release = LockRelease::<()>::new(record.nonce);
         while let Some(effect) = release.poll() {
             if crash() {
                 return self.crash(pid);

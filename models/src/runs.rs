@@ -9,10 +9,10 @@ use crate::world::{ModelError, World};
 use solewriter_core::error_kind::{Classified, ErrorKind};
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::lease::{Credential, DeadlinePassed, Fenced, HeldBy, LeaseRecord};
-use solewriter_core::projection::machine::acquire::{Acquire, Acquired, Applicant};
-use solewriter_core::projection::machine::outcome::{Failure, Published, Unpublished};
+use solewriter_core::projection::machine::acquire::{Acquire, AcquireReport, Applicant};
+use solewriter_core::projection::machine::outcome::{LeaseFailure, PublishReport, Unpublished};
 use solewriter_core::projection::machine::publish::Publish;
-use solewriter_core::projection::machine::publish_now::{PublishNow, PublishedNow};
+use solewriter_core::projection::machine::publish_now::{PublishNow, PublishNowReport};
 use solewriter_core::projection::machine::release::{Release, ReleaseOutcome};
 use solewriter_core::projection::machine::{Machine, ProtocolError};
 use solewriter_core::projection::publication::PublishStep;
@@ -105,7 +105,7 @@ impl PublishOutcome {
             | PublishOutcome::Crashed(_) => None,
             PublishOutcome::Fenced(fenced) => Some(fenced.kind()),
             PublishOutcome::Expired(passed) => Some(passed.kind()),
-            PublishOutcome::NotAdmitted => Some(Failure::<ModelFault>::NotAdmitted.kind()),
+            PublishOutcome::NotAdmitted => Some(LeaseFailure::<ModelFault>::NotAdmitted.kind()),
             PublishOutcome::Refused => Some(ModelFault::Refused.kind()),
             PublishOutcome::Busy => Some(ModelFault::Busy.kind()),
             PublishOutcome::Failed(effect) => Some(ModelFault::Injected(effect).kind()),
@@ -152,18 +152,18 @@ impl<S: Shim> World<S> {
             .fault(fault)
             .run(&mut machine);
         match output(machine) {
-            Ok(Acquired::Granted(plan)) => Ok(ModelAcquire::Acquired(ModelLease {
+            Ok(AcquireReport::Granted(plan)) => Ok(ModelAcquire::Acquired(ModelLease {
                 target_id: target.clone(),
                 epoch: plan.epoch,
                 token,
                 expires_at: plan.grant.expires_at,
                 granted: plan.record(),
             })),
-            Ok(Acquired::Held(held)) => Ok(ModelAcquire::Held(held)),
-            Err(Failure::EpochExhausted) => Err(ModelError::EpochExhausted),
-            Err(Failure::ForeignEpoch(foreign)) => foreign_epoch(&foreign),
-            Err(Failure::Effect(ModelFault::Busy)) => Err(ModelError::Busy),
-            Err(Failure::Effect(ModelFault::Injected(effect))) => Err(ModelError::Failed(effect)),
+            Ok(AcquireReport::Held(held)) => Ok(ModelAcquire::Held(held)),
+            Err(LeaseFailure::EpochExhausted) => Err(ModelError::EpochExhausted),
+            Err(LeaseFailure::ForeignEpoch(foreign)) => foreign_epoch(&foreign),
+            Err(LeaseFailure::Effect(ModelFault::Busy)) => Err(ModelError::Busy),
+            Err(LeaseFailure::Effect(ModelFault::Injected(effect))) => Err(ModelError::Failed(effect)),
             Err(_) => Err(ModelError::NotAdmitted),
         }
     }
@@ -411,19 +411,19 @@ fn output<M: Machine<ModelFault>>(machine: M) -> M::Output {
 
 /// The model's outcome of a one-shot's end.
 fn publish_now_end(
-    end: Result<PublishedNow, Unpublished<ModelFault>>,
+    end: Result<PublishNowReport, Unpublished<ModelFault>>,
     document: &mut Vec<u8>,
 ) -> PublishOutcome {
     match end {
-        Ok(PublishedNow::Held(held)) => PublishOutcome::Held(held),
-        Ok(PublishedNow::Published { published, .. }) => publish_end(Ok(published), document),
+        Ok(PublishNowReport::Held(held)) => PublishOutcome::Held(held),
+        Ok(PublishNowReport::Published { published, .. }) => publish_end(Ok(published), document),
         Err(unpublished) => publish_end(Err(unpublished), document),
     }
 }
 
 /// The model's outcome of a publication's end (`document`: what it wrote to its temp file).
 fn publish_end(
-    end: Result<Published, Unpublished<ModelFault>>,
+    end: Result<PublishReport, Unpublished<ModelFault>>,
     document: &mut Vec<u8>,
 ) -> PublishOutcome {
     let failure = match end {
@@ -433,31 +433,31 @@ fn publish_end(
                 bytes: std::mem::take(document),
             }
         }
-        Err(Unpublished::NotStarted { error, .. }) => Failure::Effect(error),
+        Err(Unpublished::NotStarted { error, .. }) => LeaseFailure::Effect(error),
         Err(Unpublished::Failed { failure, .. }) => failure,
     };
-    if let Failure::ForeignEpoch(foreign) = &failure {
+    if let LeaseFailure::ForeignEpoch(foreign) = &failure {
         foreign_epoch(foreign)
     }
     unpublished(failure)
 }
 
 /// The model's outcome of a lease operation's failure: the one mapping of the core's
-/// [`Failure`], keeping its kind ([`PublishOutcome::kind`]).
-pub fn unpublished(failure: Failure<ModelFault>) -> PublishOutcome {
+/// [`LeaseFailure`], keeping its kind ([`PublishOutcome::kind`]).
+pub fn unpublished(failure: LeaseFailure<ModelFault>) -> PublishOutcome {
     match failure {
-        Failure::Fenced(fenced) => PublishOutcome::Fenced(fenced),
-        Failure::Expired(passed) => PublishOutcome::Expired(passed),
-        Failure::NotAdmitted => PublishOutcome::NotAdmitted,
-        Failure::Effect(ModelFault::Busy) => PublishOutcome::Busy,
-        Failure::Effect(ModelFault::Refused) => PublishOutcome::Refused,
-        Failure::Effect(ModelFault::Injected(effect)) => PublishOutcome::Failed(effect),
-        other @ (Failure::Inconsistent(_)
-        | Failure::EpochExhausted
-        | Failure::ForeignEpoch(_)
-        | Failure::RowChanged
-        | Failure::Document(_)
-        | Failure::NotDurable(_)) => PublishOutcome::Other(other.kind()),
+        LeaseFailure::Fenced(fenced) => PublishOutcome::Fenced(fenced),
+        LeaseFailure::Expired(passed) => PublishOutcome::Expired(passed),
+        LeaseFailure::NotAdmitted => PublishOutcome::NotAdmitted,
+        LeaseFailure::Effect(ModelFault::Busy) => PublishOutcome::Busy,
+        LeaseFailure::Effect(ModelFault::Refused) => PublishOutcome::Refused,
+        LeaseFailure::Effect(ModelFault::Injected(effect)) => PublishOutcome::Failed(effect),
+        other @ (LeaseFailure::Inconsistent(_)
+        | LeaseFailure::EpochExhausted
+        | LeaseFailure::ForeignEpoch(_)
+        | LeaseFailure::RowChanged
+        | LeaseFailure::Document(_)
+        | LeaseFailure::NotDurable(_)) => PublishOutcome::Other(other.kind()),
     }
 }
 
@@ -477,7 +477,7 @@ mod tests {
     /// it (`NotDurable`'s error: the model's injected fault of the directory fsync).
     #[test]
     fn every_failure_keeps_the_core_kind() {
-        let every = Failure::every(|| ModelFault::Busy, || ModelFault::Injected("syncDir"));
+        let every = LeaseFailure::every(|| ModelFault::Busy, || ModelFault::Injected("syncDir"));
         for failure in every {
             let kind = failure.kind();
             let shape = format!("{failure:?}");

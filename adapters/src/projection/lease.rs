@@ -17,8 +17,8 @@ use crate::projection::probe::NoProbe;
 use crate::projection::store::ProjectionStore;
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::lease::{AcquirePlan, Credential, HeldBy};
-use solewriter_core::projection::machine::acquire::{Acquire, Acquired, Applicant};
-use solewriter_core::projection::machine::outcome::Failure;
+use solewriter_core::projection::machine::acquire::{Acquire, AcquireReport, Applicant};
+use solewriter_core::projection::machine::outcome::LeaseFailure;
 use solewriter_core::projection::machine::release::Release;
 pub use solewriter_core::projection::machine::release::{EndOutcome, ReleaseOutcome};
 use solewriter_core::projection::target::TargetId;
@@ -185,18 +185,18 @@ impl ProjectionStore {
 }
 
 /// The adapter error of a lease operation's failure: the one mapping of the core's
-/// [`Failure`] (acquisition, publication and release alike).
-pub(crate) fn failure(target: &TargetId, failure: Failure<Error>) -> Error {
+/// [`LeaseFailure`] (acquisition, publication and release alike).
+pub(crate) fn failure(target: &TargetId, failure: LeaseFailure<Error>) -> Error {
     match failure {
-        Failure::NotAdmitted => Error::NotAdmitted(target.clone()),
-        Failure::Inconsistent(inconsistent) => Error::InconsistentLease(inconsistent),
-        Failure::EpochExhausted => Error::EpochExhausted,
-        Failure::ForeignEpoch(foreign) => Error::ForeignEpoch(foreign),
-        Failure::RowChanged => Error::CorruptRow("lease row changed under the write lock".into()),
-        Failure::Fenced(reason) => Error::Fenced(reason),
-        Failure::Document(e) => Error::Document(e),
-        Failure::Expired(passed) => Error::LeaseExpired(passed),
-        Failure::Effect(e) | Failure::NotDurable(e) => e,
+        LeaseFailure::NotAdmitted => Error::NotAdmitted(target.clone()),
+        LeaseFailure::Inconsistent(inconsistent) => Error::InconsistentLease(inconsistent),
+        LeaseFailure::EpochExhausted => Error::EpochExhausted,
+        LeaseFailure::ForeignEpoch(foreign) => Error::ForeignEpoch(foreign),
+        LeaseFailure::RowChanged => Error::CorruptRow("lease row changed under the write lock".into()),
+        LeaseFailure::Fenced(reason) => Error::Fenced(reason),
+        LeaseFailure::Document(e) => Error::Document(e),
+        LeaseFailure::Expired(passed) => Error::LeaseExpired(passed),
+        LeaseFailure::Effect(e) | LeaseFailure::NotDurable(e) => e,
     }
 }
 
@@ -222,13 +222,13 @@ impl ProjectionStore {
         });
         let acquired = Executor::new(self, target, 0, &NoProbe).run(machine)?;
         match acquired.map_err(|e| failure(target, e))? {
-            Acquired::Granted(plan) => {
+            AcquireReport::Granted(plan) => {
                 tracing::info!(target_id = %target, epoch = plan.epoch, holder = %holder, "lease granted");
                 Ok(Acquisition::Acquired(HeldLease::granted(
                     self, &plan, token,
                 )))
             }
-            Acquired::Held(held) => {
+            AcquireReport::Held(held) => {
                 log_held(target, holder, &held);
                 Ok(Acquisition::Held(held))
             }
@@ -319,7 +319,7 @@ pub(crate) mod tests {
     #[test]
     fn every_failure_keeps_the_core_kind() {
         let target = TargetId::parse(&"a".repeat(64)).expect("valid");
-        for each in Failure::every(busy, not_durable) {
+        for each in LeaseFailure::every(busy, not_durable) {
             let kind = each.kind();
             let shape = format!("{each:?}");
             let error = failure(&target, each);

@@ -130,11 +130,11 @@ impl ProjectionStore {
         }
         let path = executor.take_renamed();
         let published = match end {
-            Ok(one_shot::PublishedNow::Held(held)) => {
+            Ok(one_shot::PublishNowReport::Held(held)) => {
                 log_held(target, holder, &held);
                 return Ok(PublishedNow::Held(held));
             }
-            Ok(one_shot::PublishedNow::Published {
+            Ok(one_shot::PublishNowReport::Published {
                 published,
                 takeover,
             }) => {
@@ -155,7 +155,7 @@ fn answer(
     target: &TargetId,
     epoch: Option<u64>,
     renamed: Option<PathBuf>,
-    end: std::result::Result<outcome::Published, Unpublished<Error>>,
+    end: std::result::Result<outcome::PublishReport, Unpublished<Error>>,
 ) -> Result<Published> {
     let path = renamed.unwrap_or_else(|| store.options.runtime_root.current_path(target));
     match end {
@@ -196,7 +196,7 @@ fn unpublished_error(
             failure, release, ..
         } => (failure, release),
     };
-    if let outcome::Failure::NotDurable(e) = &failed {
+    if let outcome::LeaseFailure::NotDurable(e) = &failed {
         tracing::error!(target_id = %target, ?epoch, error = %e, "published but directory fsync failed");
     }
     let error = failure(target, failed);

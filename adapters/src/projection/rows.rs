@@ -244,7 +244,7 @@ mod tests {
     //! decision made before them: each condition, broken alone, changes no row.
     use super::*;
     use solewriter_core::names::InstanceDigest;
-    use solewriter_core::projection::lease::Grant;
+    use solewriter_core::projection::lease::RecordedGrant;
     use solewriter_core::projection::profile::Profile;
     use solewriter_core::time::Millis;
     use solewriter_core::token::HolderToken;
@@ -264,7 +264,7 @@ mod tests {
             target_id: target(),
             prior_epoch: epoch - 1,
             epoch,
-            grant: Grant {
+            grant: RecordedGrant {
                 holder_token_hash: HolderToken::from_bytes([token; 32]).hash(),
                 holder_instance_digest: InstanceDigest::parse("h").unwrap(),
                 acquired_at: Millis(10),

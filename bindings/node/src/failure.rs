@@ -259,9 +259,9 @@ impl Classified for Failure {
     }
 }
 
-impl From<solewriter_files::Error> for Failure {
-    fn from(e: solewriter_files::Error) -> Self {
-        use solewriter_files::Error as F;
+impl From<solewriter_files::FileError> for Failure {
+    fn from(e: solewriter_files::FileError) -> Self {
+        use solewriter_files::FileError as F;
         let code = match &e {
             F::Busy { .. } => Code::Busy,
             F::Io { .. } => Code::Io,

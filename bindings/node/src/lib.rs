@@ -22,9 +22,9 @@ use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::columns::{ChannelColumns, LeaseColumns, WatermarkColumn};
 use solewriter_core::projection::lease::{Credential, Fenced, HeldBy, LeaseRecord};
 use solewriter_core::projection::machine::acquire::Applicant;
-use solewriter_core::projection::machine::outcome::{self, Published, Unpublished};
+use solewriter_core::projection::machine::outcome::{self, PublishReport, Unpublished};
 use solewriter_core::projection::machine::publish::Publish;
-use solewriter_core::projection::machine::publish_now::PublishedNow;
+use solewriter_core::projection::machine::publish_now::PublishNowReport;
 use solewriter_core::projection::machine::release::{Release, ReleaseOutcome};
 use solewriter_core::projection::machine::{
     drive, Answer, Effect, Machine, ProtocolError, StoreEffect,
@@ -479,8 +479,8 @@ fn held_json(held: &HeldBy) -> Value {
 
 /// The one mapping of the core's failure of a lease operation (acquisition, publication and
 /// release alike) to the binding's coded failure, of the kind the core gives the outcome.
-fn failure(target: &TargetId, failure: outcome::Failure<Failure>) -> Failure {
-    use outcome::Failure as F;
+fn failure(target: &TargetId, failure: outcome::LeaseFailure<Failure>) -> Failure {
+    use outcome::LeaseFailure as F;
     let kind = failure.kind();
     let failure = match failure {
         F::NotAdmitted => not_admitted(target),
@@ -531,7 +531,7 @@ fn row_changed() -> Failure {
 }
 
 /// Where a publication's end leads.
-enum Ended {
+enum PublicationEnd {
     /// Its answer.
     Answer(Outcome),
     /// It could not start (this failure): the release of its unused grant runs next.
@@ -545,10 +545,10 @@ enum Ended {
 fn publish_answer(
     config: &Config,
     target: &TargetId,
-    end: Result<Published, Unpublished<Failure>>,
-) -> Ended {
+    end: Result<PublishReport, Unpublished<Failure>>,
+) -> PublicationEnd {
     match end {
-        Ok(p) => Ended::Answer(Ok(json!({"published": {
+        Ok(p) => PublicationEnd::Answer(Ok(json!({"published": {
             "targetId": target.as_str(),
             "epoch": p.fencing_epoch,
             "bytes": p.bytes,
@@ -561,10 +561,10 @@ fn publish_answer(
 
 /// [`publish_answer`] of a publication that did not end published and released: its failure
 /// keeps the kind the core gives it.
-fn unpublished_answer(target: &TargetId, unpublished: Unpublished<Failure>) -> Ended {
+fn unpublished_answer(target: &TargetId, unpublished: Unpublished<Failure>) -> PublicationEnd {
     let release_message = |release| failure(target, release).message;
     let kind = unpublished.kind();
-    Ended::Answer(Err(match unpublished {
+    PublicationEnd::Answer(Err(match unpublished {
         Unpublished::NotReleased { release, .. } => Failure::new(
             Code::PublishedNotReleased,
             format!("current.json was replaced, but the lease release did not commit ({}); the lease expires on its own", release_message(release)),
@@ -572,7 +572,7 @@ fn unpublished_answer(target: &TargetId, unpublished: Unpublished<Failure>) -> E
         .of_kind(kind),
         Unpublished::NotStarted {
             error, credential, ..
-        } if releases_unused(&error) => return Ended::ReleaseUnused(error, credential),
+        } if releases_unused(&error) => return PublicationEnd::ReleaseUnused(error, credential),
         Unpublished::NotStarted { error, .. } => unused(error),
         Unpublished::Failed {
             failure: failed,
@@ -633,7 +633,7 @@ fn releases_unused(failure: &Failure) -> bool {
 fn not_started(
     target: &TargetId,
     failed: Failure,
-    release: Result<ReleaseOutcome, outcome::Failure<Failure>>,
+    release: Result<ReleaseOutcome, outcome::LeaseFailure<Failure>>,
 ) -> Outcome {
     let grant = match release {
         Ok(ReleaseOutcome::Released) => {
@@ -665,11 +665,11 @@ pub(crate) fn unused(failure: Failure) -> Failure {
 fn publish_now_answer(
     config: &Config,
     target: &TargetId,
-    end: Result<PublishedNow, Unpublished<Failure>>,
-) -> Ended {
+    end: Result<PublishNowReport, Unpublished<Failure>>,
+) -> PublicationEnd {
     match end {
-        Ok(PublishedNow::Held(held)) => Ended::Answer(Ok(held_json(&held))),
-        Ok(PublishedNow::Published { published, .. }) => {
+        Ok(PublishNowReport::Held(held)) => PublicationEnd::Answer(Ok(held_json(&held))),
+        Ok(PublishNowReport::Published { published, .. }) => {
             publish_answer(config, target, Ok(published))
         }
         Err(unpublished) => publish_answer(config, target, Err(unpublished)),
@@ -698,8 +698,8 @@ fn publish_with(config: &Config, execute: &Execute<'_>, credential: Credential) 
     let end =
         Run::new(execute, &target, config).run(Publish::new(credential, config.composition()))?;
     match publish_answer(config, &target, end) {
-        Ended::Answer(outcome) => outcome,
-        Ended::ReleaseUnused(failed, credential) => {
+        PublicationEnd::Answer(outcome) => outcome,
+        PublicationEnd::ReleaseUnused(failed, credential) => {
             release_unused(config, execute, failed, credential)
         }
     }
@@ -799,7 +799,7 @@ pub(crate) fn read_document(
     }
     let bytes = solewriter_files::runtime::read_current(root, &target)?;
     let malformed = |why: String| {
-        Failure::from(solewriter_files::Error::Document(DocumentError::Malformed(
+        Failure::from(solewriter_files::FileError::Document(DocumentError::Malformed(
             why,
         )))
     };
@@ -840,12 +840,12 @@ mod tests {
 
     /// The addon's failure of an effect in the samples: the target lock busy.
     fn busy() -> Failure {
-        Failure::from(solewriter_files::Error::Busy { timeout_ms: 5 })
+        Failure::from(solewriter_files::FileError::Busy { timeout_ms: 5 })
     }
 
     /// The addon's failure of a directory fsync after the rename.
     fn not_durable() -> Failure {
-        Failure::from(solewriter_files::Error::NotDurable {
+        Failure::from(solewriter_files::FileError::NotDurable {
             path: std::path::PathBuf::new(),
             source: std::io::Error::other("fsync"),
         })
@@ -859,7 +859,7 @@ mod tests {
     /// it, and its code declares that kind.
     #[test]
     fn every_failure_keeps_the_core_kind() {
-        for each in outcome::Failure::every(busy, not_durable) {
+        for each in outcome::LeaseFailure::every(busy, not_durable) {
             let kind = each.kind();
             let shape = format!("{each:?}");
             let failed = failure(&target(), each);
@@ -877,9 +877,9 @@ mod tests {
             let kind = unpublished.kind();
             let shape = format!("{unpublished:?}");
             let failed = match unpublished_answer(&target(), unpublished) {
-                Ended::Answer(Err(failed)) => failed,
-                Ended::Answer(Ok(value)) => panic!("{shape} answered {value}"),
-                Ended::ReleaseUnused(failed, _) => {
+                PublicationEnd::Answer(Err(failed)) => failed,
+                PublicationEnd::Answer(Ok(value)) => panic!("{shape} answered {value}"),
+                PublicationEnd::ReleaseUnused(failed, _) => {
                     let released = Ok(ReleaseOutcome::Released);
                     not_started(&target(), failed, released).expect_err("a failure")
                 }

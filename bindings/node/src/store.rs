@@ -18,7 +18,7 @@ use napi_derive::napi;
 use serde_json::{json, Value};
 use solewriter_core::projection::channel::{ChannelName, ProducerId, Submission};
 use solewriter_core::projection::lease::{observe, Credential, Observed};
-use solewriter_core::projection::machine::acquire::{Acquire, Acquired};
+use solewriter_core::projection::machine::acquire::{Acquire, AcquireReport};
 use solewriter_core::projection::machine::publish_now::PublishNow;
 use solewriter_core::projection::machine::release::{EndOutcome, Release, ReleaseOutcome};
 use solewriter_core::projection::watermark::{self, SubmissionPlan, Watermark};
@@ -100,7 +100,7 @@ impl NativeStore {
             let holder = applicant.holder_instance_digest.clone();
             let acquired = Run::new(&execute, &target, &config).run(Acquire::new(applicant))?;
             match acquired.map_err(|e| failure(&target, e))? {
-                Acquired::Granted(plan) => Ok(json!({"granted": {
+                AcquireReport::Granted(plan) => Ok(json!({"granted": {
                     "targetId": plan.target_id.as_str(),
                     "epoch": plan.epoch,
                     "token": token.to_hex(),
@@ -108,7 +108,7 @@ impl NativeStore {
                     "acquiredAt": plan.grant.acquired_at.0,
                     "expiresAt": plan.grant.expires_at.0,
                 }})),
-                Acquired::Held(held) => Ok(held_json(&held)),
+                AcquireReport::Held(held) => Ok(held_json(&held)),
             }
         })
     }

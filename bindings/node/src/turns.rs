@@ -29,7 +29,7 @@ use super::boundary::{answer, caught};
 use super::failure::{invalid, Failure, JsAnswer};
 use super::{
     file_steps, internal, not_started, publish_answer, publish_now_answer, release_steps, Config,
-    Ended, Execute, Host,
+    PublicationEnd, Execute, Host,
 };
 use napi::bindgen_prelude::AsyncTask;
 use napi::{Env, Task};
@@ -235,8 +235,8 @@ fn finish<'a>(owned: &'a Owned, run: &mut Running<'a>) -> Option<JsAnswer> {
     };
     match ended {
         Err(bug) => Some(answer(|| Err(internal(bug)))),
-        Ok(Ended::Answer(outcome)) => Some(answer(|| outcome)),
-        Ok(Ended::ReleaseUnused(failure, credential)) => {
+        Ok(PublicationEnd::Answer(outcome)) => Some(answer(|| outcome)),
+        Ok(PublicationEnd::ReleaseUnused(failure, credential)) => {
             run.job = Job::ReleaseUnused(Box::new(Release::new(credential)), failure);
             run.files = release_steps(config, target);
             run.in_tx = false;

@@ -582,16 +582,16 @@ impl<E> LockInput<E> {
 
 /// The release: removes the lock only if it still carries this acquisition's nonce.
 #[derive(Debug)]
-pub struct Release<E> {
+pub struct LockRelease<E> {
     nonce: LockNonce,
     found: Option<Option<LockRecord>>,
     end: Option<Result<ReleaseEnd, E>>,
 }
 
-impl<E> Release<E> {
+impl<E> LockRelease<E> {
     /// The release of the acquisition whose record carries `nonce`.
     pub fn new(nonce: LockNonce) -> Self {
-        Release {
+        LockRelease {
             nonce,
             found: None,
             end: None,
@@ -599,7 +599,7 @@ impl<E> Release<E> {
     }
 }
 
-impl<E> LockMachine<E> for Release<E> {
+impl<E> LockMachine<E> for LockRelease<E> {
     type End = Result<ReleaseEnd, E>;
 
     fn poll(&self) -> Option<LockEffect> {

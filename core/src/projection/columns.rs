@@ -6,7 +6,7 @@
 
 use crate::names::InstanceDigest;
 use crate::projection::channel::{ChannelName, ChannelRecord, DegradedReason};
-use crate::projection::lease::{Grant, LeaseRecord, LeaseState};
+use crate::projection::lease::{RecordedGrant, LeaseRecord, LeaseState};
 use crate::projection::target::TargetId;
 use crate::projection::watermark::{Watermark, MAX_TEXT_WATERMARK_BYTES};
 use crate::time::Millis;
@@ -69,7 +69,7 @@ impl LeaseColumns {
                 let hash: [u8; 32] = hash
                     .try_into()
                     .map_err(|_| corrupt("holder_token_hash length"))?;
-                Some(Grant {
+                Some(RecordedGrant {
                     holder_token_hash: TokenHash::from_bytes(hash),
                     holder_instance_digest: InstanceDigest::parse(&digest).map_err(corrupt)?,
                     acquired_at: Millis(uint(acquired_at, "acquired_at")?),

@@ -23,7 +23,7 @@ use crate::token::TokenHash;
 
 /// A grant recorded in a lease row.
 #[derive(Clone, Debug)]
-pub struct Grant {
+pub struct RecordedGrant {
     /// SHA-256 of the holder's raw token.
     pub holder_token_hash: TokenHash,
     /// Digest identifying the holder instance (diagnostic; not a secret).
@@ -40,9 +40,9 @@ pub enum LeaseState {
     /// Admitted, never granted (epoch 0).
     Unheld,
     /// Granted (possibly expired by now).
-    Held(Grant),
+    Held(RecordedGrant),
     /// Released by its holder; the last grant is kept for diagnostics.
-    Released(Grant),
+    Released(RecordedGrant),
 }
 
 impl LeaseState {
@@ -56,7 +56,7 @@ impl LeaseState {
     }
 
     /// The grant, unless unheld.
-    pub fn grant(&self) -> Option<&Grant> {
+    pub fn grant(&self) -> Option<&RecordedGrant> {
         match self {
             LeaseState::Unheld => None,
             LeaseState::Held(g) | LeaseState::Released(g) => Some(g),
@@ -65,7 +65,7 @@ impl LeaseState {
 
     /// Rebuilds the state from the stored `state` column and grant columns; a combination
     /// that cannot be written by solewriter (held without a grant, unknown state) is refused.
-    pub fn from_columns(state: &str, grant: Option<Grant>) -> Result<Self, &'static str> {
+    pub fn from_columns(state: &str, grant: Option<RecordedGrant>) -> Result<Self, &'static str> {
         match (state, grant) {
             ("unheld", None) => Ok(LeaseState::Unheld),
             ("held", Some(g)) => Ok(LeaseState::Held(g)),
@@ -139,13 +139,13 @@ impl State for Unheld {
     type Data = ();
 }
 impl State for Held {
-    type Data = Grant;
+    type Data = RecordedGrant;
 }
 impl State for Expired {
-    type Data = Grant;
+    type Data = RecordedGrant;
 }
 impl State for Released {
-    type Data = Grant;
+    type Data = RecordedGrant;
 }
 
 mod sealed {
@@ -247,9 +247,9 @@ impl<S: State> Lease<S> {
     }
 }
 
-impl<S: State<Data = Grant>> Lease<S> {
+impl<S: State<Data = RecordedGrant>> Lease<S> {
     /// The grant of the observed row.
-    pub fn grant(&self) -> &Grant {
+    pub fn grant(&self) -> &RecordedGrant {
         &self.data
     }
 }
@@ -286,7 +286,7 @@ pub struct AcquirePlan {
     /// Epoch of the grant (`prior_epoch + 1`).
     pub epoch: u64,
     /// The grant.
-    pub grant: Grant,
+    pub grant: RecordedGrant,
 }
 
 impl AcquirePlan {
@@ -380,7 +380,7 @@ impl<S: Acquirable> Lease<S> {
             .checked_add(1)
             .filter(|e| *e <= crate::STORAGE_INTEGER_MAX)
             .ok_or(AcquireRefused::EpochExhausted)?;
-        let grant = Grant {
+        let grant = RecordedGrant {
             holder_token_hash: request.token_hash,
             holder_instance_digest: request.holder_instance_digest,
             acquired_at: request.now,
@@ -519,7 +519,7 @@ impl Fenced {
     }
 }
 
-impl<S: State<Data = Grant>> Lease<S> {
+impl<S: State<Data = RecordedGrant>> Lease<S> {
     /// Checks `credential` against this row: the epoch first (a successor's higher epoch means
     /// `Superseded`), then the token hash, compared in constant time.
     fn check(&self, credential: &Credential) -> Result<(), Fenced> {
@@ -586,7 +586,7 @@ impl<S: Releasable> Lease<S> {
 }
 
 /// States from which a holder may release: `Held` and `Expired` (its own, unclaimed grant).
-pub trait Releasable: State<Data = Grant> {}
+pub trait Releasable: State<Data = RecordedGrant> {}
 impl Releasable for Held {}
 impl Releasable for Expired {}
 
@@ -610,7 +610,7 @@ pub struct EndPlan {
     /// The write: `state = released` WHERE the observed epoch and token hash still match.
     pub release: ReleasePlan,
     /// The grant being ended.
-    pub grant: Grant,
+    pub grant: RecordedGrant,
 }
 
 /// Why an operator's end found no grant to end; nothing is written.

@@ -3,7 +3,7 @@
 //! decision is made), whose effects — the kernel lock, reads, `/proc` observations, the claim
 //! and the unlinks — are executed exactly as an acquisition's are.
 
-use super::{Ended, LockError, ProjectLock};
+use super::{RunEnd, LockError, ProjectLock};
 use solewriter_core::project_lock::clear::{Clear, ClearEnd};
 use solewriter_core::project_lock::ownership::{LockNonce, LockRecord};
 use solewriter_core::protocol::ProtocolError;
@@ -49,8 +49,8 @@ impl ProjectLock {
             ClearEnd::Stopped(end) => {
                 return Err(match self.ended(end) {
                     Err(error) => error,
-                    Ok(Ended::Busy(owner)) => LockError::Busy { lock, owner },
-                    Ok(Ended::Acquired(_) | Ended::Cleared) => ProtocolError::ImpossibleEnd {
+                    Ok(RunEnd::Busy(owner)) => LockError::Busy { lock, owner },
+                    Ok(RunEnd::Acquired(_) | RunEnd::Cleared) => ProtocolError::ImpossibleEnd {
                         machine: "project lock clear",
                         end: "acquired or cleared, as a stop",
                     }

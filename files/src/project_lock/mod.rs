@@ -103,7 +103,7 @@ use crate::atomic_file::{
 use crate::clock::{Clock, SystemClock};
 use crate::project_lock::process::{effective_uid, ProcessProbe};
 use solewriter_core::project_lock::machine::{
-    run, Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, LockMachine, Release, Slot,
+    run, Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, LockMachine, LockRelease, Slot,
 };
 use solewriter_core::project_lock::ownership::{
     judge, refuse_lock_dir, BootId, Guard, LockNonce, LockRecord, OwnerIdentity, Ownership,
@@ -370,7 +370,7 @@ impl Drop for KernelLock {
 }
 
 /// How a machine run ended, when it did not fail.
-enum Ended {
+enum RunEnd {
     /// The lock is taken with this record.
     Acquired(LockRecord),
     /// Held by another, whose record names this owner (if there is a record).
@@ -534,7 +534,7 @@ impl ProjectLock {
         let mut kernel = None;
         let end = self.run(Attempt::new(me.clone()), &mut kernel)?;
         match self.ended(end)? {
-            Ended::Acquired(record) => {
+            RunEnd::Acquired(record) => {
                 let held = kernel.is_some();
                 tracing::info!(lock = %path.display(), owner = %me, kernel_lock = held, outcome = "acquired", "project lock");
                 self.steps.reached(LockStep::Acquired, path);
@@ -546,8 +546,8 @@ impl ProjectLock {
                     kernel,
                 }))
             }
-            Ended::Busy(owner) => Ok(Outcome::Busy(owner)),
-            Ended::Cleared => Err(ProtocolError::ImpossibleEnd {
+            RunEnd::Busy(owner) => Ok(Outcome::Busy(owner)),
+            RunEnd::Cleared => Err(ProtocolError::ImpossibleEnd {
                 machine: "project lock attempt",
                 end: "cleared",
             }
@@ -565,11 +565,11 @@ impl ProjectLock {
     }
 
     /// The end of an attempt, with its failures as errors.
-    fn ended(&self, end: AttemptEnd<LockError>) -> Result<Ended, LockError> {
+    fn ended(&self, end: AttemptEnd<LockError>) -> Result<RunEnd, LockError> {
         match end {
-            AttemptEnd::Acquired(record) => Ok(Ended::Acquired(record)),
-            AttemptEnd::Busy(_, owner) => Ok(Ended::Busy(owner)),
-            AttemptEnd::Cleared => Ok(Ended::Cleared),
+            AttemptEnd::Acquired(record) => Ok(RunEnd::Acquired(record)),
+            AttemptEnd::Busy(_, owner) => Ok(RunEnd::Busy(owner)),
+            AttemptEnd::Cleared => Ok(RunEnd::Cleared),
             AttemptEnd::Unknown(slot, owner, reason) => Err(LockError::UnknownOwner {
                 lock: self.dir.join(slot.file_name()),
                 owner,
@@ -818,7 +818,7 @@ impl ProjectLock {
     /// Runs the release machine: removes the lock if it still carries `nonce`.
     fn remove_if_carries(&self, nonce: &LockNonce) -> Result<Released, LockError> {
         let mut kernel = None;
-        self.run(Release::new(*nonce), &mut kernel)?
+        self.run(LockRelease::new(*nonce), &mut kernel)?
     }
 
     /// Removes temp files and recovery claims judged stale like records are (written under the

@@ -409,7 +409,7 @@ fn release_removes_only_its_own_record() {
         ),
     ];
     for (script, expected) in cases {
-        let mut release = Release::new(mine.nonce);
+        let mut release = LockRelease::new(mine.nonce);
         for (effect, answer) in script {
             assert_eq!(release.poll(), Some(effect));
             release.handle(answer).unwrap();
@@ -419,7 +419,7 @@ fn release_removes_only_its_own_record() {
     }
     // A step that fails ends the release with that failure.
     for fails_at in 0..2 {
-        let mut release = Release::new(mine.nonce);
+        let mut release = LockRelease::new(mine.nonce);
         release
             .handle(match fails_at {
                 0 => LockInput::Failed("read"),
@@ -532,7 +532,7 @@ fn a_result_that_does_not_fit_the_effect_is_refused_and_changes_nothing() {
     m.handle(LockInput::Kernel(KernelSeen::Taken)).unwrap();
     assert_eq!(m.poll(), Some(LockEffect::Fresh));
     // The release: a result of another kind, then one after its end.
-    let mut release = Release::<&str>::new(record(1, Guard::Kernel, 1).nonce);
+    let mut release = LockRelease::<&str>::new(record(1, Guard::Kernel, 1).nonce);
     assert!(release.handle(LockInput::Created(true)).is_err());
     assert_eq!(release.poll(), Some(LockEffect::Read(lock())), "unchanged");
     release.handle(LockInput::Record(None)).unwrap();

@@ -26,7 +26,7 @@ use super::refusal::{AdoptionRefused, ValueProblem};
 use super::values::StoredRow;
 use crate::names::{ChannelName, InstanceDigest};
 use crate::projection::channel::{ChannelRecord, ChannelRegistry, DegradedReason};
-use crate::projection::lease::{Grant, LeaseRecord, LeaseState};
+use crate::projection::lease::{RecordedGrant, LeaseRecord, LeaseState};
 use crate::projection::profile::Profile;
 use crate::projection::schema::TABLE_NAMES;
 use crate::projection::target::{TargetId, TargetTuple};
@@ -124,7 +124,7 @@ pub(super) fn lease(
         ));
     }
     let expires_at = row.integer(5)?;
-    let grant = |holder_token_hash, expires_at| Grant {
+    let grant = |holder_token_hash, expires_at| RecordedGrant {
         holder_token_hash,
         holder_instance_digest,
         acquired_at: millis(acquired_at),

@@ -6,7 +6,7 @@
 //! observed, commit. A grant is therefore always decided and written under both locks; a
 //! contender writes nothing.
 
-use super::outcome::Failure;
+use super::outcome::LeaseFailure;
 use super::serialized::{Body, End, Serialized};
 use super::{Answer, Effect, Input, Machine, ProtocolError, Serial};
 use crate::config::LeaseTtl;
@@ -18,7 +18,7 @@ use crate::token::TokenHash;
 
 /// What an acquisition that did not fail ended with.
 #[derive(Debug)]
-pub enum Acquired {
+pub enum AcquireReport {
     /// The grant committed.
     Granted(AcquirePlan),
     /// A live grant holds the target; nothing was written.
@@ -45,12 +45,12 @@ enum Stage<E> {
     /// The row and the epoch of the document at the target's path, if any.
     ReadClock(LeaseRecord, Option<u64>),
     Write(AcquirePlan),
-    Done(Result<Acquired, Failure<E>>),
+    Done(Result<AcquireReport, LeaseFailure<E>>),
 }
 
 /// The grant's steps, for a machine that holds the locks.
 #[derive(Debug)]
-pub(crate) struct Grant<E> {
+pub(crate) struct Granting<E> {
     applicant: Applicant,
     stage: Stage<E>,
     /// The grant replaces an expired one (a takeover).
@@ -62,9 +62,9 @@ pub(crate) struct Grant<E> {
     pub(crate) commits_first: bool,
 }
 
-impl<E> Grant<E> {
+impl<E> Granting<E> {
     pub(crate) fn new(applicant: Applicant) -> Self {
-        Grant {
+        Granting {
             applicant,
             stage: Stage::ReadLease,
             takeover: false,
@@ -80,13 +80,13 @@ impl<E> Grant<E> {
     /// The plan of the grant, once it was written.
     pub(crate) fn granted(&self) -> Option<&AcquirePlan> {
         match &self.stage {
-            Stage::Done(Ok(Acquired::Granted(plan))) => Some(plan),
+            Stage::Done(Ok(AcquireReport::Granted(plan))) => Some(plan),
             _ => None,
         }
     }
 
     /// What the grant's steps ended with.
-    pub(crate) fn into_result(self) -> Result<Result<Acquired, Failure<E>>, ProtocolError> {
+    pub(crate) fn into_result(self) -> Result<Result<AcquireReport, LeaseFailure<E>>, ProtocolError> {
         match self.stage {
             Stage::Done(result) => Ok(result),
             _ => Err(ProtocolError::Unfinished { machine: "grant" }),
@@ -114,18 +114,18 @@ impl<E> Grant<E> {
         self.takeover = matches!(observed, Ok(Observed::Expired(_)));
         self.commits_first = self.takeover || published_epoch.is_some_and(|e| e > row_epoch);
         match observed.map(|o| o.decide_acquire(request)) {
-            Err(inconsistent) => Stage::Done(Err(Failure::Inconsistent(inconsistent))),
+            Err(inconsistent) => Stage::Done(Err(LeaseFailure::Inconsistent(inconsistent))),
             Ok(Ok(plan)) => Stage::Write(plan),
-            Ok(Err(AcquireRefused::Held(held))) => Stage::Done(Ok(Acquired::Held(held))),
-            Ok(Err(AcquireRefused::EpochExhausted)) => Stage::Done(Err(Failure::EpochExhausted)),
+            Ok(Err(AcquireRefused::Held(held))) => Stage::Done(Ok(AcquireReport::Held(held))),
+            Ok(Err(AcquireRefused::EpochExhausted)) => Stage::Done(Err(LeaseFailure::EpochExhausted)),
             Ok(Err(AcquireRefused::ForeignEpoch(foreign))) => {
-                Stage::Done(Err(Failure::ForeignEpoch(foreign)))
+                Stage::Done(Err(LeaseFailure::ForeignEpoch(foreign)))
             }
         }
     }
 }
 
-impl<E> Body<E> for Grant<E> {
+impl<E> Body<E> for Granting<E> {
     fn poll(&self) -> Option<Effect<'_, E>> {
         Some(match &self.stage {
             Stage::ReadLease => Effect::read_lease(),
@@ -141,7 +141,7 @@ impl<E> Body<E> for Grant<E> {
         let stage = std::mem::replace(&mut self.stage, Stage::ReadLease);
         self.stage = match (stage, input) {
             (Stage::ReadLease, Input::Lease(Some(record))) => Stage::ReadCurrent(record),
-            (Stage::ReadLease, Input::Lease(None)) => Stage::Done(Err(Failure::NotAdmitted)),
+            (Stage::ReadLease, Input::Lease(None)) => Stage::Done(Err(LeaseFailure::NotAdmitted)),
             (Stage::ReadCurrent(record), Input::Current(bytes)) => {
                 let published_epoch = bytes
                     .as_deref()
@@ -151,12 +151,12 @@ impl<E> Body<E> for Grant<E> {
             (Stage::ReadClock(record, published_epoch), Input::Clock(now)) => {
                 self.decide(record, published_epoch, now)
             }
-            (Stage::Write(plan), Input::Written(true)) => Stage::Done(Ok(Acquired::Granted(plan))),
-            (Stage::Write(_), Input::Written(false)) => Stage::Done(Err(Failure::RowChanged)),
+            (Stage::Write(plan), Input::Written(true)) => Stage::Done(Ok(AcquireReport::Granted(plan))),
+            (Stage::Write(_), Input::Written(false)) => Stage::Done(Err(LeaseFailure::RowChanged)),
             (
                 Stage::ReadLease | Stage::ReadCurrent(_) | Stage::ReadClock(..) | Stage::Write(_),
                 Input::Failed(e),
-            ) => Stage::Done(Err(Failure::Effect(e))),
+            ) => Stage::Done(Err(LeaseFailure::Effect(e))),
             (stage, _) => {
                 self.stage = stage;
                 return Err(ProtocolError::wrong("grant", answered));
@@ -167,7 +167,7 @@ impl<E> Body<E> for Grant<E> {
 
     fn end(&self) -> Option<End> {
         match &self.stage {
-            Stage::Done(Ok(Acquired::Granted(_))) => Some(End::Commit),
+            Stage::Done(Ok(AcquireReport::Granted(_))) => Some(End::Commit),
             Stage::Done(_) => Some(End::Rollback),
             _ => None,
         }
@@ -192,7 +192,7 @@ pub(crate) enum PreludeNext<E> {
     /// the clock reading it was seen at).
     Serialize(Observed, crate::time::Millis),
     /// Answered without any lock: a live grant, or a failure.
-    Answered(Result<HeldBy, Failure<E>>),
+    Answered(Result<HeldBy, LeaseFailure<E>>),
     /// An answer the prelude did not ask for: refused, the prelude unchanged.
     Refused(Prelude, ProtocolError),
 }
@@ -217,14 +217,14 @@ impl Prelude {
             // admitted then: answered without taking any lock (nothing is created, not even
             // the target's lock file).
             (Prelude::Snapshot, Input::Lease(None)) => {
-                PreludeNext::Answered(Err(Failure::NotAdmitted))
+                PreludeNext::Answered(Err(LeaseFailure::NotAdmitted))
             }
-            (Prelude::Snapshot, Input::Failed(e)) => PreludeNext::Answered(Err(Failure::Effect(e))),
+            (Prelude::Snapshot, Input::Failed(e)) => PreludeNext::Answered(Err(LeaseFailure::Effect(e))),
             (Prelude::SnapshotClock(record), Input::Clock(now)) => match observe(record, now) {
                 Ok(Observed::Held(live)) => PreludeNext::Answered(Ok(live.held_by())),
                 Ok(observed) => PreludeNext::Serialize(observed, now),
                 Err(inconsistent) => {
-                    PreludeNext::Answered(Err(Failure::Inconsistent(inconsistent)))
+                    PreludeNext::Answered(Err(LeaseFailure::Inconsistent(inconsistent)))
                 }
             },
             (prelude, _) => {
@@ -242,7 +242,7 @@ pub(crate) enum Gated<E, S, B> {
     /// Inside the lock envelope.
     Serialized(Box<Serialized<E, B>>),
     /// Answered before the envelope: a live grant, or a failure.
-    Done(Result<HeldBy, Failure<E>>),
+    Done(Result<HeldBy, LeaseFailure<E>>),
     /// Only while a step moves the machine from one phase to the next.
     Moving,
 }
@@ -300,7 +300,7 @@ impl<E, S, B: Body<E>> Gated<E, S, B> {
 /// The acquisition machine.
 #[derive(Debug)]
 pub struct Acquire<E> {
-    phase: Gated<E, Applicant, Grant<E>>,
+    phase: Gated<E, Applicant, Granting<E>>,
     serial: Serial,
 }
 
@@ -315,7 +315,7 @@ impl<E> Acquire<E> {
 }
 
 impl<E> Machine<E> for Acquire<E> {
-    type Output = Result<Acquired, Failure<E>>;
+    type Output = Result<AcquireReport, LeaseFailure<E>>;
 
     fn poll(&self) -> Option<Effect<'_, E>> {
         self.serial.stamp(self.phase.poll())
@@ -324,17 +324,17 @@ impl<E> Machine<E> for Acquire<E> {
     fn handle(&mut self, answer: Answer<E>) -> Result<(), ProtocolError> {
         let phase = &mut self.phase;
         self.serial.take("acquire", answer, |answer| {
-            phase.handle(answer, |applicant, _, _| Grant::new(applicant))
+            phase.handle(answer, |applicant, _, _| Granting::new(applicant))
         })
     }
 
     fn output(self) -> Result<Self::Output, ProtocolError> {
         match self.phase {
-            Gated::Done(result) => Ok(result.map(Acquired::Held)),
+            Gated::Done(result) => Ok(result.map(AcquireReport::Held)),
             Gated::Serialized(inner) if inner.is_done() => {
                 let inner = *inner;
                 if let Some(e) = inner.not_started.or(inner.commit_failed) {
-                    return Ok(Err(Failure::Effect(e)));
+                    return Ok(Err(LeaseFailure::Effect(e)));
                 }
                 inner.body.into_result()
             }

@@ -1,5 +1,5 @@
 //! What the machines end with, in one shape for every executor: one failure type for every
-//! lease operation ([`Failure`]) and a publication's result with its conditional release
+//! lease operation ([`LeaseFailure`]) and a publication's result with its conditional release
 //! folded in ([`Unpublished`]). An executor maps these to its own errors with one `match`
 //! each; which combinations exist, what each means, and who must act on each
 //! ([`Classified::kind`]) is decided here.
@@ -14,7 +14,7 @@ use crate::time::Millis;
 
 /// Why a lease operation (acquisition, publication, release) did not do what it was asked.
 #[derive(Debug)]
-pub enum Failure<E> {
+pub enum LeaseFailure<E> {
     /// The target has no lease row. Nothing was written.
     NotAdmitted,
     /// The lease row breaks the row invariants. Nothing was written.
@@ -41,67 +41,67 @@ pub enum Failure<E> {
     NotDurable(E),
 }
 
-impl<E: Classified> Classified for Failure<E> {
+impl<E: Classified> Classified for LeaseFailure<E> {
     /// Who must act on a lease operation's failure: a failed effect is of its error's kind
     /// (the executor's own); a rename not made durable is partial success, whatever error
     /// the executor reports it with; everything else is decided here, once for every
     /// executor.
     fn kind(&self) -> ErrorKind {
         match self {
-            Failure::NotAdmitted => ErrorKind::Input,
-            Failure::Inconsistent(inconsistent) => inconsistent.kind(),
-            Failure::EpochExhausted | Failure::RowChanged => ErrorKind::Environment,
-            Failure::ForeignEpoch(foreign) => foreign.kind(),
-            Failure::Fenced(fenced) => fenced.kind(),
-            Failure::Document(document) => document.kind(),
-            Failure::Expired(passed) => passed.kind(),
-            Failure::Effect(error) => error.kind(),
-            Failure::NotDurable(_) => ErrorKind::PartialSuccess,
+            LeaseFailure::NotAdmitted => ErrorKind::Input,
+            LeaseFailure::Inconsistent(inconsistent) => inconsistent.kind(),
+            LeaseFailure::EpochExhausted | LeaseFailure::RowChanged => ErrorKind::Environment,
+            LeaseFailure::ForeignEpoch(foreign) => foreign.kind(),
+            LeaseFailure::Fenced(fenced) => fenced.kind(),
+            LeaseFailure::Document(document) => document.kind(),
+            LeaseFailure::Expired(passed) => passed.kind(),
+            LeaseFailure::Effect(error) => error.kind(),
+            LeaseFailure::NotDurable(_) => ErrorKind::PartialSuccess,
         }
     }
 }
 
-impl<E> Failure<E> {
+impl<E> LeaseFailure<E> {
     /// One failure of every variant, for the tests that check an executor classifies each as
     /// [`Classified::kind`] does: `effect` makes the executor's error for a failed effect,
     /// `not_durable` its error for a directory fsync that failed after the rename. A variant
-    /// added to [`Failure`] fails to compile here until it is listed.
-    pub fn every(effect: impl FnOnce() -> E, not_durable: impl FnOnce() -> E) -> Vec<Failure<E>> {
+    /// added to [`LeaseFailure`] fails to compile here until it is listed.
+    pub fn every(effect: impl FnOnce() -> E, not_durable: impl FnOnce() -> E) -> Vec<LeaseFailure<E>> {
         let target_id = TargetId::parse(&"a".repeat(64)).expect("a valid target id");
         let every = vec![
-            Failure::NotAdmitted,
-            Failure::Inconsistent(InconsistentLease {
+            LeaseFailure::NotAdmitted,
+            LeaseFailure::Inconsistent(InconsistentLease {
                 target_id: target_id.to_string(),
                 reason: "a sample",
             }),
-            Failure::EpochExhausted,
-            Failure::ForeignEpoch(ForeignEpoch {
+            LeaseFailure::EpochExhausted,
+            LeaseFailure::ForeignEpoch(ForeignEpoch {
                 target_id,
                 document_epoch: 9,
                 row_epoch: 1,
             }),
-            Failure::RowChanged,
-            Failure::Fenced(Fenced::Released),
-            Failure::Document(DocumentError::Malformed("a sample".into())),
-            Failure::Expired(DeadlinePassed {
+            LeaseFailure::RowChanged,
+            LeaseFailure::Fenced(Fenced::Released),
+            LeaseFailure::Document(DocumentError::Malformed("a sample".into())),
+            LeaseFailure::Expired(DeadlinePassed {
                 expires_at: Millis(1),
                 now: Millis(2),
             }),
-            Failure::Effect(effect()),
-            Failure::NotDurable(not_durable()),
+            LeaseFailure::Effect(effect()),
+            LeaseFailure::NotDurable(not_durable()),
         ];
         // Every variant once, in declaration order: the exhaustive match below names them.
-        let place = |failure: &Failure<E>| match failure {
-            Failure::NotAdmitted => 0,
-            Failure::Inconsistent(_) => 1,
-            Failure::EpochExhausted => 2,
-            Failure::ForeignEpoch(_) => 3,
-            Failure::RowChanged => 4,
-            Failure::Fenced(_) => 5,
-            Failure::Document(_) => 6,
-            Failure::Expired(_) => 7,
-            Failure::Effect(_) => 8,
-            Failure::NotDurable(_) => 9,
+        let place = |failure: &LeaseFailure<E>| match failure {
+            LeaseFailure::NotAdmitted => 0,
+            LeaseFailure::Inconsistent(_) => 1,
+            LeaseFailure::EpochExhausted => 2,
+            LeaseFailure::ForeignEpoch(_) => 3,
+            LeaseFailure::RowChanged => 4,
+            LeaseFailure::Fenced(_) => 5,
+            LeaseFailure::Document(_) => 6,
+            LeaseFailure::Expired(_) => 7,
+            LeaseFailure::Effect(_) => 8,
+            LeaseFailure::NotDurable(_) => 9,
         };
         assert!(every.iter().map(place).eq(0..every.len()));
         every
@@ -120,7 +120,7 @@ pub enum ReleaseOutcome {
 
 /// A publication that renamed its document durably.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Published {
+pub struct PublishReport {
     /// Epoch of the publishing grant.
     pub fencing_epoch: u64,
     /// Size of the document in bytes.
@@ -148,20 +148,20 @@ pub enum Unpublished<E> {
     /// says why.
     Failed {
         /// Why it did not publish (durably).
-        failure: Failure<E>,
+        failure: LeaseFailure<E>,
         /// The epoch of the grant that did not publish (`None`: a one-shot refused before it
         /// had one).
         epoch: Option<u64>,
         /// Why the release did not commit (the grant then ends at its expiry).
-        release: Option<Failure<E>>,
+        release: Option<LeaseFailure<E>>,
     },
     /// `current.json` was replaced durably, but the conditional release did not commit: the
     /// grant ends at its expiry.
     NotReleased {
         /// The publication.
-        published: Published,
+        published: PublishReport,
         /// Why the release did not commit.
-        release: Failure<E>,
+        release: LeaseFailure<E>,
     },
 }
 
@@ -182,8 +182,8 @@ impl<E: Classified> Classified for Unpublished<E> {
 impl<E> Unpublished<E> {
     /// One unpublished publication of every shape, for the tests that check an executor
     /// classifies each as [`Classified::kind`] does (`effect` and `not_durable` as
-    /// [`Failure::every`]): one that could not start; one that failed of each
-    /// [`Failure`], its release committed, and again with its release failed; one that
+    /// [`LeaseFailure::every`]): one that could not start; one that failed of each
+    /// [`LeaseFailure`], its release committed, and again with its release failed; one that
     /// replaced `current.json` without its release committing. A variant added to
     /// [`Unpublished`] fails to compile here until it is listed.
     pub fn every(effect: impl Fn() -> E, not_durable: impl Fn() -> E) -> Vec<Unpublished<E>> {
@@ -198,22 +198,22 @@ impl<E> Unpublished<E> {
         }];
         for release in [false, true] {
             every.extend(
-                Failure::every(&effect, &not_durable)
+                LeaseFailure::every(&effect, &not_durable)
                     .into_iter()
                     .map(|failure| Unpublished::Failed {
                         failure,
                         epoch: Some(1),
-                        release: release.then(|| Failure::Effect(effect())),
+                        release: release.then(|| LeaseFailure::Effect(effect())),
                     }),
             );
         }
         every.push(Unpublished::NotReleased {
-            published: Published {
+            published: PublishReport {
                 fencing_epoch: 1,
                 bytes: 1,
                 published_at: Millis(1),
             },
-            release: Failure::Effect(effect()),
+            release: LeaseFailure::Effect(effect()),
         });
         // Every variant listed: the exhaustive match below names them.
         let shape = |unpublished: &Unpublished<E>| match unpublished {
@@ -228,10 +228,10 @@ impl<E> Unpublished<E> {
 
 /// A publication's result and its release's, folded into one (`epoch`: the grant's).
 pub(crate) fn fold<E>(
-    result: Result<Published, Failure<E>>,
-    release: Result<ReleaseOutcome, Failure<E>>,
+    result: Result<PublishReport, LeaseFailure<E>>,
+    release: Result<ReleaseOutcome, LeaseFailure<E>>,
     epoch: u64,
-) -> Result<Published, Unpublished<E>> {
+) -> Result<PublishReport, Unpublished<E>> {
     // A release that found another holder (the publication was fenced, or a successor took
     // over after the rename) wrote nothing, and has nothing to report.
     let release = release.err();
@@ -262,7 +262,7 @@ mod tests {
     #[test]
     fn every_failure_has_its_kind() {
         use ErrorKind::*;
-        let every = Failure::every(|| Of(Contention), || Of(Environment));
+        let every = LeaseFailure::every(|| Of(Contention), || Of(Environment));
         let kinds: Vec<ErrorKind> = every.iter().map(Classified::kind).collect();
         assert_eq!(
             kinds,
@@ -288,7 +288,7 @@ mod tests {
             epoch: 1,
             token_hash: crate::token::HolderToken::from_bytes([1; 32]).hash(),
         };
-        let published = Published {
+        let published = PublishReport {
             fencing_epoch: 1,
             bytes: 1,
             published_at: Millis(1),
@@ -303,16 +303,16 @@ mod tests {
             ),
             (
                 Unpublished::Failed {
-                    failure: Failure::Fenced(Fenced::Released),
+                    failure: LeaseFailure::Fenced(Fenced::Released),
                     epoch: Some(1),
-                    release: Some(Failure::Effect(Of(ErrorKind::Environment))),
+                    release: Some(LeaseFailure::Effect(Of(ErrorKind::Environment))),
                 },
                 ErrorKind::LostAuthority,
             ),
             (
                 Unpublished::NotReleased {
                     published,
-                    release: Failure::Effect(Of(ErrorKind::Contention)),
+                    release: LeaseFailure::Effect(Of(ErrorKind::Contention)),
                 },
                 ErrorKind::PartialSuccess,
             ),

@@ -33,7 +33,7 @@
 //! sweep (8) may remove a live one; it runs only under both locks, so it never removes a temp
 //! that a transaction is about to rename — one written in a transaction is renamed in it.
 
-use super::outcome::{fold, Failure, Published, Unpublished};
+use super::outcome::{fold, LeaseFailure, PublishReport, Unpublished};
 use super::release::ReleaseSteps;
 use super::serialized::{Body, End, Serialized};
 use super::{Answer, Effect, Input, Machine, ProtocolError, Serial};
@@ -112,8 +112,8 @@ pub(crate) struct Steps<'r, E> {
     /// removed it: written again once inside the transaction if the rename finds it gone).
     drafted_outside: bool,
     /// What the rename published (`None` until it happened).
-    renamed: Option<Published>,
-    failure: Option<Failure<E>>,
+    renamed: Option<PublishReport>,
+    failure: Option<LeaseFailure<E>>,
     release: ReleaseSteps<E>,
 }
 
@@ -177,14 +177,14 @@ impl<'r, E> Steps<'r, E> {
     pub(crate) fn results(
         self,
         commit_failed: Option<E>,
-    ) -> Result<Result<Published, Unpublished<E>>, ProtocolError> {
+    ) -> Result<Result<PublishReport, Unpublished<E>>, ProtocolError> {
         let result = match (self.failure, self.renamed) {
             (Some(failure), _) => Err(failure),
             (None, Some(published)) => Ok(published),
             (None, None) => return Err(ProtocolError::Unfinished { machine: "publish" }),
         };
         let release = match commit_failed {
-            Some(e) => Err(Failure::Effect(e)),
+            Some(e) => Err(LeaseFailure::Effect(e)),
             None => self.release.into_result()?,
         };
         Ok(fold(result, release, self.credential.epoch))
@@ -194,7 +194,7 @@ impl<'r, E> Steps<'r, E> {
 impl<E> Steps<'_, E> {
     /// A failure: recorded, then straight to the release (before the transaction: to the
     /// transaction, which runs it).
-    fn fail(&mut self, failure: Failure<E>) -> Stage {
+    fn fail(&mut self, failure: LeaseFailure<E>) -> Stage {
         self.failure = Some(failure);
         if self.in_tx {
             Stage::Releasing
@@ -220,7 +220,7 @@ impl<E> Steps<'_, E> {
                     Stage::Mark(PublishStep::Composed)
                 }
             }
-            Err(e) => self.fail(Failure::Document(e)),
+            Err(e) => self.fail(LeaseFailure::Document(e)),
         }
     }
 
@@ -293,25 +293,25 @@ impl<E> Body<E> for Steps<'_, E> {
                 self.record = Some(record);
                 Stage::ReadClock
             }
-            (Stage::ReadLease, Input::Lease(None)) => self.fail(Failure::NotAdmitted),
+            (Stage::ReadLease, Input::Lease(None)) => self.fail(LeaseFailure::NotAdmitted),
             (Stage::ReadClock, Input::Clock(now)) => {
                 let record = self.record.take().ok_or_else(wrong)?;
                 self.saw_clock(now);
                 match observe(record, now) {
-                    Err(inconsistent) => self.fail(Failure::Inconsistent(inconsistent)),
+                    Err(inconsistent) => self.fail(LeaseFailure::Inconsistent(inconsistent)),
                     Ok(observed) => match observed.authorize_publish(&self.credential) {
                         // An earlier reading of the run already saw the grant's expiry: the
                         // holder has observed it, so nothing is renamed, even if the clock
                         // has since stepped back.
                         Ok(authority) => match authority.check_deadline(self.latest) {
-                            Err(passed) => self.fail(Failure::Expired(passed)),
+                            Err(passed) => self.fail(LeaseFailure::Expired(passed)),
                             Ok(()) => {
                                 self.authority = Some(authority);
                                 self.now = now;
                                 Stage::Mark(PublishStep::Revalidated)
                             }
                         },
-                        Err(fenced) => self.fail(Failure::Fenced(fenced)),
+                        Err(fenced) => self.fail(LeaseFailure::Fenced(fenced)),
                     },
                 }
             }
@@ -324,7 +324,7 @@ impl<E> Body<E> for Steps<'_, E> {
                     // is in place already (its release did not commit, or a copy of it
                     // published), so nothing is renamed.
                     Some(document_epoch) if document_epoch >= self.credential.epoch => {
-                        self.fail(Failure::Fenced(Fenced::DocumentAhead { document_epoch }))
+                        self.fail(LeaseFailure::Fenced(Fenced::DocumentAhead { document_epoch }))
                     }
                     _ => Stage::ReadChannels,
                 }
@@ -350,7 +350,7 @@ impl<E> Body<E> for Steps<'_, E> {
                 self.temp = true;
                 self.drafted_outside = !self.in_tx;
                 match input {
-                    Input::Failed(e) => self.fail(Failure::Effect(e)),
+                    Input::Failed(e) => self.fail(LeaseFailure::Effect(e)),
                     _ if self.in_tx => Stage::DeadlineClock,
                     _ => Stage::Mark(PublishStep::TempWritten),
                 }
@@ -360,14 +360,14 @@ impl<E> Body<E> for Steps<'_, E> {
                 let authority = self.authority.as_ref().ok_or_else(wrong)?;
                 match authority.check_deadline(self.latest) {
                     Ok(()) => Stage::Mark(PublishStep::DeadlineChecked),
-                    Err(passed) => self.fail(Failure::Expired(passed)),
+                    Err(passed) => self.fail(LeaseFailure::Expired(passed)),
                 }
             }
             (Stage::Rename, Input::Done) => {
                 let (Some(authority), Some(draft)) = (&self.authority, &self.draft) else {
                     return Err(wrong());
                 };
-                self.renamed = Some(Published {
+                self.renamed = Some(PublishReport {
                     fencing_epoch: authority.epoch(),
                     bytes: draft.bytes().len(),
                     published_at: draft.composed_at(),
@@ -382,7 +382,7 @@ impl<E> Body<E> for Steps<'_, E> {
             (Stage::Sweep, Input::Done | Input::Failed(_)) => Stage::Releasing,
             (Stage::SyncDir, Input::Done) => Stage::Mark(PublishStep::DirectorySynced),
             (Stage::SyncDir, Input::Failed(e)) => {
-                self.failure = Some(Failure::NotDurable(e));
+                self.failure = Some(LeaseFailure::NotDurable(e));
                 Stage::Done
             }
             (Stage::RemoveTemp, Input::Done | Input::Failed(_)) => {
@@ -398,7 +398,7 @@ impl<E> Body<E> for Steps<'_, E> {
                 | Stage::SyncParents
                 | Stage::Rename,
                 Input::Failed(e),
-            ) => self.fail(Failure::Effect(e)),
+            ) => self.fail(LeaseFailure::Effect(e)),
             _ => return Err(wrong()),
         };
         Ok(())
@@ -436,7 +436,7 @@ enum Phase<'r, E> {
     /// The publication, in its lock envelope.
     Publishing(Box<Serialized<E, Steps<'r, E>>>),
     /// Ended.
-    Done(Result<Published, Unpublished<E>>),
+    Done(Result<PublishReport, Unpublished<E>>),
     /// Only while a step moves the machine from one phase to the next.
     Moving,
 }
@@ -475,7 +475,7 @@ impl<'r, E> Publish<'r, E> {
     fn ended(
         &self,
         inner: Serialized<E, Steps<'r, E>>,
-    ) -> Result<Result<Published, Unpublished<E>>, ProtocolError> {
+    ) -> Result<Result<PublishReport, Unpublished<E>>, ProtocolError> {
         let Serialized {
             body,
             not_started,
@@ -493,7 +493,7 @@ impl<'r, E> Publish<'r, E> {
 }
 
 impl<E> Machine<E> for Publish<'_, E> {
-    type Output = Result<Published, Unpublished<E>>;
+    type Output = Result<PublishReport, Unpublished<E>>;
 
     fn poll(&self) -> Option<Effect<'_, E>> {
         self.serial.stamp(match &self.phase {

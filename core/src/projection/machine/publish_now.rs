@@ -20,8 +20,8 @@
 //! released predecessor can never publish again, so after a lost one-shot commit nothing older
 //! can be published (shuttle found this: "published epoch went back").
 
-use super::acquire::{Acquired, Applicant, Gated, Grant};
-use super::outcome::{Failure, Published, Unpublished};
+use super::acquire::{AcquireReport, Applicant, Gated, Granting};
+use super::outcome::{LeaseFailure, PublishReport, Unpublished};
 use super::publish::{Publish, Steps};
 use super::serialized::{Body, End, Serialized};
 use super::{Answer, Effect, Machine, ProtocolError, Serial};
@@ -30,11 +30,11 @@ use crate::projection::lease::{Credential, HeldBy, Observed};
 
 /// What a one-shot publication that did not fail ended with.
 #[derive(Debug)]
-pub enum PublishedNow {
+pub enum PublishNowReport {
     /// Granted, published and released.
     Published {
         /// The publication.
-        published: Published,
+        published: PublishReport,
         /// The grant took over an expired one: it committed on its own, and the publication
         /// ran in a second envelope.
         takeover: bool,
@@ -46,15 +46,15 @@ pub enum PublishedNow {
 /// The one-shot's body: the publication's steps (drafting before the transaction), and the
 /// grant until it has been decided inside it.
 #[derive(Debug)]
-struct Stage<'r, E> {
+struct OneShotBody<'r, E> {
     /// `Some` until the grant moved on to publishing.
-    grant: Option<Box<Grant<E>>>,
+    grant: Option<Box<Granting<E>>>,
     steps: Box<Steps<'r, E>>,
     /// Inside the transaction.
     in_tx: bool,
 }
 
-impl<'r, E> Stage<'r, E> {
+impl<'r, E> OneShotBody<'r, E> {
     /// The body for `applicant` over the row the prelude saw.
     fn new(
         applicant: Applicant,
@@ -77,15 +77,15 @@ impl<'r, E> Stage<'r, E> {
         // The prelude's clock reading is the run's first (the publication refuses to rename
         // once any reading of the run is at or past the grant's expiry).
         steps.saw_clock(now);
-        Stage {
-            grant: Some(Box::new(Grant::new(applicant))),
+        OneShotBody {
+            grant: Some(Box::new(Granting::new(applicant))),
             steps: Box::new(steps),
             in_tx: false,
         }
     }
 }
 
-impl<E> Body<E> for Stage<'_, E> {
+impl<E> Body<E> for OneShotBody<'_, E> {
     fn poll_before(&self) -> Option<Effect<'_, E>> {
         self.steps.poll_before()
     }
@@ -149,12 +149,12 @@ impl<E> Body<E> for Stage<'_, E> {
 #[derive(Debug)]
 enum Phase<'r, E> {
     /// The prelude, then grant-publish-release in one envelope.
-    OneShot(Gated<E, Applicant, Stage<'r, E>>),
+    OneShot(Gated<E, Applicant, OneShotBody<'r, E>>),
     /// The grant committed on its own (it took over an expired one, or the document in place
     /// was ahead of the row): its publication, and whether the grant was a takeover.
     TakenOver(Box<Publish<'r, E>>, bool),
     /// Ended.
-    Done(Result<PublishedNow, Unpublished<E>>),
+    Done(Result<PublishNowReport, Unpublished<E>>),
     /// Only while a step moves the machine from one phase to the next.
     Moving,
 }
@@ -170,7 +170,7 @@ pub struct PublishNow<'r, E> {
 }
 
 /// A failure before any publication: nothing to release.
-fn refused<E>(failure: Failure<E>) -> Result<PublishedNow, Unpublished<E>> {
+fn refused<E>(failure: LeaseFailure<E>) -> Result<PublishNowReport, Unpublished<E>> {
     Err(Unpublished::Failed {
         failure,
         epoch: None,
@@ -192,12 +192,12 @@ impl<'r, E> PublishNow<'r, E> {
     /// The next phase once the one-shot's envelope (or its answer before it) has ended.
     fn ended(
         &self,
-        gated: Gated<E, Applicant, Stage<'r, E>>,
+        gated: Gated<E, Applicant, OneShotBody<'r, E>>,
     ) -> Result<Phase<'r, E>, ProtocolError> {
         let inner = match gated {
             Gated::Done(answer) => {
                 return Ok(Phase::Done(match answer {
-                    Ok(held) => Ok(PublishedNow::Held(held)),
+                    Ok(held) => Ok(PublishNowReport::Held(held)),
                     Err(failure) => refused(failure),
                 }))
             }
@@ -215,12 +215,12 @@ impl<'r, E> PublishNow<'r, E> {
             ..
         } = inner;
         if let Some(e) = not_started {
-            return Ok(Phase::Done(refused(Failure::Effect(e))));
+            return Ok(Phase::Done(refused(LeaseFailure::Effect(e))));
         }
         let Some(grant) = stage.grant else {
             let published = stage.steps.results(commit_failed)?;
             return Ok(Phase::Done(published.map(|published| {
-                PublishedNow::Published {
+                PublishNowReport::Published {
                     published,
                     takeover: false,
                 }
@@ -230,9 +230,9 @@ impl<'r, E> PublishNow<'r, E> {
         let takeover = grant.takeover;
         let latest = stage.steps.latest_clock();
         Ok(match (grant.into_result()?, commit_failed) {
-            (_, Some(e)) => Phase::Done(refused(Failure::Effect(e))),
+            (_, Some(e)) => Phase::Done(refused(LeaseFailure::Effect(e))),
             // A takeover committed on its own: publish with it in a second envelope.
-            (Ok(Acquired::Granted(plan)), None) => {
+            (Ok(AcquireReport::Granted(plan)), None) => {
                 let credential = Credential {
                     target_id: plan.target_id,
                     epoch: plan.epoch,
@@ -245,14 +245,14 @@ impl<'r, E> PublishNow<'r, E> {
                 let publish = Publish::new(credential, self.composition).continuing(serial, latest);
                 Phase::TakenOver(Box::new(publish), takeover)
             }
-            (Ok(Acquired::Held(held)), None) => Phase::Done(Ok(PublishedNow::Held(held))),
+            (Ok(AcquireReport::Held(held)), None) => Phase::Done(Ok(PublishNowReport::Held(held))),
             (Err(failure), None) => Phase::Done(refused(failure)),
         })
     }
 }
 
 impl<E> Machine<E> for PublishNow<'_, E> {
-    type Output = Result<PublishedNow, Unpublished<E>>;
+    type Output = Result<PublishNowReport, Unpublished<E>>;
 
     fn poll(&self) -> Option<Effect<'_, E>> {
         match &self.phase {
@@ -290,7 +290,7 @@ impl<E> PublishNow<'_, E> {
         let (next, result) = match std::mem::replace(&mut self.phase, Phase::Moving) {
             Phase::OneShot(mut gated) => {
                 match gated.handle(answer, |applicant, seen, now| {
-                    Stage::new(applicant, seen, composition, now)
+                    OneShotBody::new(applicant, seen, composition, now)
                 }) {
                     Ok(()) if gated.poll().is_none() => match self.ended(gated) {
                         Ok(next) => (next, Ok(())),
@@ -302,7 +302,7 @@ impl<E> PublishNow<'_, E> {
             Phase::TakenOver(mut publish, takeover) => match publish.handle(answer) {
                 Ok(()) if publish.poll().is_none() => match publish.output() {
                     Ok(published) => (
-                        Phase::Done(published.map(|published| PublishedNow::Published {
+                        Phase::Done(published.map(|published| PublishNowReport::Published {
                             published,
                             takeover,
                         })),

@@ -5,7 +5,7 @@
 //! ([`Release`], inside the lock envelope) and as the last steps of every publication
 //! ([`ReleaseSteps`]), so all of them are the same code.
 
-use super::outcome::Failure;
+use super::outcome::LeaseFailure;
 pub use super::outcome::ReleaseOutcome;
 use super::serialized::{Body, End, Serialized};
 use super::{Answer, Effect, Input, Machine, ProtocolError, Serial};
@@ -86,7 +86,7 @@ enum Stage<O, E> {
     ReadClock(LeaseRecord),
     /// The plan to write, and the answer once it changed the row.
     Write(ReleasePlan, O),
-    Done(Result<O, Failure<E>>),
+    Done(Result<O, LeaseFailure<E>>),
 }
 
 /// The release's steps, for a machine that already holds the locks.
@@ -118,7 +118,7 @@ impl<E, R: Releaser> ReleaseSteps<E, R> {
     }
 
     /// The result, once done.
-    pub(crate) fn into_result(self) -> Result<Result<R::Outcome, Failure<E>>, ProtocolError> {
+    pub(crate) fn into_result(self) -> Result<Result<R::Outcome, LeaseFailure<E>>, ProtocolError> {
         match self.stage {
             Stage::Done(result) => Ok(result),
             _ => Err(ProtocolError::Unfinished { machine: "release" }),
@@ -141,18 +141,18 @@ impl<E, R: Releaser> Body<E> for ReleaseSteps<E, R> {
         let stage = std::mem::replace(&mut self.stage, Stage::ReadLease);
         self.stage = match (stage, input) {
             (Stage::ReadLease, Input::Lease(Some(record))) => Stage::ReadClock(record),
-            (Stage::ReadLease, Input::Lease(None)) => Stage::Done(Err(Failure::NotAdmitted)),
+            (Stage::ReadLease, Input::Lease(None)) => Stage::Done(Err(LeaseFailure::NotAdmitted)),
             (Stage::ReadClock(record), Input::Clock(now)) => match observe(record, now) {
-                Err(inconsistent) => Stage::Done(Err(Failure::Inconsistent(inconsistent))),
+                Err(inconsistent) => Stage::Done(Err(LeaseFailure::Inconsistent(inconsistent))),
                 Ok(observed) => match self.releaser.decide(observed) {
                     Ok((plan, released)) => Stage::Write(plan, released),
                     Err(answer) => Stage::Done(Ok(answer)),
                 },
             },
             (Stage::Write(_, released), Input::Written(true)) => Stage::Done(Ok(released)),
-            (Stage::Write(..), Input::Written(false)) => Stage::Done(Err(Failure::RowChanged)),
+            (Stage::Write(..), Input::Written(false)) => Stage::Done(Err(LeaseFailure::RowChanged)),
             (Stage::ReadLease | Stage::ReadClock(_) | Stage::Write(..), Input::Failed(e)) => {
-                Stage::Done(Err(Failure::Effect(e)))
+                Stage::Done(Err(LeaseFailure::Effect(e)))
             }
             (stage, _) => {
                 self.stage = stage;
@@ -164,7 +164,7 @@ impl<E, R: Releaser> Body<E> for ReleaseSteps<E, R> {
 
     fn end(&self) -> Option<End> {
         match &self.stage {
-            Stage::Done(Err(Failure::Effect(_) | Failure::RowChanged)) => Some(End::Rollback),
+            Stage::Done(Err(LeaseFailure::Effect(_) | LeaseFailure::RowChanged)) => Some(End::Rollback),
             Stage::Done(_) => Some(End::Commit),
             _ => None,
         }
@@ -203,7 +203,7 @@ impl<E, R: Releaser> Release<E, R> {
 }
 
 impl<E, R: Releaser> Machine<E> for Release<E, R> {
-    type Output = Result<R::Outcome, Failure<E>>;
+    type Output = Result<R::Outcome, LeaseFailure<E>>;
 
     fn poll(&self) -> Option<Effect<'_, E>> {
         self.serial.stamp(self.inner.poll())
@@ -221,7 +221,7 @@ impl<E, R: Releaser> Machine<E> for Release<E, R> {
         }
         let inner = self.inner;
         if let Some(e) = inner.not_started.or(inner.commit_failed) {
-            return Ok(Err(Failure::Effect(e)));
+            return Ok(Err(LeaseFailure::Effect(e)));
         }
         inner.body.into_result()
     }

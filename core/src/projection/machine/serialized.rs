@@ -46,7 +46,7 @@ pub(crate) trait Body<E> {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
+enum Stage {
     Before,
     Begin,
     Body,
@@ -60,7 +60,7 @@ enum Phase {
 #[derive(Debug)]
 pub(crate) struct Serialized<E, B> {
     pub(crate) body: B,
-    phase: Phase,
+    phase: Stage,
     /// The target lock or the transaction could not be had: the transaction's body never ran.
     pub(crate) not_started: Option<E>,
     /// The commit failed (the transaction was then rolled back).
@@ -71,31 +71,31 @@ impl<E, B: Body<E>> Serialized<E, B> {
     pub(crate) fn new(body: B) -> Self {
         Serialized {
             body,
-            phase: Phase::Before,
+            phase: Stage::Before,
             not_started: None,
             commit_failed: None,
         }
     }
 
     pub(crate) fn is_done(&self) -> bool {
-        self.phase == Phase::Done
+        self.phase == Stage::Done
     }
 
     pub(crate) fn poll(&self) -> Option<Effect<'_, E>> {
         Some(match self.phase {
             // The body is ready for the transaction: the target lock is taken right before it.
-            Phase::Before => self.body.poll_before().unwrap_or_else(Effect::lock_target),
-            Phase::Begin => Effect::begin(),
-            Phase::Body => match self.body.end() {
+            Stage::Before => self.body.poll_before().unwrap_or_else(Effect::lock_target),
+            Stage::Begin => Effect::begin(),
+            Stage::Body => match self.body.end() {
                 None => return self.body.poll(),
                 Some(End::Commit) => Effect::commit(),
                 Some(End::Rollback) => Effect::rollback(),
             },
-            Phase::RollbackAfterFailedCommit => Effect::rollback(),
-            Phase::Unlock => Effect::unlock_target(),
+            Stage::RollbackAfterFailedCommit => Effect::rollback(),
+            Stage::Unlock => Effect::unlock_target(),
             // `After` is entered only while the body has an effect there.
-            Phase::After => return self.body.poll_after(),
-            Phase::Done => return None,
+            Stage::After => return self.body.poll_after(),
+            Stage::Done => return None,
         })
     }
 
@@ -109,18 +109,18 @@ impl<E, B: Body<E>> Serialized<E, B> {
             return Err(ProtocolError::wrong("lock envelope", answer.effect()));
         }
         self.phase = match self.phase {
-            Phase::Before if self.body.poll_before().is_some() => {
+            Stage::Before if self.body.poll_before().is_some() => {
                 self.body.handle(answer)?;
-                Phase::Before
+                Stage::Before
             }
             // `After` is entered only while the body has an effect there (`after`).
-            Phase::After => {
+            Stage::After => {
                 self.body.handle(answer)?;
                 self.after()
             }
-            Phase::Body if self.body.end().is_none() => {
+            Stage::Body if self.body.end().is_none() => {
                 self.body.handle(answer)?;
-                Phase::Body
+                Stage::Body
             }
             phase => {
                 let (_, input) = answer.into_parts();
@@ -131,55 +131,55 @@ impl<E, B: Body<E>> Serialized<E, B> {
     }
 
     /// The envelope's own effects (the locks and the transaction's edges), answered.
-    fn envelope(&mut self, phase: Phase, input: Input<E>) -> Phase {
+    fn envelope(&mut self, phase: Stage, input: Input<E>) -> Stage {
         let failed = match input {
             Input::Failed(e) => Some(e),
             _ => None,
         };
         match (phase, failed) {
             // The body polled nothing before the transaction: this answers the target lock.
-            (Phase::Before, None) => Phase::Begin,
-            (Phase::Before, Some(e)) => {
+            (Stage::Before, None) => Stage::Begin,
+            (Stage::Before, Some(e)) => {
                 self.not_started = Some(e);
                 self.body.begun(false);
                 self.after()
             }
-            (Phase::Begin, None) => {
+            (Stage::Begin, None) => {
                 self.body.begun(true);
-                Phase::Body
+                Stage::Body
             }
-            (Phase::Begin, Some(e)) => {
+            (Stage::Begin, Some(e)) => {
                 self.not_started = Some(e);
                 self.body.begun(false);
-                Phase::Unlock
+                Stage::Unlock
             }
-            (Phase::Body, failed) => match (self.body.end(), failed) {
+            (Stage::Body, failed) => match (self.body.end(), failed) {
                 (Some(End::Commit), Some(e)) => {
                     self.commit_failed = Some(e);
-                    Phase::RollbackAfterFailedCommit
+                    Stage::RollbackAfterFailedCommit
                 }
                 // A failed rollback is the executor's to report; the transaction ends either
                 // way.
                 _ => self.ended(),
             },
-            (Phase::RollbackAfterFailedCommit, _) => self.ended(),
-            (Phase::Unlock, _) => self.after(),
+            (Stage::RollbackAfterFailedCommit, _) => self.ended(),
+            (Stage::Unlock, _) => self.after(),
             // No effect is polled in these phases (`After` is handled by the body).
-            (Phase::After | Phase::Done, _) => phase,
+            (Stage::After | Stage::Done, _) => phase,
         }
     }
 
-    fn ended(&mut self) -> Phase {
+    fn ended(&mut self) -> Stage {
         self.body.ended();
-        Phase::Unlock
+        Stage::Unlock
     }
 
     /// The part after the transaction, or the end if the body has nothing (more) to do there.
-    fn after(&self) -> Phase {
+    fn after(&self) -> Stage {
         if self.body.poll_after().is_some() {
-            Phase::After
+            Stage::After
         } else {
-            Phase::Done
+            Stage::Done
         }
     }
 }

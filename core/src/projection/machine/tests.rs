@@ -3,16 +3,16 @@
 //! lease row; channel rows only inside a transaction, when a test plants them) and can make
 //! one named effect fail.
 
-use super::acquire::{Acquire, Acquired, Applicant};
-use super::outcome::{Failure, Published, Unpublished};
+use super::acquire::{Acquire, AcquireReport, Applicant};
+use super::outcome::{LeaseFailure, PublishReport, Unpublished};
 use super::publish::Publish;
-use super::publish_now::{PublishNow, PublishedNow};
+use super::publish_now::{PublishNow, PublishNowReport};
 use super::release::{EndOutcome, Release, ReleaseOutcome};
 use super::{drive, Answer, Effect, FileEffect, Machine, ProtocolError, StoreEffect};
 use crate::config::LeaseTtl;
 use crate::names::InstanceDigest;
 use crate::projection::channel::{ChannelName, ChannelRecord, ChannelRegistry};
-use crate::projection::lease::{Credential, Fenced, Grant, LeaseRecord, LeaseState, NothingHeld};
+use crate::projection::lease::{Credential, Fenced, RecordedGrant, LeaseRecord, LeaseState, NothingHeld};
 use crate::projection::target::TargetId;
 use crate::time::Millis;
 use crate::token::{HolderToken, TokenHash};
@@ -28,7 +28,7 @@ fn hash(n: u8) -> TokenHash {
 }
 
 fn row(epoch: u64, holder: u8, acquired_at: u64, released: bool) -> LeaseRecord {
-    let grant = Grant {
+    let grant = RecordedGrant {
         holder_token_hash: hash(holder),
         holder_instance_digest: InstanceDigest::parse("h").unwrap(),
         acquired_at: Millis(acquired_at),
@@ -237,11 +237,11 @@ impl Script {
 /// A publication's end as the tests read it: the publication's result, and why its release
 /// did not commit.
 type Ran = (
-    Result<Published, Failure<&'static str>>,
-    Option<Failure<&'static str>>,
+    Result<PublishReport, LeaseFailure<&'static str>>,
+    Option<LeaseFailure<&'static str>>,
 );
 
-fn ran(end: Result<Published, Unpublished<&'static str>>) -> Ran {
+fn ran(end: Result<PublishReport, Unpublished<&'static str>>) -> Ran {
     match end {
         Ok(published) => (Ok(published), None),
         Err(Unpublished::NotReleased { published, release }) => (Ok(published), Some(release)),
@@ -253,16 +253,16 @@ fn ran(end: Result<Published, Unpublished<&'static str>>) -> Ran {
 }
 
 /// A one-shot's end as the tests read it, once it was granted.
-fn ran_now(end: Result<PublishedNow, Unpublished<&'static str>>) -> Ran {
+fn ran_now(end: Result<PublishNowReport, Unpublished<&'static str>>) -> Ran {
     ran(end.map(|now| match now {
-        PublishedNow::Published { published, .. } => published,
-        PublishedNow::Held(held) => panic!("held: {held:?}"),
+        PublishNowReport::Published { published, .. } => published,
+        PublishNowReport::Held(held) => panic!("held: {held:?}"),
     }))
 }
 
 /// The release ran, committed, and released the grant.
 #[track_caller]
-fn assert_released(s: &Script, release: Option<Failure<&'static str>>, context: &str) {
+fn assert_released(s: &Script, release: Option<LeaseFailure<&'static str>>, context: &str) {
     assert!(release.is_none(), "{context}: {release:?}");
     assert!(
         matches!(
@@ -306,7 +306,7 @@ fn acquire_over_a_released_row_grants_the_next_epoch_under_both_locks() {
     let mut s = Script::new(Some(row(3, 1, 0, true)), &[10]);
     let mut m = Acquire::new(applicant(2));
     s.run(&mut m);
-    let Ok(Acquired::Granted(plan)) = m.output().unwrap() else {
+    let Ok(AcquireReport::Granted(plan)) = m.output().unwrap() else {
         panic!()
     };
     assert_eq!((plan.prior_epoch, plan.epoch), (3, 4));
@@ -320,7 +320,7 @@ fn acquire_answers_a_live_grant_and_an_absent_row_without_any_lock() {
     let mut s = Script::new(Some(row(1, 1, 0, false)), &[50]);
     let mut m = Acquire::<&str>::new(applicant(2));
     s.run(&mut m);
-    let Ok(Acquired::Held(held)) = m.output().unwrap() else {
+    let Ok(AcquireReport::Held(held)) = m.output().unwrap() else {
         panic!()
     };
     assert_eq!((held.fencing_epoch, held.retry_after_ms), (1, 50));
@@ -329,7 +329,7 @@ fn acquire_answers_a_live_grant_and_an_absent_row_without_any_lock() {
     let mut s = Script::new(None, &[50]);
     let mut m = Acquire::<&str>::new(applicant(2));
     s.run(&mut m);
-    assert!(matches!(m.output().unwrap(), Err(Failure::NotAdmitted)));
+    assert!(matches!(m.output().unwrap(), Err(LeaseFailure::NotAdmitted)));
     assert_eq!(s.log, ["read-committed-lease"]);
 }
 
@@ -341,7 +341,7 @@ fn acquire_refused_inside_the_locks_rolls_back() {
     s.inside = Some(row(2, 3, 199, false));
     let mut m = Acquire::<&str>::new(applicant(2));
     s.run(&mut m);
-    assert!(matches!(m.output().unwrap(), Ok(Acquired::Held(h)) if h.fencing_epoch == 2));
+    assert!(matches!(m.output().unwrap(), Ok(AcquireReport::Held(h)) if h.fencing_epoch == 2));
     assert_eq!(
         s.log,
         [
@@ -366,21 +366,21 @@ fn acquire_failures_end_the_envelope_in_order() {
     s.run(&mut m);
     assert!(matches!(
         m.output().unwrap(),
-        Err(Failure::Effect("lock-target"))
+        Err(LeaseFailure::Effect("lock-target"))
     ));
     assert_eq!(s.log, ["read-committed-lease", "read-clock", "lock-target"]);
     // The transaction cannot begin: the target lock is let go.
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("begin");
     let mut m = Acquire::new(applicant(2));
     s.run(&mut m);
-    assert!(matches!(m.output().unwrap(), Err(Failure::Effect("begin"))));
+    assert!(matches!(m.output().unwrap(), Err(LeaseFailure::Effect("begin"))));
     assert_eq!(&s.log[2..], ["lock-target", "begin", "unlock-target"]);
     // The grant's write finds no row: rolled back.
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
     s.writes_match = false;
     let mut m = Acquire::new(applicant(2));
     s.run(&mut m);
-    assert!(matches!(m.output().unwrap(), Err(Failure::RowChanged)));
+    assert!(matches!(m.output().unwrap(), Err(LeaseFailure::RowChanged)));
     assert_eq!(&s.log[7..], ["write-grant", "rollback", "unlock-target"]);
     // The commit fails: rolled back, the lock let go, no grant.
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("commit");
@@ -388,7 +388,7 @@ fn acquire_failures_end_the_envelope_in_order() {
     s.run(&mut m);
     assert!(matches!(
         m.output().unwrap(),
-        Err(Failure::Effect("commit"))
+        Err(LeaseFailure::Effect("commit"))
     ));
     assert_eq!(
         &s.log[7..],
@@ -431,7 +431,7 @@ const PUBLISHED: [&str; 28] = [
     "reached",
 ];
 
-fn publish_end(s: &mut Script, epoch: u64, n: u8) -> Result<Published, Unpublished<&'static str>> {
+fn publish_end(s: &mut Script, epoch: u64, n: u8) -> Result<PublishReport, Unpublished<&'static str>> {
     let registry = registry();
     let mut m = Publish::new(credential(epoch, n), &registry);
     s.run(&mut m);
@@ -468,7 +468,7 @@ fn a_fenced_publication_never_renames_removes_its_draft_and_does_not_release_a_s
     let (result, release) = publish(&mut s, 2, 1);
     assert!(matches!(
         result,
-        Err(Failure::Fenced(Fenced::Superseded { current_epoch: 3 }))
+        Err(LeaseFailure::Fenced(Fenced::Superseded { current_epoch: 3 }))
     ));
     // The release found the successor's grant, not the presenter's: nothing to report,
     // nothing written, the successor still holds.
@@ -489,7 +489,7 @@ fn a_fenced_publication_never_renames_removes_its_draft_and_does_not_release_a_s
     // Expired at revalidation: fenced too.
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[TTL]);
     let (result, _) = publish(&mut s, 2, 1);
-    assert!(matches!(result, Err(Failure::Fenced(Fenced::Expired))));
+    assert!(matches!(result, Err(LeaseFailure::Fenced(Fenced::Expired))));
     assert!(!s.log.contains(&"rename"));
     assert!(s.log.contains(&"remove-temp"));
 }
@@ -498,7 +498,7 @@ fn a_fenced_publication_never_renames_removes_its_draft_and_does_not_release_a_s
 fn a_publication_past_its_deadline_removes_its_temp_and_never_renames() {
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10, 20, TTL]);
     let (result, release) = publish(&mut s, 2, 1);
-    assert!(matches!(result, Err(Failure::Expired(_))));
+    assert!(matches!(result, Err(LeaseFailure::Expired(_))));
     assert_released(&s, release, "");
     assert!(!s.log.contains(&"rename"));
     let at = s.log.iter().position(|e| *e == "read-channels").unwrap() + 1;
@@ -524,7 +524,7 @@ fn a_failing_file_step_removes_the_temp_when_one_may_exist_and_always_releases()
         let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing(fails);
         let (result, release) = publish(&mut s, 2, 1);
         assert!(
-            matches!(result, Err(Failure::Effect(e)) if e == fails),
+            matches!(result, Err(LeaseFailure::Effect(e)) if e == fails),
             "{fails}"
         );
         assert_released(&s, release, fails);
@@ -552,13 +552,13 @@ fn a_failing_file_step_removes_the_temp_when_one_may_exist_and_always_releases()
     // The directory fsync fails after the rename: published, not durable, released.
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("sync-dir");
     let (result, release) = publish(&mut s, 2, 1);
-    assert!(matches!(result, Err(Failure::NotDurable("sync-dir"))));
+    assert!(matches!(result, Err(LeaseFailure::NotDurable("sync-dir"))));
     assert_released(&s, release, "");
     // A parent fsync fails: nothing is written.
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("sync-parents");
     s.dir_verified = false;
     let (result, _) = publish(&mut s, 2, 1);
-    assert!(matches!(result, Err(Failure::Effect("sync-parents"))));
+    assert!(matches!(result, Err(LeaseFailure::Effect("sync-parents"))));
     assert!(!s.log.contains(&"write-temp"));
 }
 
@@ -610,7 +610,7 @@ fn a_publication_that_cannot_start_or_commit_says_so() {
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("commit");
     let (result, release) = publish(&mut s, 2, 1);
     assert!(result.is_ok(), "the rename happened");
-    assert!(matches!(release, Some(Failure::Effect("commit"))));
+    assert!(matches!(release, Some(LeaseFailure::Effect("commit"))));
     assert_eq!(
         &s.log[s.log.len() - 6..],
         [
@@ -626,8 +626,8 @@ fn a_publication_that_cannot_start_or_commit_says_so() {
     // A row missing or broken at revalidation.
     let mut s = Script::new(None, &[10]);
     let (result, release) = publish(&mut s, 2, 1);
-    assert!(matches!(result, Err(Failure::NotAdmitted)));
-    assert!(matches!(release, Some(Failure::NotAdmitted)));
+    assert!(matches!(result, Err(LeaseFailure::NotAdmitted)));
+    assert!(matches!(release, Some(LeaseFailure::NotAdmitted)));
 }
 
 #[test]
@@ -725,7 +725,7 @@ fn one_shot_that_cannot_begin_removes_its_draft() {
     assert!(matches!(
         m.output().unwrap(),
         Err(Unpublished::Failed {
-            failure: Failure::Effect("begin"),
+            failure: LeaseFailure::Effect("begin"),
             epoch: None,
             release: None
         })
@@ -743,7 +743,7 @@ fn one_shot_refused_inside_its_locks_removes_its_draft() {
     s.inside = Some(row(2, 3, 5, false)); // granted to another after the snapshot
     let mut m = PublishNow::new(applicant(2), &registry);
     s.run(&mut m);
-    assert!(matches!(m.output().unwrap(), Ok(PublishedNow::Held(_))));
+    assert!(matches!(m.output().unwrap(), Ok(PublishNowReport::Held(_))));
     assert_eq!(
         &s.log[s.log.len() - 3..],
         ["rollback", "unlock-target", "remove-temp"]
@@ -759,7 +759,7 @@ fn one_shot_over_an_expired_grant_commits_the_takeover_alone_then_publishes_with
     s.run(&mut m);
     let end = m.output().unwrap();
     assert!(
-        matches!(&end, Ok(PublishedNow::Published { takeover: true, .. })),
+        matches!(&end, Ok(PublishNowReport::Published { takeover: true, .. })),
         "{end:?}"
     );
     let (result, release) = ran_now(end);
@@ -781,7 +781,7 @@ fn one_shot_over_an_expired_grant_commits_the_takeover_alone_then_publishes_with
     let mut s = Script::new(Some(row(1, 1, 0, false)), &[5]);
     let mut m = PublishNow::<&str>::new(applicant(2), &registry);
     s.run(&mut m);
-    assert!(matches!(m.output().unwrap(), Ok(PublishedNow::Held(_))));
+    assert!(matches!(m.output().unwrap(), Ok(PublishNowReport::Held(_))));
     assert_eq!(s.log, ["read-committed-lease", "read-clock"]);
 }
 
@@ -814,15 +814,15 @@ fn release_needs_the_epoch_and_the_token_and_rolls_back_a_failed_write() {
     assert!(!s.log.contains(&"write-release"));
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
     s.writes_match = false;
-    assert!(matches!(run(&mut s, 2, 1), Err(Failure::RowChanged)));
+    assert!(matches!(run(&mut s, 2, 1), Err(LeaseFailure::RowChanged)));
     assert_eq!(&s.log[4..], ["write-release", "rollback", "unlock-target"]);
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("lock-target");
     assert!(matches!(
         run(&mut s, 2, 1),
-        Err(Failure::Effect("lock-target"))
+        Err(LeaseFailure::Effect("lock-target"))
     ));
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("commit");
-    assert!(matches!(run(&mut s, 2, 1), Err(Failure::Effect("commit"))));
+    assert!(matches!(run(&mut s, 2, 1), Err(LeaseFailure::Effect("commit"))));
 }
 
 #[test]
@@ -894,10 +894,10 @@ fn an_operator_end_releases_exactly_the_live_grant_and_fences_its_holder() {
         assert!(!s.log.contains(&"write-release"), "{why:?}: {:?}", s.log);
     }
     let mut s = Script::new(None, &[10]);
-    assert!(matches!(run(&mut s), Err(Failure::NotAdmitted)));
+    assert!(matches!(run(&mut s), Err(LeaseFailure::NotAdmitted)));
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
     s.writes_match = false;
-    assert!(matches!(run(&mut s), Err(Failure::RowChanged)));
+    assert!(matches!(run(&mut s), Err(LeaseFailure::RowChanged)));
     assert_eq!(&s.log[4..], ["write-release", "rollback", "unlock-target"]);
 }
 
@@ -955,7 +955,7 @@ fn an_answer_the_machine_did_not_ask_for_is_refused_and_changes_nothing() {
     assert_eq!(m.poll().map(|e| e.name()), Some("lock-target"), "unchanged");
     // The machine still runs to its end.
     s.run(&mut m);
-    assert!(matches!(m.output(), Ok(Ok(Acquired::Granted(_)))));
+    assert!(matches!(m.output(), Ok(Ok(AcquireReport::Granted(_)))));
     // An ended machine takes no answer.
     let release = Release::<&str>::new(credential(1, 1));
     let Some(Effect::File(FileEffect::LockTarget(ask))) = release.poll() else {
@@ -965,7 +965,7 @@ fn an_answer_the_machine_did_not_ask_for_is_refused_and_changes_nothing() {
     let mut m = Acquire::<&str>::new(applicant(1));
     s.run(&mut m);
     assert!(m.handle(ask.answer(Ok(()))).is_err());
-    assert!(matches!(m.output(), Ok(Err(Failure::NotAdmitted))));
+    assert!(matches!(m.output(), Ok(Err(LeaseFailure::NotAdmitted))));
 }
 
 #[test]
@@ -1005,7 +1005,7 @@ fn an_answer_kept_from_another_effect_of_the_same_kind_is_refused() {
     assert!(m.handle(kept).is_err());
     assert_eq!(m.poll().map(|e| e.name()), Some("read-clock"), "unchanged");
     s.run(&mut m);
-    assert!(matches!(m.output(), Ok(Ok(Acquired::Granted(_)))));
+    assert!(matches!(m.output(), Ok(Ok(AcquireReport::Granted(_)))));
     // A failure made for another effect (a release's target lock, busy) is not taken for the
     // committed-row read's failure.
     let release = Release::<&str>::new(credential(1, 1));
@@ -1075,7 +1075,7 @@ fn a_draft_swept_before_the_transaction_is_written_again_inside_it_once() {
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]);
     s.fail_times = Some(("rename", 2));
     let (result, release) = publish(&mut s, 2, 1);
-    assert!(matches!(result, Err(Failure::Effect("rename"))));
+    assert!(matches!(result, Err(LeaseFailure::Effect("rename"))));
     assert_released(&s, release, "");
     assert_eq!(positions(&s.log, "write-temp").len(), 2, "{:?}", s.log);
     // A draft composed inside the transaction was never outside it: no second write.
@@ -1083,7 +1083,7 @@ fn a_draft_swept_before_the_transaction_is_written_again_inside_it_once() {
     s.channels_inside = vec![channel_row(7)];
     s.fail_times = Some(("rename", 2));
     let (result, _) = publish(&mut s, 2, 1);
-    assert!(matches!(result, Err(Failure::Effect("rename"))));
+    assert!(matches!(result, Err(LeaseFailure::Effect("rename"))));
     assert_eq!(positions(&s.log, "rename").len(), 1, "{:?}", s.log);
 }
 
@@ -1103,7 +1103,7 @@ fn a_grant_numbers_past_the_epoch_of_the_document_in_place() {
         s.current = current;
         let mut m = Acquire::new(applicant(2));
         s.run(&mut m);
-        let Ok(Acquired::Granted(plan)) = m.output().unwrap() else {
+        let Ok(AcquireReport::Granted(plan)) = m.output().unwrap() else {
             panic!()
         };
         assert_eq!((plan.prior_epoch, plan.epoch), (3, expected));
@@ -1120,7 +1120,7 @@ fn a_grant_numbers_past_the_epoch_of_the_document_in_place() {
     assert!(
         matches!(
             &end,
-            Ok(PublishedNow::Published {
+            Ok(PublishNowReport::Published {
                 takeover: false,
                 ..
             })
@@ -1160,7 +1160,7 @@ fn a_document_epoch_no_grant_can_have_produced_is_refused_and_moves_nothing() {
         s.current = Some(document(planted));
         let mut m = Acquire::new(applicant(2));
         s.run(&mut m);
-        let Ok(Err(Failure::ForeignEpoch(foreign))) = m.output() else {
+        let Ok(Err(LeaseFailure::ForeignEpoch(foreign))) = m.output() else {
             panic!("{:?}", s.log)
         };
         assert_eq!((foreign.document_epoch, foreign.row_epoch), (planted, 3));
@@ -1172,7 +1172,7 @@ fn a_document_epoch_no_grant_can_have_produced_is_refused_and_moves_nothing() {
         s.run(&mut m);
         let (result, _) = ran_now(m.output().unwrap());
         assert!(
-            matches!(result, Err(Failure::ForeignEpoch(_))),
+            matches!(result, Err(LeaseFailure::ForeignEpoch(_))),
             "{:?}",
             s.log
         );
@@ -1181,7 +1181,7 @@ fn a_document_epoch_no_grant_can_have_produced_is_refused_and_moves_nothing() {
         s.current = None;
         let mut m = Acquire::new(applicant(2));
         s.run(&mut m);
-        let Ok(Acquired::Granted(plan)) = m.output().unwrap() else {
+        let Ok(AcquireReport::Granted(plan)) = m.output().unwrap() else {
             panic!()
         };
         assert_eq!(plan.epoch, 4);
@@ -1211,7 +1211,7 @@ fn a_grant_renames_at_most_one_document_even_when_its_release_did_not_commit() {
         assert!(
             matches!(
                 failure,
-                Failure::Fenced(Fenced::DocumentAhead { document_epoch }) if document_epoch == in_place
+                LeaseFailure::Fenced(Fenced::DocumentAhead { document_epoch }) if document_epoch == in_place
             ),
             "{failure:?}"
         );
@@ -1240,7 +1240,7 @@ fn a_one_shot_whose_prelude_saw_past_the_grants_expiry_never_renames() {
     assert!(
         matches!(
             result,
-            Err(Failure::Expired(passed)) if passed.now == Millis(1000) && passed.expires_at == Millis(999)
+            Err(LeaseFailure::Expired(passed)) if passed.now == Millis(1000) && passed.expires_at == Millis(999)
         ),
         "{:?}",
         s.log
@@ -1275,7 +1275,7 @@ fn an_answer_to_an_earlier_ask_of_the_same_effect_is_refused() {
     ));
     assert_eq!(m.poll().map(|e| e.name()), Some("read-clock"), "unchanged");
     s.run(&mut m);
-    assert!(matches!(m.output(), Ok(Ok(Acquired::Granted(_)))));
+    assert!(matches!(m.output(), Ok(Ok(AcquireReport::Granted(_)))));
 }
 
 #[test]
@@ -1286,7 +1286,7 @@ fn a_holder_whose_draft_saw_its_expiry_never_renames_even_after_the_clock_steppe
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[TTL, 10, 10]);
     let (result, release) = publish(&mut s, 2, 1);
     assert!(
-        matches!(result, Err(Failure::Expired(d)) if d.expires_at == Millis(TTL)),
+        matches!(result, Err(LeaseFailure::Expired(d)) if d.expires_at == Millis(TTL)),
         "{result:?}"
     );
     assert_released(&s, release, "");
@@ -1391,8 +1391,8 @@ fn any_effect_of_a_publication_may_fail_and_its_end_says_what_happened() {
                 let mut m = PublishNow::new(applicant(2), &registry);
                 s.run(&mut m);
                 match m.output().expect("no protocol error") {
-                    Ok(PublishedNow::Published { published, .. }) => Ok(published),
-                    Ok(PublishedNow::Held(held)) => panic!("{name}: held {held:?}"),
+                    Ok(PublishNowReport::Published { published, .. }) => Ok(published),
+                    Ok(PublishNowReport::Held(held)) => panic!("{name}: held {held:?}"),
                     Err(unpublished) => Err(unpublished),
                 }
             } else {
@@ -1425,7 +1425,7 @@ fn any_effect_of_a_publication_may_fail_and_its_end_says_what_happened() {
             let renamed = match &end {
                 Ok(_) | Err(Unpublished::NotReleased { .. }) => true,
                 Err(Unpublished::Failed {
-                    failure: Failure::NotDurable(_),
+                    failure: LeaseFailure::NotDurable(_),
                     ..
                 }) => true,
                 Err(_) => false,
@@ -1441,7 +1441,7 @@ fn any_effect_of_a_publication_may_fail_and_its_end_says_what_happened() {
                     matches!(
                         &end,
                         Err(Unpublished::Failed {
-                            failure: Failure::NotDurable(_),
+                            failure: LeaseFailure::NotDurable(_),
                             ..
                         })
                     ),
