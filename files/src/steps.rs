@@ -263,10 +263,12 @@ impl<'a> FileSteps<'a> {
 
     fn sync_dir(&mut self) -> Result<()> {
         let dir = self.prepared("sync directory")?;
-        self.fs.sync_dir(&dir).map_err(|source| FileError::NotDurable {
-            path: dir.join(CURRENT_FILE),
-            source,
-        })
+        self.fs
+            .sync_dir(&dir)
+            .map_err(|source| FileError::NotDurable {
+                path: dir.join(CURRENT_FILE),
+                source,
+            })
     }
 
     /// The held runtime root, opened on first use.

@@ -7,7 +7,7 @@
 use solewriter_core::config::LeaseTtl;
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::channel::ChannelRegistry;
-use solewriter_core::projection::lease::{RecordedGrant, LeaseRecord, LeaseState};
+use solewriter_core::projection::lease::{LeaseRecord, LeaseState, RecordedGrant};
 use solewriter_core::projection::machine::acquire::{Acquire, AcquireReport, Applicant};
 use solewriter_core::projection::machine::outcome::LeaseFailure;
 use solewriter_core::projection::machine::{run, Effect, StoreEffect};

@@ -163,7 +163,9 @@ impl<S: Shim> World<S> {
             Err(LeaseFailure::EpochExhausted) => Err(ModelError::EpochExhausted),
             Err(LeaseFailure::ForeignEpoch(foreign)) => foreign_epoch(&foreign),
             Err(LeaseFailure::Effect(ModelFault::Busy)) => Err(ModelError::Busy),
-            Err(LeaseFailure::Effect(ModelFault::Injected(effect))) => Err(ModelError::Failed(effect)),
+            Err(LeaseFailure::Effect(ModelFault::Injected(effect))) => {
+                Err(ModelError::Failed(effect))
+            }
             Err(_) => Err(ModelError::NotAdmitted),
         }
     }

@@ -192,7 +192,9 @@ pub(crate) fn failure(target: &TargetId, failure: LeaseFailure<Error>) -> Error 
         LeaseFailure::Inconsistent(inconsistent) => Error::InconsistentLease(inconsistent),
         LeaseFailure::EpochExhausted => Error::EpochExhausted,
         LeaseFailure::ForeignEpoch(foreign) => Error::ForeignEpoch(foreign),
-        LeaseFailure::RowChanged => Error::CorruptRow("lease row changed under the write lock".into()),
+        LeaseFailure::RowChanged => {
+            Error::CorruptRow("lease row changed under the write lock".into())
+        }
         LeaseFailure::Fenced(reason) => Error::Fenced(reason),
         LeaseFailure::Document(e) => Error::Document(e),
         LeaseFailure::Expired(passed) => Error::LeaseExpired(passed),

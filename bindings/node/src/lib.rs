@@ -799,9 +799,9 @@ pub(crate) fn read_document(
     }
     let bytes = solewriter_files::runtime::read_current(root, &target)?;
     let malformed = |why: String| {
-        Failure::from(solewriter_files::FileError::Document(DocumentError::Malformed(
-            why,
-        )))
+        Failure::from(solewriter_files::FileError::Document(
+            DocumentError::Malformed(why),
+        ))
     };
     if solewriter_core::projection::memory_core::published_epoch(&bytes).is_none() {
         return Err(malformed(format!(

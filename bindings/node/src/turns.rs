@@ -29,7 +29,7 @@ use super::boundary::{answer, caught};
 use super::failure::{invalid, Failure, JsAnswer};
 use super::{
     file_steps, internal, not_started, publish_answer, publish_now_answer, release_steps, Config,
-    PublicationEnd, Execute, Host,
+    Execute, Host, PublicationEnd,
 };
 use napi::bindgen_prelude::AsyncTask;
 use napi::{Env, Task};

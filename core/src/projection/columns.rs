@@ -6,7 +6,7 @@
 
 use crate::names::InstanceDigest;
 use crate::projection::channel::{ChannelName, ChannelRecord, DegradedReason};
-use crate::projection::lease::{RecordedGrant, LeaseRecord, LeaseState};
+use crate::projection::lease::{LeaseRecord, LeaseState, RecordedGrant};
 use crate::projection::target::TargetId;
 use crate::projection::watermark::{Watermark, MAX_TEXT_WATERMARK_BYTES};
 use crate::time::Millis;

@@ -26,7 +26,7 @@ use super::refusal::{AdoptionRefused, ValueProblem};
 use super::values::StoredRow;
 use crate::names::{ChannelName, InstanceDigest};
 use crate::projection::channel::{ChannelRecord, ChannelRegistry, DegradedReason};
-use crate::projection::lease::{RecordedGrant, LeaseRecord, LeaseState};
+use crate::projection::lease::{LeaseRecord, LeaseState, RecordedGrant};
 use crate::projection::profile::Profile;
 use crate::projection::schema::TABLE_NAMES;
 use crate::projection::target::{TargetId, TargetTuple};

@@ -86,7 +86,9 @@ impl<E> Granting<E> {
     }
 
     /// What the grant's steps ended with.
-    pub(crate) fn into_result(self) -> Result<Result<AcquireReport, LeaseFailure<E>>, ProtocolError> {
+    pub(crate) fn into_result(
+        self,
+    ) -> Result<Result<AcquireReport, LeaseFailure<E>>, ProtocolError> {
         match self.stage {
             Stage::Done(result) => Ok(result),
             _ => Err(ProtocolError::Unfinished { machine: "grant" }),
@@ -117,7 +119,9 @@ impl<E> Granting<E> {
             Err(inconsistent) => Stage::Done(Err(LeaseFailure::Inconsistent(inconsistent))),
             Ok(Ok(plan)) => Stage::Write(plan),
             Ok(Err(AcquireRefused::Held(held))) => Stage::Done(Ok(AcquireReport::Held(held))),
-            Ok(Err(AcquireRefused::EpochExhausted)) => Stage::Done(Err(LeaseFailure::EpochExhausted)),
+            Ok(Err(AcquireRefused::EpochExhausted)) => {
+                Stage::Done(Err(LeaseFailure::EpochExhausted))
+            }
             Ok(Err(AcquireRefused::ForeignEpoch(foreign))) => {
                 Stage::Done(Err(LeaseFailure::ForeignEpoch(foreign)))
             }
@@ -151,7 +155,9 @@ impl<E> Body<E> for Granting<E> {
             (Stage::ReadClock(record, published_epoch), Input::Clock(now)) => {
                 self.decide(record, published_epoch, now)
             }
-            (Stage::Write(plan), Input::Written(true)) => Stage::Done(Ok(AcquireReport::Granted(plan))),
+            (Stage::Write(plan), Input::Written(true)) => {
+                Stage::Done(Ok(AcquireReport::Granted(plan)))
+            }
             (Stage::Write(_), Input::Written(false)) => Stage::Done(Err(LeaseFailure::RowChanged)),
             (
                 Stage::ReadLease | Stage::ReadCurrent(_) | Stage::ReadClock(..) | Stage::Write(_),
@@ -219,7 +225,9 @@ impl Prelude {
             (Prelude::Snapshot, Input::Lease(None)) => {
                 PreludeNext::Answered(Err(LeaseFailure::NotAdmitted))
             }
-            (Prelude::Snapshot, Input::Failed(e)) => PreludeNext::Answered(Err(LeaseFailure::Effect(e))),
+            (Prelude::Snapshot, Input::Failed(e)) => {
+                PreludeNext::Answered(Err(LeaseFailure::Effect(e)))
+            }
             (Prelude::SnapshotClock(record), Input::Clock(now)) => match observe(record, now) {
                 Ok(Observed::Held(live)) => PreludeNext::Answered(Ok(live.held_by())),
                 Ok(observed) => PreludeNext::Serialize(observed, now),

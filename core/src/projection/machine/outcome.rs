@@ -66,7 +66,10 @@ impl<E> LeaseFailure<E> {
     /// [`Classified::kind`] does: `effect` makes the executor's error for a failed effect,
     /// `not_durable` its error for a directory fsync that failed after the rename. A variant
     /// added to [`LeaseFailure`] fails to compile here until it is listed.
-    pub fn every(effect: impl FnOnce() -> E, not_durable: impl FnOnce() -> E) -> Vec<LeaseFailure<E>> {
+    pub fn every(
+        effect: impl FnOnce() -> E,
+        not_durable: impl FnOnce() -> E,
+    ) -> Vec<LeaseFailure<E>> {
         let target_id = TargetId::parse(&"a".repeat(64)).expect("a valid target id");
         let every = vec![
             LeaseFailure::NotAdmitted,

@@ -324,7 +324,9 @@ impl<E> Body<E> for Steps<'_, E> {
                     // is in place already (its release did not commit, or a copy of it
                     // published), so nothing is renamed.
                     Some(document_epoch) if document_epoch >= self.credential.epoch => {
-                        self.fail(LeaseFailure::Fenced(Fenced::DocumentAhead { document_epoch }))
+                        self.fail(LeaseFailure::Fenced(Fenced::DocumentAhead {
+                            document_epoch,
+                        }))
                     }
                     _ => Stage::ReadChannels,
                 }

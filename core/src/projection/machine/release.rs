@@ -164,7 +164,9 @@ impl<E, R: Releaser> Body<E> for ReleaseSteps<E, R> {
 
     fn end(&self) -> Option<End> {
         match &self.stage {
-            Stage::Done(Err(LeaseFailure::Effect(_) | LeaseFailure::RowChanged)) => Some(End::Rollback),
+            Stage::Done(Err(LeaseFailure::Effect(_) | LeaseFailure::RowChanged)) => {
+                Some(End::Rollback)
+            }
             Stage::Done(_) => Some(End::Commit),
             _ => None,
         }

@@ -12,7 +12,9 @@ use super::{drive, Answer, Effect, FileEffect, Machine, ProtocolError, StoreEffe
 use crate::config::LeaseTtl;
 use crate::names::InstanceDigest;
 use crate::projection::channel::{ChannelName, ChannelRecord, ChannelRegistry};
-use crate::projection::lease::{Credential, Fenced, RecordedGrant, LeaseRecord, LeaseState, NothingHeld};
+use crate::projection::lease::{
+    Credential, Fenced, LeaseRecord, LeaseState, NothingHeld, RecordedGrant,
+};
 use crate::projection::target::TargetId;
 use crate::time::Millis;
 use crate::token::{HolderToken, TokenHash};
@@ -329,7 +331,10 @@ fn acquire_answers_a_live_grant_and_an_absent_row_without_any_lock() {
     let mut s = Script::new(None, &[50]);
     let mut m = Acquire::<&str>::new(applicant(2));
     s.run(&mut m);
-    assert!(matches!(m.output().unwrap(), Err(LeaseFailure::NotAdmitted)));
+    assert!(matches!(
+        m.output().unwrap(),
+        Err(LeaseFailure::NotAdmitted)
+    ));
     assert_eq!(s.log, ["read-committed-lease"]);
 }
 
@@ -373,7 +378,10 @@ fn acquire_failures_end_the_envelope_in_order() {
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]).failing("begin");
     let mut m = Acquire::new(applicant(2));
     s.run(&mut m);
-    assert!(matches!(m.output().unwrap(), Err(LeaseFailure::Effect("begin"))));
+    assert!(matches!(
+        m.output().unwrap(),
+        Err(LeaseFailure::Effect("begin"))
+    ));
     assert_eq!(&s.log[2..], ["lock-target", "begin", "unlock-target"]);
     // The grant's write finds no row: rolled back.
     let mut s = Script::new(Some(row(1, 1, 0, true)), &[10]);
@@ -431,7 +439,11 @@ const PUBLISHED: [&str; 28] = [
     "reached",
 ];
 
-fn publish_end(s: &mut Script, epoch: u64, n: u8) -> Result<PublishReport, Unpublished<&'static str>> {
+fn publish_end(
+    s: &mut Script,
+    epoch: u64,
+    n: u8,
+) -> Result<PublishReport, Unpublished<&'static str>> {
     let registry = registry();
     let mut m = Publish::new(credential(epoch, n), &registry);
     s.run(&mut m);
@@ -468,7 +480,9 @@ fn a_fenced_publication_never_renames_removes_its_draft_and_does_not_release_a_s
     let (result, release) = publish(&mut s, 2, 1);
     assert!(matches!(
         result,
-        Err(LeaseFailure::Fenced(Fenced::Superseded { current_epoch: 3 }))
+        Err(LeaseFailure::Fenced(Fenced::Superseded {
+            current_epoch: 3
+        }))
     ));
     // The release found the successor's grant, not the presenter's: nothing to report,
     // nothing written, the successor still holds.
@@ -822,7 +836,10 @@ fn release_needs_the_epoch_and_the_token_and_rolls_back_a_failed_write() {
         Err(LeaseFailure::Effect("lock-target"))
     ));
     let mut s = Script::new(Some(row(2, 1, 0, false)), &[10]).failing("commit");
-    assert!(matches!(run(&mut s, 2, 1), Err(LeaseFailure::Effect("commit"))));
+    assert!(matches!(
+        run(&mut s, 2, 1),
+        Err(LeaseFailure::Effect("commit"))
+    ));
 }
 
 #[test]
