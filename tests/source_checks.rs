@@ -11,7 +11,11 @@
 //! - the facade (`src/`) re-exports named items, never a glob, and no name in its surface (its
 //!   modules, the prelude, the root) stands for two items ([`FACADE_CLASHES`] aside);
 //! - no two public types of one name are declared across the workspace's crates
-//!   ([`NAMED_CRATES`]): one name, one meaning.
+//!   ([`NAMED_CRATES`]): one name, one meaning;
+//! - no code outside `core` decides who must act on an error (writes a variant of
+//!   `ErrorKind`) but the `kind()` of each executor's own error type and the CLI's exit-code
+//!   table, listed with their counts: the kind of a machine's outcome is decided in the core,
+//!   beside the outcome, and an executor only wraps its own error around it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -667,5 +671,112 @@ fn the_name_check_sees_two_types_of_one_name() {
     assert_eq!(
         public_type_clashes(&files),
         ["`Grant` is declared in a.rs, b.rs"]
+    );
+}
+
+/// The variants of `solewriter_core::ErrorKind` (no other `ErrorKind` of the workspace's
+/// dependencies, `std::io`'s or clap's, has a variant of these names).
+const KINDS: [&str; 5] = [
+    "Input",
+    "Contention",
+    "LostAuthority",
+    "Environment",
+    "PartialSuccess",
+];
+
+/// The places outside `core` that write a kind, each with how many times it does: the kind
+/// of an executor's own error type (its own failures, and what the core's outcomes become
+/// there — which the executors' tests hold to the core's kind) and the CLI's exit-code table,
+/// which reads kinds. A new place, or a new kind written in one of these, fails the check:
+/// decide it in the core, beside the outcome, or list it here with its reason. (The Node
+/// addon's codes table declares each code's kind without the `ErrorKind::` prefix, in
+/// `bindings/node/src/failure.rs`: its own codes, held to the core's kinds by its tests.)
+const KIND_WRITERS: [(&str, usize); 7] = [
+    // The file effects' error (`FileError`): busy, not durable, the file system.
+    ("files/src/error.rs", 3),
+    // The project lock's error (`LockError`).
+    ("files/src/project_lock/mod.rs", 3),
+    // The ledger's error (`LedgerError`).
+    ("files/src/ledger/mod.rs", 5),
+    // The store's error (`solewriter::Error`): SQLite, the store's rows, the adapter's own.
+    ("adapters/src/error.rs", 4),
+    // The write guard's error (`GuardError`).
+    ("adapters/src/subtree/write_guard.rs", 3),
+    // The model's own fault (`ModelFault`).
+    ("models/src/executor.rs", 3),
+    // The CLI's exit codes, one table keyed by the kind (`class_of_kind`).
+    ("cli/src/error.rs", 4),
+];
+
+/// How many times `text` (its code before its test module) writes a variant of `ErrorKind`,
+/// and whether it brings the variants into scope unprefixed (`ErrorKind::*`, `ErrorKind::{`).
+fn kinds_written(text: &str) -> (usize, bool) {
+    let production = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let code = code(production);
+    let written = code
+        .match_indices("ErrorKind::")
+        .filter(|(at, _)| {
+            let rest = &code[at + "ErrorKind::".len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            KINDS.contains(&name.as_str())
+        })
+        .count();
+    let unprefixed = code.contains("ErrorKind::*") || code.contains("ErrorKind::{");
+    (written, unprefixed)
+}
+
+#[test]
+fn no_code_outside_core_decides_a_kind_but_the_listed_places() {
+    let mut found = Vec::new();
+    for krate in NAMED_CRATES.iter().filter(|krate| **krate != "core/src") {
+        let mut files = Vec::new();
+        rust_files(&root().join(krate), &mut files);
+        for path in files {
+            let (written, unprefixed) = kinds_written(&std::fs::read_to_string(&path).unwrap());
+            let name = path
+                .strip_prefix(root())
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            assert!(
+                !unprefixed,
+                "{name}: brings the kinds into scope unprefixed"
+            );
+            if written > 0 {
+                found.push((name, written));
+            }
+        }
+    }
+    found.sort();
+    let mut listed: Vec<(String, usize)> = KIND_WRITERS
+        .iter()
+        .map(|(name, n)| ((*name).to_owned(), *n))
+        .collect();
+    listed.sort();
+    assert_eq!(
+        found, listed,
+        "the places outside core that write an ErrorKind (file, count) are not the listed ones: \
+         decide an outcome's kind in core, beside the outcome"
+    );
+}
+
+#[test]
+fn the_kind_check_sees_a_kind_decided() {
+    let planted = "match failure {\n    Failure::RowChanged => ErrorKind::Environment,\n    \
+                   // ErrorKind::Input in a comment\n    _ => e.kind(),\n}";
+    assert_eq!(kinds_written(planted), (1, false));
+    assert_eq!(kinds_written("use solewriter::ErrorKind::*;"), (0, true));
+    assert_eq!(
+        kinds_written("Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}"),
+        (0, false)
+    );
+    assert_eq!(
+        kinds_written(
+            "fn f() {}\n#[cfg(test)]\nmod tests { const K: ErrorKind = ErrorKind::Input; }"
+        ),
+        (0, false)
     );
 }

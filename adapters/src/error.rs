@@ -166,12 +166,20 @@ impl Error {
     /// Who must act on this error. A [`Error::ReleaseFailed`] is of its cause's kind.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::NotAdmitted(_) | Error::Rejected(_) | Error::Profile(_) => ErrorKind::Input,
-            Error::Busy { .. } | Error::WatchTimedOut { .. } => ErrorKind::Contention,
-            Error::Fenced(_) | Error::LeaseExpired(_) => ErrorKind::LostAuthority,
-            Error::PublishedNotReleased { .. } => ErrorKind::PartialSuccess,
+            // What the core's outcomes carry is of the kind the core gives it.
+            Error::Fenced(fenced) => fenced.kind(),
+            Error::LeaseExpired(passed) => passed.kind(),
+            Error::InconsistentLease(inconsistent) => inconsistent.kind(),
+            Error::ForeignEpoch(foreign) => foreign.kind(),
+            Error::Document(document) => document.kind(),
             Error::File(file) => file.kind(),
             Error::ReleaseFailed { cause, .. } => cause.kind(),
+            // The adapter's own errors (some of them also what a core outcome becomes here:
+            // `NotAdmitted`, `EpochExhausted`, `CorruptRow`; `lease::tests` checks each such
+            // outcome keeps the core's kind).
+            Error::NotAdmitted(_) | Error::Rejected(_) | Error::Profile(_) => ErrorKind::Input,
+            Error::Busy { .. } | Error::WatchTimedOut { .. } => ErrorKind::Contention,
+            Error::PublishedNotReleased { .. } => ErrorKind::PartialSuccess,
             Error::StoreMissing { .. }
             | Error::ForeignSchema { .. }
             | Error::SchemaVersion { .. }
@@ -179,19 +187,24 @@ impl Error {
             | Error::Unreadable { .. }
             | Error::Sqlite(_)
             | Error::CorruptRow(_)
-            | Error::InconsistentLease(_)
             | Error::AdoptionRefused(_)
             | Error::EpochExhausted
-            | Error::ForeignEpoch(_)
             | Error::Random(_)
-            | Error::Protocol(_)
-            | Error::Document(_) => ErrorKind::Environment,
+            | Error::Protocol(_) => ErrorKind::Environment,
         }
     }
 
     /// Whether the same call may succeed if made again later, unchanged: only contention.
     pub fn is_retryable(&self) -> bool {
         self.kind().is_retryable()
+    }
+}
+
+/// The adapter's error is what a core outcome carries when one of its effects failed: the
+/// outcome takes its kind from here.
+impl solewriter_core::error_kind::Classified for Error {
+    fn kind(&self) -> ErrorKind {
+        Error::kind(self)
     }
 }
 

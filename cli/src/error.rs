@@ -2,10 +2,15 @@
 //! of its [`Class`] — what a script must tell apart, designed once here and printed by
 //! `--help` ([`exit_code_table`]) and docs/cli.md.
 //!
-//! Library errors are classed by who must act ([`solewriter::ErrorKind`]): input refused,
-//! contention (retry), lost authority, partial success; the environment is split into the
-//! store, a missing or corrupt published document, and the other file-system failures.
+//! Library errors are classed by who must act ([`solewriter::ErrorKind`]), in one table
+//! ([`class_of_kind`]): input refused, contention (retry), lost authority, partial success;
+//! the environment is split into the store, a missing or corrupt published document, and the
+//! other file-system failures. The few errors a script tells apart from their kind's class (a
+//! refused lock clear, a ledger snapshot past its bound, ...) are listed beside their product
+//! ([`classify_lock`], [`classify_ledger`]); no other module classes an error.
 
+use solewriter::ledger::{LedgerError, SnapshotState};
+use solewriter::project_lock::LockError;
 use solewriter::{Error as LibError, ErrorKind, FileError};
 use std::fmt;
 
@@ -180,26 +185,65 @@ impl fmt::Display for CliError {
     }
 }
 
-/// The class of a library error: its kind, the environment split by what a script does next.
-pub fn classify(error: &LibError) -> Class {
-    match error.kind() {
-        ErrorKind::Input => Class::Rejected,
-        ErrorKind::Contention => Class::Retry,
-        ErrorKind::LostAuthority => Class::LostAuthority,
-        ErrorKind::PartialSuccess => Class::Partial,
+/// The exit-code table of the library's errors, keyed by who must act: the class of each
+/// kind, `None` for the environment's, which is split by what a script does next (each
+/// product's `classify` below). A product's error that a script tells apart from its kind's
+/// class is listed there, beside its product.
+pub fn class_of_kind(kind: ErrorKind) -> Option<Class> {
+    match kind {
+        ErrorKind::Input => Some(Class::Rejected),
+        ErrorKind::Contention => Some(Class::Retry),
+        ErrorKind::LostAuthority => Some(Class::LostAuthority),
+        ErrorKind::PartialSuccess => Some(Class::Partial),
         // `ErrorKind` is non-exhaustive: a kind added later is an environment failure until
         // it is classed here.
-        _ => match error {
-            LibError::ReleaseFailed { cause, .. } => classify(cause),
-            LibError::Protocol(_) => Class::Invariant,
-            LibError::File(FileError::NotPublished { .. }) => Class::NotPublished,
-            LibError::Document(_) | LibError::File(FileError::Document(_)) => {
-                Class::CorruptDocument
-            }
-            // A document in the runtime directory that no grant of this store produced.
-            LibError::File(_) | LibError::Random(_) | LibError::ForeignEpoch(_) => Class::Io,
-            _ => Class::Store,
-        },
+        _ => None,
+    }
+}
+
+/// The class of a library error: its kind's ([`class_of_kind`]), the environment split by
+/// what a script does next.
+pub fn classify(error: &LibError) -> Class {
+    class_of_kind(error.kind()).unwrap_or_else(|| match error {
+        LibError::ReleaseFailed { cause, .. } => classify(cause),
+        LibError::Protocol(_) => Class::Invariant,
+        LibError::File(FileError::NotPublished { .. }) => Class::NotPublished,
+        LibError::Document(_) | LibError::File(FileError::Document(_)) => Class::CorruptDocument,
+        // A document in the runtime directory that no grant of this store produced.
+        LibError::File(_) | LibError::Random(_) | LibError::ForeignEpoch(_) => Class::Io,
+        _ => Class::Store,
+    })
+}
+
+/// The class of a project lock error: a refused clear is a class of its own, a lock found
+/// lost is the file system's (as the lock commands meet it: a record removed or replaced
+/// under them), a bug of the lock's executor is a broken invariant; otherwise its kind's
+/// ([`class_of_kind`]), the environment's the file system's.
+pub fn classify_lock(error: &LockError) -> Class {
+    match error {
+        LockError::ClearRefused { .. } => Class::Refused,
+        LockError::Lost { .. } => Class::Io,
+        LockError::Protocol(_) => Class::Invariant,
+        other => class_of_kind(other.kind()).unwrap_or(Class::Io),
+    }
+}
+
+/// The class of a ledger error (the table in `ledger_error` says why each): a lock error is
+/// classed as the lock commands class it; a lock lost after the snapshot was replaced is
+/// partial success, a snapshot past its bound the caller's input to fix (ask less), a nested
+/// demand a broken invariant, a fact contradicted or not of its kind a corrupt document;
+/// otherwise its kind's ([`class_of_kind`]), the environment's the file system's.
+pub fn classify_ledger(error: &LedgerError) -> Class {
+    match error {
+        LedgerError::Lock(lock) => classify_lock(lock),
+        LedgerError::LockLost {
+            snapshot: SnapshotState::Replaced,
+            ..
+        } => Class::Partial,
+        LedgerError::SnapshotTooLarge(_) => Class::Rejected,
+        LedgerError::NestedInterpretation { .. } => Class::Invariant,
+        LedgerError::Conflict(_) | LedgerError::Consumer(_) => Class::CorruptDocument,
+        other => class_of_kind(other.kind()).unwrap_or(Class::Io),
     }
 }
 
@@ -227,5 +271,92 @@ mod tests {
         });
         assert_eq!(classify(&io), Class::Io);
         assert_eq!(classify(&LibError::Random("no entropy".into())), Class::Io);
+    }
+
+    /// The project lock's and the ledger's errors keep their exit codes: their kind's class,
+    /// but for the ones a script tells apart.
+    #[test]
+    fn lock_and_ledger_errors_keep_their_codes() {
+        use solewriter::project_lock::ClearRefused;
+        let io = || std::io::Error::other("disk gone");
+        let busy = || LockError::Busy {
+            lock: "project.lock".into(),
+            owner: None,
+        };
+        let lost = || LockError::Lost {
+            lock: "project.lock".into(),
+            reason: "the record is gone".into(),
+        };
+        let locks = [
+            (busy(), 6),
+            (lost(), 7),
+            (
+                LockError::ClearRefused {
+                    lock: "project.lock".into(),
+                    refused: Box::new(ClearRefused::Held(None)),
+                },
+                14,
+            ),
+            (
+                LockError::NoDirectory {
+                    dir: "project".into(),
+                },
+                7,
+            ),
+            (LockError::Random("no entropy".into()), 7),
+        ];
+        for (error, code) in locks {
+            assert_eq!(classify_lock(&error).exit_code(), code, "{error}");
+        }
+        let ledgers = [
+            (LedgerError::Lock(busy()), 6),
+            (
+                LedgerError::LockLost {
+                    snapshot: SnapshotState::Untouched,
+                    source: lost(),
+                },
+                9,
+            ),
+            (
+                LedgerError::LockLost {
+                    snapshot: SnapshotState::Replaced,
+                    source: lost(),
+                },
+                13,
+            ),
+            (
+                LedgerError::Release {
+                    snapshot: SnapshotState::Untouched,
+                    source: lost(),
+                },
+                7,
+            ),
+            (
+                LedgerError::Release {
+                    snapshot: SnapshotState::Replaced,
+                    source: lost(),
+                },
+                13,
+            ),
+            (LedgerError::Consumer("not a fact".into()), 11),
+            (
+                LedgerError::Io {
+                    step: "rename",
+                    path: "ledger".into(),
+                    source: io(),
+                },
+                7,
+            ),
+            (
+                LedgerError::NotDurable {
+                    path: "ledger".into(),
+                    source: io(),
+                },
+                13,
+            ),
+        ];
+        for (error, code) in ledgers {
+            assert_eq!(classify_ledger(&error).exit_code(), code, "{error}");
+        }
     }
 }

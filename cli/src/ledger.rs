@@ -17,17 +17,16 @@
 //!
 //! Each `--rev` (default `HEAD`) is resolved to a commit id before the transaction
 //! (`GitSource::resolve`: refs move, so a resolved name is not a fact). Every
-//! [`LedgerError`] is classed in [`ledger_error`].
+//! [`LedgerError`] is classed in [`crate::error::classify_ledger`].
 
-use crate::error::{Class, CliError, CliResult};
+use crate::error::{classify_ledger, Class, CliError, CliResult};
 use crate::lock::{lock_error, owner_json, report};
 use crate::say;
 use crate::time::rfc3339;
 use serde_json::json;
 use solewriter::ledger::history::{history, HistoryEntry, HistoryQuery};
 use solewriter::ledger::{
-    snapshot_status, GitSource, Ledger, LedgerError, Oid, Persisted, SnapshotState, SnapshotStatus,
-    LEDGER_FILE,
+    snapshot_status, GitSource, Ledger, LedgerError, Oid, Persisted, SnapshotStatus, LEDGER_FILE,
 };
 use solewriter::project_lock::OwnerIdentity;
 use solewriter::{Millis, ProjectLock, SystemProbe, Wait};
@@ -101,8 +100,8 @@ fn one_line(text: &str) -> String {
         .join(" / ")
 }
 
-/// The CLI's error for a failed ledger transaction (`verb` is `build` or `read`). Every
-/// variant is classed deliberately:
+/// The CLI's error for a failed ledger transaction (`verb` is `build` or `read`), of the class
+/// [`classify_ledger`] gives it. Every variant is classed deliberately:
 ///
 /// | variant | class (exit) | why |
 /// |---|---|---|
@@ -119,7 +118,7 @@ fn one_line(text: &str) -> String {
 /// | `Consumer` | corrupt document (11) | a stored fact is not of its kind |
 /// | `Io` | io (7) | a file-system step failed; the snapshot is the previous one |
 /// | `NotDurable` | partial (13) | replaced, but the directory fsync failed |
-/// | a variant added later | io (7) | until it is classed here |
+/// | a variant added later | its kind's class; io (7) for the environment | until it is classed there |
 pub fn ledger_error(verb: &str, error: LedgerError) -> CliError {
     let error = match error {
         LedgerError::Lock(lock) => {
@@ -134,35 +133,7 @@ pub fn ledger_error(verb: &str, error: LedgerError) -> CliError {
         }
         other => other,
     };
-    let class = match &error {
-        LedgerError::LockLost {
-            snapshot: SnapshotState::Untouched,
-            ..
-        } => Class::LostAuthority,
-        LedgerError::LockLost {
-            snapshot: SnapshotState::Replaced,
-            ..
-        } => Class::Partial,
-        LedgerError::Release {
-            snapshot: SnapshotState::Replaced,
-            ..
-        } => Class::Partial,
-        LedgerError::Release {
-            snapshot: SnapshotState::Untouched,
-            ..
-        } => Class::Io,
-        LedgerError::SnapshotTooLarge(_) => Class::Rejected,
-        LedgerError::NestedInterpretation { .. } => Class::Invariant,
-        LedgerError::Source(_) => Class::Io,
-        LedgerError::InterpretationMoved { .. } => Class::Retry,
-        LedgerError::Conflict(_) => Class::CorruptDocument,
-        LedgerError::Consumer(_) => Class::CorruptDocument,
-        LedgerError::Io { .. } => Class::Io,
-        LedgerError::NotDurable { .. } => Class::Partial,
-        // `Lock` was classed above. `LedgerError` is non-exhaustive: a variant added later is
-        // the environment's until it is classed here.
-        _ => Class::Io,
-    };
+    let class = classify_ledger(&error);
     CliError::new(
         class,
         format!("ledger {verb}: {}", one_line(&error.to_string())),

@@ -10,7 +10,7 @@
 //!
 //! The hidden `lock-holder DIR` holds a project lock for the demo ([`hold`]).
 
-use super::error::{Class, CliError, CliResult};
+use super::error::{classify_lock, Class, CliError, CliResult};
 use crate::holder;
 use crate::say;
 use serde_json::json;
@@ -49,19 +49,19 @@ pub fn owner_json(owner: &OwnerIdentity) -> serde_json::Value {
     })
 }
 
-/// The CLI's error for a project lock failure: a refused clear is its own class, a busy claim
-/// is retry-later, everything else is the file system's.
+/// The CLI's error for a project lock failure, of the class [`classify_lock`] gives it (a
+/// refused clear is its own class, a busy claim is retry-later, everything else is the file
+/// system's); the message says what was left untouched where the error does not.
 pub fn lock_error(error: LockError) -> CliError {
-    match error {
-        LockError::ClearRefused { .. } => CliError::new(Class::Refused, error.to_string()),
-        LockError::Busy { .. } => CliError::new(Class::Retry, error.to_string()),
-        LockError::Protocol(_) => CliError::new(Class::Invariant, error.to_string()),
-        LockError::Malformed { .. } => CliError::new(
-            Class::Io,
-            format!("{error}; the lock file was left untouched"),
-        ),
-        other => CliError::new(Class::Io, format!("{other}; nothing was changed")),
-    }
+    let class = classify_lock(&error);
+    let message = match &error {
+        LockError::ClearRefused { .. } | LockError::Busy { .. } | LockError::Protocol(_) => {
+            error.to_string()
+        }
+        LockError::Malformed { .. } => format!("{error}; the lock file was left untouched"),
+        other => format!("{other}; nothing was changed"),
+    };
+    CliError::new(class, message)
 }
 
 /// What `lock status` says about one project lock: its JSON object and its text lines.

@@ -2,6 +2,12 @@
 //! (`kind()` on the projection store's error, the file effects', the project lock's, the
 //! ledger's and the write guard's), so a host handles "retry", "acquire again" and "an operator
 //! must look" the same way whichever product failed.
+//!
+//! A machine's outcome answers its kind beside its own definition (a lease operation's
+//! `Failure`, a publication's `Unpublished`, the project lock's attempt end): the core decides
+//! it once, and an executor only wraps its own error type around it. An executor's own error
+//! (a store's, a file's, a model's fault) answers through [`Classified`], which is how an
+//! outcome that carries one (an effect that failed) takes that error's kind.
 
 /// Who must act on an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +34,13 @@ impl ErrorKind {
     pub fn is_retryable(self) -> bool {
         self == ErrorKind::Contention
     }
+}
+
+/// An error that answers who must act on it: implemented by the machines' outcomes and by each
+/// executor's own error type (which an outcome carries when an effect failed).
+pub trait Classified {
+    /// Who must act on this error.
+    fn kind(&self) -> ErrorKind;
 }
 
 #[cfg(test)]

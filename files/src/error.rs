@@ -83,10 +83,10 @@ impl FileError {
         match self {
             FileError::Busy { .. } => ErrorKind::Contention,
             FileError::NotDurable { .. } => ErrorKind::PartialSuccess,
+            FileError::Document(document) => document.kind(),
             FileError::Io { .. }
             | FileError::UnsafeRuntimeDir { .. }
             | FileError::NotRegularFile { .. }
-            | FileError::Document(_)
             | FileError::NotPublished { .. }
             | FileError::Read { .. } => ErrorKind::Environment,
         }

@@ -14,6 +14,7 @@ use crate::ghost::Renamer;
 use crate::shim::Shim;
 use crate::state::StoreState;
 use crate::world::World;
+use solewriter_core::error_kind::{Classified, ErrorKind};
 use solewriter_core::projection::lease::{Credential, LeaseRecord, LeaseState};
 use solewriter_core::projection::machine::{
     drive, Answer, Effect, FileEffect, LeaseInput, LeaseProtocol, Machine, StoreEffect,
@@ -34,6 +35,19 @@ pub enum ModelFault {
     /// An injected fault ([`Fault`]) made this effect fail: an I/O error, no space, a failed
     /// fsync or commit.
     Injected(&'static str),
+}
+
+/// The model's own error, as a core outcome that carries it takes its kind: a trap's guard that
+/// refused stands where the real executor's fence would (lost authority), a lock its holder
+/// kept frozen is contention, an injected fault is the environment's.
+impl Classified for ModelFault {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            ModelFault::Refused => ErrorKind::LostAuthority,
+            ModelFault::Busy => ErrorKind::Contention,
+            ModelFault::Injected(_) => ErrorKind::Environment,
+        }
+    }
 }
 
 /// A fault injected into one run of a machine: its `at`-th store or file effect (counted from

@@ -6,6 +6,7 @@
 use crate::executor::{Executor, Fault, Kind, ModelFault, Stop};
 use crate::shim::Shim;
 use crate::world::{ModelError, World};
+use solewriter_core::error_kind::{Classified, ErrorKind};
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::lease::{Credential, DeadlinePassed, Fenced, HeldBy, LeaseRecord};
 use solewriter_core::projection::machine::acquire::{Acquire, AcquireReport, Applicant};
@@ -88,6 +89,29 @@ pub enum PublishOutcome {
     Busy,
     /// An injected fault made an effect fail (named), before any rename.
     Failed(&'static str),
+    /// A failure the model's checks do not tell apart — a row that breaks the invariants or
+    /// changed under the write lock, the epoch exhausted, a document not composed, a rename not
+    /// made durable —, of the kind the core gives it.
+    Other(ErrorKind),
+}
+
+impl PublishOutcome {
+    /// Who must act on this outcome, as the core classifies the failure it stands for (`None`:
+    /// published, held by a live grant, or crashed).
+    pub fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            PublishOutcome::Published { .. }
+            | PublishOutcome::Held(_)
+            | PublishOutcome::Crashed(_) => None,
+            PublishOutcome::Fenced(fenced) => Some(fenced.kind()),
+            PublishOutcome::Expired(passed) => Some(passed.kind()),
+            PublishOutcome::NotAdmitted => Some(LeaseFailure::<ModelFault>::NotAdmitted.kind()),
+            PublishOutcome::Refused => Some(ModelFault::Refused.kind()),
+            PublishOutcome::Busy => Some(ModelFault::Busy.kind()),
+            PublishOutcome::Failed(effect) => Some(ModelFault::Injected(effect).kind()),
+            PublishOutcome::Other(kind) => Some(*kind),
+        }
+    }
 }
 
 impl From<ReleaseOutcome> for ReleaseKind {
@@ -414,16 +438,28 @@ fn publish_end(
         Err(Unpublished::NotStarted { error, .. }) => LeaseFailure::Effect(error),
         Err(Unpublished::Failed { failure, .. }) => failure,
     };
+    if let LeaseFailure::ForeignEpoch(foreign) = &failure {
+        foreign_epoch(foreign)
+    }
+    unpublished(failure)
+}
+
+/// The model's outcome of a lease operation's failure: the one mapping of the core's
+/// [`LeaseFailure`], keeping its kind ([`PublishOutcome::kind`]).
+pub fn unpublished(failure: LeaseFailure<ModelFault>) -> PublishOutcome {
     match failure {
         LeaseFailure::Fenced(fenced) => PublishOutcome::Fenced(fenced),
         LeaseFailure::Expired(passed) => PublishOutcome::Expired(passed),
-        LeaseFailure::NotAdmitted | LeaseFailure::Inconsistent(_) => PublishOutcome::NotAdmitted,
+        LeaseFailure::NotAdmitted => PublishOutcome::NotAdmitted,
         LeaseFailure::Effect(ModelFault::Busy) => PublishOutcome::Busy,
         LeaseFailure::Effect(ModelFault::Refused) => PublishOutcome::Refused,
         LeaseFailure::Effect(ModelFault::Injected(effect)) => PublishOutcome::Failed(effect),
-        LeaseFailure::ForeignEpoch(foreign) => foreign_epoch(&foreign),
-        LeaseFailure::EpochExhausted | LeaseFailure::RowChanged => PublishOutcome::NotAdmitted,
-        LeaseFailure::Document(_) | LeaseFailure::NotDurable(_) => PublishOutcome::Refused,
+        other @ (LeaseFailure::Inconsistent(_)
+        | LeaseFailure::EpochExhausted
+        | LeaseFailure::ForeignEpoch(_)
+        | LeaseFailure::RowChanged
+        | LeaseFailure::Document(_)
+        | LeaseFailure::NotDurable(_)) => PublishOutcome::Other(other.kind()),
     }
 }
 
@@ -433,4 +469,22 @@ fn foreign_epoch<T>(foreign: &solewriter_core::projection::lease::ForeignEpoch) 
     crate::ghost::violation(format!(
         "a grant refused a document its own store published as foreign: {foreign}"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every failure of a lease operation becomes a model outcome of the kind the core gives
+    /// it (`NotDurable`'s error: the model's injected fault of the directory fsync).
+    #[test]
+    fn every_failure_keeps_the_core_kind() {
+        let every = LeaseFailure::every(|| ModelFault::Busy, || ModelFault::Injected("syncDir"));
+        for failure in every {
+            let kind = failure.kind();
+            let shape = format!("{failure:?}");
+            let outcome = unpublished(failure);
+            assert_eq!(outcome.kind(), Some(kind), "{shape} became {outcome:?}");
+        }
+    }
 }

@@ -297,3 +297,35 @@ impl ProjectionStore {
         Ok(outcome)
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use solewriter_core::error_kind::Classified;
+
+    /// The adapter's error for a failed effect in the samples: the store busy.
+    pub(crate) fn busy() -> Error {
+        Error::Busy { timeout_ms: 5 }
+    }
+
+    /// The adapter's error for a directory fsync that failed after the rename.
+    pub(crate) fn not_durable() -> Error {
+        Error::File(crate::error::FileError::NotDurable {
+            path: std::path::PathBuf::new(),
+            source: std::io::Error::other("fsync"),
+        })
+    }
+
+    /// Every failure of a lease operation becomes an adapter error of the kind the core gives
+    /// it.
+    #[test]
+    fn every_failure_keeps_the_core_kind() {
+        let target = TargetId::parse(&"a".repeat(64)).expect("valid");
+        for each in LeaseFailure::every(busy, not_durable) {
+            let kind = each.kind();
+            let shape = format!("{each:?}");
+            let error = failure(&target, each);
+            assert_eq!(error.kind(), kind, "{shape} became {error}");
+        }
+    }
+}

@@ -158,30 +158,43 @@ fn answer(
     end: std::result::Result<outcome::PublishReport, Unpublished<Error>>,
 ) -> Result<Published> {
     let path = renamed.unwrap_or_else(|| store.options.runtime_root.current_path(target));
-    let release_reason = |release| {
-        let e = failure(target, release);
-        tracing::error!(target_id = %target, ?epoch, error = %e, "conditional release did not commit; the lease expires on its own");
-        e.to_string()
-    };
-    let (failed, not_released) = match end {
+    match end {
         Ok(published) => {
             tracing::info!(target_id = %target, epoch = published.fencing_epoch, bytes = published.bytes, "published");
-            return Ok(Published {
+            Ok(Published {
                 target_id: target.clone(),
                 fencing_epoch: published.fencing_epoch,
                 path,
                 bytes: published.bytes,
                 published_at: published.published_at,
-            });
+            })
         }
-        Err(Unpublished::NotReleased { release, .. }) => {
+        Err(unpublished) => Err(unpublished_error(target, epoch, path, unpublished)),
+    }
+}
+
+/// The adapter error of a publication that did not end published and released (`path`: its
+/// `current.json`), logged.
+fn unpublished_error(
+    target: &TargetId,
+    epoch: Option<u64>,
+    path: PathBuf,
+    unpublished: Unpublished<Error>,
+) -> Error {
+    let release_reason = |release| {
+        let e = failure(target, release);
+        tracing::error!(target_id = %target, ?epoch, error = %e, "conditional release did not commit; the lease expires on its own");
+        e.to_string()
+    };
+    let (failed, not_released) = match unpublished {
+        Unpublished::NotReleased { release, .. } => {
             let reason = release_reason(release);
-            return Err(Error::PublishedNotReleased { path, reason });
+            return Error::PublishedNotReleased { path, reason };
         }
-        Err(Unpublished::NotStarted { error, .. }) => return Err(error),
-        Err(Unpublished::Failed {
+        Unpublished::NotStarted { error, .. } => return error,
+        Unpublished::Failed {
             failure, release, ..
-        }) => (failure, release),
+        } => (failure, release),
     };
     if let outcome::LeaseFailure::NotDurable(e) = &failed {
         tracing::error!(target_id = %target, ?epoch, error = %e, "published but directory fsync failed");
@@ -193,11 +206,31 @@ fn answer(
         }
         error => tracing::warn!(target_id = %target, ?epoch, %error, "publication aborted"),
     }
-    Err(match not_released.map(release_reason) {
+    match not_released.map(release_reason) {
         None => error,
         Some(reason) => Error::ReleaseFailed {
             cause: Box::new(error),
             reason,
         },
-    })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::projection::lease::tests::{busy, not_durable};
+    use solewriter_core::error_kind::Classified;
+
+    /// Every publication that did not end published and released becomes an adapter error of
+    /// the kind the core gives it.
+    #[test]
+    fn every_unpublished_publication_keeps_the_core_kind() {
+        let target = TargetId::parse(&"a".repeat(64)).expect("valid");
+        for unpublished in Unpublished::every(busy, not_durable) {
+            let kind = unpublished.kind();
+            let shape = format!("{unpublished:?}");
+            let error = unpublished_error(&target, Some(1), PathBuf::new(), unpublished);
+            assert_eq!(error.kind(), kind, "{shape} became {error}");
+        }
+    }
 }

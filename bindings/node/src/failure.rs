@@ -1,5 +1,6 @@
 //! The addon's errors as the host sees them: every error code of the package, named once here
-//! ([`Code`], listed to JS by `errorCodes()`), a [`Failure`] carrying one of them, and an
+//! with the [`ErrorKind`] of its failures ([`Code`], listed to JS by `errorCodes()`), a
+//! [`Failure`] carrying one of them, and an
 //! [`JsAnswer`], what every entry point returns: its value as a JS value, or its failure thrown
 //! as a JS `Error` whose `code` is the failure's code and whose other own properties are the
 //! failure's fields (a fencing `reason`, a lock's `owner`, ...). No JSON text crosses the
@@ -9,11 +10,12 @@ use napi::bindgen_prelude::{Function, FunctionRef, JsObjectValue, Object, ToNapi
 use napi::{sys, Env, JsValue, Status};
 use napi_derive::napi;
 use serde_json::Value;
+use solewriter_core::error_kind::{Classified, ErrorKind};
 use solewriter_core::projection::columns::CorruptRow;
 
-/// Declares [`Code`] and its JS names from one list.
+/// Declares [`Code`], its JS names and its kinds from one list.
 macro_rules! codes {
-    ($($(#[$doc:meta])* $variant:ident = $name:literal,)*) => {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal => $kind:ident,)*) => {
         /// Every `code` an error of the package carries (`docs/node.md` says what each means).
         #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         pub enum Code {
@@ -30,114 +32,122 @@ macro_rules! codes {
                     $(Code::$variant => $name,)*
                 }
             }
+
+            /// Who must act on a failure of this code: the kind every failure made with it
+            /// ([`Failure::new`]) has. A failure that wraps an outcome of the core, or an error
+            /// of the files' products (a file effect's, the project lock's, the ledger's),
+            /// takes its kind from it instead ([`Failure::of_kind`]); for the core's lease
+            /// outcomes the tests hold that kind to this one, but for `RELEASE_FAILED`, of its
+            /// cause's kind.
+            pub fn kind(self) -> ErrorKind {
+                match self {
+                    $(Code::$variant => ErrorKind::$kind,)*
+                }
+            }
         }
     };
 }
 
 codes! {
-    // The caller's input.
+    // The lease, the store and the files (each code's kind after `=>`).
     /// The configuration is wrong (the message names the field).
-    InvalidConfig = "INVALID_CONFIG",
+    InvalidConfig = "INVALID_CONFIG" => Input,
     /// An argument is wrong.
-    InvalidInput = "INVALID_INPUT",
+    InvalidInput = "INVALID_INPUT" => Input,
     /// A `Grant` object already used by a publication or a release (thrown by the JS layer).
-    GrantSpent = "GRANT_SPENT",
+    GrantSpent = "GRANT_SPENT" => Input,
     /// The target is not admitted.
-    NotAdmitted = "NOT_ADMITTED",
+    NotAdmitted = "NOT_ADMITTED" => Input,
     /// A submission was refused (`rejection` names why).
-    Rejected = "REJECTED",
+    Rejected = "REJECTED" => Input,
     /// A document could not be composed or read.
-    Document = "DOCUMENT",
-    // Contention worth retrying.
+    Document = "DOCUMENT" => Environment,
     /// A lock or the store was busy.
-    Busy = "BUSY",
+    Busy = "BUSY" => Contention,
     /// The host's connection is inside a transaction of its own.
-    InTransaction = "IN_TRANSACTION",
-    // Lost authority.
+    InTransaction = "IN_TRANSACTION" => Contention,
     /// The grant no longer holds the lease (`reason`).
-    Fenced = "FENCED",
+    Fenced = "FENCED" => LostAuthority,
     /// The lease expired before the rename.
-    LeaseExpired = "LEASE_EXPIRED",
+    LeaseExpired = "LEASE_EXPIRED" => LostAuthority,
     /// The fencing epoch cannot be raised further.
-    EpochExhausted = "EPOCH_EXHAUSTED",
+    EpochExhausted = "EPOCH_EXHAUSTED" => Environment,
     /// A held project lock is no longer this holder's.
-    LockLost = "LOCK_LOST",
-    // The store, the files or the environment.
+    LockLost = "LOCK_LOST" => LostAuthority,
     /// The tables are not this build's.
-    ForeignSchema = "FOREIGN_SCHEMA",
+    ForeignSchema = "FOREIGN_SCHEMA" => Environment,
     /// The Memory Core's tables were not adopted.
-    AdoptionRefused = "ADOPTION_REFUSED",
+    AdoptionRefused = "ADOPTION_REFUSED" => Environment,
     /// A stored row breaks solewriter's invariants.
-    CorruptRow = "CORRUPT_ROW",
+    CorruptRow = "CORRUPT_ROW" => Environment,
     /// A lease row is inconsistent.
-    InconsistentLease = "INCONSISTENT_LEASE",
+    InconsistentLease = "INCONSISTENT_LEASE" => Environment,
     /// The document in place carries an epoch no grant of this store can have produced.
-    ForeignEpoch = "FOREIGN_EPOCH",
+    ForeignEpoch = "FOREIGN_EPOCH" => Environment,
     /// Any other SQLite error (`sqliteCode`), raised by the JS layer.
-    Sqlite = "SQLITE",
+    Sqlite = "SQLITE" => Environment,
     /// A callback of the host failed.
-    Host = "HOST",
+    Host = "HOST" => Environment,
     /// A file-system step failed.
-    Io = "IO",
+    Io = "IO" => Environment,
     /// The runtime directory is not a plain directory.
-    UnsafeRuntimeDir = "UNSAFE_RUNTIME_DIR",
+    UnsafeRuntimeDir = "UNSAFE_RUNTIME_DIR" => Environment,
     /// A FIFO, device or socket is where a document is read.
-    NotRegularFile = "NOT_REGULAR_FILE",
+    NotRegularFile = "NOT_REGULAR_FILE" => Environment,
     /// Nothing was published for the target yet.
-    NotPublished = "NOT_PUBLISHED",
+    NotPublished = "NOT_PUBLISHED" => Environment,
     /// Reading a published document failed.
-    Read = "READ",
+    Read = "READ" => Environment,
     /// The OS random source failed.
-    Random = "RANDOM",
+    Random = "RANDOM" => Environment,
     /// No addon could be loaded (thrown by the JS loader, before this addon exists).
-    AddonMissing = "ADDON_MISSING",
-    // Partial success.
+    AddonMissing = "ADDON_MISSING" => Environment,
     /// `current.json` was replaced, its directory fsync failed.
-    NotDurable = "NOT_DURABLE",
+    NotDurable = "NOT_DURABLE" => PartialSuccess,
     /// `current.json` was replaced, the release did not commit.
-    PublishedNotReleased = "PUBLISHED_NOT_RELEASED",
+    PublishedNotReleased = "PUBLISHED_NOT_RELEASED" => PartialSuccess,
     /// The work failed and its release did not commit either.
-    ReleaseFailed = "RELEASE_FAILED",
+    ReleaseFailed = "RELEASE_FAILED" => PartialSuccess,
     // The project lock.
     /// The file system refuses kernel locks.
-    KernelLockUnavailable = "KERNEL_LOCK_UNAVAILABLE",
+    KernelLockUnavailable = "KERNEL_LOCK_UNAVAILABLE" => Environment,
     /// A clear was refused (`refused` names why).
-    ClearRefused = "CLEAR_REFUSED",
+    ClearRefused = "CLEAR_REFUSED" => Input,
     /// The project directory does not exist.
-    NoDirectory = "NO_DIRECTORY",
+    NoDirectory = "NO_DIRECTORY" => Environment,
     /// The lock's owner cannot be judged from here.
-    UnknownOwner = "UNKNOWN_OWNER",
+    UnknownOwner = "UNKNOWN_OWNER" => Environment,
     /// The lock record cannot be read as one.
-    MalformedLock = "MALFORMED_LOCK",
+    MalformedLock = "MALFORMED_LOCK" => Environment,
     /// A dead owner's recovery was abandoned.
-    RecoveryAbandoned = "RECOVERY_ABANDONED",
+    RecoveryAbandoned = "RECOVERY_ABANDONED" => Environment,
     /// This process's own identity could not be read.
-    OwnIdentity = "OWN_IDENTITY",
+    OwnIdentity = "OWN_IDENTITY" => Environment,
     /// The lock directory is unsafe.
-    UnsafeLockDir = "UNSAFE_LOCK_DIR",
+    UnsafeLockDir = "UNSAFE_LOCK_DIR" => Environment,
     /// A project lock error of a kind this build has no name for.
-    Lock = "LOCK",
+    Lock = "LOCK" => Environment,
     // The write guard.
     /// A bridge frame or agent envelope is malformed.
-    MalformedFrame = "MALFORMED_FRAME",
+    MalformedFrame = "MALFORMED_FRAME" => Input,
     /// The guard's authority cannot be reached.
-    AuthorityUnavailable = "AUTHORITY_UNAVAILABLE",
+    AuthorityUnavailable = "AUTHORITY_UNAVAILABLE" => Input,
     // The ledger.
     /// The fact source (`git`) failed.
-    Source = "SOURCE",
+    Source = "SOURCE" => Environment,
     /// The interpretation moved during a build.
-    InterpretationMoved = "INTERPRETATION_MOVED",
+    InterpretationMoved = "INTERPRETATION_MOVED" => Contention,
     /// Two facts conflict.
-    FactConflict = "FACT_CONFLICT",
+    FactConflict = "FACT_CONFLICT" => Environment,
     /// The snapshot is too large.
-    SnapshotTooLarge = "SNAPSHOT_TOO_LARGE",
+    SnapshotTooLarge = "SNAPSHOT_TOO_LARGE" => Environment,
     /// The consumer of a build failed.
-    Consumer = "CONSUMER",
+    Consumer = "CONSUMER" => Input,
     /// A ledger error of a kind this build has no name for.
-    Ledger = "LEDGER",
+    Ledger = "LEDGER" => Environment,
     // A bug of solewriter's.
     /// A bug of solewriter's, caught at the native boundary instead of aborting the host.
-    Internal = "INTERNAL",
+    Internal = "INTERNAL" => Environment,
 }
 
 /// Every error code of the package, in the manual's order: the one list the JS layer and the
@@ -179,6 +189,9 @@ pub fn mark_own_errors(env: Env, mark: Function<Handle, Unknown<'static>>) -> na
 #[derive(Debug)]
 pub(crate) struct Failure {
     pub(crate) code: Code,
+    /// Who must act on it (not seen by JS): its code's, or the kind of the outcome or error
+    /// it wraps.
+    pub(crate) kind: ErrorKind,
     pub(crate) message: String,
     /// More fields for the JS error (a fencing reason), or null.
     pub(crate) detail: Value,
@@ -188,9 +201,16 @@ impl Failure {
     pub(crate) fn new(code: Code, message: impl std::fmt::Display) -> Self {
         Failure {
             code,
+            kind: code.kind(),
             message: message.to_string(),
             detail: Value::Null,
         }
+    }
+
+    /// This failure of `kind`: the kind of the core's outcome, or of the error of the files'
+    /// products, it wraps.
+    pub(crate) fn of_kind(self, kind: ErrorKind) -> Self {
+        Failure { kind, ..self }
     }
 
     /// This failure with the fields of `detail` (an object) added to its JS error.
@@ -231,6 +251,14 @@ impl Failure {
     }
 }
 
+/// The addon's error is what a core outcome carries when one of its effects failed: the
+/// outcome takes its kind from here.
+impl Classified for Failure {
+    fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+}
+
 impl From<solewriter_files::FileError> for Failure {
     fn from(e: solewriter_files::FileError) -> Self {
         use solewriter_files::FileError as F;
@@ -244,7 +272,8 @@ impl From<solewriter_files::FileError> for Failure {
             F::NotPublished { .. } => Code::NotPublished,
             F::Read { .. } => Code::Read,
         };
-        Failure::new(code, e)
+        let kind = e.kind();
+        Failure::new(code, e).of_kind(kind)
     }
 }
 

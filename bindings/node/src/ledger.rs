@@ -67,7 +67,8 @@ fn ledger_failure(error: LedgerError) -> Failure {
         }
         _ => (Code::Ledger, Value::Null),
     };
-    Failure::new(code, &error).with(detail)
+    let kind = error.kind();
+    Failure::new(code, &error).with(detail).of_kind(kind)
 }
 
 fn persisted_json(persisted: &Persisted) -> Value {

@@ -17,6 +17,7 @@
 use napi::bindgen_prelude::{Buffer, Either, Function, Uint8Array};
 use napi_derive::napi;
 use serde_json::{json, Value};
+use solewriter_core::error_kind::Classified;
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::columns::{ChannelColumns, LeaseColumns, WatermarkColumn};
 use solewriter_core::projection::lease::{Credential, Fenced, HeldBy, LeaseRecord};
@@ -493,10 +494,11 @@ fn held_json(held: &HeldBy) -> Value {
 }
 
 /// The one mapping of the core's failure of a lease operation (acquisition, publication and
-/// release alike) to the binding's coded failure.
+/// release alike) to the binding's coded failure, of the kind the core gives the outcome.
 fn failure(target: &TargetId, failure: outcome::LeaseFailure<Failure>) -> Failure {
     use outcome::LeaseFailure as F;
-    match failure {
+    let kind = failure.kind();
+    let failure = match failure {
         F::NotAdmitted => not_admitted(target),
         F::Inconsistent(e) => Failure::new(Code::InconsistentLease, e),
         F::EpochExhausted => Failure::new(
@@ -526,7 +528,8 @@ fn failure(target: &TargetId, failure: outcome::LeaseFailure<Failure>) -> Failur
             format!("{passed}; current.json was not touched"),
         ),
         F::Effect(e) | F::NotDurable(e) => e,
-    }
+    };
+    failure.of_kind(kind)
 }
 
 fn not_admitted(target: &TargetId) -> Failure {
@@ -573,30 +576,40 @@ fn publish_answer(
     target: &TargetId,
     end: Result<PublishReport, Unpublished<Failure>>,
 ) -> PublicationEnd {
-    let release_message = |release| failure(target, release).message;
-    PublicationEnd::Answer(match end {
-        Ok(p) => Ok(json!({"published": {
+    match end {
+        Ok(p) => PublicationEnd::Answer(Ok(json!({"published": {
             "targetId": target.as_str(),
             "epoch": p.fencing_epoch,
             "bytes": p.bytes,
             "publishedAt": p.published_at.0,
             "path": config.root.current_path(target),
-        }})),
-        Err(Unpublished::NotReleased { release, .. }) => Err(Failure::new(
+        }}))),
+        Err(unpublished) => unpublished_answer(target, unpublished),
+    }
+}
+
+/// [`publish_answer`] of a publication that did not end published and released: its failure
+/// keeps the kind the core gives it.
+fn unpublished_answer(target: &TargetId, unpublished: Unpublished<Failure>) -> PublicationEnd {
+    let release_message = |release| failure(target, release).message;
+    let kind = unpublished.kind();
+    PublicationEnd::Answer(Err(match unpublished {
+        Unpublished::NotReleased { release, .. } => Failure::new(
             Code::PublishedNotReleased,
             format!("current.json was replaced, but the lease release did not commit ({}); the lease expires on its own", release_message(release)),
-        )),
-        Err(Unpublished::NotStarted {
+        )
+        .of_kind(kind),
+        Unpublished::NotStarted {
             error, credential, ..
-        }) if releases_unused(&error) => return PublicationEnd::ReleaseUnused(error, credential),
-        Err(Unpublished::NotStarted { error, .. }) => Err(unused(error)),
-        Err(Unpublished::Failed {
+        } if releases_unused(&error) => return PublicationEnd::ReleaseUnused(error, credential),
+        Unpublished::NotStarted { error, .. } => unused(error),
+        Unpublished::Failed {
             failure: failed,
             epoch,
             release,
-        }) => {
+        } => {
             let failed = with_epoch(failure(target, failed), epoch);
-            Err(match release {
+            match release {
                 None => failed,
                 Some(release) => Failure::new(
                     Code::ReleaseFailed,
@@ -604,10 +617,11 @@ fn publish_answer(
                         "{} ({}); the conditional release did not commit ({}), so the lease stays held until it expires",
                         failed.message, failed.code, release_message(release)
                     ),
-                ),
-            })
+                )
+                .of_kind(kind),
+            }
         }
-    })
+    }))
 }
 
 /// `failure` of a publication whose grant was of `epoch` (when it had one), with the field
@@ -842,4 +856,62 @@ pub fn schema_statements() -> JsAnswer {
             .collect();
         Ok(json!({"current": current, "earlier": [both(Shape::V1), both(Shape::Unmarked)]}))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The addon's failure of an effect in the samples: the target lock busy.
+    fn busy() -> Failure {
+        Failure::from(solewriter_files::FileError::Busy { timeout_ms: 5 })
+    }
+
+    /// The addon's failure of a directory fsync after the rename.
+    fn not_durable() -> Failure {
+        Failure::from(solewriter_files::FileError::NotDurable {
+            path: std::path::PathBuf::new(),
+            source: std::io::Error::other("fsync"),
+        })
+    }
+
+    fn target() -> TargetId {
+        TargetId::parse(&"a".repeat(64)).expect("valid")
+    }
+
+    /// Every failure of a lease operation becomes a coded failure of the kind the core gives
+    /// it, and its code declares that kind.
+    #[test]
+    fn every_failure_keeps_the_core_kind() {
+        for each in outcome::LeaseFailure::every(busy, not_durable) {
+            let kind = each.kind();
+            let shape = format!("{each:?}");
+            let failed = failure(&target(), each);
+            assert_eq!(failed.kind, kind, "{shape} became {failed:?}");
+            assert_eq!(failed.code.kind(), kind, "{shape}: the code table");
+        }
+    }
+
+    /// Every publication that did not end published and released becomes a coded failure of
+    /// the kind the core gives it — also once the unused grant of one that could not start is
+    /// released — and its code declares that kind, but `RELEASE_FAILED`: its cause's.
+    #[test]
+    fn every_unpublished_publication_keeps_the_core_kind() {
+        for unpublished in Unpublished::every(busy, not_durable) {
+            let kind = unpublished.kind();
+            let shape = format!("{unpublished:?}");
+            let failed = match unpublished_answer(&target(), unpublished) {
+                PublicationEnd::Answer(Err(failed)) => failed,
+                PublicationEnd::Answer(Ok(value)) => panic!("{shape} answered {value}"),
+                PublicationEnd::ReleaseUnused(failed, _) => {
+                    let released = Ok(ReleaseOutcome::Released);
+                    not_started(&target(), failed, released).expect_err("a failure")
+                }
+            };
+            assert_eq!(failed.kind, kind, "{shape} became {failed:?}");
+            if failed.code != Code::ReleaseFailed {
+                assert_eq!(failed.code.kind(), kind, "{shape}: the code table");
+            }
+        }
+    }
 }

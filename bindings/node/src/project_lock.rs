@@ -157,7 +157,8 @@ pub(crate) fn lock_failure(error: LockError) -> Failure {
         ),
         _ => (Code::Lock, Value::Null),
     };
-    Failure::new(code, &error).with(detail)
+    let kind = error.kind();
+    Failure::new(code, &error).with(detail).of_kind(kind)
 }
 
 /// `{lock, kernel, record, ownership}`: `lock`'s status (the Rust `LockStatus`), read without

@@ -10,6 +10,7 @@
 //! The fencing epoch is carried as a diagnostic only: nothing in solewriter reads it back to
 //! decide whether a write is allowed.
 
+use crate::error_kind::ErrorKind;
 use crate::projection::channel::{
     ChannelName, ChannelRecord, ChannelRegistry, DegradedReason, ProducerId,
 };
@@ -218,6 +219,13 @@ pub enum DocumentError {
         /// The size seen.
         size: usize,
     },
+}
+
+impl DocumentError {
+    /// A document or stored row that cannot be used: an operator must look.
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Environment
+    }
 }
 
 /// Composes the document of the grant at `epoch` on `target_id` from the committed `rows` at

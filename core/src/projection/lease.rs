@@ -15,6 +15,7 @@
 //! - there is no renewal: no method moves `expires_at` of an existing grant.
 
 use crate::config::LeaseTtl;
+use crate::error_kind::ErrorKind;
 use crate::names::InstanceDigest;
 use crate::projection::target::TargetId;
 use crate::time::Millis;
@@ -106,6 +107,13 @@ pub struct InconsistentLease {
     pub target_id: String,
     /// The violated invariant.
     pub reason: &'static str,
+}
+
+impl InconsistentLease {
+    /// A row that breaks the invariants: an operator must look.
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Environment
+    }
 }
 
 /// A type-state marker and the data a lease in that state carries.
@@ -337,6 +345,13 @@ pub struct ForeignEpoch {
     pub row_epoch: u64,
 }
 
+impl ForeignEpoch {
+    /// A document no grant of this store produced: an operator must look.
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Environment
+    }
+}
+
 /// States from which a lease may be granted: `Unheld`, `Expired`, `Released`.
 pub trait Acquirable: State {}
 impl Acquirable for Unheld {}
@@ -497,6 +512,13 @@ pub enum Fenced {
     },
 }
 
+impl Fenced {
+    /// Whatever fenced it, the holder's authority is gone.
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::LostAuthority
+    }
+}
+
 impl<S: State<Data = RecordedGrant>> Lease<S> {
     /// Checks `credential` against this row: the epoch first (a successor's higher epoch means
     /// `Superseded`), then the token hash, compared in constant time.
@@ -629,6 +651,13 @@ pub struct DeadlinePassed {
     pub expires_at: Millis,
     /// The time of the check.
     pub now: Millis,
+}
+
+impl DeadlinePassed {
+    /// The grant ran out before the rename: the holder's authority is gone.
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::LostAuthority
+    }
 }
 
 impl Authority {

@@ -301,7 +301,7 @@ impl LockError {
         match self {
             LockError::Busy { .. } => ErrorKind::Contention,
             LockError::Lost { .. } => ErrorKind::LostAuthority,
-            LockError::ClearRefused { .. } => ErrorKind::Input,
+            LockError::ClearRefused { refused, .. } => refused.kind(),
             LockError::KernelLockUnavailable { .. }
             | LockError::NoDirectory { .. }
             | LockError::UnknownOwner { .. }
@@ -330,6 +330,14 @@ impl LockError {
                 |r| format!("the record now names owner {} with another nonce", r.owner),
             ),
         }
+    }
+}
+
+/// The lock's error is what an attempt's end carries when one of its effects failed: the end
+/// takes its kind from here.
+impl solewriter_core::error_kind::Classified for LockError {
+    fn kind(&self) -> ErrorKind {
+        LockError::kind(self)
     }
 }
 
@@ -1016,6 +1024,40 @@ mod tests {
         assert_eq!(creator(".project.lock.42.7.b00f.99.other.tmp-00"), None);
         // A name of the earlier format (no namespace, no guard) is left alone.
         assert_eq!(creator(".project.lock.42.7.b00f-12.tmp-00ff"), None);
+    }
+
+    /// An attempt that did not take the lock ends in an error of the kind the core gives that
+    /// end (a busy one once its wait is over).
+    #[test]
+    fn an_attempt_that_failed_keeps_the_core_kind() {
+        let lock = ProjectLock::new("project", Arc::new(process::SystemProbe));
+        let owner = OwnerIdentity {
+            pid: 42,
+            start_token: 7,
+            boot_id: BootId::parse("b00f-12").unwrap(),
+            pid_ns: 99,
+        };
+        let busy = AttemptEnd::<LockError>::Busy(Slot::lock(), None);
+        let timed_out = LockError::Busy {
+            lock: PathBuf::from(LOCK_FILE),
+            owner: None,
+        };
+        assert_eq!(busy.failure_kind(), Some(timed_out.kind()));
+        let ends = [
+            AttemptEnd::Unknown(
+                Slot::lock(),
+                owner,
+                UnknownReason::NamespaceUnreadable("a sample".into()),
+            ),
+            AttemptEnd::Abandoned(Slot::lock()),
+            AttemptEnd::Failed(LockError::Random("a sample".into())),
+        ];
+        for end in ends {
+            let kind = end.failure_kind();
+            let shape = format!("{end:?}");
+            let error = lock.ended(end).err().map(|e| e.kind());
+            assert_eq!(error, kind, "{shape}");
+        }
     }
 
     #[test]
