@@ -5,11 +5,11 @@
 //! ([`Classified::kind`]) is decided here.
 
 use crate::error_kind::{Classified, ErrorKind};
+use crate::projection::document::DocumentError;
 use crate::projection::lease::{
     Credential, DeadlinePassed, Fenced, ForeignEpoch, InconsistentLease,
 };
 use crate::projection::target::TargetId;
-use crate::projection::document::DocumentError;
 use crate::time::Millis;
 
 /// Why a lease operation (acquisition, publication, release) did not do what it was asked.
