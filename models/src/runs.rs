@@ -160,13 +160,8 @@ impl<S: Shim> World<S> {
                 granted: plan.record(),
             })),
             Ok(AcquireReport::Held(held)) => Ok(ModelAcquire::Held(held)),
-            Err(LeaseFailure::EpochExhausted) => Err(ModelError::EpochExhausted),
             Err(LeaseFailure::ForeignEpoch(foreign)) => foreign_epoch(&foreign),
-            Err(LeaseFailure::Effect(ModelFault::Busy)) => Err(ModelError::Busy),
-            Err(LeaseFailure::Effect(ModelFault::Injected(effect))) => {
-                Err(ModelError::Failed(effect))
-            }
-            Err(_) => Err(ModelError::NotAdmitted),
+            Err(failure) => Err(not_acquired(failure)),
         }
     }
 
@@ -463,6 +458,32 @@ pub fn unpublished(failure: LeaseFailure<ModelFault>) -> PublishOutcome {
     }
 }
 
+/// The model's error of an acquisition's failure: the one mapping of the core's
+/// [`LeaseFailure`] there, keeping its kind ([`ModelError::kind`]).
+pub fn not_acquired(failure: LeaseFailure<ModelFault>) -> ModelError {
+    match failure {
+        LeaseFailure::NotAdmitted => ModelError::NotAdmitted,
+        LeaseFailure::EpochExhausted => ModelError::EpochExhausted,
+        LeaseFailure::Effect(ModelFault::Busy) => ModelError::Busy,
+        LeaseFailure::Effect(ModelFault::Injected(effect)) => ModelError::Failed(effect),
+        other => ModelError::Other(other.kind()),
+    }
+}
+
+impl ModelError {
+    /// Who must act on it, as the core classifies the failure it stands for.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ModelError::NotAdmitted => LeaseFailure::<ModelFault>::NotAdmitted.kind(),
+            ModelError::EpochExhausted => LeaseFailure::<ModelFault>::EpochExhausted.kind(),
+            ModelError::Busy => ModelFault::Busy.kind(),
+            ModelError::Failed(effect) => ModelFault::Injected(effect).kind(),
+            ModelError::Rejected(rejected) => rejected.kind(),
+            ModelError::Other(kind) => *kind,
+        }
+    }
+}
+
 /// In the model nothing but the store's own grants writes `current.json`, so a document epoch
 /// refused as foreign means a document got two ahead of its row: a violation.
 fn foreign_epoch<T>(foreign: &solewriter_core::projection::lease::ForeignEpoch) -> T {
@@ -486,5 +507,25 @@ mod tests {
             let outcome = unpublished(failure);
             assert_eq!(outcome.kind(), Some(kind), "{shape} became {outcome:?}");
         }
+    }
+
+    /// Every failure of an acquisition becomes a model error of the kind the core gives it
+    /// (a foreign epoch aside: in the model it is a violation, see [`foreign_epoch`]).
+    #[test]
+    fn every_acquisition_failure_keeps_the_core_kind() {
+        let every = LeaseFailure::every(|| ModelFault::Busy, || ModelFault::Injected("syncDir"));
+        let listed = every.len();
+        let mut seen = 0;
+        for failure in every {
+            if matches!(failure, LeaseFailure::ForeignEpoch(_)) {
+                continue;
+            }
+            let kind = failure.kind();
+            let shape = format!("{failure:?}");
+            let error = not_acquired(failure);
+            assert_eq!(error.kind(), kind, "{shape} became {error:?}");
+            seen += 1;
+        }
+        assert_eq!(seen, listed - 1, "every failure but the foreign epoch");
     }
 }

@@ -21,6 +21,7 @@ use solewriter_core::projection::watermark::{
     decide_submission, SubmissionPlan, SubmissionRejected,
 };
 use solewriter_core::time::Millis;
+use solewriter_core::ErrorKind;
 
 /// Number of target-lock stripes: targets share a stripe by their id's first byte (a coarser
 /// exclusion than one lock per target, never a finer one).
@@ -39,6 +40,9 @@ pub enum ModelError {
     Rejected(SubmissionRejected),
     /// An injected fault made this effect fail.
     Failed(&'static str),
+    /// Another failure of the lease operation, of the kind the core gives it (a row that
+    /// changed under the write lock, an inconsistent row, a refused effect).
+    Other(ErrorKind),
 }
 
 /// What a submission did.

@@ -113,6 +113,7 @@ fn model_error(e: ModelError) -> Out {
         ModelError::EpochExhausted => panic!("epoch exhausted in a short sequence"),
         ModelError::Busy => panic!("busy in a sequence without concurrency"),
         ModelError::Failed(effect) => panic!("{effect} failed in a sequence without faults"),
+        ModelError::Other(kind) => panic!("a {kind:?} failure in a sequence without faults"),
     }
 }
 

@@ -29,6 +29,7 @@ use crate::projection::channel::{
 use crate::projection::envelope_schema::EnvelopeSchema;
 use crate::projection::profile::Profile;
 use crate::time::Millis;
+use crate::ErrorKind;
 
 /// Why a submission was rejected. A rejected submission writes nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -91,6 +92,13 @@ pub enum SubmissionRejected {
         /// The stored watermark.
         stored: Watermark,
     },
+}
+
+impl SubmissionRejected {
+    /// A rejected submission is the caller's input to fix.
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Input
+    }
 }
 
 /// What an admitted submission does to the store.
