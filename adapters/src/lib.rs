@@ -12,16 +12,17 @@
 //!   the per-target kernel lock, the runtime root and the hook reader.
 //! - [`subtree`]: the per-heap subtree write-lock authority (ADR 0021).
 //! - [`project_lock`]: the project lock, whose authority is one process generation, and the
-//!   process identities it is judged by (from `solewriter-files`, which holds it without
-//!   SQLite so that the Node binding shares it).
+//!   process identities it is judged by (from `solewriter-project-lock`, which holds it
+//!   without SQLite so that the Node binding shares it).
 //! - [`ledger`]: the event ledger's sole-writer build transaction and the demand read, and
-//!   the reference Git source (from `solewriter-files`, for the Node binding's sake too).
+//!   the reference Git source (from `solewriter-ledger`, without SQLite for the Node binding's
+//!   sake too).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub use solewriter_files::atomic_file;
-pub use solewriter_files::ledger;
-pub use solewriter_files::project_lock;
+pub use solewriter_ledger as ledger;
+pub use solewriter_project_lock as project_lock;
 pub mod clock;
 pub mod error;
 pub mod projection;

@@ -8,11 +8,6 @@
 //! - [`target_lock`]: the per-target kernel lock every grant, publication and release holds.
 //! - [`runtime`]: the runtime root, the derived output paths, and the hook reader.
 //! - [`steps`]: the file effects of a machine run ([`steps::FileSteps`]).
-//! - [`project_lock`]: the project lock, whose authority is one process generation, and the
-//!   process identities it is judged by (its files and the kernel lock; no SQLite either, so
-//!   the Node binding takes it too).
-//! - [`ledger`]: the event ledger's sole-writer build and demand reads over the project lock,
-//!   and the reference Git source (no SQLite: the Node binding runs it too).
 //! - [`clock`]: the broker clock's trait and the system clock.
 //! - [`error`]: what a file effect failed with.
 #![forbid(unsafe_code)]
@@ -21,8 +16,6 @@
 pub mod atomic_file;
 pub mod clock;
 pub mod error;
-pub mod ledger;
-pub mod project_lock;
 pub mod runtime;
 pub mod steps;
 pub mod target_lock;

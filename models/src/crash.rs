@@ -17,7 +17,7 @@
 //! crashes it after every prefix and checks that `current.json` is the old complete document
 //! or the new complete one — and the new one once the publisher has reported success.
 //!
-//! [`lock_ops`] is the project lock's creation sequence (`files/src/project_lock/mod.rs`:
+//! [`lock_ops`] is the project lock's creation sequence (`project_lock/src/lib.rs`:
 //! write the record to a temp sibling and fsync it, hard-link it to `project.lock`, remove the
 //! temp name). [`check_lock_creation`] crashes it after every prefix and checks that the lock
 //! file is absent or the complete record — never empty or torn, which would make every later
@@ -461,7 +461,7 @@ impl LockOp {
     pub const SYNCS: [LockOp; 1] = [LockOp::SyncTemp];
 }
 
-/// The lock's creation sequence, as `files/src/project_lock/mod.rs` performs it in an existing
+/// The lock's creation sequence, as `project_lock/src/lib.rs` performs it in an existing
 /// project directory with no lock.
 pub fn lock_ops() -> Vec<LockOp> {
     vec![

@@ -8,7 +8,7 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use solewriter_core::project_lock::ownership::{OwnerIdentity, ProcessSeen};
-use solewriter_files::project_lock::process::{ProcessProbe, SystemProbe};
+use solewriter_project_lock::process::{ProcessProbe, SystemProbe};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};

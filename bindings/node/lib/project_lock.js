@@ -1,7 +1,7 @@
 'use strict';
 /**
  * The project lock for Node hosts: one sole writer per project directory. It is the Rust
- * `ProjectLock` (`files/src/project_lock/`: a kernel `flock` on `project.lock.kernel` plus the
+ * `ProjectLock` (`project_lock/src/`: a kernel `flock` on `project.lock.kernel` plus the
  * lock record `project.lock`, dead owners recovered race-free), run by the addon with the
  * system process probe, so a Node process and a Rust process (`solewriter lock …`, the Rust
  * API) exclude each other on the same directory.

@@ -1,6 +1,6 @@
-//! The event ledger for Node (seed 003): `solewriter_files::ledger::Ledger` over the Git source
+//! The event ledger for Node (seed 003): `solewriter_ledger::Ledger` over the Git source
 //! (the same code the Rust API and `solewriter ledger …` run) with the system process probe,
-//! answering the shared history read (`solewriter_files::ledger::history`).
+//! answering the shared history read (`solewriter_ledger::history`).
 //!
 //! JSON shapes: a query is `{heads: [oid…], limit?: n, hunks?: bool}` (`build` adds its
 //! `wait`, as the project lock's `acquire` takes it); an answer is `{history: [{commit,
@@ -18,13 +18,13 @@ use napi::{Env, Task};
 use napi_derive::napi;
 use serde_json::{json, Value};
 use solewriter_core::ledger::git_facts::Oid;
-use solewriter_files::ledger::git_source::GitSource;
-use solewriter_files::ledger::history::{history, HistoryEntry, HistoryQuery};
-use solewriter_files::ledger::{
+use solewriter_ledger::git_source::GitSource;
+use solewriter_ledger::history::{history, HistoryEntry, HistoryQuery};
+use solewriter_ledger::{
     snapshot_status, Ledger, LedgerError, Outcome, Persisted, SnapshotState, SnapshotStatus,
 };
-use solewriter_files::project_lock::process::SystemProbe;
-use solewriter_files::project_lock::ProjectLock;
+use solewriter_project_lock::process::SystemProbe;
+use solewriter_project_lock::ProjectLock;
 use std::sync::Arc;
 
 fn snapshot_name(state: &SnapshotState) -> &'static str {

@@ -1,4 +1,4 @@
-//! The project lock for Node: `solewriter_files::project_lock::ProjectLock` (the same code the
+//! The project lock for Node: `solewriter_project_lock::ProjectLock` (the same code the
 //! Rust API and `solewriter lock …` run) with the system process probe. Answers are JS values
 //! like the rest of the addon's; every [`LockError`] variant is an error with its own `code`
 //! and the fields a caller acts on (the owner of a busy lock, the record a clear refused, ...).
@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 use solewriter_core::project_lock::ownership::{
     DeadReason, LockNonce, LockRecord, OwnerIdentity, Ownership, UnknownReason,
 };
-use solewriter_files::project_lock::process::SystemProbe;
-use solewriter_files::project_lock::{
+use solewriter_project_lock::process::SystemProbe;
+use solewriter_project_lock::{
     ClearRefused, Cleared, KernelState, LockError, ProjectLock, ProjectLockGuard, Released, Wait,
 };
 use std::path::Path;

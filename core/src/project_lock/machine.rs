@@ -1,5 +1,5 @@
 //! One acquisition attempt (recovery included) and the release of the project lock, as sans-IO
-//! step machines. The executor (`files/src/project_lock/`) executes them against the file
+//! step machines. The executor (`project_lock/src/`) executes them against the file
 //! system, the kernel lock and `/proc`; the model (`models/src/project_lock.rs`) executes the
 //! same machines under shuttle, with processes crashing at every step. The rule they implement
 //! is the adapter's module documentation ("The rule", "Race-free recovery"); every decision in

@@ -22,13 +22,13 @@ use solewriter_core::project_lock::ownership::{
     Guard, LockNonce, LockRecord, OwnerIdentity, ProbeReport, ProcessSeen, UnknownReason,
 };
 use solewriter_core::time::Millis;
-use solewriter_files::ledger::git_source::{commit_fact, GitSource};
-use solewriter_files::ledger::history::{HistoryEntry, HistoryQuery};
-use solewriter_files::ledger::{
+use solewriter_ledger::git_source::{commit_fact, GitSource};
+use solewriter_ledger::history::{HistoryEntry, HistoryQuery};
+use solewriter_ledger::{
     Derive, Ledger, LedgerError, Outcome, Persisted, SnapshotState, Source, SourceError,
 };
-use solewriter_files::project_lock::process::{ProcessProbe, SystemProbe};
-use solewriter_files::project_lock::{
+use solewriter_project_lock::process::{ProcessProbe, SystemProbe};
+use solewriter_project_lock::{
     LockError, LockProbe, LockStep, ProjectLock, Wait, KERNEL_LOCK_FILE, LOCK_FILE,
 };
 use std::path::{Path, PathBuf};
@@ -56,7 +56,7 @@ fn history(d: &mut Derive<'_>, head: &Oid) -> Result<History, LedgerError> {
         limit: None,
         hunks: true,
     };
-    solewriter_files::ledger::history::history(d, &query)
+    solewriter_ledger::history::history(d, &query)
 }
 
 fn subjects(h: &History) -> Vec<&str> {
@@ -745,7 +745,7 @@ fn the_history_read_walks_first_parents_each_commit_once_within_its_limit() {
             hunks: false,
         };
         let history = ledger
-            .demand(|d| solewriter_files::ledger::history::history(d, &query))
+            .demand(|d| solewriter_ledger::history::history(d, &query))
             .unwrap()
             .value;
         assert!(history.iter().all(|e| e.hunks.is_none()), "no hunks asked");

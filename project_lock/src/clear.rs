@@ -3,7 +3,7 @@
 //! decision is made), whose effects — the kernel lock, reads, `/proc` observations, the claim
 //! and the unlinks — are executed exactly as an acquisition's are.
 
-use super::{LockError, ProjectLock, RunEnd};
+use crate::{LockError, ProjectLock, RunEnd};
 use solewriter_core::contract::ProtocolError;
 use solewriter_core::project_lock::clear::{Clear, ClearEnd};
 use solewriter_core::project_lock::ownership::{LockNonce, LockRecord};

@@ -1,3 +1,6 @@
+//! solewriter-project-lock: the project lock, with no SQLite in its dependency tree (the Node
+//! binding takes it too), executing the core's lock machines (`solewriter_core::project_lock`).
+//!
 //! The project lock: one sole writer per project directory. Exclusion while the owner lives
 //! is the kernel's: the guard holds an `flock(2)` on `<dir>/project.lock.kernel`. The lock
 //! record `<dir>/project.lock` — owner `{pid, start token, boot id, PID namespace}`, guard,
@@ -91,17 +94,16 @@
 //! recoverers (by the same claim rule, one level up), so a recoverer killed after removing the
 //! dead record leaves nothing behind for long.
 
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
 mod clear;
 pub mod process;
 
 pub use clear::Cleared;
 pub use solewriter_core::project_lock::clear::ClearRefused;
 
-use crate::atomic_file::{
-    ensure_private_dir, read_bounded, DirError, DirHandle, FileSystem, RealFs, TempFile, FILE_MODE,
-};
-use crate::clock::{Clock, SystemClock};
-use crate::project_lock::process::{effective_uid, ProcessProbe};
+use crate::process::{effective_uid, ProcessProbe};
 use solewriter_core::contract::{run, Answer, Machine, ProtocolError};
 use solewriter_core::project_lock::machine::{
     Attempt, AttemptEnd, KernelSeen, LockEffect, LockInput, LockProtocol, LockRelease, Slot,
@@ -111,6 +113,10 @@ use solewriter_core::project_lock::ownership::{
     RecordError, UnknownReason, LOCK_RECORD_MAX_BYTES,
 };
 use solewriter_core::ErrorKind;
+use solewriter_files::atomic_file::{
+    ensure_private_dir, read_bounded, DirError, DirHandle, FileSystem, RealFs, TempFile, FILE_MODE,
+};
+use solewriter_files::clock::{Clock, SystemClock};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};

@@ -1,3 +1,6 @@
+//! solewriter-ledger: the event ledger, with no SQLite in its dependency tree (the Node binding
+//! runs it too), built over the project lock (`solewriter-project-lock`).
+//!
 //! The event ledger's sole-writer build transaction and the demand read.
 //!
 //! **Build** ([`Ledger::build`]): take the project lock (waiting as the caller allows), read
@@ -47,12 +50,12 @@
 //! source failures and repeated interpretation movement are loud. No cache, no background
 //! work: a later uncontended read persists what this one discarded.
 
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
 pub mod git_source;
 pub mod history;
 
-use crate::atomic_file::{read_bounded, remove_orphans, DirHandle, TempFile};
-use crate::project_lock::process::ProcessProbe;
-use crate::project_lock::{LockError, ProjectLock, ProjectLockGuard, Released, Wait};
 use serde_json::Value;
 use solewriter_core::ledger::{
     choose_base, demand_plan, recheck, Base, CommitPlan, DemandPlan, Derivation, FactConflict,
@@ -60,6 +63,9 @@ use solewriter_core::ledger::{
 };
 use solewriter_core::project_lock::ownership::OwnerIdentity;
 use solewriter_core::ErrorKind;
+use solewriter_files::atomic_file::{read_bounded, remove_orphans, DirHandle, TempFile};
+use solewriter_project_lock::process::ProcessProbe;
+use solewriter_project_lock::{LockError, ProjectLock, ProjectLockGuard, Released, Wait};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;

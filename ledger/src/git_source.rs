@@ -22,7 +22,7 @@
 //!
 //! So a shallow clone that deepens, or an edited `info/attributes`, re-derives every fact;
 //! a worktree `.gitattributes` or a grafts file changes nothing.
-use crate::ledger::{Derive, LedgerError, Source, SourceError};
+use crate::{Derive, LedgerError, Source, SourceError};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sha2::{Digest, Sha256};

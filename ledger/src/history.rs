@@ -4,8 +4,8 @@
 //! export, review payloads) are consumers like this one: each runs inside one `demand` (or
 //! `build`), so each inherits the demand policy.
 
-use crate::ledger::git_source::{commit_fact, hunk_fact};
-use crate::ledger::{Derive, LedgerError};
+use crate::git_source::{commit_fact, hunk_fact};
+use crate::{Derive, LedgerError};
 use serde::Serialize;
 use solewriter_core::ledger::git_facts::{CommitFact, HunkFact, Oid};
 use std::collections::HashSet;
