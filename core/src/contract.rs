@@ -82,10 +82,8 @@ pub trait Protocol {
     type Input;
 }
 
-/// An effect: it carries the [`Ask`] of the step that named it.
+/// An effect: it carries the [`Ask`] of the step that named it, which a [`Serial`] stamps.
 pub trait Stamped {
-    /// The kebab-case name of the effect (for probes and reports).
-    fn name(&self) -> &'static str;
     /// The effect, asked by the step of serial `step` (only that step takes its answer).
     #[doc(hidden)]
     fn stamped(self, step: u64) -> Self;
@@ -317,10 +315,6 @@ macro_rules! effects {
         }
 
         impl<$($lt,)? E> $crate::contract::Stamped for $Family<$($lt,)? E> {
-            fn name(&self) -> &'static str {
-                $Family::name(self)
-            }
-
             fn stamped(self, step: u64) -> Self {
                 match self {
                     $($Family::$Variant($($arg,)* ask) => $Family::$Variant($($arg,)* ask.stamped(step)),)*

@@ -40,3 +40,72 @@ impl<E: Classified> ClearEnd<E> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::project_lock::machine::Slot;
+    use crate::project_lock::ownership::{
+        BootId, Guard, LockNonce, LockRecord, OwnerIdentity, Ownership, UnknownReason,
+    };
+    use crate::time::Millis;
+
+    /// An executor's error that is always of one kind.
+    #[derive(Debug)]
+    struct Of(ErrorKind);
+
+    impl Classified for Of {
+        fn kind(&self) -> ErrorKind {
+            self.0
+        }
+    }
+
+    fn record() -> LockRecord {
+        LockRecord {
+            owner: OwnerIdentity {
+                pid: 1,
+                start_token: 2,
+                boot_id: BootId::parse("b00f").unwrap(),
+                pid_ns: 3,
+            },
+            guard: Guard::Kernel,
+            nonce: LockNonce::from_bytes([4; 32]),
+            acquired_at: Millis(5),
+        }
+    }
+
+    #[test]
+    fn each_end_of_an_attempt_and_a_clear_has_its_kind() {
+        use ErrorKind::*;
+        let owner = record().owner;
+        let attempts: [(AttemptEnd<Of>, Option<ErrorKind>); 6] = [
+            (AttemptEnd::Acquired(record()), None),
+            (AttemptEnd::Cleared, None),
+            (AttemptEnd::Busy(Slot::lock(), None), Some(Contention)),
+            (
+                AttemptEnd::Unknown(Slot::lock(), owner, UnknownReason::Hidden),
+                Some(Environment),
+            ),
+            (AttemptEnd::Abandoned(Slot::lock()), Some(Environment)),
+            (AttemptEnd::Failed(Of(PartialSuccess)), Some(PartialSuccess)),
+        ];
+        for (end, kind) in attempts {
+            assert_eq!(end.failure_kind(), kind, "{end:?}");
+        }
+        let clears: [(ClearEnd<Of>, Option<ErrorKind>); 4] = [
+            (ClearEnd::Cleared(record()), None),
+            (ClearEnd::NoLock, None),
+            (
+                ClearEnd::Refused(ClearRefused::Known(record(), Ownership::Alive)),
+                Some(Input),
+            ),
+            (
+                ClearEnd::Stopped(AttemptEnd::Busy(Slot::lock(), None)),
+                Some(Contention),
+            ),
+        ];
+        for (end, kind) in clears {
+            assert_eq!(end.failure_kind(), kind, "{end:?}");
+        }
+    }
+}

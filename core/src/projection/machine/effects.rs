@@ -175,10 +175,6 @@ impl<'m, E> From<FileEffect<'m, E>> for Effect<'m, E> {
 }
 
 impl<E> Stamped for Effect<'_, E> {
-    fn name(&self) -> &'static str {
-        Effect::name(self)
-    }
-
     fn stamped(self, step: u64) -> Self {
         match self {
             Effect::Store(effect) => Effect::Store(effect.stamped(step)),

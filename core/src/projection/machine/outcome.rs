@@ -285,6 +285,27 @@ mod tests {
     }
 
     #[test]
+    fn every_unpublished_shape_is_listed_once_a_failure_with_and_without_its_release() {
+        use ErrorKind::*;
+        let failures = LeaseFailure::every(|| Of(Contention), || Of(Environment));
+        let every = Unpublished::every(|| Of(Contention), || Of(Environment));
+        assert_eq!(every.len(), 1 + 2 * failures.len() + 1);
+        let kinds: Vec<ErrorKind> = every.iter().map(Classified::kind).collect();
+        let failed: Vec<ErrorKind> = failures.iter().map(Classified::kind).collect();
+        assert_eq!(kinds[0], Contention, "not started: its error's kind");
+        assert_eq!(&kinds[1..=failed.len()], failed.as_slice());
+        assert_eq!(
+            &kinds[failed.len() + 1..=2 * failed.len()],
+            failed.as_slice()
+        );
+        assert_eq!(
+            kinds.last(),
+            Some(&PartialSuccess),
+            "published, not released"
+        );
+    }
+
+    #[test]
     fn an_unpublished_publication_has_its_failure_kind_or_partial_success() {
         let credential = Credential {
             target_id: TargetId::parse(&"a".repeat(64)).expect("valid"),
