@@ -2,6 +2,7 @@
 
 use solewriter_core::projection::adoption::AdoptionRefused;
 use solewriter_core::projection::lease::{DeadlinePassed, Fenced, ForeignEpoch, InconsistentLease};
+use solewriter_core::projection::machine::publish_many::BatchRefused;
 use solewriter_core::projection::machine::ProtocolError;
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::projection::watermark::SubmissionRejected;
@@ -126,6 +127,10 @@ pub enum Error {
         /// Why the release or the commit failed.
         reason: String,
     },
+    /// A batch of publications was refused before anything was touched (no target, or a
+    /// target given twice).
+    #[error(transparent)]
+    Batch(#[from] BatchRefused),
     /// The OS random source failed. Nothing was written.
     #[error("random source failed ({0}); nothing was written")]
     Random(String),
@@ -173,6 +178,7 @@ impl Error {
             Error::ForeignEpoch(foreign) => foreign.kind(),
             Error::Document(document) => document.kind(),
             Error::File(file) => file.kind(),
+            Error::Batch(refused) => solewriter_core::error_kind::Classified::kind(refused),
             Error::ReleaseFailed { cause, .. } => cause.kind(),
             // The adapter's own errors (some of them also what a core outcome becomes here:
             // `NotAdmitted`, `EpochExhausted`, `CorruptRow`; `lease::tests` checks each such
@@ -191,6 +197,26 @@ impl Error {
             | Error::EpochExhausted
             | Error::Random(_)
             | Error::Protocol(_) => ErrorKind::Environment,
+        }
+    }
+
+    /// The same failure, reported once more (for each further target of a batch whose shared
+    /// transaction it failed): a busy store and an SQLite failure as they were, anything else
+    /// as an SQLite failure carrying its message — of the same kind for every error a store
+    /// effect fails with.
+    pub(crate) fn again(&self) -> Error {
+        use rusqlite::ffi;
+        match self {
+            Error::Busy { timeout_ms } => Error::Busy {
+                timeout_ms: *timeout_ms,
+            },
+            Error::Sqlite(rusqlite::Error::SqliteFailure(code, message)) => {
+                Error::Sqlite(rusqlite::Error::SqliteFailure(*code, message.clone()))
+            }
+            other => Error::Sqlite(rusqlite::Error::SqliteFailure(
+                ffi::Error::new(ffi::SQLITE_ERROR),
+                Some(other.to_string()),
+            )),
         }
     }
 

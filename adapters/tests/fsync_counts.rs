@@ -49,8 +49,8 @@ fn marked<T>(marks: &File, name: &str, op: impl FnOnce() -> T) -> T {
 /// The operations, each between its marks: the store's first publication (which also makes
 /// the directory chain durable) and the first of a second target, then `ROUNDS` rounds of
 /// submission, a grant (`acquire`), its publication (`publish`, which ends with the
-/// conditional release), a grant released unpublished (`release`) and a one-shot publication
-/// (`publish_now`). Traced by the test below; run alone, an ordinary test of these operations.
+/// conditional release), a grant released unpublished (`release`), a one-shot publication
+/// (`publish_now`) and a batch of both targets (`publish_many`). Traced by the test below; run alone, an ordinary test of these operations.
 #[test]
 fn marked_operations() {
     let f = Fixture::new();
@@ -88,6 +88,13 @@ fn marked_operations() {
         published(marked(&marks, "publish_now", || {
             store.publish_now(&target, &who).unwrap()
         }));
+        let both = [target.clone(), other.clone()];
+        let answers = marked(&marks, "publish_many", || {
+            store.publish_many(&both, &who).unwrap()
+        });
+        for (_, answer) in answers {
+            published(answer.unwrap());
+        }
     }
     let doc = std::fs::read_to_string(f.current_path(&target)).unwrap();
     assert!(doc.contains(&format!("\"{}\"", ROUNDS + 1)), "{doc}");
@@ -103,6 +110,8 @@ fn expected(name: &str) -> Value {
         // `publish_now`; the publication with its conditional release for `publish`), then the
         // target directory.
         "publish" | "publish_now" => json!({"temp": 1, "wal": 1, "target-dir": 1}),
+        // A batch of two targets: each its temp file and its directory, ONE commit.
+        "publish_many" => json!({"temp": 2, "wal": 1, "target-dir": 2}),
         // The store's first publication also creates `hook-projections/` and the target
         // directory, and fsyncs the parent of each (the runtime root, `hook-projections/`).
         "first-publish_now" => json!({
@@ -177,7 +186,14 @@ fn every_operation_syncs_exactly_the_pinned_files() {
         .collect();
     let mut wanted = vec!["first-publish_now", "new-target-publish_now"];
     for _ in 0..ROUNDS {
-        wanted.extend(["submit", "acquire", "publish", "release", "publish_now"]);
+        wanted.extend([
+            "submit",
+            "acquire",
+            "publish",
+            "release",
+            "publish_now",
+            "publish_many",
+        ]);
     }
     assert_eq!(names, wanted, "every operation traced, in order");
     for region in regions {

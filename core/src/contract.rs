@@ -234,6 +234,15 @@ impl<I> Answer<I> {
         &self.input
     }
 
+    /// The same answer (to the same step) with its input replaced by `f` of it.
+    pub(crate) fn map_input(self, f: impl FnOnce(I) -> I) -> Answer<I> {
+        Answer {
+            effect: self.effect,
+            step: self.step,
+            input: f(self.input),
+        }
+    }
+
     /// The answer, taken apart (the name is kept for a [`ProtocolError`]).
     pub(crate) fn into_parts(self) -> (&'static str, I) {
         (self.effect, self.input)

@@ -60,7 +60,12 @@ fn acquire(root: &RuntimeRoot) -> Result<u64, LeaseFailure<FileError>> {
         }
         Effect::Store(StoreEffect::WriteGrant(_, ask)) => ask.answer(Ok(true)),
         Effect::Store(
-            StoreEffect::Begin(ask) | StoreEffect::Commit(ask) | StoreEffect::Rollback(ask),
+            StoreEffect::Begin(ask)
+            | StoreEffect::Commit(ask)
+            | StoreEffect::Rollback(ask)
+            | StoreEffect::Savepoint(ask)
+            | StoreEffect::ReleaseSavepoint(ask)
+            | StoreEffect::RollbackToSavepoint(ask),
         ) => ask.answer(Ok(())),
         Effect::Store(StoreEffect::ReadChannels(ask)) => ask.answer(Ok(Vec::new())),
         Effect::Store(StoreEffect::WriteRelease(_, ask)) => ask.answer(Ok(true)),

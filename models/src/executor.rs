@@ -97,6 +97,8 @@ pub(crate) struct Executor<'w, S: Shim> {
     crash_at: Option<PublishStep>,
     target_guard: Option<S::Guard<'w, ()>>,
     tx: Option<(S::Guard<'w, StoreState>, StoreState)>,
+    /// The transaction's state at the open savepoint (a batch's target).
+    saved: Option<StoreState>,
     temp: Option<u64>,
     lease_reads: usize,
     /// The true clock at the last clock read (the ghost's bounded-lease check).
@@ -126,6 +128,7 @@ impl<'w, S: Shim> Executor<'w, S> {
             crash_at: None,
             target_guard: None,
             tx: None,
+            saved: None,
             temp: None,
             lease_reads: 0,
             last_clock: Millis(0),
@@ -463,6 +466,21 @@ impl<'w, S: Shim> Executor<'w, S> {
                     row.state = LeaseState::Released(grant);
                 }
                 ask.answer(Ok(matches))
+            }
+            StoreEffect::Savepoint(ask) => {
+                let saved = self.work().clone();
+                self.saved = Some(saved);
+                ask.answer(Ok(()))
+            }
+            StoreEffect::ReleaseSavepoint(ask) => {
+                self.saved = None;
+                ask.answer(Ok(()))
+            }
+            StoreEffect::RollbackToSavepoint(ask) => {
+                if let Some(saved) = self.saved.take() {
+                    *self.work() = saved;
+                }
+                ask.answer(Ok(()))
             }
             StoreEffect::Commit(ask) => {
                 self.commit();

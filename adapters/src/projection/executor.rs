@@ -1,5 +1,5 @@
-//! The executor of the core's lease machines (`solewriter_core::projection::machine`): one `match` that
-//! carries out each effect the machine names — against the SQLite store, and through
+//! The executor of the core's lease machines (`solewriter_core::projection::machine`), for one
+//! target or a batch of them: one `match` that carries out each effect the machine names — against the SQLite store, and through
 //! [`FileSteps`] (shared with every other executor) against the file system and the
 //! per-target kernel lock — and hands the result back. It decides nothing: every decision,
 //! and the order of every step, is the machine's, which is exactly the sequence the model
@@ -11,25 +11,28 @@ use crate::projection::rows;
 use crate::projection::store::{ProjectionStore, WriteTx};
 use rusqlite::Connection;
 use solewriter_core::projection::machine::{
-    run, Answer, Effect, LeaseInput, LeaseProtocol, Machine, StoreEffect,
+    run, Answer, BatchProtocol, Effect, LeaseInput, LeaseProtocol, Machine, StoreEffect, Targeted,
 };
 use solewriter_core::projection::target::TargetId;
 use solewriter_files::steps::FileSteps;
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// The state one run of a machine needs: the open transaction and the file steps (the
-/// target lock, the target directory, the temp file).
+/// The state one run of a machine needs: the open transaction and, per target, the file
+/// steps (the target lock, the target directory, the temp file).
 pub(crate) struct Executor<'s> {
     store: &'s ProjectionStore,
-    target: &'s TargetId,
     epoch: u64,
     probe: &'s dyn PublishProbe,
     // Field order is drop order, which matters only when a run unwinds (a panic): the
-    // transaction rolls back, then the temp file is removed and the target lock let go.
+    // transaction rolls back, then the temp files are removed and the target locks let go.
     tx: Option<WriteTx<'s>>,
-    files: FileSteps<'s>,
+    /// The targets of the run (one, but for a batch) and their file steps.
+    targets: Vec<(&'s TargetId, FileSteps<'s>)>,
 }
+
+/// The savepoint every target of a batch writes under (one at a time).
+const SAVEPOINT: &str = "solewriter_target";
 
 impl<'s> Executor<'s> {
     /// An executor for a machine on `target` (the grant's `epoch`, for the probe).
@@ -39,19 +42,31 @@ impl<'s> Executor<'s> {
         epoch: u64,
         probe: &'s dyn PublishProbe,
     ) -> Self {
-        Executor {
-            store,
-            target,
-            epoch,
-            probe,
-            tx: None,
-            files: FileSteps::new(
+        Self::many(store, std::slice::from_ref(target), epoch, probe)
+    }
+
+    /// An executor for a batch on `targets` (in the batch's order).
+    pub(crate) fn many(
+        store: &'s ProjectionStore,
+        targets: &'s [TargetId],
+        epoch: u64,
+        probe: &'s dyn PublishProbe,
+    ) -> Self {
+        let files = |target| {
+            FileSteps::new(
                 &store.options.runtime_root,
                 target,
                 &*store.fs,
                 &store.durable_dirs,
                 store.busy_timeout(),
-            ),
+            )
+        };
+        Executor {
+            store,
+            epoch,
+            probe,
+            tx: None,
+            targets: targets.iter().map(|t| (t, files(t))).collect(),
         }
     }
 
@@ -62,12 +77,25 @@ impl<'s> Executor<'s> {
         &mut self,
         machine: M,
     ) -> Result<M::Output> {
-        Ok(run(machine, |effect| self.execute(effect))?)
+        Ok(run(machine, |effect| self.execute(0, effect))?)
     }
 
-    /// Where the rename put the document, once (taken).
-    pub(crate) fn take_renamed(&mut self) -> Option<PathBuf> {
-        self.files.take_renamed()
+    /// [`Self::run`] for a batch: each effect on the target it names (the shared
+    /// transaction's on none).
+    pub(crate) fn run_many<M: Machine<Protocol = BatchProtocol<Error>>>(
+        &mut self,
+        machine: M,
+    ) -> Result<M::Output> {
+        Ok(run(machine, |Targeted { target, effect }| {
+            self.execute(target.unwrap_or(0), effect)
+        })?)
+    }
+
+    /// Where the rename of the run's `i`-th target put the document, once (taken).
+    pub(crate) fn take_renamed(&mut self, i: usize) -> Option<PathBuf> {
+        self.targets
+            .get_mut(i)
+            .and_then(|(_, files)| files.take_renamed())
     }
 
     /// The connection of the open transaction, or the plain connection outside one.
@@ -78,12 +106,26 @@ impl<'s> Executor<'s> {
         }
     }
 
-    fn execute(&mut self, effect: Effect<'_, Error>) -> Answer<LeaseInput<Error>> {
-        self.probe.before(effect.name(), self.target, self.epoch);
+    /// `sql` inside the open transaction — refused, touching nothing, once the store has
+    /// ended it under an earlier failure (a statement would otherwise run on its own).
+    fn in_tx(&self, sql: &str) -> Result<()> {
+        match &self.tx {
+            Some(tx) if !tx.is_autocommit() => {
+                tx.execute_batch(sql).map_err(|e| self.store.map_err(e))
+            }
+            _ => Err(Error::Sqlite(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+                Some("the store rolled the write transaction back".into()),
+            ))),
+        }
+    }
+
+    fn execute(&mut self, i: usize, effect: Effect<'_, Error>) -> Answer<LeaseInput<Error>> {
         let store = self.store;
-        let target = self.target;
+        let (target, _) = self.targets[i];
+        self.probe.before(effect.name(), target, self.epoch);
         match effect {
-            Effect::File(effect) => self.files.execute(effect),
+            Effect::File(effect) => self.targets[i].1.execute(effect),
             Effect::Clock(ask) => ask.answer(store.options.clock.now()),
             Effect::Reached(step, ask) => {
                 self.probe.reached(step, target, self.epoch);
@@ -93,8 +135,14 @@ impl<'s> Executor<'s> {
                 ask.answer(rows::read_lease(&store.conn, target).map_err(|e| store.busy_aware(e)))
             }
             Effect::Store(StoreEffect::Begin(ask)) => {
-                // Every machine takes the target lock first, which sets what is left to wait.
-                let deadline = self.files.wait_deadline().unwrap_or_else(Instant::now);
+                // Every machine takes its target locks first, which set what is left to wait
+                // (the first lock taken, for a batch).
+                let deadline = self
+                    .targets
+                    .iter()
+                    .filter_map(|(_, files)| files.wait_deadline())
+                    .min()
+                    .unwrap_or_else(Instant::now);
                 ask.answer(store.begin_by(deadline).map(|tx| self.tx = Some(tx)))
             }
             Effect::Store(StoreEffect::ReadLease(ask)) => {
@@ -108,6 +156,15 @@ impl<'s> Executor<'s> {
             }
             Effect::Store(StoreEffect::WriteRelease(plan, ask)) => {
                 ask.answer(rows::execute_release(self.conn(), plan))
+            }
+            Effect::Store(StoreEffect::Savepoint(ask)) => {
+                ask.answer(self.in_tx(&format!("SAVEPOINT {SAVEPOINT}")))
+            }
+            Effect::Store(StoreEffect::ReleaseSavepoint(ask)) => {
+                ask.answer(self.in_tx(&format!("RELEASE {SAVEPOINT}")))
+            }
+            Effect::Store(StoreEffect::RollbackToSavepoint(ask)) => {
+                ask.answer(self.in_tx(&format!("ROLLBACK TO {SAVEPOINT}; RELEASE {SAVEPOINT}")))
             }
             Effect::Store(StoreEffect::Commit(ask)) => ask.answer(match self.tx.take() {
                 Some(tx) => tx.commit().map_err(|e| store.map_err(e)),
@@ -125,5 +182,69 @@ impl<'s> Executor<'s> {
                 ask.answer(Ok(()))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::projection::probe::NoProbe;
+    use crate::projection::store::StoreOptions;
+    use solewriter_core::config::TimingConfig;
+    use solewriter_core::projection::channel::ChannelRegistry;
+    use solewriter_core::projection::target::TargetTuple;
+    use solewriter_core::time::Millis;
+    use solewriter_files::runtime::RuntimeRoot;
+    use std::sync::Arc;
+
+    fn store(dir: &std::path::Path) -> ProjectionStore {
+        let timing = TimingConfig::from_values(Some(60_000), Some(1_000)).unwrap();
+        let db_path = dir.join("store.sqlite");
+        ProjectionStore::initialize(&db_path, &timing).unwrap();
+        ProjectionStore::open(&StoreOptions::new(
+            &db_path,
+            RuntimeRoot::new(dir),
+            timing,
+            ChannelRegistry::new([]).unwrap(),
+            Arc::new(ManualClock::new(Millis(1))),
+        ))
+        .unwrap()
+    }
+
+    fn scratch_tables(store: &ProjectionStore) -> i64 {
+        store
+            .conn
+            .query_row("SELECT count(*) FROM sqlite_temp_master", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// A savepoint runs only inside the executor's open transaction: once the store has
+    /// ended that transaction under it (a statement would otherwise open one of its own, or
+    /// run on its own), it is refused and nothing is written. Rolled back to, it undoes what
+    /// was written since, and the transaction goes on.
+    #[test]
+    fn a_savepoint_is_kept_inside_the_open_transaction_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let target = TargetTuple::new(["1", "c", "a", "h", "i", "w", "k"])
+            .unwrap()
+            .target_id();
+        let mut executor = Executor::new(&store, &target, 0, &NoProbe);
+        // No transaction: refused.
+        assert!(executor.in_tx("SAVEPOINT s").is_err());
+        assert!(store.conn.is_autocommit());
+        executor.tx = Some(store.begin_by(Instant::now()).unwrap());
+        executor.in_tx("SAVEPOINT s").unwrap();
+        executor.in_tx("CREATE TEMP TABLE scratch (x)").unwrap();
+        assert_eq!(scratch_tables(&store), 1);
+        executor.in_tx("ROLLBACK TO s; RELEASE s").unwrap();
+        assert_eq!(scratch_tables(&store), 0, "rolled back to the savepoint");
+        assert!(!store.conn.is_autocommit(), "the transaction goes on");
+        // The store ends the transaction behind the executor's back.
+        store.conn.execute_batch("ROLLBACK").unwrap();
+        assert!(executor.in_tx("SAVEPOINT s").is_err());
+        assert!(store.conn.is_autocommit(), "no transaction was opened");
+        executor.tx = None;
     }
 }

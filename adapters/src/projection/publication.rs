@@ -20,7 +20,9 @@ use solewriter_core::projection::lease::HeldBy;
 use solewriter_core::projection::machine::acquire::Applicant;
 use solewriter_core::projection::machine::outcome::{self, Unpublished};
 use solewriter_core::projection::machine::publish::Publish;
+use solewriter_core::projection::machine::publish_many::{PublishMany, TargetEnd};
 use solewriter_core::projection::machine::publish_now::{self as one_shot, PublishNow};
+use solewriter_core::projection::machine::ProtocolError;
 pub use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
@@ -60,7 +62,7 @@ impl HeldLease<'_> {
         // target lock or the transaction): the lease stays armed, so dropping it releases the
         // unused grant conditionally (if the store is still busy, it ends at its expiry).
         self.armed = matches!(end, Err(Unpublished::NotStarted { .. }));
-        let path = executor.take_renamed();
+        let path = executor.take_renamed(0);
         answer(store, target, Some(epoch), path, end)
     }
 }
@@ -124,11 +126,86 @@ impl ProjectionStore {
         );
         let mut executor = Executor::new(self, target, 0, probe);
         let end = executor.run(machine)?;
+        let path = executor.take_renamed(0);
+        self.one_shot_answer(target, holder, path, end)
+    }
+
+    /// Grants, publishes and releases each of `targets` as [`Self::publish_now`] does, all in
+    /// ONE write transaction (one durable commit for the batch; each target under a savepoint
+    /// of its own, fenced exactly as one one-shot publication). Answers each target's result
+    /// in the order given. The batch takes its targets' kernel locks in the order of their
+    /// ids before the transaction, so batches never wait for each other in a cycle.
+    ///
+    /// Refused before anything is touched ([`Error::Batch`]): no target, or a target given
+    /// twice. A target whose lock is busy, or that is refused inside the transaction, ends
+    /// with its own error and the others go on; a failure of the shared transaction (its
+    /// begin, a store statement inside it, its commit) is every target's of it.
+    pub fn publish_many(
+        &self,
+        targets: &[TargetId],
+        holder: &InstanceDigest,
+    ) -> Result<Vec<(TargetId, Result<PublishedNow>)>> {
+        self.publish_many_observed(targets, holder, &NoProbe)
+    }
+
+    /// [`Self::publish_many`], reporting each step to `probe`.
+    pub fn publish_many_observed(
+        &self,
+        targets: &[TargetId],
+        holder: &InstanceDigest,
+        probe: &dyn PublishProbe,
+    ) -> Result<Vec<(TargetId, Result<PublishedNow>)>> {
+        let applicants = targets
+            .iter()
+            .map(|target| {
+                Ok((
+                    target.clone(),
+                    Applicant {
+                        token_hash: self.fresh_token()?.hash(),
+                        holder_instance_digest: holder.clone(),
+                        ttl: self.options.timing.lease_ttl,
+                    },
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let machine = PublishMany::new(applicants, self.composition()?, Error::again)?;
+        let order = machine.targets().to_vec();
+        let mut executor = Executor::many(self, &order, 0, probe);
+        let mut ends = executor.run_many(machine)?;
+        // The batch's order is its targets' ids; the answer's is the caller's.
+        let mut answers: Vec<Option<Result<PublishedNow>>> = Vec::new();
+        for (i, TargetEnd { target_id, end }) in ends.drain(..).enumerate() {
+            let path = executor.take_renamed(i);
+            answers.push(Some(self.one_shot_answer(&target_id, holder, path, end)));
+        }
+        Ok(targets
+            .iter()
+            .map(|target| {
+                let at = order.binary_search(target).ok();
+                let answer = at.and_then(|i| answers[i].take());
+                (
+                    target.clone(),
+                    answer.unwrap_or_else(|| {
+                        Err(ProtocolError::Unfinished { machine: "batch" }.into())
+                    }),
+                )
+            })
+            .collect())
+    }
+
+    /// The adapter's answer for a one-shot publication's end (`path`: where its rename put
+    /// the document, if it renamed).
+    fn one_shot_answer(
+        &self,
+        target: &TargetId,
+        holder: &InstanceDigest,
+        path: Option<PathBuf>,
+        end: std::result::Result<one_shot::PublishNowReport, Unpublished<Error>>,
+    ) -> Result<PublishedNow> {
         if let Err(Unpublished::NotStarted { credential, .. }) = &end {
             // The grant of a takeover, unused: released as a dropped lease's is.
             self.release_unused(credential);
         }
-        let path = executor.take_renamed();
         let published = match end {
             Ok(one_shot::PublishNowReport::Held(held)) => {
                 log_held(target, holder, &held);

@@ -453,6 +453,16 @@ impl Host<'_, '_> {
                     })
                 }))
             }
+            // Only a batch asks for savepoints, and no batch runs on the host's connection.
+            StoreEffect::Savepoint(ask)
+            | StoreEffect::ReleaseSavepoint(ask)
+            | StoreEffect::RollbackToSavepoint(ask) => {
+                let name = ask.name();
+                ask.fail(Failure::new(
+                    Code::Internal,
+                    format!("the host was handed the batch effect `{name}`"),
+                ))
+            }
             StoreEffect::Commit(ask) => ask.answer(self.done("commit")),
             // The transaction ends either way (the host's executor makes sure of it).
             StoreEffect::Rollback(ask) => {

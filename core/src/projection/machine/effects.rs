@@ -70,6 +70,16 @@ effects! {
         /// match and the row is held. Answer whether a row changed.
         WriteRelease(plan: &'m ReleasePlan) -> bool
             = "write-release", LeaseInput::Written, write_release;
+        /// Open a savepoint inside the transaction, for one target of a batch (SQLite:
+        /// `SAVEPOINT`). Fails, touching nothing, if the transaction is no longer open (the
+        /// store rolled it back under an earlier failure).
+        Savepoint() -> () = "savepoint", done, savepoint;
+        /// Keep what the target wrote since its savepoint (SQLite: `RELEASE`); it commits or
+        /// rolls back with the transaction.
+        ReleaseSavepoint() -> () = "release-savepoint", done, release_savepoint;
+        /// Undo what the target wrote since its savepoint and close it (SQLite: `ROLLBACK TO`,
+        /// then `RELEASE`).
+        RollbackToSavepoint() -> () = "rollback-to-savepoint", done, rollback_to_savepoint;
         /// Commit the transaction.
         Commit() -> () = "commit", done, commit;
         /// Roll the transaction back (also after a failed commit); the transaction ends either
@@ -158,6 +168,35 @@ impl<'m, E> Effect<'m, E> {
             Effect::File(effect) => effect.name(),
             Effect::Clock(ask) => ask.name(),
             Effect::Reached(_, ask) => ask.name(),
+        }
+    }
+}
+
+/// The protocol of a batch of one-shot publications ([`super::publish_many`]): the lease's
+/// effects, each naming the target it is for.
+#[derive(Debug)]
+pub struct BatchProtocol<E>(std::marker::PhantomData<E>);
+
+impl<E> Protocol for BatchProtocol<E> {
+    type Effect<'m> = Targeted<'m, E>;
+    type Input = LeaseInput<E>;
+}
+
+/// An effect of a batch and the target it is for.
+#[derive(Debug)]
+pub struct Targeted<'m, E> {
+    /// The target's place in the batch (its targets sorted by id); `None` for the shared
+    /// transaction's own effects (begin, commit, rollback).
+    pub target: Option<usize>,
+    /// The effect, exactly as a one-target machine names it.
+    pub effect: Effect<'m, E>,
+}
+
+impl<E> Stamped for Targeted<'_, E> {
+    fn stamped(self, step: u64) -> Self {
+        Targeted {
+            target: self.target,
+            effect: self.effect.stamped(step),
         }
     }
 }

@@ -38,11 +38,14 @@
 //!   operator's end of the current grant (the same write, decided without a credential).
 //! - [`publish`]: the fenced publication of `current.json`.
 //! - [`publish_now`]: grant, publish and release in one envelope (one commit).
+//! - [`publish_many`]: one-shot publications of several targets in one transaction (one
+//!   commit for all), each under a savepoint of its own.
 
 pub mod acquire;
 mod effects;
 pub mod outcome;
 pub mod publish;
+pub mod publish_many;
 pub mod publish_now;
 pub mod release;
 mod serialized;
@@ -50,4 +53,6 @@ mod serialized;
 mod tests;
 
 pub use crate::contract::{drive, run, Answer, Ask, Machine, ProtocolError, Reply, Stamped};
-pub use effects::{Effect, FileEffect, LeaseInput, LeaseProtocol, StoreEffect};
+pub use effects::{
+    BatchProtocol, Effect, FileEffect, LeaseInput, LeaseProtocol, StoreEffect, Targeted,
+};

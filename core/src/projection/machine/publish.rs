@@ -476,6 +476,16 @@ impl<'r, E> Publish<'r, E> {
         self
     }
 
+    /// The serial of its next step (a batch counts on from it once the publication ended).
+    pub(crate) fn serial(&self) -> Serial {
+        self.serial
+    }
+
+    /// Counts its steps on from `serial` (a batch's second envelopes, one after another).
+    pub(crate) fn count_from(&mut self, serial: Serial) {
+        self.serial = serial;
+    }
+
     /// The result once the publication's envelope has ended.
     fn ended(
         &self,

@@ -47,7 +47,7 @@ pub enum PublishNowReport {
 /// The one-shot's body: the publication's steps (drafting before the transaction), and the
 /// grant until it has been decided inside it.
 #[derive(Debug)]
-struct OneShotBody<'r, E> {
+pub(crate) struct OneShotBody<'r, E> {
     /// `Some` until the grant moved on to publishing.
     grant: Option<Box<Granting<E>>>,
     steps: Box<Steps<'r, E>>,
@@ -57,7 +57,7 @@ struct OneShotBody<'r, E> {
 
 impl<'r, E> OneShotBody<'r, E> {
     /// The body for `applicant` over the row the prelude saw.
-    fn new(
+    pub(crate) fn new(
         applicant: Applicant,
         seen: Observed,
         composition: Composition<'r>,
@@ -146,6 +146,99 @@ impl<E> Body<E> for OneShotBody<'_, E> {
     }
 }
 
+/// A failure before any publication: nothing to release.
+fn refused<E>(failure: LeaseFailure<E>) -> Result<PublishNowReport, Unpublished<E>> {
+    Err(Unpublished::Failed {
+        failure,
+        epoch: None,
+        release: None,
+    })
+}
+
+/// The end of a one-shot answered before its envelope: a live grant, or a failure.
+pub(crate) fn answered<E>(
+    answer: Result<HeldBy, LeaseFailure<E>>,
+) -> Result<PublishNowReport, Unpublished<E>> {
+    match answer {
+        Ok(held) => Ok(PublishNowReport::Held(held)),
+        Err(failure) => refused(failure),
+    }
+}
+
+/// How a one-shot's body ended once its transaction did.
+#[derive(Debug)]
+pub(crate) enum BodyEnd<E> {
+    /// The one-shot's end.
+    Done(Result<PublishNowReport, Unpublished<E>>),
+    /// The grant committed on its own: its publication runs in an envelope of its own.
+    TakeOver(SecondEnvelope),
+}
+
+/// The publication a grant that committed on its own still owes (see the module
+/// documentation).
+#[derive(Debug)]
+pub(crate) struct SecondEnvelope {
+    credential: Credential,
+    /// The grant took over an expired one.
+    pub(crate) takeover: bool,
+    /// The largest clock reading of the run so far.
+    latest: crate::time::Millis,
+}
+
+impl SecondEnvelope {
+    /// The publication, counting its steps on from `serial`.
+    pub(crate) fn publish<'r, E>(
+        self,
+        composition: Composition<'r>,
+        serial: Serial,
+    ) -> Publish<'r, E> {
+        Publish::new(self.credential, composition).continuing(serial, self.latest)
+    }
+}
+
+impl<'r, E> OneShotBody<'r, E> {
+    /// The one-shot's end once its transaction has ended: `not_started`, the error that kept
+    /// the transaction's body from running; `commit_failed`, the error that lost its commit.
+    pub(crate) fn finish(
+        self,
+        not_started: Option<E>,
+        commit_failed: Option<E>,
+    ) -> Result<BodyEnd<E>, ProtocolError> {
+        if let Some(e) = not_started {
+            return Ok(BodyEnd::Done(refused(LeaseFailure::Effect(e))));
+        }
+        let Some(grant) = self.grant else {
+            let published = self.steps.results(commit_failed)?;
+            return Ok(BodyEnd::Done(published.map(|published| {
+                PublishNowReport::Published {
+                    published,
+                    takeover: false,
+                }
+            })));
+        };
+        let token_hash = grant.token_hash();
+        let takeover = grant.takeover;
+        let latest = self.steps.latest_clock();
+        Ok(match (grant.into_result()?, commit_failed) {
+            (_, Some(e)) => BodyEnd::Done(refused(LeaseFailure::Effect(e))),
+            // The grant committed on its own: its publication runs in a second envelope.
+            (Ok(AcquireReport::Granted(plan)), None) => BodyEnd::TakeOver(SecondEnvelope {
+                credential: Credential {
+                    target_id: plan.target_id,
+                    epoch: plan.epoch,
+                    token_hash,
+                },
+                takeover,
+                latest,
+            }),
+            (Ok(AcquireReport::Held(held)), None) => {
+                BodyEnd::Done(Ok(PublishNowReport::Held(held)))
+            }
+            (Err(failure), None) => BodyEnd::Done(refused(failure)),
+        })
+    }
+}
+
 /// Where a one-shot is.
 #[derive(Debug)]
 enum Phase<'r, E> {
@@ -170,15 +263,6 @@ pub struct PublishNow<'r, E> {
     serial: Serial,
 }
 
-/// A failure before any publication: nothing to release.
-fn refused<E>(failure: LeaseFailure<E>) -> Result<PublishNowReport, Unpublished<E>> {
-    Err(Unpublished::Failed {
-        failure,
-        epoch: None,
-        release: None,
-    })
-}
-
 impl<'r, E> PublishNow<'r, E> {
     /// A one-shot publication for `applicant`, composed with `composition` (a
     /// `&ChannelRegistry` is the generic profile's).
@@ -196,12 +280,7 @@ impl<'r, E> PublishNow<'r, E> {
         gated: Gated<E, Applicant, OneShotBody<'r, E>>,
     ) -> Result<Phase<'r, E>, ProtocolError> {
         let inner = match gated {
-            Gated::Done(answer) => {
-                return Ok(Phase::Done(match answer {
-                    Ok(held) => Ok(PublishNowReport::Held(held)),
-                    Err(failure) => refused(failure),
-                }))
-            }
+            Gated::Done(answer) => return Ok(Phase::Done(answered(answer))),
             Gated::Serialized(inner) => *inner,
             Gated::Prelude(..) | Gated::Moving => {
                 return Err(ProtocolError::Unfinished {
@@ -210,44 +289,21 @@ impl<'r, E> PublishNow<'r, E> {
             }
         };
         let Serialized {
-            body: stage,
+            body,
             not_started,
             commit_failed,
             ..
         } = inner;
-        if let Some(e) = not_started {
-            return Ok(Phase::Done(refused(LeaseFailure::Effect(e))));
-        }
-        let Some(grant) = stage.grant else {
-            let published = stage.steps.results(commit_failed)?;
-            return Ok(Phase::Done(published.map(|published| {
-                PublishNowReport::Published {
-                    published,
-                    takeover: false,
-                }
-            })));
-        };
-        let token_hash = grant.token_hash();
-        let takeover = grant.takeover;
-        let latest = stage.steps.latest_clock();
-        Ok(match (grant.into_result()?, commit_failed) {
-            (_, Some(e)) => Phase::Done(refused(LeaseFailure::Effect(e))),
-            // A takeover committed on its own: publish with it in a second envelope.
-            (Ok(AcquireReport::Granted(plan)), None) => {
-                let credential = Credential {
-                    target_id: plan.target_id,
-                    epoch: plan.epoch,
-                    token_hash,
-                };
+        Ok(match body.finish(not_started, commit_failed)? {
+            BodyEnd::Done(end) => Phase::Done(end),
+            BodyEnd::TakeOver(second) => {
                 // The envelope's last answer is taken once this returns: the publication's
                 // steps count on from the one after it.
                 let mut serial = self.serial;
                 serial.advanced();
-                let publish = Publish::new(credential, self.composition).continuing(serial, latest);
-                Phase::TakenOver(Box::new(publish), takeover)
+                let takeover = second.takeover;
+                Phase::TakenOver(Box::new(second.publish(self.composition, serial)), takeover)
             }
-            (Ok(AcquireReport::Held(held)), None) => Phase::Done(Ok(PublishNowReport::Held(held))),
-            (Err(failure), None) => Phase::Done(refused(failure)),
         })
     }
 }

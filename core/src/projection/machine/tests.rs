@@ -22,6 +22,8 @@ use crate::projection::target::TargetId;
 use crate::time::Millis;
 use crate::token::{HolderToken, TokenHash};
 
+mod batch;
+
 const TTL: u64 = 100;
 
 fn target() -> TargetId {
@@ -95,6 +97,8 @@ struct Script {
     locked: bool,
     renamed: bool,
     temp: bool,
+    /// The row as a savepoint saw it (a batch's target).
+    saved: Option<Option<LeaseRecord>>,
 }
 
 impl Script {
@@ -116,6 +120,7 @@ impl Script {
             locked: false,
             renamed: false,
             temp: false,
+            saved: None,
         }
     }
 
@@ -177,6 +182,18 @@ impl Script {
             }
             Effect::Store(StoreEffect::Commit(ask) | StoreEffect::Rollback(ask)) => {
                 self.in_tx = false;
+                ask.answer(Ok(()))
+            }
+            Effect::Store(StoreEffect::Savepoint(ask)) => {
+                self.saved = Some(self.row.clone());
+                ask.answer(Ok(()))
+            }
+            Effect::Store(StoreEffect::ReleaseSavepoint(ask)) => {
+                self.saved = None;
+                ask.answer(Ok(()))
+            }
+            Effect::Store(StoreEffect::RollbackToSavepoint(ask)) => {
+                self.row = self.saved.take().expect("a savepoint to roll back to");
                 ask.answer(Ok(()))
             }
             Effect::Store(StoreEffect::ReadChannels(ask)) if self.in_tx => {

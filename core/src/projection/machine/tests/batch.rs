@@ -1,0 +1,440 @@
+//! The batch machine driven by a scripted executor of several targets: one [`Script`] per
+//! target answers that target's effects, and the shared transaction (begin, commit, rollback)
+//! snapshots and restores every target's row, so a test reads what committed.
+
+use super::*;
+use crate::projection::machine::publish_many::{BatchRefused, PublishMany, TargetEnd};
+use crate::projection::machine::Targeted;
+
+fn target_n(n: u8) -> TargetId {
+    TargetId::parse(&format!("{n:02x}").repeat(32)).unwrap()
+}
+
+/// `row(..)` of target `t`.
+fn row_of(t: u8, epoch: u64, holder: u8, acquired_at: u64, released: bool) -> LeaseRecord {
+    LeaseRecord {
+        target_id: target_n(t),
+        ..row(epoch, holder, acquired_at, released)
+    }
+}
+
+/// The scripted executor of a batch.
+struct Batch {
+    scripts: Vec<Script>,
+    /// Every effect, and the target it was for.
+    log: Vec<(Option<usize>, &'static str)>,
+    /// The rows when the transaction began (restored by a rollback).
+    begun: Option<Vec<Option<LeaseRecord>>>,
+    /// The shared effect that fails (its first occurrence).
+    fail_shared: Option<&'static str>,
+    /// The failable effect (over the whole batch) that fails, counted from 0.
+    fail_nth: Option<usize>,
+    failable: usize,
+}
+
+impl Batch {
+    fn new(scripts: Vec<Script>) -> Self {
+        Batch {
+            scripts,
+            log: Vec::new(),
+            begun: None,
+            fail_shared: None,
+            fail_nth: None,
+            failable: 0,
+        }
+    }
+
+    fn answer(&mut self, targeted: Targeted<'_, &'static str>) -> Answer<LeaseInput<&'static str>> {
+        let Targeted { target, effect } = targeted;
+        let name = effect.name();
+        self.log.push((target, name));
+        let failable = !matches!(
+            effect,
+            Effect::Clock(_)
+                | Effect::Reached(..)
+                | Effect::Store(StoreEffect::Rollback(_))
+                | Effect::File(FileEffect::UnlockTarget(_))
+        );
+        let nth = failable && self.fail_nth == Some(self.failable);
+        self.failable += usize::from(failable);
+        let Some(i) = target else {
+            if nth || self.fail_shared == Some(name) {
+                self.fail_shared = None;
+                return effect.fail(name).expect("a store effect");
+            }
+            return self.shared(effect);
+        };
+        if nth {
+            if let Effect::File(FileEffect::WriteTemp(..)) = &effect {
+                self.scripts[i].temp = true;
+            }
+            return effect.fail(name).expect("a store or file effect");
+        }
+        self.scripts[i].answer(effect)
+    }
+
+    fn shared(&mut self, effect: Effect<'_, &'static str>) -> Answer<LeaseInput<&'static str>> {
+        let Effect::Store(effect) = effect else {
+            panic!("a shared effect is the store's: {effect:?}")
+        };
+        let open = matches!(effect, StoreEffect::Begin(_));
+        match (&effect, self.begun.take()) {
+            (StoreEffect::Begin(_), _) => {
+                self.begun = Some(self.scripts.iter().map(|s| s.row.clone()).collect())
+            }
+            (StoreEffect::Commit(_), Some(_)) => {}
+            (StoreEffect::Rollback(_), Some(rows)) => {
+                for (s, row) in self.scripts.iter_mut().zip(rows) {
+                    s.row = row;
+                }
+            }
+            (StoreEffect::Rollback(_), None) => {}
+            other => panic!("not a shared effect: {other:?}"),
+        }
+        for s in &mut self.scripts {
+            s.in_tx = open;
+        }
+        match effect {
+            StoreEffect::Begin(ask) | StoreEffect::Commit(ask) | StoreEffect::Rollback(ask) => {
+                ask.answer(Ok(()))
+            }
+            _ => unreachable!("matched above"),
+        }
+    }
+
+    fn run(&mut self, machine: &mut PublishMany<'_, &'static str>) {
+        assert_eq!(
+            drive(machine, |effect| Some(self.answer(effect))),
+            Ok(true),
+            "{:?}",
+            self.log
+        );
+    }
+
+    fn names(&self) -> Vec<&'static str> {
+        self.log.iter().map(|(_, name)| *name).collect()
+    }
+
+    fn at(&self, target: Option<usize>, name: &str) -> Vec<usize> {
+        self.log
+            .iter()
+            .enumerate()
+            .filter(|(_, (t, n))| *t == target && *n == name)
+            .map(|(i, _)| i)
+            .collect()
+    }
+}
+
+fn again(e: &&'static str) -> &'static str {
+    e
+}
+
+fn batch<'r>(targets: &[u8], registry: &'r ChannelRegistry) -> PublishMany<'r, &'static str> {
+    let targets = targets
+        .iter()
+        .map(|&t| (target_n(t), applicant(t + 100)))
+        .collect();
+    PublishMany::new(targets, registry, again).unwrap()
+}
+
+fn published(end: &TargetEnd<&'static str>) -> Option<u64> {
+    match &end.end {
+        Ok(PublishNowReport::Published { published, .. }) => Some(published.fencing_epoch),
+        _ => None,
+    }
+}
+
+fn released_at(s: &Script, epoch: u64) -> bool {
+    matches!(
+        &s.row,
+        Some(LeaseRecord { fencing_epoch, state: LeaseState::Released(_), .. }) if *fencing_epoch == epoch
+    )
+}
+
+#[test]
+fn a_batch_publishes_every_target_under_its_savepoint_in_one_transaction_with_one_commit() {
+    let registry = registry();
+    // Given out of order: the batch runs them in the order of their ids.
+    let mut m = batch(&[3, 1, 2], &registry);
+    assert_eq!(m.targets(), [target_n(1), target_n(2), target_n(3)]);
+    let mut b = Batch::new(
+        (1..=3)
+            .map(|t| Script::new(Some(row_of(t, 1, 1, 0, true)), &[10]))
+            .collect(),
+    );
+    b.run(&mut m);
+    let ends = m.output().unwrap();
+    for (i, end) in ends.iter().enumerate() {
+        assert_eq!(end.target_id, target_n(i as u8 + 1));
+        assert_eq!(published(end), Some(2), "{end:?}");
+        assert!(released_at(&b.scripts[i], 2), "{:?}", b.scripts[i].row);
+        assert!(b.scripts[i].renamed && !b.scripts[i].temp && !b.scripts[i].locked);
+    }
+    let names = b.names();
+    for once in ["begin", "commit"] {
+        assert_eq!(names.iter().filter(|n| **n == once).count(), 1, "{names:?}");
+    }
+    let begin = b.at(None, "begin")[0];
+    let commit = b.at(None, "commit")[0];
+    for i in 0..3 {
+        let t = Some(i);
+        // Every target lock is taken before the transaction and let go after it; each
+        // target's grant, revalidation, rename and release run under its savepoint.
+        assert!(b.at(t, "lock-target")[0] < begin);
+        assert!(b.at(t, "unlock-target")[0] > commit);
+        let (open, keep) = (b.at(t, "savepoint")[0], b.at(t, "release-savepoint")[0]);
+        for step in ["write-grant", "read-lease", "rename", "write-release"] {
+            assert!(
+                b.at(t, step).iter().all(|&p| open < p && p < keep),
+                "{step}"
+            );
+        }
+        // Its draft before the transaction, its directory fsync after it.
+        assert!(b.at(t, "write-temp")[0] < begin);
+        assert!(b.at(t, "sync-dir")[0] > commit);
+    }
+    // The locks in the order of the targets' ids; one target's body after the other's.
+    let locks: Vec<usize> = (0..3).map(|i| b.at(Some(i), "lock-target")[0]).collect();
+    assert!(locks.windows(2).all(|w| w[0] < w[1]), "{locks:?}");
+    assert!(b.at(Some(0), "release-savepoint")[0] < b.at(Some(1), "savepoint")[0]);
+}
+
+#[test]
+fn a_target_refused_inside_the_transaction_rolls_back_to_its_savepoint_and_the_others_publish() {
+    let registry = registry();
+    let mut m = batch(&[1, 2, 3], &registry);
+    let mut scripts: Vec<Script> = (1..=3)
+        .map(|t| Script::new(Some(row_of(t, 1, 1, 0, true)), &[10]))
+        .collect();
+    // Target 2's row moved after the prelude read it: another holder's live grant.
+    scripts[1].inside = Some(row_of(2, 2, 7, 5, false));
+    let mut b = Batch::new(scripts);
+    b.run(&mut m);
+    let ends = m.output().unwrap();
+    assert_eq!(published(&ends[0]), Some(2));
+    assert_eq!(published(&ends[2]), Some(2));
+    assert!(
+        matches!(&ends[1].end, Ok(PublishNowReport::Held(_))),
+        "{:?}",
+        ends[1]
+    );
+    // Nothing of target 2 committed or stayed behind; the others committed.
+    assert_eq!(
+        format!("{:?}", b.scripts[1].row),
+        format!("{:?}", Some(row_of(2, 1, 1, 0, true)))
+    );
+    assert!(!b.scripts[1].renamed && !b.scripts[1].temp);
+    assert!(b.at(Some(1), "release-savepoint").is_empty());
+    assert_eq!(b.at(Some(1), "rollback-to-savepoint").len(), 1);
+    assert!(released_at(&b.scripts[0], 2) && released_at(&b.scripts[2], 2));
+    assert_eq!(b.at(None, "commit").len(), 1);
+}
+
+#[test]
+fn a_live_grant_answers_held_before_the_transaction_and_its_target_takes_no_lock() {
+    let registry = registry();
+    let mut m = batch(&[1, 2], &registry);
+    let mut b = Batch::new(vec![
+        Script::new(Some(row_of(1, 3, 9, 5, false)), &[10]),
+        Script::new(Some(row_of(2, 1, 1, 0, true)), &[10]),
+    ]);
+    b.run(&mut m);
+    let ends = m.output().unwrap();
+    assert!(matches!(&ends[0].end, Ok(PublishNowReport::Held(_))));
+    assert_eq!(published(&ends[1]), Some(2));
+    assert_eq!(
+        b.log.iter().filter(|(t, _)| *t == Some(0)).count(),
+        2,
+        "{:?}",
+        b.log
+    );
+    // Every target live: no lock, no transaction, nothing written.
+    let mut m = batch(&[1], &registry);
+    let mut b = Batch::new(vec![Script::new(Some(row_of(1, 3, 9, 5, false)), &[10])]);
+    b.run(&mut m);
+    assert_eq!(b.names(), ["read-committed-lease", "read-clock"]);
+}
+
+#[test]
+fn a_takeover_in_a_batch_commits_with_it_then_publishes_in_an_envelope_of_its_own() {
+    let registry = registry();
+    let mut m = batch(&[1, 2], &registry);
+    let mut b = Batch::new(vec![
+        // Target 1's grant expired: a takeover.
+        Script::new(Some(row_of(1, 4, 1, 0, false)), &[TTL + 5]),
+        Script::new(Some(row_of(2, 1, 1, 0, true)), &[TTL + 5]),
+    ]);
+    b.run(&mut m);
+    let ends = m.output().unwrap();
+    assert!(
+        matches!(
+            &ends[0].end,
+            Ok(PublishNowReport::Published {
+                takeover: true,
+                published
+            }) if published.fencing_epoch == 5
+        ),
+        "{:?}",
+        ends[0]
+    );
+    assert_eq!(published(&ends[1]), Some(2));
+    let batch_commit = b.at(None, "commit")[0];
+    // The takeover renamed only after the batch committed its grant, in a second envelope.
+    assert_eq!(b.at(Some(0), "rename").len(), 1);
+    assert!(b.at(Some(0), "rename")[0] > batch_commit);
+    assert_eq!(b.at(Some(0), "begin").len(), 1);
+    assert!(released_at(&b.scripts[0], 5) && released_at(&b.scripts[1], 2));
+}
+
+#[test]
+fn a_failed_store_effect_ends_the_shared_transaction_for_every_target() {
+    let registry = registry();
+    let mut m = batch(&[1, 2, 3], &registry);
+    let mut scripts: Vec<Script> = (1..=3)
+        .map(|t| Script::new(Some(row_of(t, 1, 1, 0, true)), &[10]))
+        .collect();
+    // Target 2's row read inside the transaction fails (a store that rolls the transaction
+    // back under an I/O error).
+    scripts[1].fail = Some("read-lease");
+    let mut b = Batch::new(scripts);
+    b.run(&mut m);
+    let ends = m.output().unwrap();
+    // Target 1 renamed, but its grant and release were rolled back with the transaction: a
+    // lost commit, never plain success.
+    assert!(b.scripts[0].renamed);
+    assert!(
+        matches!(&ends[0].end, Err(Unpublished::NotReleased { .. })),
+        "{:?}",
+        ends[0]
+    );
+    assert!(matches!(&ends[1].end, Err(Unpublished::Failed { .. })));
+    // Target 3 never began: not started, its draft removed, nothing renamed.
+    assert!(b.at(Some(2), "savepoint").is_empty());
+    assert!(matches!(
+        &ends[2].end,
+        Err(Unpublished::Failed {
+            failure: LeaseFailure::Effect("read-lease"),
+            ..
+        })
+    ));
+    assert!(!b.scripts[2].renamed && !b.scripts[2].temp);
+    // The transaction rolled back whole: every row as it was.
+    assert!(b.at(None, "commit").is_empty());
+    for (t, s) in b.scripts.iter().enumerate() {
+        assert_eq!(
+            format!("{:?}", s.row),
+            format!("{:?}", Some(row_of(t as u8 + 1, 1, 1, 0, true)))
+        );
+        assert!(!s.locked);
+    }
+}
+
+#[test]
+fn any_effect_of_a_batch_may_fail_and_each_end_says_what_happened() {
+    // A batch of three (released, expired — a takeover —, released) fails each failable
+    // effect of its run in turn. Whatever fails: no protocol error, no lock or transaction
+    // left open, no temp sibling left (but where its removal failed); each target's end says
+    // it renamed exactly when it did; and a target reported published committed its grant
+    // and release (its row released at the published epoch).
+    let registry = registry();
+    let setup = || {
+        Batch::new(vec![
+            Script::new(Some(row_of(1, 1, 1, 0, true)), &[TTL + 5]),
+            Script::new(Some(row_of(2, 4, 1, 0, false)), &[TTL + 5]),
+            Script::new(Some(row_of(3, 1, 1, 0, true)), &[TTL + 5]),
+        ])
+    };
+    let mut clean = setup();
+    let mut m = batch(&[1, 2, 3], &registry);
+    clean.run(&mut m);
+    assert!(m.output().unwrap().iter().all(|e| published(e).is_some()));
+    let mut runs = 0;
+    for nth in 0..clean.failable {
+        let mut b = setup();
+        b.fail_nth = Some(nth);
+        let mut m = batch(&[1, 2, 3], &registry);
+        b.run(&mut m);
+        let ends = m.output().expect("no protocol error");
+        let failed = b
+            .log
+            .iter()
+            .copied()
+            .filter(|(_, n)| !matches!(*n, "read-clock" | "reached" | "rollback" | "unlock-target"))
+            .nth(nth)
+            .unwrap();
+        let context = format!("{failed:?} (failable effect {nth}) failed: {:?}", b.log);
+        assert!(b.begun.is_none(), "{context}: the transaction left open");
+        for (i, (s, end)) in b.scripts.iter().zip(&ends).enumerate() {
+            let context = format!("{context}, target {i}: {end:?}");
+            assert!(!s.locked, "{context}: a lock left held");
+            assert!(
+                !s.temp || failed == (Some(i), "remove-temp"),
+                "{context}: a temp left behind"
+            );
+            let renamed = matches!(
+                &end.end,
+                Ok(PublishNowReport::Published { .. })
+                    | Err(Unpublished::NotReleased { .. })
+                    | Err(Unpublished::Failed {
+                        failure: LeaseFailure::NotDurable(_),
+                        ..
+                    })
+            );
+            assert_eq!(renamed, s.renamed, "{context}");
+            if let Some(epoch) = published(end) {
+                assert!(released_at(s, epoch), "{context}: published, not committed");
+            }
+        }
+        runs += 1;
+    }
+    assert!(runs > 40, "{runs}");
+}
+
+#[test]
+fn an_empty_batch_or_a_target_given_twice_is_refused() {
+    let registry = registry();
+    let none: Vec<(TargetId, Applicant)> = Vec::new();
+    assert_eq!(
+        PublishMany::<&'static str>::new(none, &registry, again).err(),
+        Some(BatchRefused::Empty)
+    );
+    let twice = vec![
+        (target_n(2), applicant(1)),
+        (target_n(1), applicant(2)),
+        (target_n(2), applicant(3)),
+    ];
+    assert_eq!(
+        PublishMany::<&'static str>::new(twice, &registry, again).err(),
+        Some(BatchRefused::Duplicate(target_n(2)))
+    );
+}
+
+#[test]
+fn a_batch_refuses_an_answer_kept_from_an_earlier_step() {
+    let registry = registry();
+    let mut m = batch(&[1, 2], &registry);
+    let mut b = Batch::new(vec![
+        Script::new(Some(row_of(1, 1, 1, 0, true)), &[10]),
+        Script::new(Some(row_of(2, 1, 1, 0, true)), &[10]),
+    ]);
+    // Target 1's prelude read, kept and handed to target 2's prelude read (same effect).
+    let first = m.poll().unwrap();
+    let kept = b.answer(first);
+    let kept_again = {
+        let first = m.poll().unwrap();
+        b.answer(first)
+    };
+    m.handle(kept).unwrap();
+    loop {
+        let effect = m.poll().unwrap();
+        if effect.target == Some(1) {
+            assert!(matches!(
+                m.handle(kept_again),
+                Err(ProtocolError::KeptAnswer { .. })
+            ));
+            break;
+        }
+        let answer = b.answer(effect);
+        m.handle(answer).unwrap();
+    }
+}
