@@ -1,11 +1,16 @@
-//! Publication vs an unfenced atomic write, for 1 KiB and 256 KiB documents, the kinds taking
-//! turns so that each ratio compares operations measured in the same seconds.
+//! Publication vs an unfenced atomic write, for 1 KiB and 256 KiB documents of one target and
+//! for 1 KiB documents of 16 targets at once, the kinds taking turns so that each ratio
+//! compares operations measured in the same seconds.
 //!
 //! `atomic write` writes the published document's bytes the unfenced way: temp sibling, fsync,
 //! rename, directory fsync — the baseline. `one-shot` is `publish_now`: the grant, the
 //! publication and the release in one transaction (3 fsyncs: temp file, WAL commit,
 //! directory). `two-step` is what a holder pays for `acquire` (one transaction, committed) +
 //! `publish` (revalidate, confirm the draft, rename, conditional release, commit; 4 fsyncs).
+//! `batch` is `publish_many` of every target of the section in ONE transaction (per target its
+//! temp file and directory fsyncs, one WAL commit for all). An operation publishes every
+//! target of its section (16 atomic writes, 16 one-shots, ... in `16 targets`); the figures
+//! are per publication, and the section ends with the batch's rate against the one-shots'.
 //! The store runs with `synchronous = FULL`, set inside `ProjectionStore::open` on its private
 //! connection; the cost of FULL against NORMAL is measured on the plain-SQLite baseline in
 //! `submission.rs`.
@@ -23,6 +28,7 @@
 //! ```sh
 //! cargo bench --bench publication
 //! cargo bench --bench publication -- '1 KiB' one-shot   # only what every word names
+//! cargo bench --bench publication -- '16 targets' one-shot batch
 //! ```
 //!
 //! Words after `--` keep only the sizes and kinds they name (the atomic write always runs: it
@@ -33,8 +39,9 @@
 
 mod support;
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use support::{atomic_write, holder, publish_now_once, publish_once, Bench};
+use support::{atomic_write, holder, publish_many_once, publish_now_once, publish_once, Bench};
 
 /// Rounds of the measured run.
 const ROUNDS: usize = 10;
@@ -105,45 +112,78 @@ fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// A section of the run: its label, the document's size, how many targets each operation
+/// publishes.
+const SECTIONS: [(&str, usize, usize); 3] = [
+    ("1 KiB", 1024, 1),
+    ("256 KiB", 256 * 1024, 1),
+    ("16 targets", 1024, 16),
+];
+
 fn main() {
     let measuring = support::measuring();
-    let (rounds, per_round, warmup) = if measuring {
-        (ROUNDS, PER_ROUND, WARMUP)
-    } else {
-        (1, 1, 0)
-    };
     let words: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
         .collect();
-    for (label, envelope_bytes) in [("1 KiB", 1024), ("256 KiB", 256 * 1024)] {
-        if !kept(&words, &["1 KiB", "256 KiB"], label) {
+    let labels: Vec<&str> = SECTIONS.iter().map(|(label, ..)| *label).collect();
+    for (label, envelope_bytes, n) in SECTIONS {
+        if !kept(&words, &labels, label) {
             continue;
         }
-        let bench = Bench::new(1, envelope_bytes);
-        let target = &bench.targets[0];
+        // Each operation publishes every target of the section: as many per round as keep a
+        // round's publications about the same whatever the section.
+        let (rounds, per_round, warmup) = if measuring {
+            (ROUNDS, (PER_ROUND / n).max(1), (WARMUP / n).max(1))
+        } else {
+            (1, 1, 0)
+        };
+        let bench = Bench::new(n, envelope_bytes);
+        let targets = &bench.targets;
         let store = bench.open();
         let who = holder("bench");
-        assert!(publish_once(&store, target, &who), "first publication");
-        let bytes = std::fs::read(bench.options.runtime_root.current_path(target))
+        for target in targets {
+            assert!(publish_once(&store, target, &who), "first publication");
+        }
+        let bytes = std::fs::read(bench.options.runtime_root.current_path(&targets[0]))
             .expect("published document");
-        let dir = bench.dir.path().join("unfenced");
-        std::fs::create_dir(&dir).expect("baseline dir");
-        let all: [Kind<'_>; 3] = [
-            ("atomic write", Box::new(|| atomic_write(&dir, &bytes))),
+        let dirs: Vec<PathBuf> = (0..n)
+            .map(|i| {
+                let dir = bench.dir.path().join("unfenced").join(i.to_string());
+                std::fs::create_dir_all(&dir).expect("baseline dir");
+                dir
+            })
+            .collect();
+        let all: [Kind<'_>; 4] = [
+            (
+                "atomic write",
+                Box::new(|| dirs.iter().for_each(|dir| atomic_write(dir, &bytes))),
+            ),
             (
                 "one-shot",
-                Box::new(|| assert!(publish_now_once(&store, target, &who))),
+                Box::new(|| {
+                    for target in targets {
+                        assert!(publish_now_once(&store, target, &who));
+                    }
+                }),
             ),
             (
                 "two-step",
-                Box::new(|| assert!(publish_once(&store, target, &who))),
+                Box::new(|| {
+                    for target in targets {
+                        assert!(publish_once(&store, target, &who));
+                    }
+                }),
+            ),
+            (
+                "batch",
+                Box::new(|| assert!(publish_many_once(&store, targets, &who))),
             ),
         ];
         let kinds: Vec<Kind<'_>> = all
             .into_iter()
             .filter(|(name, _)| {
-                *name == "atomic write" || kept(&words, &["one-shot", "two-step"], name)
+                *name == "atomic write" || kept(&words, &["one-shot", "two-step", "batch"], name)
             })
             .collect();
         let measured = measure(&kinds, rounds, per_round, warmup);
@@ -151,12 +191,13 @@ fn main() {
             println!("publication {label}: ok (test mode, nothing measured)");
             continue;
         }
-        let mean = |t: &[Duration]| micros(t.iter().sum::<Duration>()) / t.len() as f64;
+        // Per publication (an operation publishes `n`).
+        let mean = |t: &[Duration]| micros(t.iter().sum::<Duration>()) / (t.len() * n) as f64;
         let baseline = mean(&measured[0].times);
-        let cpu_per_op = |m: &Measured| micros(m.cpu) / m.times.len() as f64;
+        let cpu_per_op = |m: &Measured| micros(m.cpu) / (m.times.len() * n) as f64;
         let cpu_baseline = cpu_per_op(&measured[0]);
         println!(
-            "{label} ({} bytes): {rounds} rounds of {per_round} of each kind, {warmup} unmeasured first",
+            "{label} ({} bytes, {n} target(s) an operation): {rounds} rounds of {per_round} of each kind, {warmup} unmeasured first; per publication:",
             bytes.len()
         );
         for ((name, _), m) in kinds.iter().zip(&measured) {
@@ -165,11 +206,20 @@ fn main() {
             println!(
                 "  {name:<12} mean {:7.0} µs  p50 {:7.0} µs  {:.2}x the atomic write   cpu {:6.0} µs  {:.2}x its cpu",
                 mean(&m.times),
-                micros(sorted[sorted.len() / 2]),
+                micros(sorted[sorted.len() / 2]) / n as f64,
                 mean(&m.times) / baseline,
                 cpu_per_op(m),
                 cpu_per_op(m) / cpu_baseline,
             );
+        }
+        let of = |kind: &str| {
+            kinds
+                .iter()
+                .position(|(name, _)| *name == kind)
+                .map(|k| mean(&measured[k].times))
+        };
+        if let (Some(one_shot), Some(batch)) = (of("one-shot"), of("batch")) {
+            println!("  batch: {:.2}x the rate of one-shots", one_shot / batch);
         }
     }
 }

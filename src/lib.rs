@@ -97,6 +97,7 @@ pub mod projection {
     };
     pub use solewriter_core::projection::envelope_schema::EnvelopeSchema;
     pub use solewriter_core::projection::lease::{Fenced, HeldBy, LeaseRecord, LeaseState};
+    pub use solewriter_core::projection::machine::publish_many::BatchRefused;
     pub use solewriter_core::projection::profile::{ConsumerBinding, Profile, MAX_BINDING_BYTES};
     pub use solewriter_core::projection::publication::PublishStep;
     pub use solewriter_core::projection::target::{

@@ -139,6 +139,25 @@ pub fn publish_now_once(store: &ProjectionStore, target: &TargetId, who: &Instan
     }
 }
 
+/// One batch of one-shot publications of every target in one transaction. `false` when any
+/// target was held.
+pub fn publish_many_once(
+    store: &ProjectionStore,
+    targets: &[TargetId],
+    who: &InstanceDigest,
+) -> bool {
+    store
+        .publish_many(targets, who)
+        .expect("publish_many")
+        .into_iter()
+        .all(|(_, answer)| {
+            matches!(
+                answer.expect("publish_many of a target"),
+                solewriter::PublishedNow::Published(_)
+            )
+        })
+}
+
 /// The unfenced baseline: `bytes` written to `dir/current.json` the plain atomic way (temp
 /// sibling, fsync, rename, directory fsync), with the same file effects a publication uses.
 pub fn atomic_write(dir: &Path, bytes: &[u8]) {

@@ -343,6 +343,12 @@ pub(crate) use effects;
 pub(crate) struct Serial(u64);
 
 impl Serial {
+    /// A serial whose first step is `n` (a part of a machine that counts in a range of its
+    /// own).
+    pub(crate) fn starting_at(n: u64) -> Self {
+        Serial(n)
+    }
+
     /// `effect`, stamped with this step's serial.
     pub(crate) fn stamp<S: Stamped>(self, effect: Option<S>) -> Option<S> {
         effect.map(|effect| effect.stamped(self.0))

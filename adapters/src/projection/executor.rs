@@ -10,29 +10,44 @@ use crate::projection::probe::PublishProbe;
 use crate::projection::rows;
 use crate::projection::store::{ProjectionStore, WriteTx};
 use rusqlite::Connection;
+use solewriter_core::projection::machine::publish_many::{Part, PublishMany, TargetEnd};
 use solewriter_core::projection::machine::{
-    run, Answer, BatchProtocol, Effect, LeaseInput, LeaseProtocol, Machine, StoreEffect, Targeted,
+    drive, run, Answer, Effect, LeaseInput, LeaseProtocol, Machine, ProtocolError, StoreEffect,
+    Targeted,
 };
+use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::TargetId;
 use solewriter_files::steps::FileSteps;
 use std::path::PathBuf;
+use std::sync::mpsc;
 use std::time::Instant;
 
-/// The state one run of a machine needs: the open transaction and, per target, the file
-/// steps (the target lock, the target directory, the temp file).
+/// The state one run of a machine needs: the store's side ([`Here`]: the open transaction)
+/// and, per target, the file steps (the target lock, the target directory, the temp file).
 pub(crate) struct Executor<'s> {
-    store: &'s ProjectionStore,
-    epoch: u64,
-    probe: &'s dyn PublishProbe,
     // Field order is drop order, which matters only when a run unwinds (a panic): the
     // transaction rolls back, then the temp files are removed and the target locks let go.
-    tx: Option<WriteTx<'s>>,
+    here: Here<'s>,
     /// The targets of the run (one, but for a batch) and their file steps.
     targets: Vec<(&'s TargetId, FileSteps<'s>)>,
 }
 
+/// What runs on the executor's own thread: the store (its connection, the open transaction),
+/// the clock and the probe.
+struct Here<'s> {
+    store: &'s ProjectionStore,
+    epoch: u64,
+    probe: &'s dyn PublishProbe,
+    tx: Option<WriteTx<'s>>,
+}
+
 /// The savepoint every target of a batch writes under (one at a time).
 const SAVEPOINT: &str = "solewriter_target";
+
+/// What a part's thread tells the executor's thread before it carries out an effect: its
+/// place in the batch, the effect's name, the point reached (if it is one), and where to say
+/// that the probe has seen it.
+type Notice = (usize, &'static str, Option<PublishStep>, mpsc::Sender<()>);
 
 impl<'s> Executor<'s> {
     /// An executor for a machine on `target` (the grant's `epoch`, for the probe).
@@ -62,10 +77,12 @@ impl<'s> Executor<'s> {
             )
         };
         Executor {
-            store,
-            epoch,
-            probe,
-            tx: None,
+            here: Here {
+                store,
+                epoch,
+                probe,
+                tx: None,
+            },
             targets: targets.iter().map(|t| (t, files(t))).collect(),
         }
     }
@@ -80,15 +97,88 @@ impl<'s> Executor<'s> {
         Ok(run(machine, |effect| self.execute(0, effect))?)
     }
 
-    /// [`Self::run`] for a batch: each effect on the target it names (the shared
-    /// transaction's on none).
-    pub(crate) fn run_many<M: Machine<Protocol = BatchProtocol<Error>>>(
+    /// Runs a batch to its end: each effect on the target it names (the shared transaction's
+    /// on none), and the batch's lock-free parts (each target's draft before the transaction,
+    /// its directory fsync after it) on a thread per target, so that their fsyncs overlap.
+    pub(crate) fn run_many(
         &mut self,
-        machine: M,
-    ) -> Result<M::Output> {
-        Ok(run(machine, |Targeted { target, effect }| {
-            self.execute(target.unwrap_or(0), effect)
-        })?)
+        mut batch: PublishMany<'_, Error>,
+    ) -> Result<Vec<TargetEnd<Error>>> {
+        loop {
+            if let Some(mut parts) = batch.parts() {
+                self.run_parts(parts.each())?;
+                parts.join()?;
+                continue;
+            }
+            let Some(Targeted { target, effect }) = batch.poll() else {
+                return Ok(batch.output()?);
+            };
+            let answer = self.execute(target.unwrap_or(0), effect);
+            batch.handle(answer)?;
+        }
+    }
+
+    /// Runs each part to its end, on a thread of its own, which carries out its target's file
+    /// effects (a part names nothing else but reached points); this thread shows each effect
+    /// to the probe first (the probe is this thread's).
+    fn run_parts(&mut self, parts: Vec<(usize, Part<'_, '_, Error>)>) -> Result<()> {
+        let Executor { here, targets } = self;
+        let ids: Vec<&TargetId> = targets.iter().map(|(target, _)| *target).collect();
+        let mut files: Vec<Option<&mut FileSteps<'s>>> =
+            targets.iter_mut().map(|(_, files)| Some(files)).collect();
+        let (notices, noticed) = mpsc::channel::<Notice>();
+        let ended: Vec<bool> = std::thread::scope(|s| {
+            let workers: Vec<_> = parts
+                .into_iter()
+                .filter_map(|(i, mut part)| {
+                    let files = files.get_mut(i)?.take()?;
+                    let notices = notices.clone();
+                    Some(s.spawn(move || {
+                        let (seen, wait) = mpsc::channel();
+                        drive(&mut part, |effect| {
+                            let reached = match &effect {
+                                Effect::Reached(step, _) => Some(*step),
+                                _ => None,
+                            };
+                            notices
+                                .send((i, effect.name(), reached, seen.clone()))
+                                .ok()?;
+                            wait.recv().ok()?;
+                            Some(match effect {
+                                Effect::File(effect) => files.execute(effect),
+                                Effect::Reached(_, ask) => ask.answer(()),
+                                effect => {
+                                    effect.fail(Error::Protocol(ProtocolError::WrongAnswer {
+                                        machine: "batch part",
+                                        answered: "an effect that is not lock-free file work",
+                                    }))?
+                                }
+                            })
+                        })
+                    }))
+                })
+                .collect();
+            drop(notices);
+            // Every notice, until every part's thread has ended.
+            for (i, name, reached, seen) in noticed {
+                here.probe.before(name, ids[i], here.epoch);
+                if let Some(step) = reached {
+                    here.probe.reached(step, ids[i], here.epoch);
+                }
+                let _ = seen.send(());
+            }
+            workers
+                .into_iter()
+                .map(|worker| matches!(worker.join(), Ok(Ok(true))))
+                .collect()
+        });
+        match ended.iter().all(|ended| *ended) {
+            true => Ok(()),
+            false => Err(ProtocolError::Unfinished {
+                machine: "batch part",
+            }
+            .into()),
+        }
     }
 
     /// Where the rename of the run's `i`-th target put the document, once (taken).
@@ -98,6 +188,32 @@ impl<'s> Executor<'s> {
             .and_then(|(_, files)| files.take_renamed())
     }
 
+    /// Carries out `effect` of the run's `i`-th target.
+    fn execute(&mut self, i: usize, effect: Effect<'_, Error>) -> Answer<LeaseInput<Error>> {
+        let (target, files) = &mut self.targets[i];
+        self.here
+            .probe
+            .before(effect.name(), target, self.here.epoch);
+        match effect {
+            Effect::File(effect) => files.execute(effect),
+            effect => {
+                let targets = &self.targets;
+                // Every machine takes its target locks first, which set what is left to wait
+                // (the first lock taken, for a batch).
+                let deadline = || {
+                    targets
+                        .iter()
+                        .filter_map(|(_, files)| files.wait_deadline())
+                        .min()
+                        .unwrap_or_else(Instant::now)
+                };
+                self.here.execute(targets[i].0, effect, deadline)
+            }
+        }
+    }
+}
+
+impl Here<'_> {
     /// The connection of the open transaction, or the plain connection outside one.
     fn conn(&self) -> &Connection {
         match &self.tx {
@@ -120,12 +236,21 @@ impl<'s> Executor<'s> {
         }
     }
 
-    fn execute(&mut self, i: usize, effect: Effect<'_, Error>) -> Answer<LeaseInput<Error>> {
+    /// Carries out `effect` on `target`: the store's, the clock's or a reached point (a file
+    /// effect is its target's file steps'). `deadline`: until when a transaction begun now
+    /// may wait.
+    fn execute(
+        &mut self,
+        target: &TargetId,
+        effect: Effect<'_, Error>,
+        deadline: impl FnOnce() -> Instant,
+    ) -> Answer<LeaseInput<Error>> {
         let store = self.store;
-        let (target, _) = self.targets[i];
-        self.probe.before(effect.name(), target, self.epoch);
         match effect {
-            Effect::File(effect) => self.targets[i].1.execute(effect),
+            Effect::File(effect) => effect.fail(Error::Protocol(ProtocolError::WrongAnswer {
+                machine: "executor",
+                answered: "a file effect",
+            })),
             Effect::Clock(ask) => ask.answer(store.options.clock.now()),
             Effect::Reached(step, ask) => {
                 self.probe.reached(step, target, self.epoch);
@@ -135,15 +260,7 @@ impl<'s> Executor<'s> {
                 ask.answer(rows::read_lease(&store.conn, target).map_err(|e| store.busy_aware(e)))
             }
             Effect::Store(StoreEffect::Begin(ask)) => {
-                // Every machine takes its target locks first, which set what is left to wait
-                // (the first lock taken, for a batch).
-                let deadline = self
-                    .targets
-                    .iter()
-                    .filter_map(|(_, files)| files.wait_deadline())
-                    .min()
-                    .unwrap_or_else(Instant::now);
-                ask.answer(store.begin_by(deadline).map(|tx| self.tx = Some(tx)))
+                ask.answer(store.begin_by(deadline()).map(|tx| self.tx = Some(tx)))
             }
             Effect::Store(StoreEffect::ReadLease(ask)) => {
                 ask.answer(rows::read_lease(self.conn(), target))
@@ -232,19 +349,22 @@ mod tests {
             .target_id();
         let mut executor = Executor::new(&store, &target, 0, &NoProbe);
         // No transaction: refused.
-        assert!(executor.in_tx("SAVEPOINT s").is_err());
+        assert!(executor.here.in_tx("SAVEPOINT s").is_err());
         assert!(store.conn.is_autocommit());
-        executor.tx = Some(store.begin_by(Instant::now()).unwrap());
-        executor.in_tx("SAVEPOINT s").unwrap();
-        executor.in_tx("CREATE TEMP TABLE scratch (x)").unwrap();
+        executor.here.tx = Some(store.begin_by(Instant::now()).unwrap());
+        executor.here.in_tx("SAVEPOINT s").unwrap();
+        executor
+            .here
+            .in_tx("CREATE TEMP TABLE scratch (x)")
+            .unwrap();
         assert_eq!(scratch_tables(&store), 1);
-        executor.in_tx("ROLLBACK TO s; RELEASE s").unwrap();
+        executor.here.in_tx("ROLLBACK TO s; RELEASE s").unwrap();
         assert_eq!(scratch_tables(&store), 0, "rolled back to the savepoint");
         assert!(!store.conn.is_autocommit(), "the transaction goes on");
         // The store ends the transaction behind the executor's back.
         store.conn.execute_batch("ROLLBACK").unwrap();
-        assert!(executor.in_tx("SAVEPOINT s").is_err());
+        assert!(executor.here.in_tx("SAVEPOINT s").is_err());
         assert!(store.conn.is_autocommit(), "no transaction was opened");
-        executor.tx = None;
+        executor.here.tx = None;
     }
 }

@@ -7,7 +7,9 @@
 //! one-shot is. What the batch adds is the envelope around them, in one fixed order:
 //!
 //! 1. each target in turn, holding no lock: its prelude (a live grant answers `Held` and the
-//!    target takes no further part), then its draft and temp sibling;
+//!    target takes no further part) and its draft's reads; then each target's directory and
+//!    temp sibling (file work only, which an executor may run for all targets at once:
+//!    [`PublishMany::parts`]);
 //! 2. the kernel locks of the targets still in the batch, in the order of their ids (the batch
 //!    is sorted on entry, so two batches — or a batch and a one-target machine, which takes one
 //!    target lock — never wait for each other in a cycle); a target whose lock is busy drops
@@ -18,7 +20,7 @@
 //!    target leaves no row behind, the others go on);
 //! 5. one commit (or one rollback, if no target kept anything); every target lock let go;
 //! 6. each target's part after the transaction (its directory fsync, or the removal of its
-//!    temp sibling);
+//!    temp sibling; again file work an executor may run for all targets at once);
 //! 7. a target whose grant commits on its own (a takeover of an expired grant, or a row the
 //!    document in place is ahead of — see [`super::publish_now`]) publishes afterwards in an
 //!    envelope of its own, one target after the other.
@@ -37,8 +39,8 @@ use super::publish::Publish;
 use super::publish_now::{answered, BodyEnd, OneShotBody, PublishNowReport};
 use super::serialized::{Body, End};
 use super::{
-    Answer, BatchProtocol, Effect, FileEffect, LeaseInput, Machine, ProtocolError, StoreEffect,
-    Targeted,
+    Answer, BatchProtocol, Effect, FileEffect, LeaseInput, LeaseProtocol, Machine, ProtocolError,
+    StoreEffect, Targeted,
 };
 use crate::contract::Serial;
 use crate::error_kind::{Classified, ErrorKind};
@@ -106,8 +108,11 @@ enum Slot<'r, E> {
 /// Where the batch is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
-    /// Target `i`'s prelude, then its part before the transaction (no lock).
-    Outside(usize),
+    /// Target `i`'s reads before the transaction (no lock): its prelude, its draft's clock
+    /// and rows.
+    Reads(usize),
+    /// Target `i`'s file work before the transaction (no lock): its directory, its temp file.
+    Drafts(usize),
     /// Taking target `i`'s lock.
     Lock(usize),
     Begin,
@@ -167,7 +172,7 @@ impl<'r, E> PublishMany<'r, E> {
             composition: composition.into(),
             targets,
             slots,
-            stage: Stage::Outside(0),
+            stage: Stage::Reads(0),
             serial: Serial::default(),
             again,
             lost: None,
@@ -379,8 +384,8 @@ impl<'r, E> PublishMany<'r, E> {
                 effect: effect.into(),
             }
         }
-        Some(match self.stage {
-            Stage::Outside(i) => match &self.slots[i] {
+        Some(match self.current() {
+            Stage::Reads(i) | Stage::Drafts(i) => match &self.slots[i] {
                 Slot::Prelude(prelude, _) => at(i, prelude.poll()),
                 Slot::Running(run) => at(i, run.body.poll_before()?),
                 _ => return None,
@@ -420,8 +425,11 @@ impl<'r, E> PublishMany<'r, E> {
         }
         let failed = answer.failed();
         let again = self.again;
-        self.stage = match self.stage {
-            Stage::Outside(i) => self.outside(i, answer)?,
+        self.stage = match self.current() {
+            stage @ (Stage::Reads(i) | Stage::Drafts(i)) => {
+                outside_step(&mut self.slots[i], self.composition, answer)?;
+                stage
+            }
             Stage::Lock(i) => {
                 let run = self.run_mut(i)?;
                 match answer.into_parts().1 {
@@ -528,6 +536,7 @@ impl<'r, E> PublishMany<'r, E> {
                 return Err(ProtocolError::wrong("ended batch", answer.effect()))
             }
         };
+        self.stage = self.current();
         if self.stage == Stage::Done {
             // This step's answer is taken once this returns: a second envelope counts on
             // from the step after it.
@@ -538,44 +547,201 @@ impl<'r, E> PublishMany<'r, E> {
         Ok(())
     }
 
-    /// Target `i`'s prelude or its part before the transaction, answered.
-    fn outside(&mut self, i: usize, answer: Answer<LeaseInput<E>>) -> Result<Stage, ProtocolError> {
-        let composition = self.composition;
-        let slot = std::mem::replace(&mut self.slots[i], Slot::Moving);
-        let (slot, result) = match slot {
-            Slot::Prelude(prelude, applicant) => match prelude.step(answer) {
-                PreludeNext::Refused(prelude, e) => (Slot::Prelude(prelude, applicant), Err(e)),
-                PreludeNext::Continue(prelude) => (Slot::Prelude(prelude, applicant), Ok(())),
-                PreludeNext::Answered(answer) => (Slot::Done(answered(answer)), Ok(())),
-                PreludeNext::Serialize(seen, now) => (
-                    Slot::Running(Run {
-                        body: Box::new(OneShotBody::new(applicant, seen, composition, now)),
-                        locked: false,
-                        began: false,
-                        kept: false,
-                        not_started: None,
-                        commit_failed: None,
-                    }),
-                    Ok(()),
-                ),
+    /// Where the batch is, past every part before or after the transaction already done (by
+    /// [`Parts`], or by the batch's own steps).
+    fn current(&self) -> Stage {
+        let pending = |from: usize, pick: fn(&Slot<'r, E>) -> bool| {
+            (from..self.slots.len()).find(|&i| pick(&self.slots[i]))
+        };
+        match self.stage {
+            Stage::Reads(i) => match pending(i, reading) {
+                Some(i) => Stage::Reads(i),
+                None => match pending(0, drafting) {
+                    Some(i) => Stage::Drafts(i),
+                    None => self.lock_from(0),
+                },
             },
-            Slot::Running(mut run) => {
-                let result = run.body.handle(answer);
-                (Slot::Running(run), result)
-            }
-            other => (other, Err(ProtocolError::Unfinished { machine: "batch" })),
+            Stage::Drafts(i) => match pending(i, drafting) {
+                Some(i) => Stage::Drafts(i),
+                None => self.lock_from(0),
+            },
+            Stage::After(i) => self.after_from(i),
+            stage => stage,
+        }
+    }
+
+    /// The lock-free file work of the batch that is still to run, if it is at it: each
+    /// target's directory and temp file before the transaction (once every target's reads
+    /// are done), or each target's directory fsync (or temp removal) after it. Nothing orders
+    /// one target's part against another's (no lock is held, each touches only its own
+    /// target's files), so an executor may run them concurrently — one [`Part`] per target,
+    /// naming file effects and reached points only — and then [`Parts::join`] them; an
+    /// executor that never asks runs them one after the other through [`Machine::poll`].
+    pub fn parts(&mut self) -> Option<Parts<'_, 'r, E>> {
+        let after = match self.current() {
+            Stage::Drafts(_) => false,
+            Stage::After(_) => true,
+            _ => return None,
         };
-        self.slots[i] = slot;
-        result?;
-        let done_here = match &self.slots[i] {
-            Slot::Prelude(..) => false,
-            Slot::Running(run) => run.body.poll_before().is_none(),
-            _ => true,
+        Some(Parts { batch: self, after })
+    }
+}
+
+/// Whether a target's next step before the transaction is a read (the store's, the
+/// clock's): its prelude, or its draft's reads.
+fn reading<E>(slot: &Slot<'_, E>) -> bool {
+    match slot {
+        Slot::Prelude(..) => true,
+        Slot::Running(run) => matches!(
+            run.body.poll_before(),
+            Some(Effect::Store(_) | Effect::Clock(_))
+        ),
+        _ => false,
+    }
+}
+
+/// Whether a target has file work (or a reached point) left before the transaction, its
+/// reads done.
+fn drafting<E>(slot: &Slot<'_, E>) -> bool {
+    match slot {
+        Slot::Running(run) => run.body.poll_before().is_some() && !reading(slot),
+        _ => false,
+    }
+}
+
+/// A target's prelude or its part before the transaction, answered.
+fn outside_step<'r, E>(
+    slot: &mut Slot<'r, E>,
+    composition: Composition<'r>,
+    answer: Answer<LeaseInput<E>>,
+) -> Result<(), ProtocolError> {
+    let (next, result) = match std::mem::replace(slot, Slot::Moving) {
+        Slot::Prelude(prelude, applicant) => match prelude.step(answer) {
+            PreludeNext::Refused(prelude, e) => (Slot::Prelude(prelude, applicant), Err(e)),
+            PreludeNext::Continue(prelude) => (Slot::Prelude(prelude, applicant), Ok(())),
+            PreludeNext::Answered(answer) => (Slot::Done(answered(answer)), Ok(())),
+            PreludeNext::Serialize(seen, now) => (
+                Slot::Running(Run {
+                    body: Box::new(OneShotBody::new(applicant, seen, composition, now)),
+                    locked: false,
+                    began: false,
+                    kept: false,
+                    not_started: None,
+                    commit_failed: None,
+                }),
+                Ok(()),
+            ),
+        },
+        Slot::Running(mut run) => {
+            let result = run.body.handle(answer);
+            (Slot::Running(run), result)
+        }
+        other => (other, Err(ProtocolError::Unfinished { machine: "batch" })),
+    };
+    *slot = next;
+    result
+}
+
+/// The lock-free parts of a batch still to run ([`PublishMany::parts`]).
+#[derive(Debug)]
+pub struct Parts<'b, 'r, E> {
+    batch: &'b mut PublishMany<'r, E>,
+    /// After the transaction (else before it).
+    after: bool,
+}
+
+impl<'b, 'r, E> Parts<'b, 'r, E> {
+    /// One machine per target with a part still to run, and the target's place in the batch.
+    /// Each speaks the one-target protocol (its effects are its target's).
+    pub fn each(&mut self) -> Vec<(usize, Part<'_, 'r, E>)> {
+        let after = self.after;
+        let composition = self.batch.composition;
+        self.batch
+            .slots
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, slot)| match (after, &**slot) {
+                (false, slot) => drafting(slot),
+                (true, Slot::Running(run)) => run.body.poll_after().is_some(),
+                (true, _) => false,
+            })
+            .map(|(i, slot)| {
+                // Every part counts its steps in a range of its own, so an answer made for one
+                // part (or for the batch) is refused by every other.
+                let base = ((i as u64 + 1) << 40) | (u64::from(after) << 39);
+                (
+                    i,
+                    Part {
+                        slot,
+                        composition,
+                        after,
+                        serial: Serial::starting_at(base),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Every part has ended: the batch goes on (refused, the batch unchanged, while a part has
+    /// not).
+    pub fn join(self) -> Result<(), ProtocolError> {
+        let batch = self.batch;
+        let stage = batch.current();
+        if matches!(stage, Stage::Reads(_) | Stage::Drafts(_))
+            || (self.after && stage != Stage::Done)
+        {
+            return Err(ProtocolError::Unfinished {
+                machine: "batch part",
+            });
+        }
+        batch.stage = match stage {
+            Stage::Done => batch.finish(batch.serial)?,
+            stage => stage,
         };
-        Ok(match (done_here, i + 1 < self.slots.len()) {
-            (false, _) => Stage::Outside(i),
-            (true, true) => Stage::Outside(i + 1),
-            (true, false) => self.lock_from(0),
+        Ok(())
+    }
+}
+
+/// One target's lock-free part of a batch ([`Parts::each`]).
+#[derive(Debug)]
+pub struct Part<'p, 'r, E> {
+    slot: &'p mut Slot<'r, E>,
+    composition: Composition<'r>,
+    after: bool,
+    serial: Serial,
+}
+
+impl<E> Machine for Part<'_, '_, E> {
+    type Protocol = LeaseProtocol<E>;
+    type Output = ();
+
+    fn poll(&self) -> Option<Effect<'_, E>> {
+        self.serial.stamp(match (self.after, &*self.slot) {
+            (false, Slot::Running(run)) => run.body.poll_before(),
+            (true, Slot::Running(run)) => run.body.poll_after(),
+            _ => None,
         })
+    }
+
+    fn handle(&mut self, answer: Answer<LeaseInput<E>>) -> Result<(), ProtocolError> {
+        if self.poll().map(|effect| effect.name()) != Some(answer.effect()) {
+            return Err(ProtocolError::wrong("batch part", answer.effect()));
+        }
+        let mut serial = self.serial;
+        let result = serial.take("batch part", answer, |answer| match &mut *self.slot {
+            Slot::Running(run) if self.after => run.body.handle(answer),
+            slot => outside_step(slot, self.composition, answer),
+        });
+        self.serial = serial;
+        result
+    }
+
+    fn output(self) -> Result<(), ProtocolError> {
+        match self.poll() {
+            None => Ok(()),
+            Some(_) => Err(ProtocolError::Unfinished {
+                machine: "batch part",
+            }),
+        }
     }
 }

@@ -111,6 +111,37 @@ impl Batch {
         );
     }
 
+    /// Runs `machine` as a concurrent executor would: its lock-free parts as separate
+    /// machines, one effect of each in turn, the last target's first.
+    fn run_in_parts(&mut self, machine: &mut PublishMany<'_, &'static str>) {
+        loop {
+            if let Some(mut parts) = machine.parts() {
+                let mut each = parts.each();
+                assert!(!each.is_empty());
+                let mut stepped = true;
+                while stepped {
+                    stepped = false;
+                    for (i, part) in each.iter_mut().rev() {
+                        if let Some(effect) = part.poll() {
+                            let answer = self.answer(Targeted {
+                                target: Some(*i),
+                                effect,
+                            });
+                            part.handle(answer).unwrap();
+                            stepped = true;
+                        }
+                    }
+                }
+                drop(each);
+                parts.join().unwrap();
+                continue;
+            }
+            let Some(effect) = machine.poll() else { break };
+            let answer = self.answer(effect);
+            machine.handle(answer).unwrap();
+        }
+    }
+
     fn names(&self) -> Vec<&'static str> {
         self.log.iter().map(|(_, name)| *name).collect()
     }
@@ -349,11 +380,15 @@ fn any_effect_of_a_batch_may_fail_and_each_end_says_what_happened() {
     clean.run(&mut m);
     assert!(m.output().unwrap().iter().all(|e| published(e).is_some()));
     let mut runs = 0;
-    for nth in 0..clean.failable {
+    for (nth, in_parts) in (0..clean.failable).flat_map(|nth| [(nth, false), (nth, true)]) {
         let mut b = setup();
         b.fail_nth = Some(nth);
         let mut m = batch(&[1, 2, 3], &registry);
-        b.run(&mut m);
+        if in_parts {
+            b.run_in_parts(&mut m);
+        } else {
+            b.run(&mut m);
+        }
         let ends = m.output().expect("no protocol error");
         let failed = b
             .log
@@ -362,7 +397,10 @@ fn any_effect_of_a_batch_may_fail_and_each_end_says_what_happened() {
             .filter(|(_, n)| !matches!(*n, "read-clock" | "reached" | "rollback" | "unlock-target"))
             .nth(nth)
             .unwrap();
-        let context = format!("{failed:?} (failable effect {nth}) failed: {:?}", b.log);
+        let context = format!(
+            "{failed:?} (failable effect {nth}, in parts: {in_parts}) failed: {:?}",
+            b.log
+        );
         assert!(b.begun.is_none(), "{context}: the transaction left open");
         for (i, (s, end)) in b.scripts.iter().zip(&ends).enumerate() {
             let context = format!("{context}, target {i}: {end:?}");
@@ -387,7 +425,112 @@ fn any_effect_of_a_batch_may_fail_and_each_end_says_what_happened() {
         }
         runs += 1;
     }
-    assert!(runs > 40, "{runs}");
+    assert!(runs > 80, "{runs}");
+}
+
+#[test]
+fn the_lock_free_parts_may_run_concurrently_and_the_batch_ends_the_same() {
+    // Released, expired (a takeover), released: run one step after the other, and with the
+    // lock-free parts interleaved, the last target's first.
+    let registry = registry();
+    let setup = || {
+        Batch::new(vec![
+            Script::new(Some(row_of(1, 1, 1, 0, true)), &[TTL + 5]),
+            Script::new(Some(row_of(2, 4, 1, 0, false)), &[TTL + 5]),
+            Script::new(Some(row_of(3, 1, 1, 0, true)), &[TTL + 5]),
+        ])
+    };
+    let (mut one, mut parts) = (setup(), setup());
+    let (mut m1, mut m2) = (batch(&[1, 2, 3], &registry), batch(&[1, 2, 3], &registry));
+    one.run(&mut m1);
+    parts.run_in_parts(&mut m2);
+    assert_eq!(
+        format!("{:?}", m1.output().unwrap()),
+        format!("{:?}", m2.output().unwrap())
+    );
+    // Each target ran the same steps in the same order; only targets interleave.
+    for t in 0..3 {
+        let of = |b: &Batch| -> Vec<&str> {
+            b.log
+                .iter()
+                .filter(|(at, _)| *at == Some(t))
+                .map(|(_, n)| *n)
+                .collect()
+        };
+        assert_eq!(of(&one), of(&parts), "target {t}");
+    }
+    assert_ne!(one.log, parts.log, "the parts interleaved");
+    // The drafts all before the first lock, the directory fsyncs all after the commit (the
+    // takeover, target 1, drafts in its own envelope after the batch).
+    let first_lock = parts
+        .names()
+        .iter()
+        .position(|n| *n == "lock-target")
+        .unwrap();
+    let commit = parts.at(None, "commit")[0];
+    for t in [0, 2] {
+        assert!(parts.at(Some(t), "write-temp")[0] < first_lock);
+        assert!(parts.at(Some(t), "sync-dir")[0] > commit);
+    }
+}
+
+#[test]
+fn an_answer_made_for_one_part_is_refused_by_another_and_by_the_batch() {
+    let registry = registry();
+    let mut m = batch(&[1, 2], &registry);
+    let mut b = Batch::new(vec![
+        Script::new(Some(row_of(1, 1, 1, 0, true)), &[10]),
+        Script::new(Some(row_of(2, 1, 1, 0, true)), &[10]),
+    ]);
+    // The reads run one after the other; the file work is then the lock-free parts'.
+    let expected = [
+        "read-committed-lease",
+        "read-clock",
+        "read-clock",
+        "read-channels",
+    ];
+    for (t, name) in [0, 1].into_iter().flat_map(|t| expected.map(|n| (t, n))) {
+        assert!(m.parts().is_none());
+        let effect = m.poll().unwrap();
+        assert_eq!((effect.target, effect.effect.name()), (Some(t), name));
+        let answer = b.answer(effect);
+        m.handle(answer).unwrap();
+    }
+    let mut parts = m.parts().expect("the drafts are lock-free parts");
+    let mut each = parts.each();
+    assert_eq!(each.len(), 2);
+    let first = each[0].1.poll().unwrap();
+    assert!(matches!(first, Effect::Reached(..)));
+    let for_first = b.answer(Targeted {
+        target: Some(0),
+        effect: first,
+    });
+    // Both parts ask `reached` first: target 0's answer is not target 1's.
+    assert!(matches!(
+        each[1].1.handle(for_first),
+        Err(ProtocolError::KeptAnswer { .. })
+    ));
+    let first = each[0].1.poll().unwrap();
+    let for_first = b.answer(Targeted {
+        target: Some(0),
+        effect: first,
+    });
+    each[0].1.handle(for_first).unwrap();
+    drop(each);
+    // Unfinished parts are not joined; the batch refuses a part's answer.
+    assert!(matches!(
+        parts.join(),
+        Err(ProtocolError::Unfinished { .. })
+    ));
+    let mut parts = m.parts().unwrap();
+    let each = parts.each();
+    let effect = each[0].1.poll().unwrap();
+    let answer = b.answer(Targeted {
+        target: Some(0),
+        effect,
+    });
+    drop(each);
+    assert!(m.handle(answer).is_err());
 }
 
 #[test]
