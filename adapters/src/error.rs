@@ -296,6 +296,36 @@ mod tests {
         }
     }
 
+    /// A failure of a batch's shared transaction, reported again for each further target:
+    /// a busy store stays busy, an SQLite failure keeps its code and message, anything else
+    /// keeps its message; the kind is the original's for every error a store effect fails
+    /// with.
+    #[test]
+    fn an_error_reported_again_keeps_its_kind_and_its_message() {
+        use rusqlite::ffi;
+        let sqlite = |code, message: &str| {
+            Error::Sqlite(rusqlite::Error::SqliteFailure(
+                ffi::Error::new(code),
+                Some(message.into()),
+            ))
+        };
+        let busy = Error::Busy { timeout_ms: 7 };
+        assert!(matches!(busy.again(), Error::Busy { timeout_ms: 7 }));
+        let full = sqlite(ffi::SQLITE_FULL, "disk full");
+        let again = full.again();
+        assert_eq!(again.to_string(), full.to_string());
+        assert!(matches!(
+            again,
+            Error::Sqlite(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::DiskFull
+        ));
+        let corrupt = Error::CorruptRow("commit without a transaction".into());
+        let again = corrupt.again();
+        assert!(again.to_string().contains(&corrupt.to_string()), "{again}");
+        for error in [busy, full, corrupt] {
+            assert_eq!(error.again().kind(), error.kind(), "{error}");
+        }
+    }
+
     #[test]
     fn errors_are_grouped_by_who_must_act() {
         let busy = || Error::Busy { timeout_ms: 5 };
