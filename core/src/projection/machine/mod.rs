@@ -31,7 +31,8 @@
 //! are held for the whole transaction's body and neither outside it (only a publication has
 //! work outside: its draft and temp file before, its directory fsync after), so a holder
 //! frozen anywhere outside its transaction holds no exclusion past its lease; [`serialized`]
-//! is the one place that orders them.
+//! orders them for one target and [`publish_many`] for a batch (every target lock, in the
+//! order of the targets' ids, then the store's), the only two places that do.
 //!
 //! - [`acquire`]: the grant (a `Held` answer from the committed snapshot needs no lock).
 //! - [`release`]: the conditional release, alone or as the end of a publication, and an

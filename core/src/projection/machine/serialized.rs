@@ -5,8 +5,8 @@
 //! both locks are held; the target lock is taken right before the transaction begins and let
 //! go right after it ends, with no other effect in between, so no exclusion outlives a
 //! transaction (a holder frozen in its draft or before its directory fsync holds no lock).
-//! This is the only code that orders the locks, so no machine can take them the other way
-//! round.
+//! This and the batch's envelope (`publish_many.rs`, every target lock then the store's) are
+//! the only code that orders the locks, so no machine can take them the other way round.
 
 use super::{Answer, Effect, FileEffect, LeaseInput, ProtocolError, StoreEffect};
 
