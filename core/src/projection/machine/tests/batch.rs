@@ -581,3 +581,33 @@ fn a_batch_refuses_an_answer_kept_from_an_earlier_step() {
         m.handle(answer).unwrap();
     }
 }
+
+#[test]
+fn every_step_of_a_batch_has_a_serial_of_its_own_second_envelopes_included() {
+    // Two takeovers: both publish after the batch, one envelope after the other; every effect
+    // the run names, the batch's and both publications', is asked by a step of its own.
+    let registry = registry();
+    let mut m = batch(&[1, 2, 3], &registry);
+    let mut b = Batch::new(vec![
+        Script::new(Some(row_of(1, 4, 1, 0, false)), &[TTL + 5]),
+        Script::new(Some(row_of(2, 1, 1, 0, true)), &[TTL + 5]),
+        Script::new(Some(row_of(3, 6, 1, 0, false)), &[TTL + 5]),
+    ]);
+    let mut serials = Vec::new();
+    while let Some(effect) = m.poll() {
+        let shown = format!("{:?}", effect.effect);
+        let serial = shown.split('#').nth(1).and_then(|rest| {
+            rest.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse::<u64>()
+                .ok()
+        });
+        serials.push(serial.expect("an ask shows its step"));
+        let answer = b.answer(effect);
+        m.handle(answer).unwrap();
+    }
+    let ends = m.output().unwrap();
+    assert!(ends.iter().all(|end| published(end).is_some()), "{ends:?}");
+    assert!(serials.windows(2).all(|w| w[0] < w[1]), "{serials:?}");
+}
