@@ -199,7 +199,7 @@ impl<'s> Executor<'s> {
             effect => {
                 let targets = &self.targets;
                 // Every machine takes its target locks first, which set what is left to wait
-                // (the first lock taken, for a batch).
+                // (for a batch, what the longest of its lock waits left).
                 let deadline = || {
                     targets
                         .iter()
