@@ -88,6 +88,16 @@ struct Run<'r, E> {
     not_started: Option<E>,
     /// Why its kept writes did not commit.
     commit_failed: Option<E>,
+    /// The serial of its lock-free part's next step ([`Part`]): a range of its own for the
+    /// part before the transaction and another for the part after it, so an answer made for
+    /// one part (or for the batch) is refused by every other.
+    part: Serial,
+}
+
+/// Where the serials of target `i`'s part before (or after) the transaction start: far above
+/// any batch's own steps, and apart for every target and both parts.
+fn part_serial(i: usize, after: bool) -> Serial {
+    Serial::starting_at(((i as u64 + 1) << 40) | (u64::from(after) << 39))
 }
 
 /// Where one target of the batch is.
@@ -213,21 +223,11 @@ impl<'r, E> PublishMany<'r, E> {
         }
     }
 
-    /// The next locked target to open a savepoint for, or the transaction's end.
+    /// The next locked target to open a savepoint for, or the transaction's end (its
+    /// rollback, once it is lost).
     fn savepoint_from(&mut self, from: usize) -> Stage {
         if self.lost.is_some() {
-            // The transaction is lost: the targets still to run never begin.
-            let again = self.again;
-            let lost = self.lost.as_ref().map(again);
-            for i in from..self.slots.len() {
-                if let Ok(run) = self.run_mut(i) {
-                    if run.locked && !run.began && run.not_started.is_none() {
-                        run.not_started = lost.as_ref().map(again);
-                        run.body.begun(false);
-                    }
-                }
-            }
-            return Stage::Rollback;
+            return self.abandon();
         }
         match self.next(from, |run| run.locked) {
             Some(i) => Stage::Savepoint(i),
@@ -236,11 +236,28 @@ impl<'r, E> PublishMany<'r, E> {
         }
     }
 
+    /// The transaction is lost: every locked target that has not begun never will (it
+    /// reports the loss), and the transaction rolls back.
+    fn abandon(&mut self) -> Stage {
+        let again = self.again;
+        let lost = self.lost.as_ref().map(again);
+        for slot in &mut self.slots {
+            if let Slot::Running(run) = slot {
+                if run.locked && !run.began {
+                    run.not_started = lost.as_ref().map(again);
+                    run.body.begun(false);
+                }
+            }
+        }
+        Stage::Rollback
+    }
+
     /// The transaction ended (`failed`: why what the targets kept did not commit).
     fn ended(&mut self, failed: Option<E>) -> Stage {
         let again = self.again;
-        for slot in &mut self.slots {
+        for (i, slot) in self.slots.iter_mut().enumerate() {
             let Slot::Running(run) = slot else { continue };
+            run.part = part_serial(i, true);
             if run.began {
                 // A target whose body meant to commit lost its writes with the transaction.
                 let lost = run.kept || run.body.end() == Some(End::Commit);
@@ -427,7 +444,7 @@ impl<'r, E> PublishMany<'r, E> {
         let again = self.again;
         self.stage = match self.current() {
             stage @ (Stage::Reads(i) | Stage::Drafts(i)) => {
-                outside_step(&mut self.slots[i], self.composition, answer)?;
+                slot_step(i, &mut self.slots[i], self.composition, answer)?;
                 stage
             }
             Stage::Lock(i) => {
@@ -455,21 +472,21 @@ impl<'r, E> PublishMany<'r, E> {
                 }
                 _ => self.savepoint_from(0),
             },
-            Stage::Savepoint(i) => match answer.into_parts().1 {
-                LeaseInput::Failed(e) => {
+            Stage::Savepoint(_) if failed => {
+                if let LeaseInput::Failed(e) = answer.into_parts().1 {
                     self.lost = Some(e);
-                    self.savepoint_from(i)
                 }
-                _ => {
-                    let run = self.run_mut(i)?;
-                    run.began = true;
-                    run.body.begun(true);
-                    match run.body.end() {
-                        None => Stage::Body(i),
-                        Some(_) => Stage::EndSavepoint(i),
-                    }
+                self.abandon()
+            }
+            Stage::Savepoint(i) => {
+                let run = self.run_mut(i)?;
+                run.began = true;
+                run.body.begun(true);
+                match run.body.end() {
+                    None => Stage::Body(i),
+                    Some(_) => Stage::EndSavepoint(i),
                 }
-            },
+            }
             Stage::Body(i) => {
                 // A store effect that failed inside the transaction ends it: the failure is
                 // kept for the batch, and the body reads it too (reported again).
@@ -495,17 +512,22 @@ impl<'r, E> PublishMany<'r, E> {
                 match (body_ended, self.lost.is_some()) {
                     (false, _) => Stage::Body(i),
                     // The transaction is lost: it rolls back whole, no savepoint to end.
-                    (true, true) => self.savepoint_from(i + 1),
+                    (true, true) => self.abandon(),
                     (true, false) => Stage::EndSavepoint(i),
                 }
             }
             Stage::EndSavepoint(i) => {
                 let kept = self.run(i).and_then(|run| run.body.end()) == Some(End::Commit);
                 match answer.into_parts().1 {
-                    LeaseInput::Failed(e) => self.lost = Some(e),
-                    _ => self.run_mut(i)?.kept = kept,
+                    LeaseInput::Failed(e) => {
+                        self.lost = Some(e);
+                        self.abandon()
+                    }
+                    _ => {
+                        self.run_mut(i)?.kept = kept;
+                        self.savepoint_from(i + 1)
+                    }
                 }
-                self.savepoint_from(i + 1)
             }
             Stage::Commit => match answer.into_parts().1 {
                 LeaseInput::Failed(e) => {
@@ -521,16 +543,15 @@ impl<'r, E> PublishMany<'r, E> {
                 self.ended(lost)
             }
             Stage::Unlock(i) => {
+                // Target `i` is let go: the next locked one is after it.
                 self.run_mut(i)?.locked = false;
-                self.unlock_from(i + 1)
+                self.unlock_from(i)
             }
             Stage::After(i) => {
                 let run = self.run_mut(i)?;
                 run.body.handle(answer)?;
-                match run.body.poll_after() {
-                    Some(_) => Stage::After(i),
-                    None => self.after_from(i + 1),
-                }
+                // Once target `i` is done, the next with work after the transaction is after it.
+                self.after_from(i)
             }
             Stage::Second(_) | Stage::Done => {
                 return Err(ProtocolError::wrong("ended batch", answer.effect()))
@@ -609,8 +630,9 @@ fn drafting<E>(slot: &Slot<'_, E>) -> bool {
     }
 }
 
-/// A target's prelude or its part before the transaction, answered.
-fn outside_step<'r, E>(
+/// Target `i`'s step before the transaction (its prelude, its draft), answered.
+fn slot_step<'r, E>(
+    i: usize,
     slot: &mut Slot<'r, E>,
     composition: Composition<'r>,
     answer: Answer<LeaseInput<E>>,
@@ -628,6 +650,7 @@ fn outside_step<'r, E>(
                     kept: false,
                     not_started: None,
                     commit_failed: None,
+                    part: part_serial(i, false),
                 }),
                 Ok(()),
             ),
@@ -655,7 +678,6 @@ impl<'b, 'r, E> Parts<'b, 'r, E> {
     /// Each speaks the one-target protocol (its effects are its target's).
     pub fn each(&mut self) -> Vec<(usize, Part<'_, 'r, E>)> {
         let after = self.after;
-        let composition = self.batch.composition;
         self.batch
             .slots
             .iter_mut()
@@ -665,19 +687,9 @@ impl<'b, 'r, E> Parts<'b, 'r, E> {
                 (true, Slot::Running(run)) => run.body.poll_after().is_some(),
                 (true, _) => false,
             })
-            .map(|(i, slot)| {
-                // Every part counts its steps in a range of its own, so an answer made for one
-                // part (or for the batch) is refused by every other.
-                let base = ((i as u64 + 1) << 40) | (u64::from(after) << 39);
-                (
-                    i,
-                    Part {
-                        slot,
-                        composition,
-                        after,
-                        serial: Serial::starting_at(base),
-                    },
-                )
+            .filter_map(|(i, slot)| match slot {
+                Slot::Running(run) => Some((i, Part { run, after })),
+                _ => None,
             })
             .collect()
     }
@@ -705,10 +717,8 @@ impl<'b, 'r, E> Parts<'b, 'r, E> {
 /// One target's lock-free part of a batch ([`Parts::each`]).
 #[derive(Debug)]
 pub struct Part<'p, 'r, E> {
-    slot: &'p mut Slot<'r, E>,
-    composition: Composition<'r>,
+    run: &'p mut Run<'r, E>,
     after: bool,
-    serial: Serial,
 }
 
 impl<E> Machine for Part<'_, '_, E> {
@@ -716,10 +726,10 @@ impl<E> Machine for Part<'_, '_, E> {
     type Output = ();
 
     fn poll(&self) -> Option<Effect<'_, E>> {
-        self.serial.stamp(match (self.after, &*self.slot) {
-            (false, Slot::Running(run)) => run.body.poll_before(),
-            (true, Slot::Running(run)) => run.body.poll_after(),
-            _ => None,
+        let body = &self.run.body;
+        self.run.part.stamp(match self.after {
+            false => body.poll_before(),
+            true => body.poll_after(),
         })
     }
 
@@ -727,12 +737,10 @@ impl<E> Machine for Part<'_, '_, E> {
         if self.poll().map(|effect| effect.name()) != Some(answer.effect()) {
             return Err(ProtocolError::wrong("batch part", answer.effect()));
         }
-        let mut serial = self.serial;
-        let result = serial.take("batch part", answer, |answer| match &mut *self.slot {
-            Slot::Running(run) if self.after => run.body.handle(answer),
-            slot => outside_step(slot, self.composition, answer),
-        });
-        self.serial = serial;
+        let mut serial = self.run.part;
+        let body = &mut self.run.body;
+        let result = serial.take("batch part", answer, |answer| body.handle(answer));
+        self.run.part = serial;
         result
     }
 

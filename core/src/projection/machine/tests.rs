@@ -233,6 +233,8 @@ impl Script {
                 ask.answer(Ok(()))
             }
             Effect::File(FileEffect::Rename(ask)) => {
+                // Every machine renames only under both locks.
+                assert!(self.locked && self.in_tx, "a rename outside the locks");
                 self.renamed = true;
                 self.temp = false;
                 ask.answer(Ok(()))

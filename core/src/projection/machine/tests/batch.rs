@@ -113,9 +113,11 @@ impl Batch {
 
     /// Runs `machine` as a concurrent executor would: its lock-free parts as separate
     /// machines, one effect of each in turn, the last target's first.
-    fn run_in_parts(&mut self, machine: &mut PublishMany<'_, &'static str>) {
+    fn run_in_parts(&mut self, machine: &mut PublishMany<'_, &'static str>) -> usize {
+        let mut rounds = 0;
         loop {
             if let Some(mut parts) = machine.parts() {
+                rounds += 1;
                 let mut each = parts.each();
                 assert!(!each.is_empty());
                 let mut stepped = true;
@@ -136,7 +138,9 @@ impl Batch {
                 parts.join().unwrap();
                 continue;
             }
-            let Some(effect) = machine.poll() else { break };
+            let Some(effect) = machine.poll() else {
+                return rounds;
+            };
             let answer = self.answer(effect);
             machine.handle(answer).unwrap();
         }
@@ -443,7 +447,8 @@ fn the_lock_free_parts_may_run_concurrently_and_the_batch_ends_the_same() {
     let (mut one, mut parts) = (setup(), setup());
     let (mut m1, mut m2) = (batch(&[1, 2, 3], &registry), batch(&[1, 2, 3], &registry));
     one.run(&mut m1);
-    parts.run_in_parts(&mut m2);
+    // The drafts of targets 1 and 3, then their directory fsyncs.
+    assert_eq!(parts.run_in_parts(&mut m2), 2);
     assert_eq!(
         format!("{:?}", m1.output().unwrap()),
         format!("{:?}", m2.output().unwrap())
@@ -610,4 +615,179 @@ fn every_step_of_a_batch_has_a_serial_of_its_own_second_envelopes_included() {
     let ends = m.output().unwrap();
     assert!(ends.iter().all(|end| published(end).is_some()), "{ends:?}");
     assert!(serials.windows(2).all(|w| w[0] < w[1]), "{serials:?}");
+}
+
+#[test]
+fn a_file_effect_failing_for_one_target_leaves_the_others_publishing() {
+    let registry = registry();
+    let mut m = batch(&[1, 2, 3], &registry);
+    let mut scripts: Vec<Script> = (1..=3)
+        .map(|t| Script::new(Some(row_of(t, 1, 1, 0, true)), &[10]))
+        .collect();
+    // Both tries (a rename that finds its temp gone writes it again once).
+    scripts[1].fail_times = Some(("rename", 2));
+    let mut b = Batch::new(scripts);
+    b.run(&mut m);
+    let ends = m.output().unwrap();
+    assert_eq!(published(&ends[0]), Some(2));
+    assert_eq!(published(&ends[2]), Some(2));
+    assert!(
+        matches!(
+            &ends[1].end,
+            Err(Unpublished::Failed {
+                failure: LeaseFailure::Effect("rename"),
+                release: None,
+                ..
+            })
+        ),
+        "{:?}",
+        ends[1]
+    );
+    // Its release committed with the others: the batch's one commit.
+    assert!(released_at(&b.scripts[1], 2) && !b.scripts[1].renamed);
+    assert_eq!(b.at(None, "commit").len(), 1);
+}
+
+#[test]
+fn a_failed_savepoint_release_ends_the_shared_transaction_too() {
+    let registry = registry();
+    let mut m = batch(&[1, 2], &registry);
+    let mut scripts: Vec<Script> = (1..=2)
+        .map(|t| Script::new(Some(row_of(t, 1, 1, 0, true)), &[10]))
+        .collect();
+    scripts[1].fail = Some("release-savepoint");
+    let mut b = Batch::new(scripts);
+    b.run(&mut m);
+    let ends = m.output().unwrap();
+    // Both renamed; neither's grant and release committed: each reports a lost commit.
+    for (end, s) in ends.iter().zip(&b.scripts) {
+        assert!(s.renamed);
+        assert!(
+            matches!(&end.end, Err(Unpublished::NotReleased { .. })),
+            "{end:?}"
+        );
+    }
+    assert!(b.at(None, "commit").is_empty());
+    assert_eq!(b.at(None, "rollback").len(), 1);
+}
+
+#[test]
+fn a_batch_that_kept_nothing_rolls_back_instead_of_committing() {
+    let registry = registry();
+    let mut m = batch(&[1], &registry);
+    let mut s = Script::new(Some(row_of(1, 1, 1, 0, true)), &[10]);
+    s.inside = Some(row_of(1, 2, 7, 5, false));
+    let mut b = Batch::new(vec![s]);
+    b.run(&mut m);
+    assert!(matches!(
+        &m.output().unwrap()[0].end,
+        Ok(PublishNowReport::Held(_))
+    ));
+    assert!(b.at(None, "commit").is_empty(), "{:?}", b.log);
+    assert_eq!(b.at(None, "rollback").len(), 1);
+}
+
+#[test]
+fn a_part_takes_no_answer_made_for_the_batch_or_for_its_other_part_and_ends_only_when_done() {
+    let registry = registry();
+    let mut m = batch(&[1], &registry);
+    let mut b = Batch::new(vec![Script::new(Some(row_of(1, 1, 1, 0, true)), &[10])]);
+    // The batch's own first answers (the reads), one of them kept.
+    let mut kept = None;
+    while m.parts().is_none() {
+        let effect = m.poll().unwrap();
+        let name = effect.effect.name();
+        let answer = b.answer(effect);
+        if name == "read-clock" && kept.is_none() {
+            // Kept, and the step answered again as an executor that retried would.
+            kept = Some(answer);
+            let effect = m.poll().unwrap();
+            let answer = b.answer(effect);
+            m.handle(answer).unwrap();
+        } else {
+            m.handle(answer).unwrap();
+        }
+    }
+    let mut parts = m.parts().unwrap();
+    let mut each = parts.each();
+    let part = &mut each[0].1;
+    // The part's first effect is a reached point: the batch's kept `read-clock` is refused
+    // by name, and the part's own first answer, kept, is refused by its after-part below.
+    let first = part.poll().unwrap();
+    assert_eq!(first.name(), "reached");
+    let reached = b.answer(Targeted {
+        target: Some(0),
+        effect: first,
+    });
+    assert!(part.handle(kept.take().unwrap()).is_err());
+    part.handle(reached).unwrap();
+    let before_first = {
+        let effect = part.poll().unwrap();
+        b.answer(Targeted {
+            target: Some(0),
+            effect,
+        })
+    };
+    let mut outputs = Vec::new();
+    drop(each);
+    // Unfinished: its result is not taken.
+    let mut each = parts.each();
+    let (_, part) = each.pop().unwrap();
+    assert!(matches!(
+        part.output(),
+        Err(ProtocolError::Unfinished { .. })
+    ));
+    drop(each);
+    let mut each = parts.each();
+    let part = &mut each[0].1;
+    part.handle(before_first).unwrap();
+    while let Some(effect) = part.poll() {
+        let answer = b.answer(Targeted {
+            target: Some(0),
+            effect,
+        });
+        part.handle(answer).unwrap();
+    }
+    let (_, part) = each.pop().unwrap();
+    outputs.push(part.output());
+    assert_eq!(outputs, [Ok(())]);
+    parts.join().unwrap();
+    // Through the transaction to the part after it.
+    while m.parts().is_none() {
+        let effect = m.poll().unwrap();
+        let answer = b.answer(effect);
+        m.handle(answer).unwrap();
+    }
+    // An answer made for the part before the transaction (the same effect: a reached point)
+    // is refused by the part after it.
+    let earlier = {
+        let mut b2 = Batch::new(vec![Script::new(Some(row_of(1, 1, 1, 0, true)), &[10])]);
+        let mut m2 = batch(&[1], &registry);
+        while m2.parts().is_none() {
+            let effect = m2.poll().unwrap();
+            let answer = b2.answer(effect);
+            m2.handle(answer).unwrap();
+        }
+        let mut parts2 = m2.parts().unwrap();
+        let each2 = parts2.each();
+        let effect = each2[0].1.poll().unwrap();
+        b2.answer(Targeted {
+            target: Some(0),
+            effect,
+        })
+    };
+    let mut parts = m.parts().unwrap();
+    let mut each = parts.each();
+    let part = &mut each[0].1;
+    assert_eq!(part.poll().unwrap().name(), "reached");
+    assert!(matches!(
+        part.handle(earlier),
+        Err(ProtocolError::KeptAnswer { .. })
+    ));
+    let effect = part.poll().unwrap();
+    let answer = b.answer(Targeted {
+        target: Some(0),
+        effect,
+    });
+    part.handle(answer).unwrap();
 }
