@@ -662,7 +662,13 @@ function batchBindingOf(options) {
  * INVALID_INPUT unless an array of strings.
  */
 function targetsOf(targetIds) {
-  const copy = readHost('the target ids', () => (Array.isArray(targetIds) ? Array.from(targetIds) : undefined));
+  const copy = readHost('the target ids', () => {
+    if (!Array.isArray(targetIds)) return undefined;
+    const { length } = targetIds;
+    const ids = [];
+    for (let i = 0; i < length; i++) ids.push(targetIds[i]);
+    return ids;
+  });
   if (copy === undefined || !copy.every((id) => typeof id === 'string')) {
     throw coded('INVALID_INPUT', 'publishManyNow takes an array of target ids (strings)');
   }

@@ -232,6 +232,7 @@ for (const form of FORMS) {
     blocker.close();
     assert.deepEqual(epochs(results), ['BUSY', 1]);
     assert.match(results[0].error.message, /unused grant was released/);
+    assert.equal(results[0].error.grantUnused, true, 'the fields of the error publishNow throws');
     assert.equal(busy.begins(), 3, 'the batch, the takeover\'s publication, the release of its grant');
     assert.deepEqual(row(w.db, w.targets[0]), { fencing_epoch: 2, state: 'released' }, 'the grant it took is released, not left to expire');
     assert.deepEqual(files(w.runtimeRoot, w.targets[0]), [], 'nothing published, no temp file left');
