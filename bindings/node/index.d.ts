@@ -121,7 +121,8 @@ export interface SolewriterError extends Error {
   submitted?: string;
   stored?: string;
   /**
-   * On an error of `publish` / `publishAsync` (and `publishNow`): `true` when the publication
+   * On an error of `publish` / `publishAsync` (and `publishNow`, and a target's of
+   * `publishManyNow`): `true` when the publication
    * did not use its grant — it could not start (BUSY, IO, IN_TRANSACTION, HOST at its start,
    * ...) or its options were refused by the addon. The `Grant` object is then handed back,
    * usable again (for a `release`, or another publication). Absent: the Grant is spent.
@@ -280,6 +281,15 @@ export interface Published {
   path: string;
 }
 
+/**
+ * One target's entry in the answer of `publishManyNow` / `publishManyNowAsync`: what
+ * `publishNow` answers for that target (`published` or `held`), or `error`: the coded error
+ * `publishNow` would throw for it (BUSY for its busy target lock, FENCED, NOT_ADMITTED, ...;
+ * a failure of the batch's shared transaction — its begin, a statement inside it, its commit —
+ * is every target's of it). The entries are in the order of the targets given.
+ */
+export type BatchResult = { published: Published } | { held: HeldBy } | { error: SolewriterError };
+
 /** What `endLease` did (the Rust `EndOutcome`). */
 export type LeaseEnd =
   | { ended: { epoch: number; holder: string; acquiredAt: number; expiresAt: number } }
@@ -340,6 +350,25 @@ export class ProjectionStore {
   publishAsync(grant: Grant, options?: PublishOptions): Promise<Published>;
   /** `publishNow` that blocks the event loop only for its transaction (see `publishAsync`). */
   publishNowAsync(targetId: string, holder: string, options?: PublishOptions): Promise<{ published: Published } | { held: HeldBy }>;
+  /**
+   * `publishNow` of each of `targetIds`, all in ONE write transaction of the store (one durable
+   * commit for the batch): each target's grant, revalidation, rename and release under a
+   * savepoint of its own, so each is fenced exactly as one `publishNow` is; the targets' locks
+   * are taken in the order of their ids before the transaction, and a takeover of an expired
+   * grant publishes in an envelope of its own after it. Answers one `BatchResult` per target,
+   * in the order given; a target that fails (its lock busy, fenced, not admitted, ...) fails
+   * alone. Throws, having touched nothing, INVALID_INPUT for an empty array, a target given
+   * twice, a target id or holder that is not one (and a chosen token: a batch draws one per
+   * target), IN_TRANSACTION inside a transaction of the host's, and HOST when a callback of
+   * the host's (its clock) fails during the batch.
+   */
+  publishManyNow(targetIds: readonly string[], holder: string, options?: PublishOptions): BatchResult[];
+  /**
+   * `publishManyNow` that blocks the event loop only for its transaction (see `publishAsync`).
+   * While the lock of a later target is waited for, on a timer between turns, the locks of the
+   * earlier targets are held across those turns (no transaction is open then).
+   */
+  publishManyNowAsync(targetIds: readonly string[], holder: string, options?: PublishOptions): Promise<BatchResult[]>;
   /** The conditional release. Spends the Grant object whatever its outcome (GRANT_SPENT on a second use). */
   release(grant: Grant): { released: true } | { notHolder: { reason: string; currentEpoch?: number } };
   /**

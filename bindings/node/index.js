@@ -8,9 +8,9 @@
  * `solewriter.node` built from `bindings/node` with cargo: `loadAddon` below) runs
  * the core's lease machines, the file effects (temp file + fsync, rename, directory fsync, the
  * per-target flock), the clock and the tokens; it links no SQLite. Each call is synchronous —
- * it blocks the event loop for its statements and fsyncs — except `publishAsync` and
- * `publishNowAsync`, whose file effects outside the transaction run on the libuv thread pool
- * (see the README). `ProjectLock` is the project lock (`lib/project_lock.js`).
+ * it blocks the event loop for its statements and fsyncs — except `publishAsync`,
+ * `publishNowAsync` and `publishManyNowAsync`, whose file effects outside the transaction run
+ * on the libuv thread pool (see the README). `ProjectLock` is the project lock (`lib/project_lock.js`).
  *
  * Every transaction it runs on the host's connection commits at `synchronous = FULL`, the
  * host's level restored after it (`lib/durable.js`). A grant keeps its raw token private
@@ -27,7 +27,7 @@
 const { SQL, statement, executeSqlEffect, abandonOwn } = require('./lib/sql');
 const { adoptOn, bindParam } = require('./lib/adopt');
 const { addon } = require('./lib/addon');
-const { ERROR_CODES, coded, native } = require('./lib/answer');
+const { ERROR_CODES, coded, native, batchResults } = require('./lib/answer');
 const { durably, restore } = require('./lib/durable');
 const { Grant, requireGrant, spend } = require('./lib/grant');
 const { readHost, fieldsOf, jsonText } = require('./lib/copy');
@@ -462,6 +462,26 @@ class ProjectionStore {
   }
 
   /**
+   * `publishNow` of each of `targetIds` (an array of target ids), all in ONE write transaction
+   * of the store: one durable commit for the batch (the core's `PublishMany`). The targets'
+   * locks are taken in the order of their ids before the transaction; each target's grant,
+   * revalidation, rename and release run under a savepoint of its own, so each is fenced
+   * exactly as one `publishNow` is; a takeover of an expired grant publishes in an envelope of
+   * its own after the batch. Answers an array, one entry per target in the order given: what
+   * `publishNow` answers for it (`{ published }` or `{ held }`), or `{ error }`, the coded
+   * error `publishNow` would throw for it (a target whose lock is busy, that is fenced, ...,
+   * fails alone; a failure of the shared transaction — its begin, a statement inside it, its
+   * commit — is every target's of it). Throws, having touched nothing, INVALID_INPUT for no
+   * target, a target given twice, or an argument that is not one, and IN_TRANSACTION inside a
+   * transaction of the host's.
+   */
+  publishManyNow(targetIds, holder, options) {
+    const [targets, call] = native(() => [targetsOf(targetIds), this.#call(batchBindingOf(options))]);
+    this.#outsideTransaction();
+    return batchResults(this.#machine(() => this.#native.publishManyNow(targets, holder, this.#execute, call)));
+  }
+
+  /**
    * `publish` without blocking the event loop on its file effects: the draft (temp file and
    * fsync, the directory chain and parent fsyncs, the orphan sweep) and, after the commit, the
    * directory fsync run on the libuv thread pool; every SQL statement, and the whole
@@ -489,6 +509,18 @@ class ProjectionStore {
     });
     this.#outsideTransaction();
     return this.#turns(native(() => this.#native.publicationNow(targetId, holder, call, token)));
+  }
+
+  /**
+   * `publishManyNow` without blocking the event loop on its file effects (see `publishAsync`):
+   * the whole transaction still runs in one event-loop turn. A busy target lock is waited for
+   * on a timer between turns; while the lock of a later target of the batch is waited for,
+   * the locks of the earlier ones are held across those turns (no transaction is open then).
+   */
+  async publishManyNowAsync(targetIds, holder, options) {
+    const [targets, call] = native(() => [targetsOf(targetIds), this.#call(batchBindingOf(options))]);
+    this.#outsideTransaction();
+    return batchResults(await this.#turns(native(() => this.#native.publicationManyNow(targets, holder, call))));
   }
 
   /**
@@ -599,18 +631,47 @@ function readProjection(runtimeRoot, targetId, profile) {
 }
 
 /**
- * The options of `acquire` (`allowed` none) and `publishNow` (`consumerBinding`), copied once:
+ * The options of `acquire` (`allowed` none) and `publishNow` and `publishManyNow`
+ * (`consumerBinding`), copied once:
  * `{ token, ...allowed }` — `token` is the one a test chose (`{ [Symbol.for('solewriter.test.token')]:
  * hex }`), or undefined: a fresh one is drawn. Any other option is refused (the first release's
  * `tokenHex` included).
  */
 function optionsOf(options, allowed = []) {
   if (options === undefined) return Object.create(null);
-  const refused = () => coded('INVALID_INPUT', 'acquire and publishNow take no options but consumerBinding');
+  const refused = () => coded('INVALID_INPUT', 'acquire and publishNow (publishManyNow) take no options but consumerBinding');
   if (options === null || typeof options !== 'object') throw refused();
   if (readHost('the options', () => Object.keys(options)).some((k) => !allowed.includes(k))) throw refused();
   const copy = fieldsOf(options, [TEST_TOKEN, ...allowed], 'the options');
   copy.token = copy[TEST_TOKEN];
+  return copy;
+}
+
+/**
+ * The consumer binding of `publishManyNow`'s options (`publishNow`'s, read once), or undefined.
+ * A batch draws a token for each target: a chosen one (the test seam) is refused.
+ */
+function batchBindingOf(options) {
+  const copy = optionsOf(options, ['consumerBinding']);
+  if (copy.token !== undefined) throw coded('INVALID_INPUT', 'publishManyNow draws a token for each target: a chosen token is refused');
+  return copy.consumerBinding;
+}
+
+/**
+ * The target ids of a batch, the host's array read once (its length and each element once):
+ * INVALID_INPUT unless an array of strings.
+ */
+function targetsOf(targetIds) {
+  const copy = readHost('the target ids', () => {
+    if (!Array.isArray(targetIds)) return undefined;
+    const { length } = targetIds;
+    const ids = [];
+    for (let i = 0; i < length; i++) ids.push(targetIds[i]);
+    return ids;
+  });
+  if (copy === undefined || !copy.every((id) => typeof id === 'string')) {
+    throw coded('INVALID_INPUT', 'publishManyNow takes an array of target ids (strings)');
+  }
   return copy;
 }
 

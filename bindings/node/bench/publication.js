@@ -17,6 +17,11 @@
  *   store is made by this package (the same schema) and holds the same target and envelopes.
  *   `rust round trip` is a `ping` over the same pipe, and `rust one-shot − round trip` the Rust
  *   publication alone, which `publishNow` is compared with.
+ * - `16 × publishNow` and `publishManyNow` / `publishManyNowAsync` (16 targets): the batch
+ *   against as many one-shots, on one store of the Memory Core profile with 16 targets: one
+ *   operation is the 16 targets' publications, by 16 `publishNow`s (16 transactions, 16
+ *   commits) or by one batch (one transaction, one commit). Printed with the batch's ratio to
+ *   the 16 one-shots and the time per target.
  * - `js writer (FULL)` and `js writer (NORMAL)`: the Memory Core's own JavaScript writer
  *   (`test/js_writer.js`: its statements, its composition, its atomic write) doing the same
  *   publication — acquire, then one immediate transaction that revalidates, composes, writes
@@ -28,7 +33,8 @@
  * publications of each kind, default 300, after 20 unmeasured). The kinds take turns, in 10
  * rounds of N/10 publications each, so a disk that slows down during the run slows every kind
  * alike. Prints the mean and p50 of each kind in µs and its ratio to the floor's mean, and the
- * ratios of `publishNow` to the Rust path and to the JS writer; beside each kind, this
+ * ratios of `publishNow` to the Rust path and to the JS writer, and of the batch to the 16
+ * one-shots; beside each kind, this
  * process's CPU time per operation (user + system, every thread, `process.cpuUsage`), and for
  * the Rust path the holder's own CPU time per publication (from `/proc`, Linux only). `--test`
  * runs one publication of each kind, as CI does for every benchmark here, and exits non-zero
@@ -60,6 +66,8 @@ const base = fs.mkdtempSync(path.join(path.resolve(dirArg || os.tmpdir()), 'sole
 process.on('exit', () => fs.rmSync(base, { recursive: true, force: true }));
 
 const ENVELOPES = [frontier(), route({ n: 1 })];
+/** The targets of a batch. */
+const BATCH = 16;
 
 /** A host database and runtime root under `name`. */
 function host(name) {
@@ -68,26 +76,32 @@ function host(name) {
   return { db: openMemoryCoreDb(path.join(dir, 'host.sqlite')), runtimeRoot: path.join(dir, 'runtime') };
 }
 
-/** A Memory Core profile store under `name`: one target, both channels submitted. */
-function memoryCoreStore(name) {
+/**
+ * A Memory Core profile store under `name`: `count` targets (the first of TUPLE, the others of
+ * another agent each), both channels submitted to each.
+ */
+function memoryCoreStore(name, count = 1) {
   const { db, runtimeRoot } = host(name);
   initialize(db, { profile: PROFILE });
   const store = new ProjectionStore(db, { runtimeRoot, channels: CHANNELS, leaseTtlMs: 60_000, busyTimeoutMs: 5_000, profile: PROFILE });
-  const target = store.admitTarget(TUPLE);
-  for (const [producer, envelope, channel] of [
-    ['frontier', ENVELOPES[0], 'lifecycle-frontier'],
-    ['router', ENVELOPES[1], 'computed-route'],
-  ]) {
-    store.submit(producer, {
-      targetId: target,
-      channel,
-      sourceWatermark: envelope.sourceWatermark,
-      envelopeJson: JSON.stringify(envelope),
-      capturedAt: Date.parse(envelope.capturedAt),
-      expiresAt: Date.parse(envelope.expiresAt),
-    });
-  }
-  return { db, runtimeRoot, store, target };
+  const targets = Array.from({ length: count }, (_, i) => {
+    const target = store.admitTarget(i === 0 ? TUPLE : { ...TUPLE, agentId: `${TUPLE.agentId}-${i}` });
+    for (const [producer, envelope, channel] of [
+      ['frontier', ENVELOPES[0], 'lifecycle-frontier'],
+      ['router', ENVELOPES[1], 'computed-route'],
+    ]) {
+      store.submit(producer, {
+        targetId: target,
+        channel,
+        sourceWatermark: envelope.sourceWatermark,
+        envelopeJson: JSON.stringify(envelope),
+        capturedAt: Date.parse(envelope.capturedAt),
+        expiresAt: Date.parse(envelope.expiresAt),
+      });
+    }
+    return target;
+  });
+  return { db, runtimeRoot, store, target: targets[0], targets };
 }
 
 /** solewriter's Node path on a Memory Core profile store. */
@@ -97,6 +111,24 @@ function solewriter() {
   const publishAsync = async () => (await store.publishNowAsync(target, 'memory-core-1', { consumerBinding: BINDING })).published;
   const document = () => fs.readFileSync(path.join(runtimeRoot, 'hook-projections', target, 'current.json'));
   return { publish, publishAsync, document };
+}
+
+/**
+ * The publications of BATCH targets of one Memory Core profile store: `each`, one `publishNow`
+ * per target; `many` and `manyAsync`, one batch of them all (`publishManyNow`,
+ * `publishManyNowAsync`). Every target published, or it throws.
+ */
+function batches() {
+  const { store, targets } = memoryCoreStore('batch', BATCH);
+  const options = { consumerBinding: BINDING };
+  const published = (results) => {
+    const failed = results.find((r) => !r.published);
+    if (failed) throw new Error(`a target was not published: ${failed.error ? failed.error.message : JSON.stringify(failed)}`);
+  };
+  const each = () => published(targets.map((target) => store.publishNow(target, 'memory-core-1', options)));
+  const many = () => published(store.publishManyNow(targets, 'memory-core-1', options));
+  const manyAsync = async () => published(await store.publishManyNowAsync(targets, 'memory-core-1', options));
+  return { each, many, manyAsync };
 }
 
 /**
@@ -288,6 +320,7 @@ async function main() {
   if (comparable(fs.readFileSync(path.join(projections, target, 'current.json'))) !== comparable(sw.document())) {
     throw new Error('the Rust and the Node path published different documents');
   }
+  const batch = batches();
   const kinds = [
     ['floor (atomic write, no lease)', floor(sw.document())],
     ['publishNow', sw.publish],
@@ -296,6 +329,9 @@ async function main() {
     ['rust round trip (ping)', rs.ping],
     ['js writer (synchronous = FULL)', jsWriter('FULL')],
     ['js writer (synchronous = NORMAL)', jsWriter('NORMAL')],
+    [`${BATCH} × publishNow (${BATCH} targets)`, batch.each],
+    [`publishManyNow (${BATCH} targets)`, batch.many],
+    [`publishManyNowAsync (${BATCH} targets)`, batch.manyAsync],
   ];
   let results, rustCpuBefore, rustCpuAfter;
   try {
@@ -321,6 +357,13 @@ async function main() {
   }
   console.log(`publishNow / rust one-shot: ${(at('publishNow') / rustAlone).toFixed(2)}×  publishNowAsync / rust one-shot: ${(at('publishNowAsync') / rustAlone).toFixed(2)}×`);
   console.log(`publishNow / js writer (FULL): ${(at('publishNow') / at('js writer (synchronous = FULL)')).toFixed(2)}×`);
+  const each = at(`${BATCH} × publishNow (${BATCH} targets)`);
+  for (const name of ['publishManyNow', 'publishManyNowAsync']) {
+    const many = at(`${name} (${BATCH} targets)`);
+    console.log(
+      `${name} of ${BATCH} / ${BATCH} × publishNow: ${(many / each).toFixed(2)}×  (per target ${(many / BATCH).toFixed(0)} µs against ${(each / BATCH).toFixed(0)} µs)`,
+    );
+  }
 }
 
 main().catch((e) => {

@@ -39,4 +39,18 @@ function native(call) {
   }
 }
 
-module.exports = { ERROR_CODES, coded, native };
+/**
+ * A batch's answer (`publishManyNow`) as JS values: its `results`, one per target, each
+ * `{ published }` or `{ held }` as the addon answered it, or `{ error }`: the target's failure,
+ * which the addon carries as its fields, made the coded error (`code`, `message` and the other
+ * fields) that `publishNow` would throw for that target.
+ */
+function batchResults({ results }) {
+  return results.map((result) => {
+    if (result.error === undefined) return result;
+    const { code, message, ...fields } = result.error;
+    return { error: coded(code, message, fields) };
+  });
+}
+
+module.exports = { ERROR_CODES, coded, native, batchResults };

@@ -13,9 +13,18 @@
  * table of the same name on the host's connection (which an unqualified name would reach
  * first) is never read or written.
  *
+ * A batch (`publishManyNow`) runs each target's body under a savepoint of its own inside its
+ * one transaction: `savepoint`, then `releaseSavepoint` (the body's writes kept) or
+ * `rollbackToSavepoint` (undone). A savepoint statement runs only inside the transaction the
+ * executor began: once the connection is no longer in it (SQLite rolled it back under a
+ * failure, or a callback of the host's ended it), it is refused (`SQLITE_ABORT`) and nothing
+ * runs — outside a transaction `SAVEPOINT` would open one of its own, and `RELEASE` or
+ * `ROLLBACK TO` would fail or commit it. The Rust adapter's executor has the same rule.
+ *
  * Every answer is an object: `{ lease }` for the lease reads (undefined: no row),
  * `{ channels }`, `{ written }` for the conditional writes (whether one row changed), `{}`
- * for begin/commit/rollback, and `{ error: { code, message } }` when a statement threw.
+ * for begin/commit/rollback and the savepoints, and `{ error: { code, message } }` when a
+ * statement threw or was refused.
  */
 
 const { raise, restore } = require('./durable');
@@ -39,6 +48,14 @@ const SQL = {
   insertAdmitted:
     `INSERT OR IGNORE INTO main."HookProjectionLeases" (target_id, fencing_epoch, state) VALUES (?, 0, 'unheld')`,
   upsertChannel: `INSERT OR REPLACE INTO main."HookProjectionChannels" (${CHANNEL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+};
+
+/** The savepoint every target of a batch writes under (one at a time), and its three statements. */
+const SAVEPOINT = 'solewriter_target';
+const SAVEPOINTS = {
+  savepoint: `SAVEPOINT ${SAVEPOINT}`,
+  releaseSavepoint: `RELEASE ${SAVEPOINT}`,
+  rollbackToSavepoint: `ROLLBACK TO ${SAVEPOINT}; RELEASE ${SAVEPOINT}`,
 };
 
 /**
@@ -107,6 +124,14 @@ function executeSqlEffect(db, effect) {
         const info = statement(db, 'writeRelease').run(effect.targetId, effect.epoch, effect.tokenHash);
         return { written: info.changes === 1 };
       }
+      case 'savepoint':
+      case 'releaseSavepoint':
+      case 'rollbackToSavepoint':
+        if (!own.has(db) || !db.inTransaction) {
+          return { error: { code: 'SQLITE_ABORT', message: 'the write transaction is no longer open (it was rolled back); nothing was run' } };
+        }
+        db.exec(SAVEPOINTS[effect.kind]);
+        return {};
       case 'commit':
         // A failed commit leaves the level raised: the rollback that follows restores it.
         db.exec('COMMIT');

@@ -186,7 +186,7 @@ pub fn mark_own_errors(env: Env, mark: Function<Handle, Unknown<'static>>) -> na
 }
 
 /// Why an effect or a call failed.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Failure {
     pub(crate) code: Code,
     /// Who must act on it (not seen by JS): its code's, or the kind of the outcome or error
@@ -230,6 +230,19 @@ impl Failure {
                 format!("{}: {}", self.code.as_str(), self.message),
             ),
         }
+    }
+
+    /// This failure as the fields of its JS error (`code`, `message` and the detail's fields),
+    /// for an answer that carries it as a value (a batch's, for one of its targets): the JS
+    /// layer makes the coded error of it (`lib/answer.js`).
+    pub(crate) fn into_fields(self) -> Value {
+        let mut fields = match self.detail {
+            Value::Object(fields) => fields,
+            _ => serde_json::Map::new(),
+        };
+        fields.insert("code".into(), Value::from(self.code.as_str()));
+        fields.insert("message".into(), Value::from(self.message));
+        Value::Object(fields)
     }
 
     fn error_object<'e>(&self, env: &'e Env) -> napi::Result<Object<'e>> {

@@ -9,14 +9,17 @@
 //! the same machines in turns: [`turns`]; the project lock is [`project_lock`]): the JS
 //! `execute(effect)` callback
 //! is called for each SQL effect (`readCommittedLease`, `begin`, `readLease`, `readChannels`,
-//! `writeGrant`, `writeRelease`, `commit`, `rollback`; and `reached`, a publication step for
-//! the host's probe) and answers with a [`SqlAnswer`]. The
+//! `writeGrant`, `writeRelease`, `commit`, `rollback`; a batch's `savepoint`,
+//! `releaseSavepoint`, `rollbackToSavepoint`; and `reached`, a publication step for the
+//! host's probe) and answers with a [`SqlAnswer`]. One executor ([`Run`]) serves a machine of
+//! one target and a batch of several (`publishManyNow`: one file state per target). The
 //! transaction never spans an event-loop turn. Outcomes come back as JS values, failures as
 //! thrown `Error`s with a `code` ([`failure`]).
 
 use napi::bindgen_prelude::{Buffer, Either, Function, Uint8Array};
 use napi_derive::napi;
 use serde_json::{json, Value};
+use solewriter_core::contract::Protocol;
 use solewriter_core::error_kind::Classified;
 use solewriter_core::names::InstanceDigest;
 use solewriter_core::projection::columns::{ChannelColumns, LeaseColumns, WatermarkColumn};
@@ -24,10 +27,12 @@ use solewriter_core::projection::lease::{Credential, Fenced, HeldBy, LeaseRecord
 use solewriter_core::projection::machine::acquire::Applicant;
 use solewriter_core::projection::machine::outcome::{self, PublishReport, Unpublished};
 use solewriter_core::projection::machine::publish::Publish;
+use solewriter_core::projection::machine::publish_many::BatchRefused;
 use solewriter_core::projection::machine::publish_now::PublishNowReport;
 use solewriter_core::projection::machine::release::{Release, ReleaseOutcome};
 use solewriter_core::projection::machine::{
-    drive, Answer, Effect, LeaseInput, LeaseProtocol, Machine, ProtocolError, StoreEffect,
+    drive, Answer, BatchProtocol, Effect, LeaseInput, LeaseProtocol, Machine, ProtocolError,
+    StoreEffect, Targeted,
 };
 use solewriter_core::projection::profile::Profile;
 use solewriter_core::projection::publication::PublishStep;
@@ -90,7 +95,8 @@ fn from_js(value: f64, what: &str) -> Result<u64, Failure> {
 #[napi(object)]
 pub struct SqlEffect {
     /// `readCommittedLease`, `begin`, `readLease`, `readChannels`, `writeGrant`,
-    /// `writeRelease`, `commit` or `rollback`.
+    /// `writeRelease`, `savepoint`, `releaseSavepoint`, `rollbackToSavepoint`, `commit` or
+    /// `rollback` (and `readClock`, `reached`: not SQL).
     pub kind: String,
     /// The target.
     pub target_id: String,
@@ -222,46 +228,90 @@ pub struct SqlAnswer {
 /// The host's executor of SQL effects.
 type Execute<'f> = Function<'f, SqlEffect, Option<SqlAnswer>>;
 
-/// The host's side of a machine run: its SQL executor, the target and the clock. It executes
-/// every effect that is not a file effect.
+/// The host's side of a machine run on one target: its SQL executor, the target and the
+/// clock. It executes every effect that is not a file effect.
 struct Host<'a, 'f> {
     execute: &'a Execute<'f>,
     target: &'a TargetId,
     clock: BrokerClock,
 }
 
-/// One run of a machine: the host's side and the file steps.
+/// A protocol whose effects each name the target they are for: a one-target machine's are its
+/// target's; a batch's name a place in its targets, or none for the shared transaction's own
+/// (begin, commit, rollback), which run as the first target's (as the Rust adapter's
+/// executor runs them).
+pub(crate) trait OnTargets: Protocol<Input = LeaseInput<Failure>> {
+    /// The place of the target `effect` is for (`0` for one target), and the effect.
+    fn split<'m>(effect: Self::Effect<'m>) -> (usize, Effect<'m, Failure>);
+}
+
+impl OnTargets for LeaseProtocol<Failure> {
+    fn split<'m>(effect: Self::Effect<'m>) -> (usize, Effect<'m, Failure>) {
+        (0, effect)
+    }
+}
+
+impl OnTargets for BatchProtocol<Failure> {
+    fn split<'m>(effect: Self::Effect<'m>) -> (usize, Effect<'m, Failure>) {
+        let Targeted { target, effect } = effect;
+        (target.unwrap_or(0), effect)
+    }
+}
+
+/// One run of a machine: the host's executor and clock, and the file steps of each target of
+/// the run (one, but for a batch), in the order its machine names them.
 struct Run<'a, 'f> {
-    host: Host<'a, 'f>,
-    files: FileSteps<'a>,
+    execute: &'a Execute<'f>,
+    clock: BrokerClock,
+    targets: Vec<(&'a TargetId, FileSteps<'a>)>,
 }
 
 impl<'a, 'f> Run<'a, 'f> {
     fn new(execute: &'a Execute<'f>, target: &'a TargetId, config: &'a Config) -> Self {
+        Self::many(execute, std::slice::from_ref(target), config)
+    }
+
+    /// A run on `targets`, in the order its machine names them (a batch's: sorted by id).
+    fn many(execute: &'a Execute<'f>, targets: &'a [TargetId], config: &'a Config) -> Self {
         Run {
-            host: Host {
-                execute,
-                target,
-                clock: config.broker_clock(),
-            },
-            files: file_steps(config, target),
+            execute,
+            clock: config.broker_clock(),
+            targets: targets.iter().map(|t| (t, file_steps(config, t))).collect(),
         }
     }
 
-    /// Runs `machine` to its end: its result — or the failure that stopped it (the host's clock
-    /// failed), the machine abandoned there as a crash would leave it.
-    fn run<M: Machine<Protocol = LeaseProtocol<Failure>>>(
+    /// Executes `effect` for the run's `i`-th target: a file effect with its file steps, any
+    /// other by the host. `Err`: the run stops here (the host's clock failed).
+    fn execute(
         &mut self,
-        mut machine: M,
-    ) -> Result<M::Output, Failure> {
+        i: usize,
+        effect: Effect<'_, Failure>,
+    ) -> Result<Answer<LeaseInput<Failure>>, Failure> {
+        let (target, files) = &mut self.targets[i];
+        match effect {
+            Effect::File(effect) => Ok(files.execute(effect)),
+            effect => Host {
+                execute: self.execute,
+                target,
+                clock: self.clock,
+            }
+            .step(effect),
+        }
+    }
+
+    /// Runs `machine` (on one target, or a batch) to its end: its result — or the failure that
+    /// stopped it (the host's clock failed), the machine abandoned there as a crash would leave
+    /// it.
+    fn run<M: Machine>(&mut self, mut machine: M) -> Result<M::Output, Failure>
+    where
+        M::Protocol: OnTargets,
+    {
         let mut stopped = None;
-        drive(&mut machine, |effect| match effect {
-            Effect::File(effect) => Some(self.files.execute(effect)),
-            effect => self
-                .host
-                .step(effect)
+        drive(&mut machine, |effect| {
+            let (i, effect) = M::Protocol::split(effect);
+            self.execute(i, effect)
                 .map_err(|failure| stopped = Some(failure))
-                .ok(),
+                .ok()
         })
         .map_err(internal)?;
         match stopped {
@@ -279,7 +329,7 @@ impl<'a, 'f> Run<'a, 'f> {
             Output = Result<T, outcome::LeaseFailure<Failure>>,
         >,
     {
-        let target = self.host.target;
+        let target = self.targets[0].0;
         self.run(machine)?.map_err(|e| failure(target, e))
     }
 }
@@ -453,16 +503,11 @@ impl Host<'_, '_> {
                     })
                 }))
             }
-            // Only a batch asks for savepoints, and no batch runs on the host's connection.
-            StoreEffect::Savepoint(ask)
-            | StoreEffect::ReleaseSavepoint(ask)
-            | StoreEffect::RollbackToSavepoint(ask) => {
-                let name = ask.name();
-                ask.fail(Failure::new(
-                    Code::Internal,
-                    format!("the host was handed the batch effect `{name}`"),
-                ))
-            }
+            // A batch's, around each target's body: refused by the host's executor once its
+            // connection is no longer inside the transaction.
+            StoreEffect::Savepoint(ask) => ask.answer(self.done("savepoint")),
+            StoreEffect::ReleaseSavepoint(ask) => ask.answer(self.done("releaseSavepoint")),
+            StoreEffect::RollbackToSavepoint(ask) => ask.answer(self.done("rollbackToSavepoint")),
             StoreEffect::Commit(ask) => ask.answer(self.done("commit")),
             // The transaction ends either way (the host's executor makes sure of it).
             StoreEffect::Rollback(ask) => {
@@ -715,6 +760,59 @@ fn publish_now_answer(
     }
 }
 
+/// A batch the core refuses before anything is touched (no target, a target given twice):
+/// `INVALID_INPUT`.
+fn refused(refusal: BatchRefused) -> Failure {
+    invalid(refusal)
+}
+
+/// The applicants of a batch, one per target.
+type Applicants = Vec<(TargetId, Applicant)>;
+
+/// What a batch of one-shot publications by `holder` starts from: its targets (ids, in the
+/// caller's order) and an applicant for each, with a token of its own ([`applicant`]).
+fn batch(
+    config: &Config,
+    targets: &[String],
+    holder: &str,
+) -> Result<(Vec<TargetId>, Applicants), Failure> {
+    let caller = targets
+        .iter()
+        .map(|target| parse_target(target))
+        .collect::<Result<Vec<_>, _>>()?;
+    let applicants = caller
+        .iter()
+        .map(|target| Ok((target.clone(), applicant(config, holder, None)?.0)))
+        .collect::<Result<_, Failure>>()?;
+    Ok((caller, applicants))
+}
+
+/// The answer of a batch: each target's outcome (`ends`, in the batch's order, `order`) in the
+/// caller's order (`caller`), each as `publishNow` answers it — `{"published": ...}` or
+/// `{"held": ...}` — or, for a failure, `{"error": {code, message, ...its fields}}` (the JS
+/// layer makes it the coded error `publishNow` would throw): `{"results": [...]}`.
+fn batch_answer(
+    caller: &[TargetId],
+    order: &[TargetId],
+    mut ends: Vec<Option<Outcome>>,
+) -> Outcome {
+    let results = caller
+        .iter()
+        .map(|target| {
+            let end = order
+                .binary_search(target)
+                .ok()
+                .and_then(|i| ends.get_mut(i)?.take())
+                .ok_or_else(|| internal(ProtocolError::Unfinished { machine: "batch" }))?;
+            Ok(match end {
+                Ok(value) => value,
+                Err(failure) => json!({"error": failure.into_fields()}),
+            })
+        })
+        .collect::<Result<Vec<_>, Failure>>()?;
+    Ok(json!({"results": results}))
+}
+
 /// Releases the unused grant of a publication that could not start (`failed`), its target lock
 /// tried once: the answer.
 fn release_unused(
@@ -725,7 +823,7 @@ fn release_unused(
 ) -> Outcome {
     let target = credential.target_id.clone();
     let mut run = Run::new(execute, &target, config);
-    run.files = release_steps(config, &target);
+    run.targets[0].1 = release_steps(config, &target);
     match run.run(Release::new(credential)) {
         Ok(release) => not_started(&target, failed, release),
         Err(bug) => Err(bug),

@@ -9,8 +9,9 @@ use super::config::{self, CallOptions, Config, Options, Store};
 use super::failure::{invalid, Code, Failure, JsAnswer};
 use super::turns::{NativePublication, Start};
 use super::{
-    applicant, fenced_json, from_js, held_json, js_int, parse_target, publish_now_answer,
-    publish_with, read_document, unused, ChannelRow, Execute, LeaseRow, Run,
+    applicant, batch, batch_answer, fenced_json, from_js, held_json, js_int, parse_target,
+    publish_now_answer, publish_with, read_document, refused, unused, ChannelRow, Execute,
+    LeaseRow, Run,
 };
 use napi::bindgen_prelude::Either;
 use napi::Env;
@@ -19,6 +20,7 @@ use serde_json::{json, Value};
 use solewriter_core::projection::channel::{ChannelName, ProducerId, Submission};
 use solewriter_core::projection::lease::{observe, Credential, Observed};
 use solewriter_core::projection::machine::acquire::{Acquire, AcquireReport, Applicant};
+use solewriter_core::projection::machine::publish_many::{PublishMany, TargetEnd};
 use solewriter_core::projection::machine::publish_now::PublishNow;
 use solewriter_core::projection::machine::release::{EndOutcome, Release, ReleaseOutcome};
 use solewriter_core::projection::target::TargetId;
@@ -58,11 +60,7 @@ impl NativeStore {
     pub fn publication(&self, grant: GrantIn, call: Option<CallOptions>) -> NativePublication {
         NativePublication::start(|| {
             let (config, credential) = self.with_grant(&grant, call.as_ref())?;
-            Ok((
-                config,
-                credential.target_id.clone(),
-                Start::Publish(credential),
-            ))
+            Ok((config, Start::Publish(credential)))
         })
     }
 
@@ -78,7 +76,23 @@ impl NativeStore {
         NativePublication::start(|| {
             let (config, target, applicant) =
                 self.one_shot(call.as_ref(), &target, &holder, token_hex)?;
-            Ok((config, target, Start::PublishNow(applicant)))
+            Ok((config, Start::PublishNow(target, applicant)))
+        })
+    }
+
+    /// An asynchronous batch of one-shot publications (as [`NativeStore::publish_many_now`]),
+    /// driven in turns; a refused batch is answered at its first turn.
+    #[napi]
+    pub fn publication_many_now(
+        &self,
+        targets: Vec<String>,
+        holder: String,
+        call: Option<CallOptions>,
+    ) -> NativePublication {
+        NativePublication::start(|| {
+            let config = config::publication(&self.store, call.as_ref())?;
+            let (caller, applicants) = batch(&config, &targets, &holder)?;
+            Ok((config, Start::PublishMany(caller, applicants)))
         })
     }
 
@@ -141,6 +155,39 @@ impl NativeStore {
             let machine = PublishNow::new(applicant, config.composition());
             let end = Run::new(&execute, &target, &config).run(machine)?;
             publish_now_answer(&config, &target, end).answer(&config, &execute)
+        })
+    }
+
+    /// Grant, publish and release each of `targets` as [`NativeStore::publish_now`] does, all
+    /// in ONE write transaction (the core's `PublishMany`: the targets' locks in the order of
+    /// their ids, one commit for the batch, each target's body under a savepoint of its own,
+    /// a takeover's publication in an envelope of its own after it): `{"results": [...]}`, one
+    /// answer per target in the order given ([`batch_answer`]). Refused (`INVALID_INPUT`)
+    /// before anything is touched: no target, a target given twice, a target id or the holder
+    /// that is not one.
+    #[napi]
+    pub fn publish_many_now(
+        &self,
+        targets: Vec<String>,
+        holder: String,
+        execute: Execute<'_>,
+        call: Option<CallOptions>,
+    ) -> JsAnswer {
+        answer(|| {
+            let config = config::publication(&self.store, call.as_ref())?;
+            let (caller, applicants) = batch(&config, &targets, &holder)?;
+            let machine = PublishMany::new(applicants, config.composition(), Failure::clone)
+                .map_err(refused)?;
+            let order = machine.targets().to_vec();
+            let ends = Run::many(&execute, &order, &config).run(machine)?;
+            let ends = ends
+                .into_iter()
+                .map(|TargetEnd { target_id, end }| {
+                    let end = publish_now_answer(&config, &target_id, end);
+                    Some(end.answer(&config, &execute))
+                })
+                .collect();
+            batch_answer(&caller, &order, ends)
         })
     }
 

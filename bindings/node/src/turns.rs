@@ -1,6 +1,8 @@
-//! The non-blocking publication (`publishAsync`, `publishNowAsync`): the same machines as the
-//! synchronous calls (`Publish`, `PublishNow`), driven in turns so that the file effects
-//! outside the transaction leave the event loop.
+//! The non-blocking publication (`publishAsync`, `publishNowAsync`, `publishManyNowAsync`):
+//! the same machines as the synchronous calls (`Publish`, `PublishNow`, `PublishMany`), driven
+//! in turns so that the file effects outside the transaction leave the event loop. One driver
+//! serves one target and a batch: each effect names the target it is for, whose file state
+//! (one [`FileSteps`] per target) carries it out.
 //!
 //! The effect stream is cut at the transaction's edges. Outside the transaction, the slow file
 //! effects — the directory chain and its parent fsyncs, the draft's temp file and its fsync;
@@ -10,13 +12,17 @@
 //! the target lock's wait until it is let go after the transaction (the target lock, `Begin`,
 //! revalidation, re-read, a rewrite of the temp file, the deadline check, the rename, the
 //! sweep, the conditional release, the commit or rollback, the target lock's release) — in one
-//! call, so one event-loop turn: neither the transaction nor the target lock ever spans turns
-//! (the host's executor and probe run inside that call, nothing else of the host does). The
+//! call, so one event-loop turn: neither the transaction nor a target lock ever spans turns
+//! (but a batch's earlier locks while it waits for a later one, below; the host's executor and
+//! probe run inside that call, nothing else of the host does). The
 //! wait for the target lock (at most `busyTimeoutMs`) is NOT in that turn: a turn tries the
 //! lock once ([`FileSteps::try_lock_target`]) and, while another holds it, ends asking the
 //! driver to wait on a timer (1 ms, doubling to 4 ms) and turn again — nothing held, the lock
 //! effect unanswered, the machine unchanged; the machine sees the answer a blocking wait would
-//! have given (the lock, or `Busy` once the timeout passed). `BEGIN IMMEDIATE`'s wait for
+//! have given (the lock, or `Busy` once the timeout passed). A batch takes its targets' locks
+//! one after the other before its transaction: while the lock of a later target is waited for
+//! this way, the locks of the earlier ones stay held across those turns (no transaction is
+//! open then), as a synchronous batch holds them while it blocks. `BEGIN IMMEDIATE`'s wait for
 //! SQLite's lock (at most the connection's `timeout`) still blocks the JS thread: it is
 //! better-sqlite3's busy handler, inside the transaction's turn.
 //!
@@ -26,10 +32,10 @@
 //! answer it.
 
 use super::boundary::{answer, caught};
-use super::failure::{invalid, Failure, JsAnswer};
+use super::failure::{invalid, Failure, JsAnswer, Outcome};
 use super::{
-    file_steps, internal, not_started, publish_answer, publish_now_answer, release_steps, Config,
-    Execute, Host, PublicationEnd,
+    batch_answer, file_steps, internal, not_started, publish_answer, publish_now_answer, refused,
+    release_steps, Applicants, Config, Execute, Host, OnTargets, PublicationEnd,
 };
 use napi::bindgen_prelude::AsyncTask;
 use napi::{Env, Task};
@@ -38,6 +44,7 @@ use serde_json::json;
 use solewriter_core::projection::lease::Credential;
 use solewriter_core::projection::machine::acquire::Applicant;
 use solewriter_core::projection::machine::publish::Publish;
+use solewriter_core::projection::machine::publish_many::PublishMany;
 use solewriter_core::projection::machine::publish_now::PublishNow;
 use solewriter_core::projection::machine::release::Release;
 use solewriter_core::projection::machine::{
@@ -45,13 +52,18 @@ use solewriter_core::projection::machine::{
 };
 use solewriter_core::projection::target::TargetId;
 use solewriter_files::steps::FileSteps;
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// What a run borrows from: its configuration and its target.
+/// What a run borrows from: its configuration and its targets.
 struct Owned {
     config: Config,
-    target: TargetId,
+    /// The run's targets (one, but for a batch), in the order its machine names them (a
+    /// batch's: sorted by id, as the core's `PublishMany` sorts them).
+    targets: Vec<TargetId>,
+    /// A batch's targets in the caller's order, the order of its answer; `None` for one target.
+    caller: Option<Vec<TargetId>>,
 }
 
 /// The machine of a run.
@@ -60,18 +72,30 @@ enum Job<'a> {
     Publish(Box<Publish<'a, Failure>>),
     /// A one-shot (a takeover's publication included).
     PublishNow(Box<PublishNow<'a, Failure>>),
-    /// The release of the grant of a publication that could not start, and that failure.
-    ReleaseUnused(Box<Release<Failure>>, Failure),
+    /// A batch of one-shots (their takeovers' publications included).
+    PublishMany(Box<PublishMany<'a, Failure>>),
+    /// The release of the grant of the run's `usize`-th target, whose publication could not
+    /// start, and that failure.
+    ReleaseUnused(Box<Release<Failure>>, Failure, usize),
     /// The machine's end was taken.
     Ended,
 }
 
+/// The next effect of `machine` and the place of the target it is for.
+fn next<M: Machine>(machine: &M) -> Option<(usize, Effect<'_, Failure>)>
+where
+    M::Protocol: OnTargets,
+{
+    machine.poll().map(M::Protocol::split)
+}
+
 impl Job<'_> {
-    fn poll(&self) -> Option<Effect<'_, Failure>> {
+    fn poll(&self) -> Option<(usize, Effect<'_, Failure>)> {
         match self {
-            Job::Publish(m) => m.poll(),
-            Job::PublishNow(m) => m.poll(),
-            Job::ReleaseUnused(m, _) => m.poll(),
+            Job::Publish(m) => next(&**m),
+            Job::PublishNow(m) => next(&**m),
+            Job::PublishMany(m) => next(&**m),
+            Job::ReleaseUnused(m, _, i) => m.poll().map(|effect| (*i, effect)),
             Job::Ended => None,
         }
     }
@@ -80,7 +104,8 @@ impl Job<'_> {
         match self {
             Job::Publish(m) => m.handle(answer),
             Job::PublishNow(m) => m.handle(answer),
-            Job::ReleaseUnused(m, _) => m.handle(answer),
+            Job::PublishMany(m) => m.handle(answer),
+            Job::ReleaseUnused(m, _, _) => m.handle(answer),
             Job::Ended => Err(ProtocolError::WrongAnswer {
                 machine: "ended publication",
                 answered: answer.effect(),
@@ -89,15 +114,22 @@ impl Job<'_> {
     }
 }
 
-/// A machine in progress and its file state.
+/// A machine in progress and the file state of each of its targets.
 struct Running<'a> {
     job: Job<'a>,
-    files: FileSteps<'a>,
+    /// The file steps of each target, in the order of [`Owned::targets`].
+    files: Vec<FileSteps<'a>>,
     /// Between a `Begin` that succeeded and the end of that transaction.
     in_tx: bool,
-    /// While the target lock is waited for: when the first attempt was made, and the pause
+    /// While a target lock is waited for: when the first attempt was made, and the pause
     /// before the next.
     lock_wait: Option<(Instant, Duration)>,
+    /// Each target's answer once its publication has ended (`None` before, or while the
+    /// release of its unused grant is to run).
+    ends: Vec<Option<Outcome>>,
+    /// The releases of unused grants still to run, each in an envelope of its own: the
+    /// target's place, the failure its publication could not start with, the grant.
+    unused: VecDeque<(usize, Failure, Credential)>,
 }
 
 /// The first pause between two attempts at a busy target lock, and the longest: a waiter
@@ -135,8 +167,8 @@ enum Stop {
     Pool,
     /// The host's probe asked to pause, outside the transaction.
     Paused,
-    /// The target lock is taken by another: wait this long on a timer, then turn again (the
-    /// lock effect still unanswered; nothing held).
+    /// A target lock is taken by another: wait this long on a timer, then turn again (the
+    /// lock effect still unanswered; no transaction open).
     Wait(Duration),
     /// The machine ended with this answer.
     Answer(JsAnswer),
@@ -144,13 +176,9 @@ enum Stop {
 
 /// One JS-thread turn of `run`: its effects until the next pool effect, a pause, or the end.
 fn js_turn<'a>(owned: &'a Owned, run: &mut Running<'a>, execute: &Execute<'_>) -> Stop {
-    let host = Host {
-        execute,
-        target: &owned.target,
-        clock: owned.config.broker_clock(),
-    };
+    let clock = owned.config.broker_clock();
     loop {
-        let Some(effect) = run.job.poll() else {
+        let Some((i, effect)) = run.job.poll() else {
             match finish(owned, run) {
                 Some(answer) => return Stop::Answer(answer),
                 // The release of an unused grant starts.
@@ -160,6 +188,11 @@ fn js_turn<'a>(owned: &'a Owned, run: &mut Running<'a>, execute: &Execute<'_>) -
         if on_pool(&effect, run.in_tx) {
             return Stop::Pool;
         }
+        let host = Host {
+            execute,
+            target: &owned.targets[i],
+            clock,
+        };
         let edge = match &effect {
             Effect::Store(StoreEffect::Begin(_)) => Some(Edge::Begin),
             Effect::Store(StoreEffect::Commit(_)) => Some(Edge::Commit),
@@ -167,13 +200,14 @@ fn js_turn<'a>(owned: &'a Owned, run: &mut Running<'a>, execute: &Execute<'_>) -
             _ => None,
         };
         let mut pause = false;
+        let files = &mut run.files[i];
         let answer = match effect {
             // The target lock is tried, not waited for: the wait is the JS driver's timer.
             Effect::File(FileEffect::LockTarget(ask)) => {
                 let (since, next) = *run
                     .lock_wait
                     .get_or_insert((Instant::now(), FIRST_LOCK_PAUSE));
-                match run.files.try_lock_target(since) {
+                match files.try_lock_target(since) {
                     None => {
                         run.lock_wait = Some((since, (next * 2).min(MAX_LOCK_PAUSE)));
                         return Stop::Wait(next);
@@ -188,7 +222,7 @@ fn js_turn<'a>(owned: &'a Owned, run: &mut Running<'a>, execute: &Execute<'_>) -
                 pause = host.reached(step) && !run.in_tx;
                 ask.answer(())
             }
-            Effect::File(effect) => run.files.execute(effect),
+            Effect::File(effect) => files.execute(effect),
             // The host's clock failed: the run stops here (dropped with the answer).
             effect => match host.step(effect) {
                 Ok(answer) => answer,
@@ -210,40 +244,66 @@ fn js_turn<'a>(owned: &'a Owned, run: &mut Running<'a>, execute: &Execute<'_>) -
     }
 }
 
-/// The answer of the ended machine of `run` — or `None` when `run` goes on with the release of
-/// the grant of a publication that could not start, in a new envelope.
+/// The answer of `run` once its machine has ended — or `None` when `run` goes on with the
+/// release of the grant of a publication that could not start, in a new envelope (one after
+/// the other, for a batch).
 fn finish<'a>(owned: &'a Owned, run: &mut Running<'a>) -> Option<JsAnswer> {
-    let (config, target) = (&owned.config, &owned.target);
+    let config = &owned.config;
+    let at = |i: usize| &owned.targets[i];
+    // Each target's end, by its place.
     let ended = match std::mem::replace(&mut run.job, Job::Ended) {
         Job::Publish(machine) => machine
             .output()
-            .map(|end| publish_answer(config, target, end)),
+            .map(|end| vec![(0, publish_answer(config, at(0), end))]),
         Job::PublishNow(machine) => machine
             .output()
-            .map(|end| publish_now_answer(config, target, end)),
-        Job::ReleaseUnused(machine, failure) => {
-            return Some(answer(|| {
-                let release = machine.output().map_err(internal)?;
-                not_started(target, failure, release)
-            }))
-        }
+            .map(|end| vec![(0, publish_now_answer(config, at(0), end))]),
+        Job::PublishMany(machine) => machine.output().map(|ends| {
+            ends.into_iter()
+                .enumerate()
+                .map(|(i, end)| (i, publish_now_answer(config, at(i), end.end)))
+                .collect()
+        }),
+        Job::ReleaseUnused(machine, failure, i) => machine.output().map(|release| {
+            vec![(
+                i,
+                PublicationEnd::Answer(not_started(at(i), failure, release)),
+            )]
+        }),
         Job::Ended => {
             return Some(answer(|| {
                 Err(invalid("this publication has already answered"))
             }))
         }
     };
-    match ended {
-        Err(bug) => Some(answer(|| Err(internal(bug)))),
-        Ok(PublicationEnd::Answer(outcome)) => Some(answer(|| outcome)),
-        Ok(PublicationEnd::ReleaseUnused(failure, credential)) => {
-            run.job = Job::ReleaseUnused(Box::new(Release::new(credential)), failure);
-            run.files = release_steps(config, target);
-            run.in_tx = false;
-            run.lock_wait = None;
-            None
+    let ended = match ended {
+        Ok(ended) => ended,
+        Err(bug) => return Some(answer(|| Err(internal(bug)))),
+    };
+    for (i, end) in ended {
+        match end {
+            PublicationEnd::Answer(outcome) => run.ends[i] = Some(outcome),
+            PublicationEnd::ReleaseUnused(failure, credential) => {
+                run.unused.push_back((i, failure, credential));
+            }
         }
     }
+    if let Some((i, failure, credential)) = run.unused.pop_front() {
+        run.job = Job::ReleaseUnused(Box::new(Release::new(credential)), failure, i);
+        run.files[i] = release_steps(config, at(i));
+        run.in_tx = false;
+        run.lock_wait = None;
+        return None;
+    }
+    let ends = std::mem::take(&mut run.ends);
+    Some(answer(|| match &owned.caller {
+        Some(caller) => batch_answer(caller, &owned.targets, ends),
+        None => ends.into_iter().next().flatten().unwrap_or_else(|| {
+            Err(internal(ProtocolError::Unfinished {
+                machine: "publication",
+            }))
+        }),
+    }))
 }
 
 /// The pool's part of `run`: its effects until the next JS-thread effect.
@@ -252,8 +312,8 @@ fn pool_turn(run: &mut Running<'_>) -> Result<(), Failure> {
     super::seams::panic_at("pool");
     loop {
         match run.job.poll() {
-            Some(Effect::File(effect)) if !run.in_tx && effect.is_slow() => {
-                let answer = run.files.execute(effect);
+            Some((i, Effect::File(effect))) if !run.in_tx && effect.is_slow() => {
+                let answer = run.files[i].execute(effect);
                 run.job.handle(answer).map_err(internal)?;
             }
             _ => return Ok(()),
@@ -263,8 +323,12 @@ fn pool_turn(run: &mut Running<'_>) -> Result<(), Failure> {
 
 /// What starts a run.
 pub(crate) enum Start {
+    /// A publication of a grant.
     Publish(Credential),
-    PublishNow(Applicant),
+    /// A one-shot publication of a target.
+    PublishNow(TargetId, Applicant),
+    /// A batch: its targets in the caller's order, and an applicant for each.
+    PublishMany(Vec<TargetId>, Applicants),
 }
 
 /// A publication driven in turns: running, refused before it started (answered at the first
@@ -288,31 +352,53 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 impl NativePublication {
-    /// A publication whose run `setup` describes — or, when it fails (or panics), one refused
-    /// with that failure at its first turn.
-    pub(crate) fn start(
-        setup: impl FnOnce() -> Result<(Config, TargetId, Start), Failure>,
-    ) -> Self {
+    /// A publication whose run `setup` describes — or, when it fails (or panics), or the core
+    /// refuses its batch, one refused with that failure at its first turn.
+    pub(crate) fn start(setup: impl FnOnce() -> Result<(Config, Start), Failure>) -> Self {
         let state = caught(|| {
-            let (config, target, start) = setup()?;
-            Ok(State::Running(Run::new(
-                Owned { config, target },
-                |owned| Running {
-                    job: match start {
-                        Start::Publish(credential) => Job::Publish(Box::new(Publish::new(
-                            credential,
-                            owned.config.composition(),
-                        ))),
-                        Start::PublishNow(applicant) => Job::PublishNow(Box::new(PublishNow::new(
-                            applicant,
-                            owned.config.composition(),
-                        ))),
-                    },
-                    files: file_steps(&owned.config, &owned.target),
+            let (config, start) = setup()?;
+            let (targets, caller) = match &start {
+                Start::Publish(credential) => (vec![credential.target_id.clone()], None),
+                Start::PublishNow(target, _) => (vec![target.clone()], None),
+                // The batch's order: its targets sorted by id, as `PublishMany` sorts them.
+                Start::PublishMany(caller, _) => {
+                    let mut order = caller.clone();
+                    order.sort();
+                    (order, Some(caller.clone()))
+                }
+            };
+            let owned = Owned {
+                config,
+                targets,
+                caller,
+            };
+            Ok(State::Running(Run::try_new(owned, |owned| {
+                let composition = owned.config.composition();
+                let job = match start {
+                    Start::Publish(credential) => {
+                        Job::Publish(Box::new(Publish::new(credential, composition)))
+                    }
+                    Start::PublishNow(_, applicant) => {
+                        Job::PublishNow(Box::new(PublishNow::new(applicant, composition)))
+                    }
+                    Start::PublishMany(_, applicants) => Job::PublishMany(Box::new(
+                        PublishMany::new(applicants, composition, Failure::clone)
+                            .map_err(refused)?,
+                    )),
+                };
+                Ok::<_, Failure>(Running {
+                    job,
+                    files: owned
+                        .targets
+                        .iter()
+                        .map(|target| file_steps(&owned.config, target))
+                        .collect(),
                     in_tx: false,
                     lock_wait: None,
-                },
-            )))
+                    ends: owned.targets.iter().map(|_| None).collect(),
+                    unused: VecDeque::new(),
+                })
+            })?))
         })
         .unwrap_or_else(State::Refused);
         NativePublication {

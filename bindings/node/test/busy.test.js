@@ -11,8 +11,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const Database = require('better-sqlite3');
-const { ProjectionStore } = require('..');
-const { setup, faulty, tuple } = require('./helpers');
+const { setup, tuple, busyAtBegin } = require('./helpers');
 
 test('a publication while another connection holds the write lock is BUSY and touches nothing', () => {
   const { dbPath, db, store, runtimeRoot } = setup({ timeout: 50 });
@@ -34,26 +33,6 @@ test('a publication while another connection holds the write lock is BUSY and to
   assert.equal(store.publish(grant).epoch, 1, 'its release was busy too: the grant was untouched and still publishes');
   assert.equal(store.readProjection(t).fencingEpoch, 1);
 });
-
-/**
- * A store on `db` whose connection's write lock another connection (`blocker`) takes just
- * before its `at`-th `BEGIN` and lets go just before the next `BEGIN`: the transaction of that
- * `BEGIN` cannot start (BUSY), and the one after it (the release of the unused grant) finds the
- * store free — the shape of the Rust adapter's tests of the same rule (`fencing.rs`). `begins()`
- * counts the `BEGIN`s.
- */
-function busyAtBegin(db, config, blocker, at) {
-  let begins = 0;
-  const exec = (sql, real) => {
-    if (sql === 'BEGIN IMMEDIATE') {
-      begins += 1;
-      if (begins === at) blocker.exec('BEGIN IMMEDIATE');
-      if (begins === at + 1) blocker.exec('ROLLBACK');
-    }
-    return real();
-  };
-  return { store: new ProjectionStore(faulty(db, { exec }), config), begins: () => begins };
-}
 
 for (const form of ['publish', 'publishAsync']) {
   test(`a ${form} that could not start releases its grant, as the Rust adapter does`, async () => {

@@ -17,7 +17,20 @@ const { execFileSync } = require('node:child_process');
 const { scratch } = require('./helpers');
 
 const TRACE = path.join(__dirname, '..', '..', '..', 'scripts', 'syscall_trace.py');
-const CALLS = ['adoptJsWriterTables', 'admitTarget', 'submit', 'acquire', 'publish', 'release', 'endLease', 'publishNow', 'publishAsync', 'publishNowAsync'];
+const CALLS = [
+  'adoptJsWriterTables',
+  'admitTarget',
+  'submit',
+  'acquire',
+  'publish',
+  'release',
+  'endLease',
+  'publishNow',
+  'publishAsync',
+  'publishNowAsync',
+  'publishManyNow',
+  'publishManyNowAsync',
+];
 
 /** The events between the marks `name:begin` and `name:end`. */
 function between(events, name) {

@@ -55,6 +55,9 @@ async function step(name, call) {
   const third = store.acquire(target, 'host-1').granted;
   await step('publishAsync', () => store.publishAsync(third));
   await step('publishNowAsync', () => store.publishNowAsync(target, 'host-1'));
+  const other = store.admitTarget(tuple(2));
+  await step('publishManyNow', () => store.publishManyNow([target, other], 'host-1'));
+  await step('publishManyNowAsync', () => store.publishManyNowAsync([target, other], 'host-1'));
   await step('host', () => db.prepare('INSERT INTO HostJobs (body) VALUES (?)').run('job'));
   db.close();
   process.stdout.write(JSON.stringify({ levels }));

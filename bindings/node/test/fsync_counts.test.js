@@ -30,6 +30,8 @@ const KINDS = [
 
 /** A publication: the temp file, its one commit, the target directory. */
 const PUBLICATION = { temp: 1, wal: 1, 'target-dir': 1 };
+/** A batch of two one-shots: each target's temp file and directory, ONE commit for both. */
+const BATCH_OF_TWO = { temp: 2, wal: 1, 'target-dir': 2 };
 /**
  * The expected number of durability calls per file kind, per region (fsync and fdatasync alike:
  * which one SQLite uses for its WAL depends on how it was built).
@@ -50,12 +52,14 @@ const EXPECTED = {
   publishNow: PUBLICATION,
   publishAsync: PUBLICATION,
   publishNowAsync: PUBLICATION,
+  publishManyNow: BATCH_OF_TWO,
+  publishManyNowAsync: BATCH_OF_TWO,
 };
 /** A region's calls per kind, whatever the call: `{kind: count}`. */
 function perKind(syncs) {
   return Object.fromEntries(Object.entries(syncs).map(([kind, calls]) => [kind, Object.values(calls).reduce((a, n) => a + n, 0)]));
 }
-const ROUND = ['submit', 'acquire', 'publish', 'release', 'publishNow', 'publishAsync', 'publishNowAsync'];
+const ROUND = ['submit', 'acquire', 'publish', 'release', 'publishNow', 'publishAsync', 'publishNowAsync', 'publishManyNow', 'publishManyNowAsync'];
 
 test('every operation on a better-sqlite3 host syncs exactly the pinned files, the pinned number of times', (t) => {
   const dir = scratch();
@@ -71,7 +75,7 @@ test('every operation on a better-sqlite3 host syncs exactly the pinned files, t
     0,
     `the helper could not trace (strace missing or ptrace refused: exit 2), a region was never closed (3), or the host failed: ${run.stderr}`,
   );
-  assert.deepEqual(JSON.parse(run.stdout).epochs.length, 2 + 4 * ROUNDS, 'every publication published');
+  assert.deepEqual(JSON.parse(run.stdout).epochs.length, 2 + 8 * ROUNDS, 'every publication published');
   const { regions } = JSON.parse(fs.readFileSync(out, 'utf8'));
   const wanted = ['first-publishNow', 'newTarget-publishNow'];
   for (let round = 0; round < ROUNDS; round++) wanted.push(...ROUND);

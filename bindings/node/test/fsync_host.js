@@ -5,7 +5,8 @@
  * `fsync_counts.test.js`. It writes the marks `NAME:begin` and `NAME:end` (`@@mark …` to
  * /dev/null, each in one write) around each operation: the first publication of a target in
  * this process and that of a second target, then ROUNDS rounds of `submit`, `acquire`, `publish`, `release` (a grant released
- * unpublished), `publishNow`, `publishAsync` and `publishNowAsync`. It prints, as JSON, the
+ * unpublished), `publishNow`, `publishAsync`, `publishNowAsync`, and a batch of both targets,
+ * `publishManyNow` and `publishManyNowAsync`. It prints, as JSON, the
  * epochs it published and the number of rounds.
  *
  * usage: node fsync_host.js DIR ROUNDS
@@ -48,6 +49,8 @@ async function marked(name, call) {
     const another = store.acquire(target, 'host-1').granted;
     epochs.push((await marked('publishAsync', () => store.publishAsync(another))).epoch);
     epochs.push((await marked('publishNowAsync', () => store.publishNowAsync(target, 'host-1'))).published.epoch);
+    for (const r of await marked('publishManyNow', () => store.publishManyNow([target, other], 'host-1'))) epochs.push(r.published.epoch);
+    for (const r of await marked('publishManyNowAsync', () => store.publishManyNowAsync([target, other], 'host-1'))) epochs.push(r.published.epoch);
   }
   db.close();
   process.stdout.write(JSON.stringify({ epochs, rounds }));

@@ -1,6 +1,7 @@
 'use strict';
 /** Shared fixtures of the Node tests: a host database in WAL mode, the two channels of the Rust
- * fixtures (`verification/src/fixtures.rs`), tuples, submissions and a hand-moved clock. */
+ * fixtures (`verification/src/fixtures.rs`), tuples, submissions, a hand-moved clock, a connection with
+ * planted faults and a store busy at its n-th `BEGIN`. */
 
 const fs = require('node:fs');
 const os = require('node:os');
@@ -101,6 +102,26 @@ function faulty(db, { exec = (sql, real) => real(), statement = (sql, method, ar
   };
 }
 
+/**
+ * A store on `db` whose connection's write lock another connection (`blocker`) takes just
+ * before its `at`-th `BEGIN` and lets go just before the next `BEGIN`: the transaction of that
+ * `BEGIN` cannot start (BUSY), and the one after it (the release of the unused grant) finds the
+ * store free — the shape of the Rust adapter's tests of the same rule (`fencing.rs`). `begins()`
+ * counts the `BEGIN`s.
+ */
+function busyAtBegin(db, config, blocker, at) {
+  let begins = 0;
+  const exec = (sql, real) => {
+    if (sql === 'BEGIN IMMEDIATE') {
+      begins += 1;
+      if (begins === at) blocker.exec('BEGIN IMMEDIATE');
+      if (begins === at + 1) blocker.exec('ROLLBACK');
+    }
+    return real();
+  };
+  return { store: new ProjectionStore(faulty(db, { exec }), config), begins: () => begins };
+}
+
 /** A binary of the CLI package (`target/debug/<name>`), built with the package if needed. */
 function cliBinary(name) {
   const root = path.join(__dirname, '..', '..', '..');
@@ -148,4 +169,4 @@ function hostDatabase(dir) {
   return { db, runtimeRoot, marks: fs.openSync('/dev/null', 'w') };
 }
 
-module.exports = { TTL_MS, START, CHANNELS, tuple, submission, scratch, setup, faulty, cli, testkit, traced, hostDatabase };
+module.exports = { TTL_MS, START, CHANNELS, tuple, submission, scratch, setup, faulty, busyAtBegin, cli, testkit, traced, hostDatabase };

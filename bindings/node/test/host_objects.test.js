@@ -236,11 +236,16 @@ test('every entry point reads each property of what it is handed once', async ()
   check('acquire options', {}, (o) => store.release(store.acquire(target, 'holder-1', o).granted));
   check('publish options', {}, (o) => store.publish(store.acquire(target, 'holder-1').granted, o));
   check('publishNow options', {}, (o) => store.publishNow(target, 'holder-1', o));
+  check('publishManyNow options', {}, (o) => store.publishManyNow([target], 'holder-1', o));
+  check('publishManyNow target ids', [target], (ids) => store.publishManyNow(ids, 'holder-1'));
   check('admitTarget tuple', tuple(2), (t) => store.admitTarget(t));
   check('adoptJsWriterTables options', { channels: [] }, (o) => adoptJsWriterTables(db, [], o));
   const asyncReads = counted({});
   await store.publishNowAsync(target, 'holder-1', asyncReads.proxy);
   readOnce(asyncReads.reads, 'publishNowAsync options');
+  const batchReads = counted([target]);
+  await store.publishManyNowAsync(batchReads.proxy, 'holder-1');
+  readOnce(batchReads.reads, 'publishManyNowAsync target ids');
   const publishAsyncReads = counted({});
   await store.publishAsync(store.acquire(target, 'holder-1').granted, publishAsyncReads.proxy);
   readOnce(publishAsyncReads.reads, 'publishAsync options');

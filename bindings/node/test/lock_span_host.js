@@ -2,7 +2,7 @@
 /**
  * A Node host whose publications mark their steps (`@@mark reached <step>` to /dev/null), run by
  * `lock_spans.test.js` under the syscall-trace helper: a synchronous publication of a grant, a
- * one-shot, and the asynchronous forms of both.
+ * one-shot, a batch of two one-shots, and the asynchronous forms of the three.
  *
  * usage: node lock_span_host.js DIR
  */
@@ -31,6 +31,11 @@ const store = new ProjectionStore(db, {
   epochs.push(store.publishNow(target, 'host-1').published.epoch);
   epochs.push((await store.publishAsync(store.acquire(target, 'host-1').granted)).epoch);
   epochs.push((await store.publishNowAsync(target, 'host-1')).published.epoch);
+  const other = store.admitTarget(tuple(1));
+  store.submit('router', submission(other, 0, 1, 'y', Date.now()));
+  const batched = (results) => results.map((r) => r.published.epoch);
+  epochs.push(...batched(store.publishManyNow([target, other], 'host-1')));
+  epochs.push(...batched(await store.publishManyNowAsync([target, other], 'host-1')));
   db.close();
   process.stdout.write(JSON.stringify({ epochs }));
 })();

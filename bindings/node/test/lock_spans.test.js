@@ -5,7 +5,9 @@
  * neither the target's kernel lock nor SQLite's write lock is let go, and at every step outside
  * the transaction (the draft composed, its temp written, the locks let go after the commit, the
  * directory fsynced) neither is held, so a holder frozen there (a GC pause) stops nobody — for
- * the synchronous and the asynchronous publication, of a grant and in one shot. The host
+ * the synchronous and the asynchronous publication, of a grant, in one shot and in a batch of two
+ * one-shots (whose every target's transaction-open to released lies inside the one transaction,
+ * all the batch's target locks held). The host
  * (`lock_span_host.js`) runs under the shared syscall-trace helper (`scripts/syscall_trace.py
  * --hold --free`), which follows the `flock` on the target's lock file and the `fcntl` write lock
  * on byte 120 of the `-shm` file through every thread (the JS thread and the libuv pool). The
@@ -18,7 +20,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { scratch, traced } = require('./helpers');
 
-test('from the transaction to the release no lock is let go, and outside it none is held, in all four forms', () => {
+test('from the transaction to the release no lock is let go, and outside it none is held, in all six forms', () => {
   const dir = scratch();
   const out = path.join(dir, 'events.json');
   const run = traced(
@@ -42,7 +44,7 @@ test('from the transaction to the release no lock is let go, and outside it none
   const { spans } = JSON.parse(fs.readFileSync(out, 'utf8'));
   assert.equal(
     spans.length,
-    20,
+    40,
     `every publication traced, the span and the four free marks of each: ${JSON.stringify(spans)}`,
   );
   for (const span of spans) {
@@ -50,5 +52,5 @@ test('from the transaction to the release no lock is let go, and outside it none
     assert.deepEqual(span.violations, [], JSON.stringify(span));
   }
   assert.equal(run.status, 0, run.stderr);
-  assert.deepEqual(JSON.parse(run.stdout).epochs, [1, 2, 3, 4]);
+  assert.deepEqual(JSON.parse(run.stdout).epochs, [1, 2, 3, 4, 5, 1, 6, 2]);
 });

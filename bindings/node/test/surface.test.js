@@ -195,6 +195,8 @@ for (const [name, host] of [['OFF', 0], ['NORMAL', 1], ['FULL', 2], ['EXTRA', 3]
       acquireFourth: () => store.acquire(t, 'holder-1'),
       publishAsync: (g) => store.publishAsync(g.granted),
       publishNowAsync: () => store.publishNowAsync(t, 'holder-1'),
+      publishManyNow: () => store.publishManyNow([t], 'holder-1'),
+      publishManyNowAsync: () => store.publishManyNowAsync([t], 'holder-1'),
       initialize: () => initialize(db),
       adopt: () => adoptJsWriterTables(db, []),
     };

@@ -11,7 +11,9 @@ import {
   ProjectionStore,
   readProjection,
   targetId,
+  type BatchResult,
   type ChannelSpec,
+  type ErrorCode,
   type Published,
   type SolewriterError,
   type TargetTuple,
@@ -78,4 +80,13 @@ export function refused(): void {
   new ProjectionStore('host.sqlite', { runtimeRoot, channels, leaseTtlMs: 1, busyTimeoutMs: 1 });
   // @ts-expect-error there is no default for the lease's time to live
   new ProjectionStore(db, { runtimeRoot, channels, busyTimeoutMs: 1 });
+}
+
+/** Never called: a batch answers one `BatchResult` per target, in the order given. */
+export async function batched(): Promise<Array<number | 'held' | ErrorCode>> {
+  const now: BatchResult[] = store.publishManyNow([target], 'host-ts');
+  const later: BatchResult[] = await store.publishManyNowAsync([target], 'host-ts', { consumerBinding: {} });
+  // @ts-expect-error a batch takes an array of target ids
+  store.publishManyNow(target, 'host-ts');
+  return [...now, ...later].map((r) => ('published' in r ? r.published.epoch : 'held' in r ? 'held' : r.error.code));
 }
