@@ -204,6 +204,20 @@ impl<S: Shim> World<S> {
         &self.target_locks[usize::from(first) % TARGET_LOCKS]
     }
 
+    /// Refuses a batch whose targets share a lock stripe (it would wait for its own lock): the
+    /// model stripes its target locks, a coarser exclusion the batch's scenarios must avoid.
+    pub(crate) fn distinct_target_locks(&self, targets: &[TargetId]) {
+        for (i, target) in targets.iter().enumerate() {
+            let lock = self.target_lock(target);
+            if let Some(other) = targets[..i]
+                .iter()
+                .find(|other| std::ptr::eq(self.target_lock(other), lock))
+            {
+                panic!("the model's target locks are striped ({TARGET_LOCKS} stripes): {other} and {target} share one, and a batch of both would wait for its own lock");
+            }
+        }
+    }
+
     fn transaction<R>(&self, f: impl FnOnce(&mut StoreState) -> Tx<R>) -> R {
         S::with(&self.store, |committed| {
             let mut work = committed.clone();

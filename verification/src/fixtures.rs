@@ -1,5 +1,6 @@
-//! Scenario fixtures shared by the model checks and the conformance test: one target, two
-//! registered channels owned by two producers, deterministic tokens, a fixed TTL.
+//! Scenario fixtures shared by the model checks and the conformance test: one target (a second
+//! for the batches), two registered channels owned by two producers, deterministic tokens, a
+//! fixed TTL.
 
 use solewriter_core::config::LeaseTtl;
 use solewriter_core::names::InstanceDigest;
@@ -102,7 +103,15 @@ pub fn acquired(
 pub fn published_once<S: solewriter_models::shim::Shim>(
     world: &solewriter_models::World<S>,
 ) -> (TargetId, solewriter_models::runs::ModelLease) {
-    let target = world.admit(&tuple(0));
+    published(world, 0)
+}
+
+/// [`published_once`] for `tuple(n)`.
+pub fn published<S: solewriter_models::shim::Shim>(
+    world: &solewriter_models::World<S>,
+    n: usize,
+) -> (TargetId, solewriter_models::runs::ModelLease) {
+    let target = world.admit(&tuple(n));
     world
         .submit(&producer(0), &submission(&target, 0, 1, "one", START))
         .expect("admitted");
