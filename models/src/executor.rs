@@ -69,6 +69,12 @@ pub struct Fault {
     pub at: usize,
     /// A failing commit took effect all the same.
     pub applied: bool,
+    /// A failing statement inside the transaction took the transaction with it: the store
+    /// rolled it back (SQLite may, on a full disk or an I/O error). Until the run's next
+    /// `BEGIN` or rollback its statements then run on their own (each committed at once), a
+    /// savepoint is refused ([`ModelFault::Injected`], as the adapter refuses one) and a
+    /// commit fails.
+    pub ends_transaction: bool,
 }
 
 /// Where a run of a machine stopped.
@@ -121,6 +127,8 @@ struct Tx<'w, S: Shim> {
     open: Option<(S::Guard<'w, StoreState>, StoreState)>,
     /// The working state at the open savepoint (a batch's target).
     saved: Option<StoreState>,
+    /// The store rolled the transaction back under a failure ([`Fault::ends_transaction`]).
+    ended: bool,
 }
 
 impl<'w, S: Shim> Tx<'w, S> {
@@ -128,6 +136,7 @@ impl<'w, S: Shim> Tx<'w, S> {
     /// lock. An unguarded run (a trap) only counts the attempt.
     fn begin(&mut self, guarded: bool) -> Result<(), ModelFault> {
         let world = self.world;
+        self.ended = false;
         world.note_lock_attempt();
         if guarded {
             if self.open.is_none() && world.gives_up() {
@@ -166,11 +175,41 @@ impl<'w, S: Shim> Tx<'w, S> {
     fn rollback(&mut self) {
         self.saved = None;
         self.open = None;
+        self.ended = false;
+    }
+
+    /// The store rolls the open transaction back under a failure (if one is open).
+    fn end(&mut self) {
+        if self.open.take().is_some() {
+            self.saved = None;
+            self.ended = true;
+            self.world.note_transaction_ended();
+        }
+    }
+
+    /// A statement run once the store had ended the transaction committed on its own.
+    fn settle(&mut self) {
+        if self.ended {
+            self.commit();
+        }
     }
 
     /// An effect on the transaction itself: a batch's begin, commit and rollback (named for no
     /// target), and a target's savepoint, commit or rollback.
     fn execute(&mut self, effect: Effect<'_, ModelFault>) -> Answer<LeaseInput<ModelFault>> {
+        if self.ended {
+            if let Effect::Store(
+                effect @ (StoreEffect::Savepoint(_)
+                | StoreEffect::ReleaseSavepoint(_)
+                | StoreEffect::RollbackToSavepoint(_)
+                | StoreEffect::Commit(_)),
+            ) = effect
+            {
+                // No transaction is open any more: refused, touching nothing.
+                let name = effect.name();
+                return effect.fail(ModelFault::Injected(name));
+            }
+        }
         match effect {
             Effect::Store(StoreEffect::Begin(ask)) => ask.answer(self.begin(true)),
             Effect::Store(StoreEffect::Savepoint(ask)) => {
@@ -258,6 +297,7 @@ impl<'w, S: Shim> Executor<'w, S> {
                 world,
                 open: None,
                 saved: None,
+                ended: false,
             },
             lanes: lanes
                 .into_iter()
@@ -313,6 +353,9 @@ impl<'w, S: Shim> Executor<'w, S> {
         let commit = matches!(effect, Effect::Store(StoreEffect::Commit(_)));
         if commit && fault.applied {
             self.tx.commit();
+        }
+        if fault.ends_transaction && matches!(effect, Effect::Store(_)) {
+            self.tx.end();
         }
         let renamed = self.lanes.iter().any(|lane| lane.renamed);
         self.tx.world.note_fault(commit && renamed);
@@ -379,10 +422,14 @@ impl<'w, S: Shim> Executor<'w, S> {
             self.effects += 1;
             Some(match self.injected(effect) {
                 Ok(failed) => failed,
-                Err(effect) => match lane {
-                    Some(i) => self.lanes[i].execute(&mut self.tx, effect),
-                    None => self.tx.execute(effect),
-                },
+                Err(effect) => {
+                    let answer = match lane {
+                        Some(i) => self.lanes[i].execute(&mut self.tx, effect),
+                        None => self.tx.execute(effect),
+                    };
+                    self.tx.settle();
+                    answer
+                }
             })
         });
         if let Err(bug) = driven {

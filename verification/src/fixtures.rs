@@ -21,6 +21,11 @@ pub const CHANNELS: [(&str, &str, &str); 2] = [
     ("lifecycle-frontier", "frontier", "lifecycle-frontier.v1"),
 ];
 
+/// The second target of the batch scenarios: `tuple(BATCH_PARTNER)`, on another of the model's
+/// target-lock stripes than `tuple(0)` (a batch of two targets on one stripe would wait for its
+/// own lock; the model refuses it).
+pub const BATCH_PARTNER: usize = 1;
+
 /// The lease TTL.
 pub fn ttl() -> LeaseTtl {
     LeaseTtl::from_millis(Some(TTL_MS)).expect("non-zero")
