@@ -1,8 +1,15 @@
 //! The model's executor of the core's lease machines (`solewriter_core::projection::machine`): the same
-//! machines the SQLite adapter runs, executed against the model store, the model runtime
-//! directory and the model clock. The target lock and the store's transaction are shim
-//! mutexes whose guards are held across effects exactly where the adapter holds its locks,
-//! so loom and shuttle may switch threads at every lock acquisition inside a publication.
+//! machines the SQLite adapter runs, for one target or a batch of them, executed against the
+//! model store, the model runtime directory and the model clock. The target locks and the
+//! store's transaction are shim mutexes whose guards are held across effects exactly where the
+//! adapter holds its locks, so loom and shuttle may switch threads at every lock acquisition
+//! inside a publication.
+//!
+//! A run holds the store's transaction once (`Tx`) and, per target, what that target's
+//! effects need (`Lane`: its lock guard, its temp file, the credential it publishes with,
+//! whether it renamed): one lane for a one-target machine, one per target for a batch
+//! (`ModelProtocol` routes each effect to the lane it names, and a batch's own transaction
+//! effects to the transaction).
 //!
 //! With [`Design::Real`] this executor does what the adapter does, effect for effect. Each
 //! trap of [`Design`] is a *misbehaving executor*: it runs the same machine but carries out
@@ -14,10 +21,12 @@ use crate::ghost::Renamer;
 use crate::shim::Shim;
 use crate::state::StoreState;
 use crate::world::World;
+use solewriter_core::contract::Protocol;
 use solewriter_core::error_kind::{Classified, ErrorKind};
 use solewriter_core::projection::lease::{Credential, LeaseRecord, LeaseState};
 use solewriter_core::projection::machine::{
-    drive, Answer, Effect, FileEffect, LeaseInput, LeaseProtocol, Machine, StoreEffect,
+    drive, Answer, BatchProtocol, Effect, FileEffect, LeaseInput, LeaseProtocol, Machine,
+    StoreEffect, Targeted,
 };
 use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::TargetId;
@@ -60,6 +69,12 @@ pub struct Fault {
     pub at: usize,
     /// A failing commit took effect all the same.
     pub applied: bool,
+    /// A failing statement inside the transaction took the transaction with it: the store
+    /// rolled it back (SQLite may, on a full disk or an I/O error). Until the run's next
+    /// `BEGIN` or rollback its statements then run on their own (each committed at once), a
+    /// savepoint is refused ([`ModelFault::Injected`], as the adapter refuses one) and a
+    /// commit fails.
+    pub ends_transaction: bool,
 }
 
 /// Where a run of a machine stopped.
@@ -83,8 +98,152 @@ pub(crate) enum Kind {
     Release,
 }
 
-/// One run of one machine.
-pub(crate) struct Executor<'w, S: Shim> {
+/// The protocols the model's executor runs: the lease machines' (every effect on the one
+/// target of the run) and the batch's (every effect on the target it names, or on the shared
+/// transaction).
+pub(crate) trait ModelProtocol: Protocol<Input = LeaseInput<ModelFault>> {
+    /// The lane `effect` is for (`None`: the shared transaction's own), and the effect.
+    fn route<'m>(effect: Self::Effect<'m>) -> (Option<usize>, Effect<'m, ModelFault>);
+}
+
+impl ModelProtocol for LeaseProtocol<ModelFault> {
+    fn route<'m>(effect: Self::Effect<'m>) -> (Option<usize>, Effect<'m, ModelFault>) {
+        (Some(0), effect)
+    }
+}
+
+impl ModelProtocol for BatchProtocol<ModelFault> {
+    fn route<'m>(
+        Targeted { target, effect }: Self::Effect<'m>,
+    ) -> (Option<usize>, Effect<'m, ModelFault>) {
+        (target, effect)
+    }
+}
+
+/// The store's write transaction of a run (one for every target of a batch).
+struct Tx<'w, S: Shim> {
+    world: &'w World<S>,
+    /// The write lock and the transaction's working state.
+    open: Option<(S::Guard<'w, StoreState>, StoreState)>,
+    /// The working state at the open savepoint (a batch's target).
+    saved: Option<StoreState>,
+    /// The store rolled the transaction back under a failure ([`Fault::ends_transaction`]).
+    ended: bool,
+}
+
+impl<'w, S: Shim> Tx<'w, S> {
+    /// `BEGIN` — or, when the world's contenders give up, `Busy` if another holds the store's
+    /// lock. An unguarded run (a trap) only counts the attempt.
+    fn begin(&mut self, guarded: bool) -> Result<(), ModelFault> {
+        let world = self.world;
+        self.ended = false;
+        world.note_lock_attempt();
+        if guarded {
+            if self.open.is_none() && world.gives_up() {
+                let Some(guard) = S::try_lock(&world.store) else {
+                    return Err(ModelFault::Busy);
+                };
+                let work = guard.clone();
+                self.open = Some((guard, work));
+            }
+            self.work();
+        }
+        Ok(())
+    }
+
+    /// The working state of the open transaction, opened now if the run had left it (the
+    /// traps that commit early open a second transaction for the release).
+    fn work(&mut self) -> &mut StoreState {
+        let store = &self.world.store;
+        let (_, work) = self.open.get_or_insert_with(|| {
+            let guard = S::lock(store);
+            let work = guard.clone();
+            (guard, work)
+        });
+        work
+    }
+
+    fn commit(&mut self) {
+        self.saved = None;
+        if let Some((mut guard, work)) = self.open.take() {
+            S::with(&self.world.ghost, |g| g.on_commit(&work));
+            S::with(&self.world.snapshot, |snap| *snap = work.clone());
+            *guard = work;
+        }
+    }
+
+    fn rollback(&mut self) {
+        self.saved = None;
+        self.open = None;
+        self.ended = false;
+    }
+
+    /// The store rolls the open transaction back under a failure (if one is open).
+    fn end(&mut self) {
+        if self.open.take().is_some() {
+            self.saved = None;
+            self.ended = true;
+            self.world.note_transaction_ended();
+        }
+    }
+
+    /// A statement run once the store had ended the transaction committed on its own.
+    fn settle(&mut self) {
+        if self.ended {
+            self.commit();
+        }
+    }
+
+    /// An effect on the transaction itself: a batch's begin, commit and rollback (named for no
+    /// target), and a target's savepoint, commit or rollback.
+    fn execute(&mut self, effect: Effect<'_, ModelFault>) -> Answer<LeaseInput<ModelFault>> {
+        if self.ended {
+            if let Effect::Store(
+                effect @ (StoreEffect::Savepoint(_)
+                | StoreEffect::ReleaseSavepoint(_)
+                | StoreEffect::RollbackToSavepoint(_)
+                | StoreEffect::Commit(_)),
+            ) = effect
+            {
+                // No transaction is open any more: refused, touching nothing.
+                let name = effect.name();
+                return effect.fail(ModelFault::Injected(name));
+            }
+        }
+        match effect {
+            Effect::Store(StoreEffect::Begin(ask)) => ask.answer(self.begin(true)),
+            Effect::Store(StoreEffect::Savepoint(ask)) => {
+                self.saved = Some(self.work().clone());
+                ask.answer(Ok(()))
+            }
+            Effect::Store(StoreEffect::ReleaseSavepoint(ask)) => {
+                self.saved = None;
+                ask.answer(Ok(()))
+            }
+            Effect::Store(StoreEffect::RollbackToSavepoint(ask)) => {
+                if let Some(saved) = self.saved.take() {
+                    *self.work() = saved;
+                }
+                ask.answer(Ok(()))
+            }
+            Effect::Store(StoreEffect::Commit(ask)) => {
+                self.commit();
+                ask.answer(Ok(()))
+            }
+            Effect::Store(StoreEffect::Rollback(ask)) => {
+                self.rollback();
+                ask.answer(Ok(()))
+            }
+            other => crate::ghost::violation(format!(
+                "the model's executor: {} is a target's effect, named for no target",
+                other.name()
+            )),
+        }
+    }
+}
+
+/// One target's part of a run: what its effects act on and what its holder knows.
+struct Lane<'w, S: Shim> {
     world: &'w World<S>,
     kind: Kind,
     target: TargetId,
@@ -94,50 +253,73 @@ pub(crate) struct Executor<'w, S: Shim> {
     granted: Option<LeaseRecord>,
     /// Its expiry as the holder believes it.
     expires_at: Millis,
-    crash_at: Option<PublishStep>,
     target_guard: Option<S::Guard<'w, ()>>,
-    tx: Option<(S::Guard<'w, StoreState>, StoreState)>,
-    /// The transaction's state at the open savepoint (a batch's target).
-    saved: Option<StoreState>,
     temp: Option<u64>,
     lease_reads: usize,
     /// The true clock at the last clock read (the ghost's bounded-lease check).
     last_clock: Millis,
     /// The document written to the temp file.
-    pub(crate) document: Vec<u8>,
+    document: Vec<u8>,
     /// Between the revalidation and the rename (counted in the world's `in_span`).
     in_span: bool,
+    /// Whether this target renamed a document.
+    renamed: bool,
+}
+
+/// One run of one machine: its transaction, and one lane per target (one, but for a batch).
+pub(crate) struct Executor<'w, S: Shim> {
+    crash_at: Option<PublishStep>,
+    tx: Tx<'w, S>,
+    lanes: Vec<Lane<'w, S>>,
     /// Effects executed so far (where a freeze is counted from).
     effects: usize,
     /// The fault to inject, if any, and how many failable effects ran so far.
     fault: Option<Fault>,
     failable: usize,
-    /// Whether this run renamed a document.
-    renamed: bool,
 }
 
 impl<'w, S: Shim> Executor<'w, S> {
+    /// A run of a `kind` machine on `target`.
     pub(crate) fn new(world: &'w World<S>, kind: Kind, target: TargetId) -> Self {
+        Self::lanes(world, vec![(kind, target)])
+    }
+
+    /// A run of a batch of one-shot publications on `targets` (in the batch's order).
+    pub(crate) fn many(world: &'w World<S>, targets: &[TargetId]) -> Self {
+        let lanes = targets.iter().map(|t| (Kind::PublishNow, t.clone()));
+        Self::lanes(world, lanes.collect())
+    }
+
+    fn lanes(world: &'w World<S>, lanes: Vec<(Kind, TargetId)>) -> Self {
         Executor {
-            world,
-            kind,
-            target,
-            credential: None,
-            granted: None,
-            expires_at: Millis(0),
             crash_at: None,
-            target_guard: None,
-            tx: None,
-            saved: None,
-            temp: None,
-            lease_reads: 0,
-            last_clock: Millis(0),
-            document: Vec::new(),
-            in_span: false,
+            tx: Tx {
+                world,
+                open: None,
+                saved: None,
+                ended: false,
+            },
+            lanes: lanes
+                .into_iter()
+                .map(|(kind, target)| Lane {
+                    world,
+                    kind,
+                    target,
+                    credential: None,
+                    granted: None,
+                    expires_at: Millis(0),
+                    target_guard: None,
+                    temp: None,
+                    lease_reads: 0,
+                    last_clock: Millis(0),
+                    document: Vec::new(),
+                    in_span: false,
+                    renamed: false,
+                })
+                .collect(),
             effects: 0,
             fault: None,
             failable: 0,
-            renamed: false,
         }
     }
 
@@ -170,9 +352,13 @@ impl<'w, S: Shim> Executor<'w, S> {
         let name = effect.name();
         let commit = matches!(effect, Effect::Store(StoreEffect::Commit(_)));
         if commit && fault.applied {
-            self.commit();
+            self.tx.commit();
         }
-        self.world.note_fault(commit && self.renamed);
+        if fault.ends_transaction && matches!(effect, Effect::Store(_)) {
+            self.tx.end();
+        }
+        let renamed = self.lanes.iter().any(|lane| lane.renamed);
+        self.tx.world.note_fault(commit && renamed);
         match effect.fail(ModelFault::Injected(name)) {
             Some(failed) => Ok(failed),
             // Only the clock and a reached point cannot fail, and they are not failable.
@@ -180,11 +366,13 @@ impl<'w, S: Shim> Executor<'w, S> {
         }
     }
 
-    /// The holder's credential, the grant as it remembers it, and its expiry.
+    /// The holder's credential, the grant as it remembers it, and its expiry (a one-target
+    /// run).
     pub(crate) fn holder(mut self, credential: Credential, granted: LeaseRecord) -> Self {
-        self.expires_at = granted.state.grant().map_or(Millis(0), |g| g.expires_at);
-        self.credential = Some(credential);
-        self.granted = Some(granted);
+        let lane = &mut self.lanes[0];
+        lane.expires_at = granted.state.grant().map_or(Millis(0), |g| g.expires_at);
+        lane.credential = Some(credential);
+        lane.granted = Some(granted);
         self
     }
 
@@ -195,9 +383,9 @@ impl<'w, S: Shim> Executor<'w, S> {
     }
 
     /// Runs `machine`; `Some(step)` if the executor crashed there. A crash rolls back the open
-    /// transaction and drops the target lock (the kernel drops a dead process's locks); temp
+    /// transaction and drops the target locks (the kernel drops a dead process's locks); temp
     /// files stay.
-    pub(crate) fn run<M: Machine<Protocol = LeaseProtocol<ModelFault>>>(
+    pub(crate) fn run<M: Machine<Protocol: ModelProtocol>>(
         &mut self,
         machine: &mut M,
     ) -> Option<PublishStep> {
@@ -213,13 +401,14 @@ impl<'w, S: Shim> Executor<'w, S> {
     /// `freeze_at` — before the executor's `freeze_at`-th effect (counted over the whole run),
     /// where it freezes: it keeps every lock it holds until [`Executor::let_go`] (a process
     /// stopped there, SIGSTOP or a GC pause). A frozen run resumes with another call.
-    pub(crate) fn advance<M: Machine<Protocol = LeaseProtocol<ModelFault>>>(
+    pub(crate) fn advance<M: Machine<Protocol: ModelProtocol>>(
         &mut self,
         machine: &mut M,
         freeze_at: Option<usize>,
     ) -> Stop {
         let mut stop = Stop::Finished;
         let driven = drive(machine, |effect| {
+            let (lane, effect) = <M::Protocol as ModelProtocol>::route(effect);
             if freeze_at == Some(self.effects) {
                 stop = Stop::Frozen(effect.name());
                 return None;
@@ -233,7 +422,14 @@ impl<'w, S: Shim> Executor<'w, S> {
             self.effects += 1;
             Some(match self.injected(effect) {
                 Ok(failed) => failed,
-                Err(effect) => self.execute(effect),
+                Err(effect) => {
+                    let answer = match lane {
+                        Some(i) => self.lanes[i].execute(&mut self.tx, effect),
+                        None => self.tx.execute(effect),
+                    };
+                    self.tx.settle();
+                    answer
+                }
             })
         });
         if let Err(bug) = driven {
@@ -242,24 +438,35 @@ impl<'w, S: Shim> Executor<'w, S> {
         stop
     }
 
-    /// Lets every lock go: the transaction rolls back, the target lock is released (a machine
-    /// that ended, or a process that died).
+    /// Lets every lock go: the transaction rolls back, the target locks are released (a
+    /// machine that ended, or a process that died).
     pub(crate) fn let_go(&mut self) {
-        self.leave_span();
-        self.tx = None;
-        self.target_guard = None;
+        for lane in &mut self.lanes {
+            lane.leave_span();
+        }
+        self.tx.open = None;
+        for lane in &mut self.lanes {
+            lane.target_guard = None;
+        }
     }
 
     /// Whether the run holds the store's write lock (is inside its transaction).
     pub(crate) fn in_transaction(&self) -> bool {
-        self.tx.is_some()
+        self.tx.open.is_some()
     }
 
-    /// Whether the run holds the target's kernel lock.
+    /// Whether the run holds a target's kernel lock.
     pub(crate) fn holds_target_lock(&self) -> bool {
-        self.target_guard.is_some()
+        self.lanes.iter().any(|lane| lane.target_guard.is_some())
     }
 
+    /// The document the `i`-th target wrote to its temp file (taken).
+    pub(crate) fn take_document(&mut self, i: usize) -> Vec<u8> {
+        std::mem::take(&mut self.lanes[i].document)
+    }
+}
+
+impl<'w, S: Shim> Lane<'w, S> {
     /// Takes the target lock — or, when the world's contenders give up, `Busy` if it is held.
     fn lock_target(&mut self) -> Result<(), ModelFault> {
         let lock = self.world.target_lock(&self.target);
@@ -287,7 +494,7 @@ impl<'w, S: Shim> Executor<'w, S> {
         self.world.design
     }
 
-    /// Whether this executor skips the locks (the traps that publish without the store's
+    /// Whether this run skips the locks (the traps that publish without the store's
     /// exclusion).
     fn unguarded(&self) -> bool {
         self.kind == Kind::Publish
@@ -297,27 +504,7 @@ impl<'w, S: Shim> Executor<'w, S> {
             )
     }
 
-    /// The working state of the open transaction, opened now if the executor had left it
-    /// (the traps that commit early open a second transaction for the release).
-    fn work(&mut self) -> &mut StoreState {
-        let store = &self.world.store;
-        let (_, work) = self.tx.get_or_insert_with(|| {
-            let guard = S::lock(store);
-            let work = guard.clone();
-            (guard, work)
-        });
-        work
-    }
-
-    fn commit(&mut self) {
-        if let Some((mut guard, work)) = self.tx.take() {
-            S::with(&self.world.ghost, |g| g.on_commit(&work));
-            S::with(&self.world.snapshot, |snap| *snap = work.clone());
-            *guard = work;
-        }
-    }
-
-    fn lease_row(&mut self) -> Option<LeaseRecord> {
+    fn lease_row(&mut self, tx: &mut Tx<'w, S>) -> Option<LeaseRecord> {
         self.lease_reads += 1;
         let revalidation = self.kind == Kind::Publish && self.lease_reads == 1;
         let releasing = match self.kind {
@@ -331,7 +518,7 @@ impl<'w, S: Shim> Executor<'w, S> {
             return self.granted.clone();
         }
         let target = self.target.clone();
-        let row = self.work().leases.get(&target).cloned();
+        let row = tx.work().leases.get(&target).cloned();
         let credential = self.credential.clone();
         match (self.design(), row, credential) {
             // Traps: the release reads the row by token only (or by epoch only), so the core
@@ -372,19 +559,28 @@ impl<'w, S: Shim> Executor<'w, S> {
         }
     }
 
-    fn execute(&mut self, effect: Effect<'_, ModelFault>) -> Answer<LeaseInput<ModelFault>> {
+    /// One effect on this target, inside or outside the run's transaction `tx`.
+    fn execute(
+        &mut self,
+        tx: &mut Tx<'w, S>,
+        effect: Effect<'_, ModelFault>,
+    ) -> Answer<LeaseInput<ModelFault>> {
         match effect {
-            Effect::Store(effect) => self.store(effect),
-            Effect::File(effect) => self.file(effect),
+            Effect::Store(effect) => self.store(tx, effect),
+            Effect::File(effect) => self.file(tx, effect),
             Effect::Clock(ask) => ask.answer(self.clock()),
             Effect::Reached(step, ask) => {
-                self.reached(step);
+                self.reached(tx, step);
                 ask.answer(())
             }
         }
     }
 
-    fn store(&mut self, effect: StoreEffect<'_, ModelFault>) -> Answer<LeaseInput<ModelFault>> {
+    fn store(
+        &mut self,
+        tx: &mut Tx<'w, S>,
+        effect: StoreEffect<'_, ModelFault>,
+    ) -> Answer<LeaseInput<ModelFault>> {
         let world = self.world;
         let target = self.target.clone();
         match effect {
@@ -392,24 +588,17 @@ impl<'w, S: Shim> Executor<'w, S> {
                 s.leases.get(&target).cloned()
             }))),
             StoreEffect::Begin(ask) => {
-                world.note_lock_attempt();
-                if !self.unguarded() {
-                    if self.tx.is_none() && world.gives_up() {
-                        let Some(guard) = S::try_lock(&world.store) else {
-                            return ask.fail(ModelFault::Busy);
-                        };
-                        let work = guard.clone();
-                        self.tx = Some((guard, work));
-                    }
-                    self.work();
-                    if self.design() == Design::Renewal && self.kind == Kind::Publish {
-                        self.renew();
-                    }
+                let guarded = !self.unguarded();
+                if let Err(busy) = tx.begin(guarded) {
+                    return ask.fail(busy);
+                }
+                if guarded && self.design() == Design::Renewal && self.kind == Kind::Publish {
+                    self.renew(tx);
                 }
                 ask.answer(Ok(()))
             }
-            StoreEffect::ReadLease(ask) => ask.answer(Ok(self.lease_row())),
-            StoreEffect::ReadChannels(ask) => ask.answer(Ok(match &self.tx {
+            StoreEffect::ReadLease(ask) => ask.answer(Ok(self.lease_row(tx))),
+            StoreEffect::ReadChannels(ask) => ask.answer(Ok(match &tx.open {
                 Some((_, work)) => work.channel_rows(&target),
                 None => S::with(&world.snapshot, |s| s.channel_rows(&target)),
             })),
@@ -417,7 +606,7 @@ impl<'w, S: Shim> Executor<'w, S> {
                 if self.design() == Design::SplitAcquire {
                     // Trap: decided in one transaction, written in another: both locks are
                     // let go between the decision and the write.
-                    self.tx = None;
+                    tx.open = None;
                     self.target_guard = None;
                 }
                 if self.kind == Kind::PublishNow {
@@ -431,7 +620,7 @@ impl<'w, S: Shim> Executor<'w, S> {
                     self.granted = Some(plan.record());
                 }
                 let check_prior = self.design() != Design::SplitAcquire;
-                let work = self.work();
+                let work = tx.work();
                 let row = work.leases.get_mut(&target);
                 ask.answer(Ok(match row {
                     Some(row) if !check_prior || row.fencing_epoch == plan.prior_epoch => {
@@ -443,7 +632,7 @@ impl<'w, S: Shim> Executor<'w, S> {
             }
             StoreEffect::WriteRelease(plan, ask) => {
                 let design = self.design();
-                let work = self.work();
+                let work = tx.work();
                 let Some(row) = work.leases.get_mut(&target) else {
                     return ask.answer(Ok(false));
                 };
@@ -467,33 +656,19 @@ impl<'w, S: Shim> Executor<'w, S> {
                 }
                 ask.answer(Ok(matches))
             }
-            StoreEffect::Savepoint(ask) => {
-                let saved = self.work().clone();
-                self.saved = Some(saved);
-                ask.answer(Ok(()))
-            }
-            StoreEffect::ReleaseSavepoint(ask) => {
-                self.saved = None;
-                ask.answer(Ok(()))
-            }
-            StoreEffect::RollbackToSavepoint(ask) => {
-                if let Some(saved) = self.saved.take() {
-                    *self.work() = saved;
-                }
-                ask.answer(Ok(()))
-            }
-            StoreEffect::Commit(ask) => {
-                self.commit();
-                ask.answer(Ok(()))
-            }
-            StoreEffect::Rollback(ask) => {
-                self.tx = None;
-                ask.answer(Ok(()))
-            }
+            effect @ (StoreEffect::Savepoint(_)
+            | StoreEffect::ReleaseSavepoint(_)
+            | StoreEffect::RollbackToSavepoint(_)
+            | StoreEffect::Commit(_)
+            | StoreEffect::Rollback(_)) => tx.execute(effect.into()),
         }
     }
 
-    fn file(&mut self, effect: FileEffect<'_, ModelFault>) -> Answer<LeaseInput<ModelFault>> {
+    fn file(
+        &mut self,
+        tx: &mut Tx<'w, S>,
+        effect: FileEffect<'_, ModelFault>,
+    ) -> Answer<LeaseInput<ModelFault>> {
         let world = self.world;
         let target = self.target.clone();
         match effect {
@@ -585,7 +760,7 @@ impl<'w, S: Shim> Executor<'w, S> {
                 }
                 ask.answer(Ok(()))
             }
-            FileEffect::Rename(ask) => ask.answer(self.rename()),
+            FileEffect::Rename(ask) => ask.answer(self.rename(tx)),
             FileEffect::UnlockTarget(ask) => {
                 // Trap `LockAcrossDraft` keeps it until the directory fsync has run.
                 if self.design() != Design::LockAcrossDraft {
@@ -598,7 +773,7 @@ impl<'w, S: Shim> Executor<'w, S> {
 
     /// A named point of the publication: where the span of the fencing checks opens and
     /// closes, and where the traps that lose a lock lose it.
-    fn reached(&mut self, step: PublishStep) {
+    fn reached(&mut self, tx: &mut Tx<'w, S>, step: PublishStep) {
         let world = self.world;
         if step == PublishStep::Revalidated && !self.in_span {
             self.in_span = true;
@@ -611,12 +786,12 @@ impl<'w, S: Shim> Executor<'w, S> {
         }
         if step == PublishStep::Revalidated && self.design() == Design::StoreLockLost {
             // The store's lock vanishes; the release later takes it anew.
-            self.commit();
+            tx.commit();
         }
         if step == PublishStep::Revalidated && self.design() == Design::CommitThenRename {
             // Trap: revalidate in one transaction, commit, and confirm the draft and
             // rename outside it ("remote lease + unguarded local write").
-            self.commit();
+            tx.commit();
             self.target_guard = None;
             // A point where another thread may run, right where the locks were let go.
             let _ = world.now();
@@ -636,7 +811,7 @@ impl<'w, S: Shim> Executor<'w, S> {
         }
     }
 
-    fn rename(&mut self) -> Result<(), ModelFault> {
+    fn rename(&mut self, tx: &Tx<'w, S>) -> Result<(), ModelFault> {
         let (world, target) = (self.world, self.target.clone());
         let Some(temp) = self.temp.take() else {
             return Err(ModelFault::Refused);
@@ -661,11 +836,11 @@ impl<'w, S: Shim> Executor<'w, S> {
             self.design(),
             Design::Real | Design::TargetLockSkipped | Design::LockAcrossDraft
         );
-        let open = self
-            .tx
+        let open = tx
+            .open
             .as_ref()
             .and_then(|(_, work)| work.leases.get(&target).cloned());
-        let open_rows = self.tx.as_ref().map(|(_, work)| work.channel_rows(&target));
+        let open_rows = tx.open.as_ref().map(|(_, work)| work.channel_rows(&target));
         S::with(&world.fs, |fs| {
             let dir = fs.dir(&target);
             if json_guard {
@@ -702,12 +877,12 @@ impl<'w, S: Shim> Executor<'w, S> {
     }
 
     /// Trap `Renewal`: extend `expires_at` to `now + ttl` while still the holder.
-    fn renew(&mut self) {
+    fn renew(&mut self, tx: &mut Tx<'w, S>) {
         let (now, ttl) = (self.world.now(), self.world.ttl);
         let Some(credential) = self.credential.clone() else {
             return;
         };
-        let work = self.work();
+        let work = tx.work();
         if let Some(row) = work.leases.get_mut(&credential.target_id) {
             if let LeaseState::Held(g) = &mut row.state {
                 if row.fencing_epoch == credential.epoch

@@ -12,12 +12,12 @@
 //! - [`ghost`]: the invariant checker, fed from inside each critical section.
 //! - [`state`]: the store and file-system state.
 //! - [`executor`]: the model's executor of the core's acquisition, publication and release
-//!   machines — the same machines the SQLite adapter executes; the traps are misbehaving
-//!   executors.
+//!   machines, for one target or a batch of them — the same machines the SQLite adapter
+//!   executes; the traps are misbehaving executors.
 //! - [`world`]: the model world (store, runtime directory, clock, checker) and its
 //!   transactions (admit, submit, read, clock).
-//! - [`runs`]: the lease machines run on the world (acquire, publish, publish-now, release,
-//!   frozen publications) and their answers.
+//! - [`runs`]: the lease machines run on the world (acquire, publish, publish-now, a batch of
+//!   one-shots, release, frozen publications) and their answers.
 //! - [`project_lock`]: the project directory, kernel lock and process table, and the model
 //!   executor of the core's project-lock machines, with crashes at every step.
 //! - [`crash`]: the file system's durable and volatile views, and the exhaustive crash check

@@ -1,20 +1,24 @@
 //! The lease machines run on the model world: acquisition, publication (also frozen before
-//! any effect, as a process stopped by SIGSTOP), the one-shot publication and release — the
-//! core's machines, executed by the model's [`Executor`](crate::executor) against the
-//! [`World`]'s store, files and clock — and what each answers its caller.
+//! any effect, as a process stopped by SIGSTOP), the one-shot publication, a batch of one-shot
+//! publications in one transaction, and release — the core's machines, executed by the model's
+//! [`Executor`](crate::executor) against the [`World`]'s store, files and clock — and what each
+//! answers its caller.
 
 use crate::executor::{Executor, Fault, Kind, ModelFault, Stop};
 use crate::shim::Shim;
 use crate::world::{ModelError, World};
 use solewriter_core::error_kind::{Classified, ErrorKind};
 use solewriter_core::names::InstanceDigest;
-use solewriter_core::projection::lease::{Credential, DeadlinePassed, Fenced, HeldBy, LeaseRecord};
+use solewriter_core::projection::lease::{
+    Credential, DeadlinePassed, Fenced, HeldBy, LeaseRecord, LeaseState,
+};
 use solewriter_core::projection::machine::acquire::{Acquire, AcquireReport, Applicant};
 use solewriter_core::projection::machine::outcome::{LeaseFailure, PublishReport, Unpublished};
 use solewriter_core::projection::machine::publish::Publish;
+use solewriter_core::projection::machine::publish_many::{PublishMany, TargetEnd};
 use solewriter_core::projection::machine::publish_now::{PublishNow, PublishNowReport};
 use solewriter_core::projection::machine::release::{Release, ReleaseOutcome};
-use solewriter_core::projection::machine::{LeaseProtocol, Machine, ProtocolError};
+use solewriter_core::projection::machine::{Machine, ProtocolError};
 use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::TargetId;
 use solewriter_core::time::Millis;
@@ -231,7 +235,7 @@ impl<S: Shim> World<S> {
         }
         self.acknowledged(
             &lease.target_id,
-            publish_end(output(machine), &mut executor.document),
+            publish_end(output(machine), executor.take_document(0)),
         )
     }
 
@@ -325,8 +329,90 @@ impl<S: Shim> World<S> {
         }
         self.acknowledged(
             target,
-            publish_now_end(output(machine), &mut executor.document),
+            publish_now_end(output(machine), executor.take_document(0)),
         )
+    }
+
+    /// Grants, publishes and releases every target of `batch` (each with its fresh token) for
+    /// `holder` in ONE write transaction — the core's batch machine, executed against the model
+    /// — crashing at `crash_at` if given (the first target's run to reach it stops the whole
+    /// process). Each target's outcome, as its one-shot publication's would be, in the batch's
+    /// order (the targets sorted by id).
+    pub fn publish_many(
+        &self,
+        holder: &InstanceDigest,
+        batch: Vec<(TargetId, HolderToken)>,
+        crash_at: Option<PublishStep>,
+    ) -> Vec<(TargetId, PublishOutcome)> {
+        self.publish_many_with(holder, batch, crash_at, None)
+    }
+
+    /// [`Self::publish_many`] with `fault` injected (counted over the whole batch).
+    pub fn publish_many_with(
+        &self,
+        holder: &InstanceDigest,
+        batch: Vec<(TargetId, HolderToken)>,
+        crash_at: Option<PublishStep>,
+        fault: Option<Fault>,
+    ) -> Vec<(TargetId, PublishOutcome)> {
+        let applicants = batch
+            .into_iter()
+            .map(|(target, token)| {
+                let applicant = Applicant {
+                    token_hash: token.hash(),
+                    holder_instance_digest: holder.clone(),
+                    ttl: self.ttl,
+                };
+                (target, applicant)
+            })
+            .collect();
+        // The model's error is `Copy`: reported again, it is the same.
+        let mut machine = PublishMany::new(applicants, &self.registry, |e: &ModelFault| *e)
+            .unwrap_or_else(|refused| panic!("a batch the core refuses: {refused}"));
+        let targets = machine.targets().to_vec();
+        self.distinct_target_locks(&targets);
+        let mut executor = Executor::many(self, &targets)
+            .crash_at(crash_at)
+            .fault(fault);
+        if let Some(step) = executor.run(&mut machine) {
+            return targets
+                .into_iter()
+                .map(|target| (target, PublishOutcome::Crashed(step)))
+                .collect();
+        }
+        output(machine)
+            .into_iter()
+            .enumerate()
+            .map(|(i, TargetEnd { target_id, end })| {
+                self.released(&target_id, &end);
+                let outcome = publish_now_end(end, executor.take_document(i));
+                let outcome = self.acknowledged(&target_id, outcome);
+                (target_id, outcome)
+            })
+            .collect()
+    }
+
+    /// Checks (with [`World::checking_acknowledged`]) that a target a batch answered published
+    /// and released had its grant and its release committed: its committed row is at a later
+    /// epoch, or at the published one and released. (A batch's targets commit together, so a
+    /// target that reports success while the shared commit was lost would show here.)
+    fn released(&self, target: &TargetId, end: &Result<PublishNowReport, Unpublished<ModelFault>>) {
+        let (true, Ok(PublishNowReport::Published { published, .. })) =
+            (self.check_acknowledged, end)
+        else {
+            return;
+        };
+        let epoch = published.fencing_epoch;
+        let row = S::with(&self.store, |store| store.leases.get(target).cloned());
+        let committed = row.as_ref().is_some_and(|row| {
+            row.fencing_epoch > epoch
+                || (row.fencing_epoch == epoch && matches!(row.state, LeaseState::Released(_)))
+        });
+        if !committed {
+            crate::ghost::violation(format!(
+                "{target} was answered published and released at epoch {epoch}, but its committed row is {row:?}: the grant or the release did not commit"
+            ));
+        }
     }
 }
 
@@ -391,7 +477,7 @@ impl<'w, S: Shim> Frozen<'w, S> {
             FrozenMachine::PublishNow(m) => self.executor.advance(m.as_mut(), None),
         };
         self.executor.let_go();
-        let document = &mut self.executor.document;
+        let document = self.executor.take_document(0);
         match self.machine {
             FrozenMachine::Publish(m) => publish_end(output(*m), document),
             FrozenMachine::PublishNow(m) => publish_now_end(output(*m), document),
@@ -400,7 +486,7 @@ impl<'w, S: Shim> Frozen<'w, S> {
 }
 
 /// The result of a machine the model ran to its end (an executor bug is a violation).
-fn output<M: Machine<Protocol = LeaseProtocol<ModelFault>>>(machine: M) -> M::Output {
+fn output<M: Machine>(machine: M) -> M::Output {
     machine
         .output()
         .unwrap_or_else(|bug: ProtocolError| crate::ghost::violation(bug.to_string()))
@@ -409,7 +495,7 @@ fn output<M: Machine<Protocol = LeaseProtocol<ModelFault>>>(machine: M) -> M::Ou
 /// The model's outcome of a one-shot's end.
 fn publish_now_end(
     end: Result<PublishNowReport, Unpublished<ModelFault>>,
-    document: &mut Vec<u8>,
+    document: Vec<u8>,
 ) -> PublishOutcome {
     match end {
         Ok(PublishNowReport::Held(held)) => PublishOutcome::Held(held),
@@ -421,13 +507,13 @@ fn publish_now_end(
 /// The model's outcome of a publication's end (`document`: what it wrote to its temp file).
 fn publish_end(
     end: Result<PublishReport, Unpublished<ModelFault>>,
-    document: &mut Vec<u8>,
+    document: Vec<u8>,
 ) -> PublishOutcome {
     let failure = match end {
         Ok(published) | Err(Unpublished::NotReleased { published, .. }) => {
             return PublishOutcome::Published {
                 epoch: published.fencing_epoch,
-                bytes: std::mem::take(document),
+                bytes: document,
             }
         }
         Err(Unpublished::NotStarted { error, .. }) => LeaseFailure::Effect(error),

@@ -90,6 +90,8 @@ pub struct World<S: Shim> {
     /// Faults injected, and of those, commits that failed after their run renamed.
     faults: std::sync::atomic::AtomicUsize,
     commits_failed_after_rename: std::sync::atomic::AtomicUsize,
+    /// Transactions the store rolled back under an injected failure (`Fault::ends_transaction`).
+    transactions_ended: std::sync::atomic::AtomicUsize,
     /// Every publication answered published is checked to have its document in place
     /// ([`World::checking_acknowledged`]).
     pub(crate) check_acknowledged: bool,
@@ -114,6 +116,7 @@ impl<S: Shim> World<S> {
             give_up: Default::default(),
             faults: Default::default(),
             commits_failed_after_rename: Default::default(),
+            transactions_ended: Default::default(),
             check_acknowledged: false,
         }
     }
@@ -137,6 +140,18 @@ impl<S: Shim> World<S> {
             self.faults.load(SeqCst),
             self.commits_failed_after_rename.load(SeqCst),
         )
+    }
+
+    /// How many transactions the store rolled back under an injected failure (non-vacuity of
+    /// [`Fault::ends_transaction`](crate::executor::Fault::ends_transaction)).
+    pub fn transactions_ended(&self) -> usize {
+        self.transactions_ended
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub(crate) fn note_transaction_ended(&self) {
+        self.transactions_ended
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub(crate) fn note_fault(&self, commit_after_rename: bool) {
@@ -202,6 +217,20 @@ impl<S: Shim> World<S> {
     pub(crate) fn target_lock(&self, target: &TargetId) -> &S::Mutex<()> {
         let first = target.as_str().as_bytes().first().copied().unwrap_or(0);
         &self.target_locks[usize::from(first) % TARGET_LOCKS]
+    }
+
+    /// Refuses a batch whose targets share a lock stripe (it would wait for its own lock): the
+    /// model stripes its target locks, a coarser exclusion the batch's scenarios must avoid.
+    pub(crate) fn distinct_target_locks(&self, targets: &[TargetId]) {
+        for (i, target) in targets.iter().enumerate() {
+            let lock = self.target_lock(target);
+            if let Some(other) = targets[..i]
+                .iter()
+                .find(|other| std::ptr::eq(self.target_lock(other), lock))
+            {
+                panic!("the model's target locks are striped ({TARGET_LOCKS} stripes): {other} and {target} share one, and a batch of both would wait for its own lock");
+            }
+        }
     }
 
     fn transaction<R>(&self, f: impl FnOnce(&mut StoreState) -> Tx<R>) -> R {

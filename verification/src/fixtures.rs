@@ -1,5 +1,6 @@
-//! Scenario fixtures shared by the model checks and the conformance test: one target, two
-//! registered channels owned by two producers, deterministic tokens, a fixed TTL.
+//! Scenario fixtures shared by the model checks and the conformance test: one target (a second
+//! for the batches), two registered channels owned by two producers, deterministic tokens, a
+//! fixed TTL.
 
 use solewriter_core::config::LeaseTtl;
 use solewriter_core::names::InstanceDigest;
@@ -19,6 +20,11 @@ pub const CHANNELS: [(&str, &str, &str); 2] = [
     ("computed-route", "router", "computed-route.v1"),
     ("lifecycle-frontier", "frontier", "lifecycle-frontier.v1"),
 ];
+
+/// The second target of the batch scenarios: `tuple(BATCH_PARTNER)`, on another of the model's
+/// target-lock stripes than `tuple(0)` (a batch of two targets on one stripe would wait for its
+/// own lock; the model refuses it).
+pub const BATCH_PARTNER: usize = 1;
 
 /// The lease TTL.
 pub fn ttl() -> LeaseTtl {
@@ -102,7 +108,15 @@ pub fn acquired(
 pub fn published_once<S: solewriter_models::shim::Shim>(
     world: &solewriter_models::World<S>,
 ) -> (TargetId, solewriter_models::runs::ModelLease) {
-    let target = world.admit(&tuple(0));
+    published(world, 0)
+}
+
+/// [`published_once`] for `tuple(n)`.
+pub fn published<S: solewriter_models::shim::Shim>(
+    world: &solewriter_models::World<S>,
+    n: usize,
+) -> (TargetId, solewriter_models::runs::ModelLease) {
+    let target = world.admit(&tuple(n));
     world
         .submit(&producer(0), &submission(&target, 0, 1, "one", START))
         .expect("admitted");

@@ -106,6 +106,7 @@ fn every_interleaving_of_a_failed_effect_and_a_grant_presented_again_is_safe() {
             Fault {
                 at: 8,
                 applied: false,
+                ends_transaction: false,
             },
             false,
         ),
@@ -114,6 +115,7 @@ fn every_interleaving_of_a_failed_effect_and_a_grant_presented_again_is_safe() {
             Fault {
                 at: 12,
                 applied: false,
+                ends_transaction: false,
             },
             true,
         ),
@@ -122,6 +124,7 @@ fn every_interleaving_of_a_failed_effect_and_a_grant_presented_again_is_safe() {
             Fault {
                 at: 12,
                 applied: true,
+                ends_transaction: false,
             },
             false,
         ),
@@ -130,6 +133,7 @@ fn every_interleaving_of_a_failed_effect_and_a_grant_presented_again_is_safe() {
             Fault {
                 at: 13,
                 applied: false,
+                ends_transaction: false,
             },
             false,
         ),
@@ -138,6 +142,7 @@ fn every_interleaving_of_a_failed_effect_and_a_grant_presented_again_is_safe() {
             Fault {
                 at: 4,
                 applied: false,
+                ends_transaction: false,
             },
             false,
         ),

@@ -65,6 +65,7 @@ fn draw(one_in: u64, effects: u64) -> Option<Fault> {
     Some(Fault {
         at: (rng.next_u64() % effects) as usize,
         applied: rng.next_u64().is_multiple_of(2),
+        ends_transaction: false,
     })
 }
 
