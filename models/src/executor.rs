@@ -24,6 +24,7 @@ use crate::world::World;
 use solewriter_core::contract::Protocol;
 use solewriter_core::error_kind::{Classified, ErrorKind};
 use solewriter_core::projection::lease::{Credential, LeaseRecord, LeaseState};
+use solewriter_core::projection::machine::publish_many::PublishMany;
 use solewriter_core::projection::machine::{
     drive, Answer, BatchProtocol, Effect, FileEffect, LeaseInput, LeaseProtocol, Machine,
     StoreEffect, Targeted,
@@ -406,36 +407,107 @@ impl<'w, S: Shim> Executor<'w, S> {
         machine: &mut M,
         freeze_at: Option<usize>,
     ) -> Stop {
+        self.advance_on(machine, None, freeze_at)
+    }
+
+    /// Runs a batch as the adapter does: its lock-free parts through [`PublishMany::parts`]
+    /// (each part's machine to its end, the last target's first — nothing orders them, and
+    /// the batch's own polling would run them first to last), every other effect through the
+    /// batch; `Some(step)` if the executor crashed there.
+    pub(crate) fn run_many(
+        &mut self,
+        batch: &mut PublishMany<'_, ModelFault>,
+    ) -> Option<PublishStep> {
+        let stop = loop {
+            if let Some(mut parts) = batch.parts() {
+                let mut stop = Stop::Finished;
+                for (i, mut part) in parts.each().into_iter().rev() {
+                    stop = self.advance_on(&mut part, Some(i), None);
+                    if !matches!(stop, Stop::Finished) {
+                        break;
+                    }
+                }
+                if !matches!(stop, Stop::Finished) {
+                    break stop;
+                }
+                if let Err(bug) = parts.join() {
+                    crate::ghost::violation(format!("the model's executor: {bug}"));
+                }
+                continue;
+            }
+            let Some(effect) = batch.poll() else {
+                break Stop::Finished;
+            };
+            let (lane, effect) = BatchProtocol::route(effect);
+            let answer = match self.answer(lane, effect, None) {
+                Ok(answer) => answer,
+                Err(stop) => break stop,
+            };
+            if let Err(bug) = batch.handle(answer) {
+                crate::ghost::violation(format!("the model's executor: {bug}"));
+            }
+        };
+        self.let_go();
+        match stop {
+            Stop::Crashed(step) => Some(step),
+            Stop::Finished | Stop::Frozen(_) => None,
+        }
+    }
+
+    /// [`Self::advance`]; with `part`, every effect is that lane's (a batch's part speaks the
+    /// one-target protocol for its target).
+    fn advance_on<M: Machine<Protocol: ModelProtocol>>(
+        &mut self,
+        machine: &mut M,
+        part: Option<usize>,
+        freeze_at: Option<usize>,
+    ) -> Stop {
         let mut stop = Stop::Finished;
         let driven = drive(machine, |effect| {
             let (lane, effect) = <M::Protocol as ModelProtocol>::route(effect);
-            if freeze_at == Some(self.effects) {
-                stop = Stop::Frozen(effect.name());
-                return None;
-            }
-            if let Effect::Reached(step, _) = &effect {
-                if self.crash_at == Some(*step) {
-                    stop = Stop::Crashed(*step);
-                    return None;
+            let lane = part.or(lane);
+            match self.answer(lane, effect, freeze_at) {
+                Ok(answer) => Some(answer),
+                Err(stopped) => {
+                    stop = stopped;
+                    None
                 }
             }
-            self.effects += 1;
-            Some(match self.injected(effect) {
-                Ok(failed) => failed,
-                Err(effect) => {
-                    let answer = match lane {
-                        Some(i) => self.lanes[i].execute(&mut self.tx, effect),
-                        None => self.tx.execute(effect),
-                    };
-                    self.tx.settle();
-                    answer
-                }
-            })
         });
         if let Err(bug) = driven {
             crate::ghost::violation(format!("the model's executor: {bug}"));
         }
         stop
+    }
+
+    /// Carries out `effect` on `lane` (`None`: the shared transaction) — or stops the run
+    /// before it: frozen before the `freeze_at`-th effect, crashed at its `crash_at` step.
+    fn answer(
+        &mut self,
+        lane: Option<usize>,
+        effect: Effect<'_, ModelFault>,
+        freeze_at: Option<usize>,
+    ) -> Result<Answer<LeaseInput<ModelFault>>, Stop> {
+        if freeze_at == Some(self.effects) {
+            return Err(Stop::Frozen(effect.name()));
+        }
+        if let Effect::Reached(step, _) = &effect {
+            if self.crash_at == Some(*step) {
+                return Err(Stop::Crashed(*step));
+            }
+        }
+        self.effects += 1;
+        Ok(match self.injected(effect) {
+            Ok(failed) => failed,
+            Err(effect) => {
+                let answer = match lane {
+                    Some(i) => self.lanes[i].execute(&mut self.tx, effect),
+                    None => self.tx.execute(effect),
+                };
+                self.tx.settle();
+                answer
+            }
+        })
     }
 
     /// Lets every lock go: the transaction rolls back, the target locks are released (a

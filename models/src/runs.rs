@@ -374,7 +374,7 @@ impl<S: Shim> World<S> {
         let mut executor = Executor::many(self, &targets)
             .crash_at(crash_at)
             .fault(fault);
-        if let Some(step) = executor.run(&mut machine) {
+        if let Some(step) = executor.run_many(&mut machine) {
             return targets
                 .into_iter()
                 .map(|target| (target, PublishOutcome::Crashed(step)))

@@ -346,7 +346,7 @@ fn a_batch_survives_random_and_pct_schedules_with_crashes() {
             "lock attempt inside a publication's span",
             "reader saw a change",
         ],
-        [1_374, 1_856, 518, 35, 0, 1_959, 0, 0, 0, 718, 773, 765],
+        [1_373, 1_844, 518, 35, 0, 1_954, 0, 0, 0, 734, 772, 761],
     );
 }
 
@@ -367,7 +367,7 @@ fn a_batch_survives_random_and_pct_schedules_when_any_effect_fails() {
             "transaction the store rolled back under a failure",
             "A's grant presented again refused by the document",
         ],
-        [2_394, 2_897, 922, 52, 35, 0, 2_139, 59, 473, 808, 802, 852],
+        [2_403, 2_874, 922, 52, 35, 0, 2_139, 59, 473, 822, 802, 844],
     );
 }
 
