@@ -11,6 +11,11 @@
 //! different targets overlap. Threads of this process queue at the store's in-process gate
 //! instead of in SQLite's back-off.
 //!
+//! `publish_8_grouped` is the same eight threads and rotations publishing as one host (one
+//! holder) through one `PublicationGroup` over one store: the publications waiting while a
+//! batch runs share the next transaction and its one WAL commit (group commit, at most 16 per
+//! batch).
+//!
 //! `unfenced_1_writer` and `unfenced_8_writers` are the disk's own scaling in the same run:
 //! the same document written the plain atomic way (temp file, fsync, rename, directory fsync)
 //! by one thread, and by eight threads walking 1, 16 or 256 directories. A publication does
@@ -20,8 +25,9 @@
 mod support;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use solewriter::{InstanceDigest, ProjectionStore};
+use solewriter::{InstanceDigest, ProjectionStore, PublicationGroup, PublishedNow};
 use std::io::{Seek, SeekFrom, Write};
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
@@ -84,6 +90,33 @@ fn publications(
     })
 }
 
+/// A group over one warmed store, publishing for one holder.
+fn grouped(bench: &Bench) -> (PublicationGroup, InstanceDigest) {
+    let mut one = vec![(bench.open(), holder("host"))];
+    support::warm(&mut one, &bench.targets);
+    let (store, who) = one.pop().expect("one store");
+    let max_batch = NonZeroUsize::new(16).expect("non-zero");
+    (PublicationGroup::new(store, max_batch), who)
+}
+
+/// Time for `iters` one-shot publications by eight threads through one group.
+fn group_publications(
+    bench: &Bench,
+    group: &(PublicationGroup, InstanceDigest),
+    iters: u64,
+) -> Duration {
+    let (group, who) = group;
+    concurrently(&[(); 8], bench.targets.len(), iters, |(), t| {
+        match group
+            .publish_now(&bench.targets[t], who)
+            .expect("publish_now")
+        {
+            PublishedNow::Published(_) => true,
+            PublishedNow::Held(_) => false,
+        }
+    })
+}
+
 /// Time for `iters` unfenced atomic writes of `bytes` by `writers` threads over `dirs`.
 fn unfenced_writes(dirs: &[PathBuf], bytes: &[u8], writers: usize, iters: u64) -> Duration {
     concurrently(&vec![(); writers], dirs.len(), iters, |(), t| {
@@ -120,6 +153,12 @@ fn bench(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("publish_8_publishers", targets), |b| {
             b.iter_custom(|iters| publications(&bench, &eight, iters))
         });
+        if targets > 1 {
+            let shared = grouped(&bench);
+            group.bench_function(BenchmarkId::new("publish_8_grouped", targets), |b| {
+                b.iter_custom(|iters| group_publications(&bench, &shared, iters))
+            });
+        }
     }
     // The disk's own scaling: the same document written unfenced, by one writer and by eight
     // over as many directories, so the publishers' ratio can be read against what eight

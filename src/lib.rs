@@ -79,6 +79,7 @@
 pub mod projection {
     pub use solewriter_adapters::clock::{Clock, FileClock, ManualClock, SystemClock};
     pub use solewriter_adapters::projection::adoption::{Adopted, AdoptionRefused, ValueProblem};
+    pub use solewriter_adapters::projection::group::PublicationGroup;
     pub use solewriter_adapters::projection::lease::{
         Acquisition, EndOutcome, Grant, HeldLease, ReleaseOutcome,
     };
@@ -190,10 +191,10 @@ macro_rules! prelude_items {
             DocumentError, EndOutcome, EnvelopeSchema, Error, ErrorKind, Fenced, FileClock,
             FileError, Grant, HeldBy, HeldLease, HolderToken, Initialized, InstanceDigest,
             LeaseRecord, LeaseState, LeaseTtl, ManualClock, Millis, NameError, NoProbe, ProducerId,
-            Profile, ProjectionDocument, ProjectionStore, PublishProbe, PublishStep, Published,
-            PublishedChannel, PublishedNow, RegistryError, ReleaseOutcome, RuntimeRoot,
-            StatusReason, StoreOptions, Submission, SubmissionRejected, SubmitOutcome, SystemClock,
-            TargetError, TargetId, TargetTuple, TimingConfig, ValueProblem, Watermark,
+            Profile, ProjectionDocument, ProjectionStore, PublicationGroup, PublishProbe,
+            PublishStep, Published, PublishedChannel, PublishedNow, RegistryError, ReleaseOutcome,
+            RuntimeRoot, StatusReason, StoreOptions, Submission, SubmissionRejected, SubmitOutcome,
+            SystemClock, TargetError, TargetId, TargetTuple, TimingConfig, ValueProblem, Watermark,
             WatermarkKind, EXACT_INTEGER_MAX, MAX_BINDING_BYTES, MAX_DOCUMENT_BYTES,
             MAX_TUPLE_JSON_BYTES,
         };

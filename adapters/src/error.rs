@@ -201,9 +201,10 @@ impl Error {
     }
 
     /// The same failure, reported once more (for each further target of a batch whose shared
-    /// transaction it failed): a busy store and an SQLite failure as they were, anything else
-    /// as an SQLite failure carrying its message — of the same kind for every error a store
-    /// effect fails with.
+    /// transaction it failed, or for each caller of a [`crate::projection::group`] batch that
+    /// failed as a whole): a busy store, an SQLite failure, a profile mismatch and a failed
+    /// random source as they were, anything else as an SQLite failure carrying its message —
+    /// of the same kind for every error a store effect, a token or a composition fails with.
     pub(crate) fn again(&self) -> Error {
         use rusqlite::ffi;
         match self {
@@ -213,6 +214,8 @@ impl Error {
             Error::Sqlite(rusqlite::Error::SqliteFailure(code, message)) => {
                 Error::Sqlite(rusqlite::Error::SqliteFailure(*code, message.clone()))
             }
+            Error::Profile(message) => Error::Profile(message.clone()),
+            Error::Random(message) => Error::Random(message.clone()),
             other => Error::Sqlite(rusqlite::Error::SqliteFailure(
                 ffi::Error::new(ffi::SQLITE_ERROR),
                 Some(other.to_string()),
@@ -297,9 +300,10 @@ mod tests {
     }
 
     /// A failure of a batch's shared transaction, reported again for each further target:
-    /// a busy store stays busy, an SQLite failure keeps its code and message, anything else
-    /// keeps its message; the kind is the original's for every error a store effect fails
-    /// with.
+    /// a busy store stays busy, an SQLite failure keeps its code and message, a profile
+    /// mismatch and a failed random source stay themselves, anything else keeps its message;
+    /// the kind is the original's for every error a store effect, a token or a composition
+    /// fails with.
     #[test]
     fn an_error_reported_again_keeps_its_kind_and_its_message() {
         use rusqlite::ffi;
@@ -321,7 +325,13 @@ mod tests {
         let corrupt = Error::CorruptRow("commit without a transaction".into());
         let again = corrupt.again();
         assert!(again.to_string().contains(&corrupt.to_string()), "{again}");
-        for error in [busy, full, corrupt] {
+        let profile = Error::Profile("a Memory Core store publishes a binding".into());
+        assert!(
+            matches!(profile.again(), Error::Profile(m) if m == "a Memory Core store publishes a binding")
+        );
+        let random = Error::Random("no entropy".into());
+        assert!(matches!(random.again(), Error::Random(m) if m == "no entropy"));
+        for error in [busy, full, corrupt, profile, random] {
             assert_eq!(error.again().kind(), error.kind(), "{error}");
         }
     }

@@ -11,6 +11,7 @@
 //! - [`lease`]: acquisition, [`lease::HeldLease`], the owned [`lease::Grant`] and the
 //!   conditional release.
 //! - [`publication`]: the fenced publication of `current.json`.
+//! - [`group`]: group commit — one-shot publications of many threads combined into batches.
 //! - [`probe`]: what a publication's probe sees between its steps (tests pause or crash there).
 //! - [`runtime`]: the runtime root, the derived output paths, and the hook reader.
 //! - [`watch`]: waiting for a newer publication (inotify, not polling).
@@ -18,6 +19,7 @@
 
 pub mod adoption;
 mod executor;
+pub mod group;
 pub mod lease;
 pub mod probe;
 pub mod publication;
