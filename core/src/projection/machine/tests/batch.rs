@@ -649,6 +649,38 @@ fn a_file_effect_failing_for_one_target_leaves_the_others_publishing() {
 }
 
 #[test]
+fn a_failed_savepoint_ends_the_shared_transaction_and_its_target_never_begins() {
+    let registry = registry();
+    let mut m = batch(&[1, 2], &registry);
+    let mut scripts: Vec<Script> = (1..=2)
+        .map(|t| Script::new(Some(row_of(t, 1, 1, 0, true)), &[10]))
+        .collect();
+    scripts[1].fail = Some("savepoint");
+    let mut b = Batch::new(scripts);
+    b.run(&mut m);
+    let ends = m.output().unwrap();
+    // Target 1 renamed under its own savepoint, but the transaction is lost: a lost commit.
+    assert!(b.scripts[0].renamed);
+    assert!(
+        matches!(&ends[0].end, Err(Unpublished::NotReleased { .. })),
+        "{:?}",
+        ends[0]
+    );
+    // Target 2's savepoint failed: nothing of its body ran, nothing renamed.
+    assert!(!b.scripts[1].renamed && !b.scripts[1].temp, "{:?}", b.log);
+    assert!(b.at(Some(1), "write-grant").is_empty(), "{:?}", b.log);
+    assert!(matches!(
+        &ends[1].end,
+        Err(Unpublished::Failed {
+            failure: LeaseFailure::Effect("savepoint"),
+            ..
+        })
+    ));
+    assert!(b.at(None, "commit").is_empty());
+    assert_eq!(b.at(None, "rollback").len(), 1);
+}
+
+#[test]
 fn a_failed_savepoint_release_ends_the_shared_transaction_too() {
     let registry = registry();
     let mut m = batch(&[1, 2], &registry);
