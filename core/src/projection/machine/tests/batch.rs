@@ -30,6 +30,8 @@ struct Batch {
     /// The failable effect (over the whole batch) that fails, counted from 0.
     fail_nth: Option<usize>,
     failable: usize,
+    /// The serial of every effect answered, in the order answered.
+    serials: Vec<u64>,
 }
 
 impl Batch {
@@ -41,6 +43,7 @@ impl Batch {
             fail_shared: None,
             fail_nth: None,
             failable: 0,
+            serials: Vec::new(),
         }
     }
 
@@ -48,6 +51,7 @@ impl Batch {
         let Targeted { target, effect } = targeted;
         let name = effect.name();
         self.log.push((target, name));
+        self.serials.push(serial_of(&effect));
         let failable = !matches!(
             effect,
             Effect::Clock(_)
@@ -158,6 +162,22 @@ impl Batch {
             .map(|(i, _)| i)
             .collect()
     }
+}
+
+/// The serial of the step that asks `effect` (as its `Debug` shows it: `#serial`).
+fn serial_of(effect: &Effect<'_, &'static str>) -> u64 {
+    let shown = format!("{effect:?}");
+    shown
+        .split('#')
+        .nth(1)
+        .and_then(|rest| {
+            rest.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse::<u64>()
+                .ok()
+        })
+        .expect("an ask shows its step")
 }
 
 fn again(e: &&'static str) -> &'static str {
@@ -600,21 +620,37 @@ fn every_step_of_a_batch_has_a_serial_of_its_own_second_envelopes_included() {
     ]);
     let mut serials = Vec::new();
     while let Some(effect) = m.poll() {
-        let shown = format!("{:?}", effect.effect);
-        let serial = shown.split('#').nth(1).and_then(|rest| {
-            rest.chars()
-                .take_while(char::is_ascii_digit)
-                .collect::<String>()
-                .parse::<u64>()
-                .ok()
-        });
-        serials.push(serial.expect("an ask shows its step"));
+        serials.push(serial_of(&effect.effect));
         let answer = b.answer(effect);
         m.handle(answer).unwrap();
     }
     let ends = m.output().unwrap();
     assert!(ends.iter().all(|end| published(end).is_some()), "{ends:?}");
     assert!(serials.windows(2).all(|w| w[0] < w[1]), "{serials:?}");
+}
+
+#[test]
+fn the_parts_and_the_batch_never_ask_under_one_serial() {
+    // Each part counts in a range of its own, far from the batch's own steps and from every
+    // other part's (before and after the transaction): no two asks of a run share a serial, so
+    // an answer made for one is taken by no other.
+    let registry = registry();
+    let mut m = batch(&[1, 2, 3], &registry);
+    let mut b = Batch::new(
+        (1..=3)
+            .map(|t| Script::new(Some(row_of(t, 1, 1, 0, true)), &[10]))
+            .collect(),
+    );
+    assert_eq!(b.run_in_parts(&mut m), 2);
+    assert!(m
+        .output()
+        .unwrap()
+        .iter()
+        .all(|end| published(end).is_some()));
+    let mut serials = b.serials.clone();
+    serials.sort_unstable();
+    serials.dedup();
+    assert_eq!(serials.len(), b.serials.len(), "{:?}", b.serials);
 }
 
 #[test]
