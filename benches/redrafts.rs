@@ -12,7 +12,9 @@
 //! write lock: how long each publication holds it, how much of that each effect took (the
 //! commit is the WAL's fsync), and the share of the run during which some publisher held it —
 //! near 100 %, the one write lock is what limits the rate, whatever the disk could do besides —
-//! and what each effect took outside the lock. The stores are warmed first (each has published
+//! and what each effect took outside the lock; and the same for one thread publishing 16
+//! targets per `publish_many` (a batch's hold: every target's effects and one commit). The
+//! stores are warmed first (each has published
 //! every target once) when measured.
 //!
 //! Not a criterion benchmark: it reports counts and shares of a run, measured through the
@@ -133,7 +135,15 @@ fn shares(map: &Mutex<BTreeMap<&'static str, u64>>, published: u64) -> String {
 /// Publications made, their probe's counts and timings, and the time they took (every
 /// publication started before `run` ended is finished and counted), by `publishers` threads
 /// over `targets` targets, each on its own store, warmed first ([`support::warm`]).
+///
+/// `publishers == 0` is one batch publisher instead: one thread publishing every target in
+/// one `publish_many` after the other (each target counted as a publication; the parts' file
+/// work runs on threads of the batch, whose effects the probe counts but does not time past
+/// each part's last).
 fn measure(publishers: usize, targets: usize, run: Duration) -> (u64, TempWrites, Duration) {
+    if publishers == 0 {
+        return measure_batches(targets, run);
+    }
     let bench = Bench::new(targets, 1024);
     let mut stores: Vec<_> = (0..publishers)
         .map(|i| (bench.open(), holder(&format!("p{i}"))))
@@ -169,18 +179,46 @@ fn measure(publishers: usize, targets: usize, run: Duration) -> (u64, TempWrites
     (published.into_inner(), writes, began.elapsed())
 }
 
+/// [`measure`] for one thread publishing all `targets` in each `publish_many`.
+fn measure_batches(targets: usize, run: Duration) -> (u64, TempWrites, Duration) {
+    let bench = Bench::new(targets, 1024);
+    let mut stores = vec![(bench.open(), holder("batch"))];
+    support::warm(&mut stores, &bench.targets);
+    let (store, who) = stores.pop().expect("one store");
+    let writes = TempWrites::default();
+    let (mut published, began) = (0, Instant::now());
+    while began.elapsed() < run {
+        let answers = store
+            .publish_many_observed(&bench.targets, &who, &writes)
+            .expect("publish_many");
+        writes.publication_ended();
+        for (_, answer) in answers {
+            match answer {
+                Ok(PublishedNow::Published(_)) => published += 1,
+                Ok(PublishedNow::Held(_)) => {}
+                Err(e) => panic!("publish_many of a target: {e}"),
+            }
+        }
+    }
+    (published, writes, began.elapsed())
+}
+
 fn main() {
     let run = if support::measuring() {
         Duration::from_secs(3)
     } else {
         Duration::from_millis(100)
     };
-    for (publishers, targets) in [(1, 1), (8, 1), (8, 16), (8, 256)] {
+    for (publishers, targets) in [(1, 1), (8, 1), (8, 16), (8, 256), (0, 16)] {
         let (published, writes, took) = measure(publishers, targets, run);
         let per = |n: u64| n as f64 / published.max(1) as f64;
         let held_ns = writes.held_ns.load(Ordering::Relaxed);
+        let who = match publishers {
+            0 => "1 batch publisher (publish_many of every target)".to_owned(),
+            n => format!("{n} publisher(s)"),
+        };
         println!(
-            "{publishers} publisher(s), {targets} target(s): {:.0} publications/s; per publication {:.2} temp files written, {:.2} of them under the write lock; write lock held {:.0} µs per publication, {:.0} % of the run",
+            "{who}, {targets} target(s): {:.0} publications/s; per publication {:.2} temp files written, {:.2} of them under the write lock; write lock held {:.0} µs per publication, {:.0} % of the run",
             published as f64 / took.as_secs_f64(),
             per(writes.all.load(Ordering::Relaxed)),
             per(writes.locked.load(Ordering::Relaxed)),
