@@ -13,7 +13,10 @@ use solewriter_core::error_kind::ErrorKind;
 use solewriter_core::projection::lease::{Fenced, LeaseState};
 use solewriter_core::projection::machine::publish_many::BatchRefused;
 use solewriter_core::projection::target::TargetId;
+use solewriter_adapters::projection::probe::PublishProbe;
+use solewriter_core::projection::publication::PublishStep;
 use std::fs::File;
+use std::sync::Mutex;
 use support::*;
 
 /// A store with `n` targets admitted, each with one submission.
@@ -58,6 +61,11 @@ fn a_batch_publishes_every_target_and_answers_in_the_callers_order() {
     for (target, result) in &answers {
         assert_eq!(epoch_of(result), 1);
         released_and_published(&f, target, 1);
+        // The answer names where the document was renamed to.
+        let Ok(PublishedNow::Published(published)) = result else {
+            unreachable!("checked above")
+        };
+        assert_eq!(published.path, f.current_path(target));
     }
     // Again: every target one epoch on.
     for (target, result) in store.publish_many(&targets, &holder("h")).unwrap() {
@@ -144,5 +152,37 @@ fn an_empty_batch_or_a_target_given_twice_is_refused_and_nothing_is_written() {
     for target in &targets {
         assert!(f.current_bytes(target).is_none());
         assert_eq!(store.lease_row(target).unwrap().unwrap().fencing_epoch, 0);
+    }
+}
+
+/// Every step a probe is shown, with its target.
+#[derive(Default)]
+struct Steps(Mutex<Vec<(PublishStep, TargetId)>>);
+
+impl PublishProbe for Steps {
+    fn reached(&self, step: PublishStep, target: &TargetId, _: u64) {
+        self.0.lock().unwrap().push((step, target.clone()));
+    }
+}
+
+#[test]
+fn the_probe_sees_every_step_of_every_target_those_of_the_parts_threads_included() {
+    let (f, targets) = admitted(3);
+    let store = f.open();
+    let steps = Steps::default();
+    let answers = store
+        .publish_many_observed(&targets, &holder("h"), &steps)
+        .unwrap();
+    assert!(answers.iter().all(|(_, answer)| epoch_of(answer) == 1));
+    let steps = steps.0.into_inner().unwrap();
+    for target in &targets {
+        let seen: Vec<PublishStep> = steps
+            .iter()
+            .filter(|(_, t)| t == target)
+            .map(|(step, _)| *step)
+            .collect();
+        // The draft's steps come from the part's thread before the transaction, the
+        // directory's fsync from its thread after it.
+        assert_eq!(seen, PublishStep::ALL.to_vec(), "{target}");
     }
 }
