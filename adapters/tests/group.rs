@@ -109,6 +109,7 @@ fn a_target_asked_twice_another_holder_and_the_cap_each_wait_for_a_later_batch()
     let other = publish(&group, &targets[2], "other", 3); // another holder: a later batch
     let fits = publish(&group, &targets[3], "h", 4); // joins `once`
     let capped = publish(&group, &targets[0], "h", 5); // `once` + `fits` fill the cap of 2
+    let late = publish(&group, &targets[2], "h", 6); // `twice` + `capped` are full: later
     drop(store);
     assert_eq!(epoch_of(&first.join().unwrap()), 1);
     assert_eq!(epoch_of(&once.join().unwrap()), 1);
@@ -116,10 +117,11 @@ fn a_target_asked_twice_another_holder_and_the_cap_each_wait_for_a_later_batch()
     assert_eq!(epoch_of(&twice.join().unwrap()), 2);
     assert_eq!(epoch_of(&capped.join().unwrap()), 2);
     assert_eq!(epoch_of(&other.join().unwrap()), 1);
-    // [first], [once, fits], [twice, capped], [other].
-    assert_eq!(group.batches(), 4);
+    assert_eq!(epoch_of(&late.join().unwrap()), 2);
+    // [first], [once, fits], [twice, capped], [other], [late].
+    assert_eq!(group.batches(), 5);
     let doc = String::from_utf8(f.current_bytes(&targets[2]).unwrap()).unwrap();
-    assert!(doc.contains("\"fencingEpoch\":1"), "{doc}");
+    assert!(doc.contains("\"fencingEpoch\":2"), "{doc}");
 }
 
 /// Fails the random source's calls.
