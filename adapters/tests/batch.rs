@@ -6,15 +6,15 @@
 
 mod support;
 
+use solewriter_adapters::projection::probe::PublishProbe;
 use solewriter_adapters::projection::publication::PublishedNow;
 use solewriter_adapters::projection::target_lock::lock_path;
 use solewriter_adapters::{Error, FileError};
 use solewriter_core::error_kind::ErrorKind;
 use solewriter_core::projection::lease::{Fenced, LeaseState};
 use solewriter_core::projection::machine::publish_many::BatchRefused;
-use solewriter_core::projection::target::TargetId;
-use solewriter_adapters::projection::probe::PublishProbe;
 use solewriter_core::projection::publication::PublishStep;
+use solewriter_core::projection::target::TargetId;
 use std::fs::File;
 use std::sync::Mutex;
 use support::*;

@@ -59,11 +59,15 @@ fn until(cond: impl Fn() -> bool) {
 type Answer = JoinHandle<Result<PublishedNow, Error>>;
 
 /// Starts a thread publishing `target` for `who` through `group`, and waits until it has
-/// queued (`queued`: the number of waiting requests once it has).
+/// queued (`queued`: the number of waiting requests once it has; 0: it leads the batch that
+/// is running, which waits while the test holds the store).
 fn publish(group: &Arc<PublicationGroup>, target: &TargetId, who: &str, queued: usize) -> Answer {
     let (group2, target, who) = (Arc::clone(group), target.clone(), holder(who));
     let handle = thread::spawn(move || group2.publish_now(&target, &who));
-    until(|| group.waiting() == queued);
+    match queued {
+        0 => until(|| group.running()),
+        _ => until(|| group.waiting() == queued),
+    }
     handle
 }
 

@@ -144,6 +144,11 @@ impl PublicationGroup {
         self.queue().batches
     }
 
+    /// Whether a batch is running now.
+    pub fn running(&self) -> bool {
+        self.queue().running
+    }
+
     /// How many publications are waiting for a batch (not counting a running one's).
     pub fn waiting(&self) -> usize {
         self.queue().waiting.len()
