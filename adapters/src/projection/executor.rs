@@ -120,9 +120,10 @@ impl<'s> Executor<'s> {
 
     /// Runs each part to its end, on a thread of its own, which carries out its target's file
     /// effects (a part names nothing else but reached points); this thread shows each effect
-    /// to the probe first (the probe is this thread's).
+    /// to the probe first (the probe is this thread's), unless the probe observes nothing.
     fn run_parts(&mut self, parts: Vec<(usize, Part<'_, '_, Error>)>) -> Result<()> {
         let Executor { here, targets } = self;
+        let relay = here.probe.observes();
         let ids: Vec<&TargetId> = targets.iter().map(|(target, _)| *target).collect();
         let mut files: Vec<Option<&mut FileSteps<'s>>> =
             targets.iter_mut().map(|(_, files)| Some(files)).collect();
@@ -140,10 +141,12 @@ impl<'s> Executor<'s> {
                                 Effect::Reached(step, _) => Some(*step),
                                 _ => None,
                             };
-                            notices
-                                .send((i, effect.name(), reached, seen.clone()))
-                                .ok()?;
-                            wait.recv().ok()?;
+                            if relay {
+                                notices
+                                    .send((i, effect.name(), reached, seen.clone()))
+                                    .ok()?;
+                                wait.recv().ok()?;
+                            }
                             Some(match effect {
                                 Effect::File(effect) => files.execute(effect),
                                 Effect::Reached(_, ask) => ask.answer(()),

@@ -17,6 +17,14 @@ pub trait PublishProbe {
     fn before(&self, effect: &'static str, target: &TargetId, epoch: u64) {
         let _ = (effect, target, epoch);
     }
+
+    /// Whether the probe observes anything. A batch shows each effect of its lock-free parts
+    /// (which run on threads of their own) to the probe on the batch's thread, the part
+    /// waiting until it has been seen; a probe that answers `false` (as [`NoProbe`] does)
+    /// spares the parts those hand-overs. `true` by default.
+    fn observes(&self) -> bool {
+        true
+    }
 }
 
 /// The probe that does nothing.
@@ -25,4 +33,8 @@ pub struct NoProbe;
 
 impl PublishProbe for NoProbe {
     fn reached(&self, _: PublishStep, _: &TargetId, _: u64) {}
+
+    fn observes(&self) -> bool {
+        false
+    }
 }
