@@ -235,3 +235,35 @@ fn a_batch_that_panics_answers_its_callers_and_the_group_goes_on() {
     }
     assert_eq!(group.batches(), 4);
 }
+
+#[test]
+fn a_leader_that_panics_withdraws_its_own_request_and_leaves_the_others_waiting_their_turn() {
+    let f = Fixture::new();
+    let targets = admitted(&f, 3);
+    let group = scripted(
+        &f,
+        PanicAfterRenameIn {
+            dir: targets[0].to_string(),
+            armed: AtomicBool::new(false),
+        },
+    );
+    let store = group.store();
+    let first = publish(&group, &targets[0], "h", 0);
+    let a = publish(&group, &targets[1], "h", 1);
+    let b = publish(&group, &targets[2], "other", 2); // another holder: not in `a`'s batch
+    drop(store);
+    assert_eq!(epoch_of(&first.join().unwrap()), 1);
+    // The second batch is `a` alone, led by `a` or by `b`, and panics as it starts.
+    match (a.join(), b.join()) {
+        // `a` led it: `a` unwinds, `b` leads the next batch and publishes.
+        (Err(_), Ok(answer)) => assert_eq!(epoch_of(&answer), 1),
+        // `b` led it: `b` unwinds and its request is withdrawn, `a` is answered.
+        (Ok(Err(Error::Protocol(e))), Err(_)) => {
+            assert!(e.to_string().contains("publication group"), "{e}");
+            assert_eq!(f.current_bytes(&targets[2]), None, "b's request withdrawn");
+        }
+        other => panic!("one leader panics, the other caller is answered: {other:?}"),
+    }
+    assert_eq!(group.waiting(), 0);
+    assert!(!group.running());
+}

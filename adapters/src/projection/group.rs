@@ -69,15 +69,24 @@ impl Queue {
 }
 
 /// Ends a leader's batch even if the batch panicked: every ticket of the batch not yet
-/// answered gets an error, the queue is free for the next leader, and the waiters wake.
+/// answered gets an error, the queue is free for the next leader, and the waiters wake. The
+/// leader's own request, whose call the panic unwinds, is withdrawn (whether or not it was
+/// in the batch): nobody would take its answer.
 struct Running<'a> {
     group: &'a PublicationGroup,
     tickets: Vec<u64>,
+    leader: u64,
 }
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
         let mut queue = self.group.queue();
+        if std::thread::panicking() {
+            queue
+                .waiting
+                .retain(|request| request.ticket != self.leader);
+            self.tickets.retain(|ticket| *ticket != self.leader);
+        }
         for ticket in &self.tickets {
             queue.answers.entry(*ticket).or_insert_with(|| {
                 Err(ProtocolError::Unfinished {
@@ -134,7 +143,7 @@ impl PublicationGroup {
             queue.running = true;
             let batch = queue.take_batch(self.max_batch);
             drop(queue);
-            self.lead(batch);
+            self.lead(ticket, batch);
             queue = self.queue();
         }
     }
@@ -159,11 +168,13 @@ impl PublicationGroup {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Runs one batch as its leader and answers every request of it.
-    fn lead(&self, batch: Vec<Request>) {
+    /// Runs one batch as the leader whose own request is `leader`, and answers every request
+    /// of the batch.
+    fn lead(&self, leader: u64, batch: Vec<Request>) {
         let running = Running {
             group: self,
             tickets: batch.iter().map(|request| request.ticket).collect(),
+            leader,
         };
         let Some(holder) = batch.first().map(|request| request.holder.clone()) else {
             return;
