@@ -200,12 +200,16 @@ fn a_failure_of_the_shared_transaction_is_every_callers_answer_with_its_kind() {
     }
 }
 
-#[test]
-fn a_batch_that_panics_answers_its_callers_and_the_group_goes_on() {
-    let f = Fixture::new();
-    let targets = admitted(&f, 3);
+/// A group whose second batch panics as it starts (its leader drawing the holder tokens): the
+/// first caller (`targets[0]`) leads the first batch and publishes; `a` (`targets[1]`, holder
+/// `h`) and `b` (`targets[2]`, holder `b_holder`) queued while it waited for the store.
+fn second_batch_panics(
+    f: &Fixture,
+    targets: &[TargetId],
+    b_holder: &str,
+) -> (Arc<PublicationGroup>, Answer, Answer) {
     let group = scripted(
-        &f,
+        f,
         PanicAfterRenameIn {
             dir: targets[0].to_string(),
             armed: AtomicBool::new(false),
@@ -214,9 +218,17 @@ fn a_batch_that_panics_answers_its_callers_and_the_group_goes_on() {
     let store = group.store();
     let first = publish(&group, &targets[0], "h", 0);
     let a = publish(&group, &targets[1], "h", 1);
-    let b = publish(&group, &targets[2], "h", 2);
+    let b = publish(&group, &targets[2], b_holder, 2);
     drop(store);
     assert_eq!(epoch_of(&first.join().unwrap()), 1);
+    (group, a, b)
+}
+
+#[test]
+fn a_batch_that_panics_answers_its_callers_and_the_group_goes_on() {
+    let f = Fixture::new();
+    let targets = admitted(&f, 3);
+    let (group, a, b) = second_batch_panics(&f, &targets, "h");
     // The second batch, [a, b], panics as its leader draws the holder tokens: the leader's
     // thread panics, the other caller is answered, not left waiting.
     let (a, b) = (a.join(), b.join());
@@ -240,19 +252,8 @@ fn a_batch_that_panics_answers_its_callers_and_the_group_goes_on() {
 fn a_leader_that_panics_withdraws_its_own_request_and_leaves_the_others_waiting_their_turn() {
     let f = Fixture::new();
     let targets = admitted(&f, 3);
-    let group = scripted(
-        &f,
-        PanicAfterRenameIn {
-            dir: targets[0].to_string(),
-            armed: AtomicBool::new(false),
-        },
-    );
-    let store = group.store();
-    let first = publish(&group, &targets[0], "h", 0);
-    let a = publish(&group, &targets[1], "h", 1);
-    let b = publish(&group, &targets[2], "other", 2); // another holder: not in `a`'s batch
-    drop(store);
-    assert_eq!(epoch_of(&first.join().unwrap()), 1);
+    // `b` is of another holder: not in `a`'s batch.
+    let (group, a, b) = second_batch_panics(&f, &targets, "other");
     // The second batch is `a` alone, led by `a` or by `b`, and panics as it starts.
     match (a.join(), b.join()) {
         // `a` led it: `a` unwinds, `b` leads the next batch and publishes.

@@ -163,7 +163,9 @@ impl PublicationGroup {
         self.queue().waiting.len()
     }
 
-    /// The store, for anything else than publishing (the group's batches wait for it).
+    /// The store, for anything else than publishing (the group's batches wait for it). A
+    /// thread holding it must not publish through the group: its batch would wait for the
+    /// store that thread holds.
     pub fn store(&self) -> MutexGuard<'_, ProjectionStore> {
         self.store.lock().unwrap_or_else(PoisonError::into_inner)
     }

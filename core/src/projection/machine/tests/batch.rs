@@ -180,6 +180,26 @@ fn serial_of(effect: &Effect<'_, &'static str>) -> u64 {
         .expect("an ask shows its step")
 }
 
+/// A batch of targets `1..=n`, each released at epoch 1 (the clock at 10), whose `i`-th target
+/// fails `effect`.
+fn released_failing(n: u8, i: usize, effect: &'static str) -> Batch {
+    let mut scripts: Vec<Script> = (1..=n)
+        .map(|t| Script::new(Some(row_of(t, 1, 1, 0, true)), &[10]))
+        .collect();
+    scripts[i].fail = Some(effect);
+    Batch::new(scripts)
+}
+
+/// The target renamed, but its grant and release were lost with the transaction: a lost
+/// commit, never plain success.
+fn renamed_but_lost(script: &Script, end: &TargetEnd<&'static str>) {
+    assert!(script.renamed, "{end:?}");
+    assert!(
+        matches!(&end.end, Err(Unpublished::NotReleased { .. })),
+        "{end:?}"
+    );
+}
+
 fn again(e: &&'static str) -> &'static str {
     e
 }
@@ -345,23 +365,14 @@ fn a_takeover_in_a_batch_commits_with_it_then_publishes_in_an_envelope_of_its_ow
 fn a_failed_store_effect_ends_the_shared_transaction_for_every_target() {
     let registry = registry();
     let mut m = batch(&[1, 2, 3], &registry);
-    let mut scripts: Vec<Script> = (1..=3)
-        .map(|t| Script::new(Some(row_of(t, 1, 1, 0, true)), &[10]))
-        .collect();
     // Target 2's row read inside the transaction fails (a store that rolls the transaction
     // back under an I/O error).
-    scripts[1].fail = Some("read-lease");
-    let mut b = Batch::new(scripts);
+    let mut b = released_failing(3, 1, "read-lease");
     b.run(&mut m);
     let ends = m.output().unwrap();
     // Target 1 renamed, but its grant and release were rolled back with the transaction: a
     // lost commit, never plain success.
-    assert!(b.scripts[0].renamed);
-    assert!(
-        matches!(&ends[0].end, Err(Unpublished::NotReleased { .. })),
-        "{:?}",
-        ends[0]
-    );
+    renamed_but_lost(&b.scripts[0], &ends[0]);
     assert!(matches!(&ends[1].end, Err(Unpublished::Failed { .. })));
     // Target 3 never began: not started, its draft removed, nothing renamed.
     assert!(b.at(Some(2), "savepoint").is_empty());
@@ -688,20 +699,11 @@ fn a_file_effect_failing_for_one_target_leaves_the_others_publishing() {
 fn a_failed_savepoint_ends_the_shared_transaction_and_its_target_never_begins() {
     let registry = registry();
     let mut m = batch(&[1, 2], &registry);
-    let mut scripts: Vec<Script> = (1..=2)
-        .map(|t| Script::new(Some(row_of(t, 1, 1, 0, true)), &[10]))
-        .collect();
-    scripts[1].fail = Some("savepoint");
-    let mut b = Batch::new(scripts);
+    let mut b = released_failing(2, 1, "savepoint");
     b.run(&mut m);
     let ends = m.output().unwrap();
     // Target 1 renamed under its own savepoint, but the transaction is lost: a lost commit.
-    assert!(b.scripts[0].renamed);
-    assert!(
-        matches!(&ends[0].end, Err(Unpublished::NotReleased { .. })),
-        "{:?}",
-        ends[0]
-    );
+    renamed_but_lost(&b.scripts[0], &ends[0]);
     // Target 2's savepoint failed: nothing of its body ran, nothing renamed.
     assert!(!b.scripts[1].renamed && !b.scripts[1].temp, "{:?}", b.log);
     assert!(b.at(Some(1), "write-grant").is_empty(), "{:?}", b.log);
@@ -720,20 +722,12 @@ fn a_failed_savepoint_ends_the_shared_transaction_and_its_target_never_begins() 
 fn a_failed_savepoint_release_ends_the_shared_transaction_too() {
     let registry = registry();
     let mut m = batch(&[1, 2], &registry);
-    let mut scripts: Vec<Script> = (1..=2)
-        .map(|t| Script::new(Some(row_of(t, 1, 1, 0, true)), &[10]))
-        .collect();
-    scripts[1].fail = Some("release-savepoint");
-    let mut b = Batch::new(scripts);
+    let mut b = released_failing(2, 1, "release-savepoint");
     b.run(&mut m);
     let ends = m.output().unwrap();
     // Both renamed; neither's grant and release committed: each reports a lost commit.
     for (end, s) in ends.iter().zip(&b.scripts) {
-        assert!(s.renamed);
-        assert!(
-            matches!(&end.end, Err(Unpublished::NotReleased { .. })),
-            "{end:?}"
-        );
+        renamed_but_lost(s, end);
     }
     assert!(b.at(None, "commit").is_empty());
     assert_eq!(b.at(None, "rollback").len(), 1);
