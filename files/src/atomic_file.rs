@@ -349,6 +349,17 @@ fn temp_prefix(file_name: &str) -> String {
 /// superseded writer), listing the held directory itself. A temp removed meanwhile by someone
 /// else (its writer, another sweep) is not an error. Returns how many this call removed.
 pub fn remove_orphans(fs: &dyn FileSystem, dir: &DirHandle, file_name: &str) -> io::Result<usize> {
+    remove_orphans_but(fs, dir, file_name, None)
+}
+
+/// [`remove_orphans`], leaving the sibling named `keep` (the caller's own [`Superseded`]
+/// document, which it removes later, holding fewer locks).
+pub fn remove_orphans_but(
+    fs: &dyn FileSystem,
+    dir: &DirHandle,
+    file_name: &str,
+    keep: Option<&str>,
+) -> io::Result<usize> {
     let prefix = temp_prefix(file_name);
     let mut removed = 0;
     // `read_from` reads through its own descriptor of the held directory (`openat(fd, ".")`).
@@ -358,7 +369,7 @@ pub fn remove_orphans(fs: &dyn FileSystem, dir: &DirHandle, file_name: &str) -> 
             .file_name()
             .to_str()
             .ok()
-            .filter(|n| n.starts_with(&prefix))
+            .filter(|n| n.starts_with(&prefix) && Some(*n) != keep)
         else {
             continue;
         };
@@ -433,6 +444,60 @@ impl<'f> TempFile<'f> {
         self.fs.rename(&self.dir, &self.name, &self.dest)?;
         self.live = false;
         Ok(self.dir.join(&self.dest))
+    }
+
+    /// [`Self::rename_into_place`], the document it replaces kept under a second name first
+    /// (a hard link named after this temp file, so it shares the temp prefix): the rename then
+    /// only drops one of that document's links, and the document is deleted — its blocks
+    /// freed, which takes the file system many times a rename's time — when the returned
+    /// [`Superseded`] is dropped, after the caller has let its locks go. With no document in
+    /// place (or one the file system refuses to link) nothing is kept and the rename replaces
+    /// it as [`Self::rename_into_place`] does. The rename's effect on the destination is the
+    /// same either way; a crash before the second name is removed leaves it to the next sweep
+    /// ([`remove_orphans`]).
+    pub fn rename_superseding(self) -> io::Result<(PathBuf, Option<Superseded<'f>>)> {
+        let name = format!("{}.old", self.name);
+        let superseded = self
+            .fs
+            .hard_link(&self.dir, &self.dest, &name)
+            .ok()
+            .map(|()| Superseded {
+                fs: self.fs,
+                dir: self.dir.clone(),
+                name,
+            });
+        // A failed rename drops `superseded` here: its second name goes, the document stays.
+        Ok((self.rename_into_place()?, superseded))
+    }
+}
+
+/// The document a rename replaced ([`TempFile::rename_superseding`]), still linked under a
+/// name of its own; removing that name (dropping this) deletes it.
+pub struct Superseded<'f> {
+    fs: &'f dyn FileSystem,
+    dir: DirHandle,
+    name: String,
+}
+
+impl Superseded<'_> {
+    /// Its name in its directory.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl std::fmt::Debug for Superseded<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Superseded")
+            .field("path", &self.dir.join(&self.name))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Superseded<'_> {
+    fn drop(&mut self) {
+        // Best effort: a name left behind is a temp sibling, which the next sweep removes.
+        let _ = self.fs.remove_file(&self.dir, &self.name);
     }
 }
 

@@ -13,8 +13,8 @@
 //! symlink in the middle of a run cannot lead a write out of the runtime root.
 
 use crate::atomic_file::{
-    make_private_dir, open_private_dir, open_regular, remove_orphans, DirError, DirHandle,
-    FileSystem, Opened, TempFile,
+    make_private_dir, open_private_dir, open_regular, remove_orphans_but, DirError, DirHandle,
+    FileSystem, Opened, Superseded, TempFile,
 };
 use crate::error::{FileError, Result};
 use crate::runtime::{RuntimeRoot, CURRENT_FILE};
@@ -71,8 +71,11 @@ pub struct FileSteps<'a> {
     durable: &'a DurableDirs,
     timeout: Duration,
     // Field order is drop order, which matters only when a run unwinds (a panic): the temp
-    // file is removed before the target lock is let go.
+    // file and the superseded document are removed before the target lock is let go.
     temp: Option<TempFile<'a>>,
+    /// The document the rename replaced, deleted by the directory fsync's step (outside the
+    /// locks) or when the run ends.
+    superseded: Option<Superseded<'a>>,
     lock: Option<TargetLock>,
     /// What the wait for the target lock left of the busy timeout: the store's transaction
     /// waits at most that long (one busy timeout for all the waits of a run).
@@ -114,6 +117,7 @@ impl<'a> FileSteps<'a> {
             durable,
             timeout,
             temp: None,
+            superseded: None,
             lock: None,
             wait_left: None,
             root_dir: None,
@@ -250,21 +254,26 @@ impl<'a> FileSteps<'a> {
             });
         };
         let dir = temp.path();
-        let path = temp
-            .rename_into_place()
+        let (path, superseded) = temp
+            .rename_superseding()
             .map_err(io("rename into place", parent(&dir)))?;
         self.renamed = Some(path);
+        self.superseded = superseded;
         Ok(())
     }
 
     fn remove_orphans(&mut self) -> Result<()> {
         let dir = self.prepared("remove orphan temp files")?;
-        remove_orphans(self.fs, &dir, CURRENT_FILE)
+        let keep = self.superseded.as_ref().map(Superseded::name);
+        remove_orphans_but(self.fs, &dir, CURRENT_FILE, keep)
             .map(drop)
             .map_err(io("remove orphan temp files", dir.path()))
     }
 
+    /// Deletes the superseded document, then fsyncs the directory (the rename and the
+    /// deletion both made durable).
     fn sync_dir(&mut self) -> Result<()> {
+        self.superseded = None;
         let dir = self.prepared("sync directory")?;
         self.fs
             .sync_dir(&dir)
