@@ -172,8 +172,8 @@ pub mod ledger {
 pub mod files {
     pub use solewriter_adapters::atomic_file::{
         ensure_private_dir, make_private_dir, open_private_dir, open_regular, read_bounded,
-        read_capped, remove_orphans, DirError, DirHandle, FileSystem, Opened, RealFs, TempFile,
-        DIR_MODE, FILE_MODE,
+        read_capped, remove_orphans, remove_orphans_but, DirError, DirHandle, FileSystem,
+        OldDocument, Opened, RealFs, TempFile, DIR_MODE, FILE_MODE,
     };
 }
 

@@ -41,6 +41,10 @@ enum Op {
     SyncParent,
     /// The random source (holder tokens, temp-file names).
     Random,
+    /// The second name given to the document in place before the rename.
+    KeepOld,
+    /// The removal of that second name after the transaction.
+    DropOld,
 }
 
 /// The real file system, except that `op` fails with `errno` (the first `times` calls of it;
@@ -93,6 +97,8 @@ impl Script for FaultyFs {
             Call::SyncDir(dir) if dir.file_name().is_some_and(|n| n.len() == 64) => Op::SyncDir,
             Call::SyncDir(_) => Op::SyncParent,
             Call::FillRandom => Op::Random,
+            Call::HardLink { .. } => Op::KeepOld,
+            Call::RemoveFile(name) if name.to_string_lossy().ends_with(".old") => Op::DropOld,
             _ => return Ok(()),
         };
         self.fault(op)
@@ -200,6 +206,45 @@ fn a_directory_fsync_failing_after_the_rename_is_not_durable_and_releases() {
             2,
             "current.json was replaced by the new complete document"
         );
+        drop(store);
+        nothing_lost(&f, &target);
+    }
+}
+
+/// The replaced document is kept under a second name across the rename (so the rename under
+/// the locks does not delete it) and that name removed after the transaction. Neither step
+/// decides anything: a link the file system refuses leaves the rename to delete the document
+/// itself, and a second name that cannot be removed is left to the next publication's sweep.
+/// The publication succeeds either way, durable, and nothing is lost.
+#[test]
+fn a_failing_second_name_of_the_replaced_document_only_leaves_work_to_the_sweep() {
+    for (op, errno) in [
+        (Op::KeepOld, ENOSPC),
+        (Op::KeepOld, EIO),
+        (Op::DropOld, EIO),
+    ] {
+        let (f, target, _) = published_once();
+        let fs = Arc::new(ScriptedFs(FaultyFs::new(op, errno)));
+        let store = f.open().with_file_system(fs.clone());
+        let lease = expect_acquired(store.acquire(&target, &holder("a")).unwrap());
+        lease.publish().unwrap_or_else(|e| panic!("{op:?}: {e}"));
+        assert_eq!(fs.0.injected.load(Ordering::SeqCst), 1, "{op:?}");
+        assert_eq!(watermark_in(&f.current_bytes(&target).unwrap()), 2);
+        let left = f.leftovers(&target);
+        match op {
+            Op::DropOld => {
+                assert_eq!(left.len(), 1, "{left:?}");
+                assert!(
+                    left[0].starts_with(".current.json.tmp-") && left[0].ends_with(".old"),
+                    "{left:?}"
+                );
+                // The next publication (on the real file system) sweeps it.
+                expect_acquired(f.open().acquire(&target, &holder("b")).unwrap())
+                    .publish()
+                    .unwrap();
+            }
+            _ => assert!(left.is_empty(), "{op:?}: {left:?}"),
+        }
         drop(store);
         nothing_lost(&f, &target);
     }

@@ -2,8 +2,9 @@
 //! ([`DirHandle`]: opened once, `O_DIRECTORY | O_NOFOLLOW`, owner and mode checked): a private
 //! directory (its creation made durable by an fsync of the parent), a unique temp sibling
 //! (created exclusively, mode 0600, no symlink followed, written and fsynced), an atomic
-//! rename over the destination inside the same held directory, and an fsync of that
-//! directory. No path is resolved again once its directory is held, so a directory swapped
+//! rename over the destination inside the same held directory (optionally keeping the
+//! replaced file under a second name, [`OldDocument`], so that the rename does not delete it),
+//! and an fsync of that directory. No path is resolved again once its directory is held, so a directory swapped
 //! for a symlink meanwhile cannot lead a step elsewhere. Every step goes through a
 //! [`FileSystem`]: [`RealFs`] in production, a fault-injecting or recording one in tests.
 //!
@@ -352,7 +353,7 @@ pub fn remove_orphans(fs: &dyn FileSystem, dir: &DirHandle, file_name: &str) -> 
     remove_orphans_but(fs, dir, file_name, None)
 }
 
-/// [`remove_orphans`], leaving the sibling named `keep` (the caller's own [`Superseded`]
+/// [`remove_orphans`], leaving the sibling named `keep` (the caller's own [`OldDocument`]
 /// document, which it removes later, holding fewer locks).
 pub fn remove_orphans_but(
     fs: &dyn FileSystem,
@@ -450,51 +451,51 @@ impl<'f> TempFile<'f> {
     /// (a hard link named after this temp file, so it shares the temp prefix): the rename then
     /// only drops one of that document's links, and the document is deleted — its blocks
     /// freed, which takes the file system many times a rename's time — when the returned
-    /// [`Superseded`] is dropped, after the caller has let its locks go. With no document in
+    /// [`OldDocument`] is dropped, after the caller has let its locks go. With no document in
     /// place (or one the file system refuses to link) nothing is kept and the rename replaces
     /// it as [`Self::rename_into_place`] does. The rename's effect on the destination is the
     /// same either way; a crash before the second name is removed leaves it to the next sweep
     /// ([`remove_orphans`]).
-    pub fn rename_superseding(self) -> io::Result<(PathBuf, Option<Superseded<'f>>)> {
+    pub fn rename_keeping_old(self) -> io::Result<(PathBuf, Option<OldDocument<'f>>)> {
         let name = format!("{}.old", self.name);
-        let superseded = self
+        let old = self
             .fs
             .hard_link(&self.dir, &self.dest, &name)
             .ok()
-            .map(|()| Superseded {
+            .map(|()| OldDocument {
                 fs: self.fs,
                 dir: self.dir.clone(),
                 name,
             });
-        // A failed rename drops `superseded` here: its second name goes, the document stays.
-        Ok((self.rename_into_place()?, superseded))
+        // A failed rename drops `old` here: its second name goes, the document stays.
+        Ok((self.rename_into_place()?, old))
     }
 }
 
-/// The document a rename replaced ([`TempFile::rename_superseding`]), still linked under a
+/// The document a rename replaced ([`TempFile::rename_keeping_old`]), still linked under a
 /// name of its own; removing that name (dropping this) deletes it.
-pub struct Superseded<'f> {
+pub struct OldDocument<'f> {
     fs: &'f dyn FileSystem,
     dir: DirHandle,
     name: String,
 }
 
-impl Superseded<'_> {
+impl OldDocument<'_> {
     /// Its name in its directory.
     pub fn name(&self) -> &str {
         &self.name
     }
 }
 
-impl std::fmt::Debug for Superseded<'_> {
+impl std::fmt::Debug for OldDocument<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Superseded")
+        f.debug_struct("OldDocument")
             .field("path", &self.dir.join(&self.name))
             .finish_non_exhaustive()
     }
 }
 
-impl Drop for Superseded<'_> {
+impl Drop for OldDocument<'_> {
     fn drop(&mut self) {
         // Best effort: a name left behind is a temp sibling, which the next sweep removes.
         let _ = self.fs.remove_file(&self.dir, &self.name);
@@ -543,6 +544,31 @@ mod tests {
         assert_eq!(remove_orphans(&RealFs, &sub, "current.json").unwrap(), 1);
         assert!(sub.join("unrelated").exists());
         assert_eq!(std::fs::read(&dest).unwrap(), b"one");
+    }
+
+    #[test]
+    fn a_replaced_document_is_kept_under_a_temp_name_until_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = DirHandle::open(dir.path()).unwrap();
+        let write = |bytes: &[u8]| TempFile::write(&RealFs, &top, "current.json", bytes).unwrap();
+        let (dest, kept) = write(b"one").rename_keeping_old().unwrap();
+        assert!(kept.is_none(), "nothing was in place");
+        let (_, kept) = write(b"two").rename_keeping_old().unwrap();
+        let kept = kept.expect("the replaced document is kept");
+        let name = kept.name().to_owned();
+        assert!(name.starts_with(".current.json.tmp-") && name.ends_with(".old"));
+        assert_eq!(std::fs::read(top.join(&name)).unwrap(), b"one");
+        assert_eq!(std::fs::read(&dest).unwrap(), b"two");
+        // The sweep spares the caller's own second name, and only it.
+        std::fs::write(top.join(".current.json.tmp-crashed.old"), b"x").unwrap();
+        assert_eq!(
+            remove_orphans_but(&RealFs, &top, "current.json", Some(&name)).unwrap(),
+            1
+        );
+        assert!(top.join(&name).exists());
+        drop(kept);
+        assert!(!top.join(&name).exists(), "dropped, the second name goes");
+        assert_eq!(std::fs::read(&dest).unwrap(), b"two");
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! The file effects of one run of a lease machine (`solewriter_core::projection::machine`): the target
 //! lock, the target directory chain, the temp sibling, the document in place (its first
-//! bytes, read by a grant), the rename, the orphan sweep and the directory fsync.
+//! bytes, read by a grant), the rename, the orphan sweep and the directory fsync. The rename
+//! keeps the document it replaces under a second name ([`OldDocument`]) and the directory
+//! fsync's step removes that name first: the deletion of the old document, many times a
+//! rename's cost, runs after the transaction, holding no lock, instead of inside the rename.
 //! Every executor of the machines hands the file family of effects (`FileEffect`) to
 //! [`FileSteps::execute`] and keeps only the store's and the clock's for itself, so the file
 //! half of a publication is one implementation whichever store runs the SQL.
@@ -14,7 +17,7 @@
 
 use crate::atomic_file::{
     make_private_dir, open_private_dir, open_regular, remove_orphans_but, DirError, DirHandle,
-    FileSystem, Opened, Superseded, TempFile,
+    FileSystem, OldDocument, Opened, TempFile,
 };
 use crate::error::{FileError, Result};
 use crate::runtime::{RuntimeRoot, CURRENT_FILE};
@@ -71,11 +74,11 @@ pub struct FileSteps<'a> {
     durable: &'a DurableDirs,
     timeout: Duration,
     // Field order is drop order, which matters only when a run unwinds (a panic): the temp
-    // file and the superseded document are removed before the target lock is let go.
+    // file and the replaced document are removed before the target lock is let go.
     temp: Option<TempFile<'a>>,
     /// The document the rename replaced, deleted by the directory fsync's step (outside the
     /// locks) or when the run ends.
-    superseded: Option<Superseded<'a>>,
+    old_document: Option<OldDocument<'a>>,
     lock: Option<TargetLock>,
     /// What the wait for the target lock left of the busy timeout: the store's transaction
     /// waits at most that long (one busy timeout for all the waits of a run).
@@ -117,7 +120,7 @@ impl<'a> FileSteps<'a> {
             durable,
             timeout,
             temp: None,
-            superseded: None,
+            old_document: None,
             lock: None,
             wait_left: None,
             root_dir: None,
@@ -254,26 +257,26 @@ impl<'a> FileSteps<'a> {
             });
         };
         let dir = temp.path();
-        let (path, superseded) = temp
-            .rename_superseding()
+        let (path, old_document) = temp
+            .rename_keeping_old()
             .map_err(io("rename into place", parent(&dir)))?;
         self.renamed = Some(path);
-        self.superseded = superseded;
+        self.old_document = old_document;
         Ok(())
     }
 
     fn remove_orphans(&mut self) -> Result<()> {
         let dir = self.prepared("remove orphan temp files")?;
-        let keep = self.superseded.as_ref().map(Superseded::name);
+        let keep = self.old_document.as_ref().map(OldDocument::name);
         remove_orphans_but(self.fs, &dir, CURRENT_FILE, keep)
             .map(drop)
             .map_err(io("remove orphan temp files", dir.path()))
     }
 
-    /// Deletes the superseded document, then fsyncs the directory (the rename and the
+    /// Deletes the replaced document, then fsyncs the directory (the rename and the
     /// deletion both made durable).
     fn sync_dir(&mut self) -> Result<()> {
-        self.superseded = None;
+        self.old_document = None;
         let dir = self.prepared("sync directory")?;
         self.fs
             .sync_dir(&dir)

@@ -11,9 +11,11 @@
 //! enumerates every such outcome, so "losing every unsynced write" is one of them and
 //! "the rename reached the disk but the data did not" is another.
 //!
-//! [`publish_ops`] is the atomic publisher's sequence (`adapters/src/atomic_file.rs`:
-//! create the target directory if needed and fsync its parent; create a temp sibling, write
-//! it, fsync it; rename over `current.json`; fsync the directory). [`check_publication`]
+//! [`publish_ops`] is the atomic publisher's sequence (`files/src/atomic_file.rs`, run by
+//! `files/src/steps.rs`): create the target directory if needed and fsync its parent; create
+//! a temp sibling, write it, fsync it; give the document in place a second name, if there is
+//! one; rename over `current.json`; remove the replaced document's second name; fsync the
+//! directory. [`check_publication`]
 //! crashes it after every prefix and checks that `current.json` is the old complete document
 //! or the new complete one — and the new one once the publisher has reported success.
 //!
@@ -30,6 +32,9 @@ use std::collections::BTreeMap;
 pub const CURRENT: &str = "current.json";
 /// The name of the temp sibling in the model (the adapter's is unique per write).
 pub const TEMP: &str = ".current.json.tmp-0";
+/// The replaced document's second name in the model (the adapter's is the temp's name and
+/// `.old`).
+pub const KEPT: &str = ".current.json.tmp-0.old";
 /// The target directory's name under the root.
 pub const TARGET_DIR: &str = "target";
 
@@ -277,9 +282,14 @@ pub enum FsOp {
     WriteTemp,
     /// Fsync the temp sibling.
     SyncTemp,
+    /// Give `current.json` a second name (a hard link named after the temp sibling), so the
+    /// rename only drops one of its links (replacement only: the first has nothing to keep).
+    KeepOld,
     /// Rename the temp sibling over `current.json`.
     Rename,
-    /// Fsync the target directory, making the rename durable.
+    /// Remove the replaced document's second name (replacement only).
+    DropOld,
+    /// Fsync the target directory, making the rename (and the removal) durable.
     SyncDir,
 }
 
@@ -289,19 +299,22 @@ impl FsOp {
     pub const SYNCS: [FsOp; 3] = [FsOp::SyncParent, FsOp::SyncTemp, FsOp::SyncDir];
 }
 
-/// The publisher's sequence, as `adapters/src/atomic_file.rs` performs it; the target
-/// directory is created (and its parent fsynced) only when it does not exist yet.
-pub fn publish_ops(dir_exists: bool) -> Vec<FsOp> {
-    let create = [FsOp::CreateDir, FsOp::SyncParent];
-    let publish = [
-        FsOp::CreateTemp,
-        FsOp::WriteTemp,
-        FsOp::SyncTemp,
-        FsOp::Rename,
-        FsOp::SyncDir,
-    ];
-    let first = if dir_exists { &[][..] } else { &create[..] };
-    first.iter().chain(publish.iter()).copied().collect()
+/// The publisher's sequence, as `files/src/steps.rs` performs it: `replacing` a document in
+/// place (whose directory exists), the document is kept under a second name across the
+/// rename and that name removed before the directory fsync; the first publication creates the
+/// target directory (and fsyncs its parent) and has nothing to keep.
+pub fn publish_ops(replacing: bool) -> Vec<FsOp> {
+    use FsOp::*;
+    let mut ops = match replacing {
+        true => vec![],
+        false => vec![CreateDir, SyncParent],
+    };
+    ops.extend([CreateTemp, WriteTemp, SyncTemp]);
+    match replacing {
+        true => ops.extend([KeepOld, Rename, DropOld, SyncDir]),
+        false => ops.extend([Rename, SyncDir]),
+    }
+    ops
 }
 
 fn apply(fs: &mut CrashFs, op: FsOp, new: &[u8]) -> Result<(), FsError> {
@@ -312,7 +325,9 @@ fn apply(fs: &mut CrashFs, op: FsOp, new: &[u8]) -> Result<(), FsError> {
         FsOp::CreateTemp => fs.create_new(&dir, TEMP),
         FsOp::WriteTemp => fs.write(&[TARGET_DIR, TEMP], new),
         FsOp::SyncTemp => fs.fsync(&[TARGET_DIR, TEMP]),
+        FsOp::KeepOld => fs.link(&dir, CURRENT, KEPT),
         FsOp::Rename => fs.rename(&dir, TEMP, CURRENT),
+        FsOp::DropOld => fs.unlink(&dir, KEPT),
         FsOp::SyncDir => fs.fsync(&dir),
     }
 }
