@@ -542,6 +542,7 @@ mod tests {
         std::fs::write(sub.join(".current.json.tmp-crashed"), b"x").unwrap();
         std::fs::write(sub.join("unrelated"), b"x").unwrap();
         assert_eq!(remove_orphans(&RealFs, &sub, "current.json").unwrap(), 1);
+        assert!(!sub.join(".current.json.tmp-crashed").exists());
         assert!(sub.join("unrelated").exists());
         assert_eq!(std::fs::read(&dest).unwrap(), b"one");
     }
@@ -557,6 +558,7 @@ mod tests {
         let kept = kept.expect("the replaced document is kept");
         let name = kept.name().to_owned();
         assert!(name.starts_with(".current.json.tmp-") && name.ends_with(".old"));
+        assert!(format!("{kept:?}").contains(&name), "{kept:?}");
         assert_eq!(std::fs::read(top.join(&name)).unwrap(), b"one");
         assert_eq!(std::fs::read(&dest).unwrap(), b"two");
         // The sweep spares the caller's own second name, and only it.
