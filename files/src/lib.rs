@@ -8,6 +8,7 @@
 //! - [`target_lock`]: the per-target kernel lock every grant, publication and release holds.
 //! - [`runtime`]: the runtime root, the derived output paths, and the hook reader.
 //! - [`steps`]: the file effects of a machine run ([`steps::FileSteps`]).
+//! - [`parts`]: a batch's lock-free parts, run at once on a thread per target.
 //! - [`clock`]: the broker clock's trait and the system clock.
 //! - [`error`]: what a file effect failed with.
 #![forbid(unsafe_code)]
@@ -16,6 +17,7 @@
 pub mod atomic_file;
 pub mod clock;
 pub mod error;
+pub mod parts;
 pub mod runtime;
 pub mod steps;
 pub mod target_lock;

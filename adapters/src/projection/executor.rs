@@ -12,14 +12,12 @@ use crate::projection::store::{ProjectionStore, WriteTx};
 use rusqlite::Connection;
 use solewriter_core::projection::machine::publish_many::{Part, PublishMany, TargetEnd};
 use solewriter_core::projection::machine::{
-    drive, run, Answer, Effect, LeaseInput, LeaseProtocol, Machine, ProtocolError, StoreEffect,
-    Targeted,
+    run, Answer, Effect, LeaseInput, LeaseProtocol, Machine, ProtocolError, StoreEffect, Targeted,
 };
-use solewriter_core::projection::publication::PublishStep;
 use solewriter_core::projection::target::TargetId;
+use solewriter_files::parts::{run_parts, Relay};
 use solewriter_files::steps::FileSteps;
 use std::path::PathBuf;
-use std::sync::mpsc;
 use std::time::Instant;
 
 /// The state one run of a machine needs: the store's side ([`Here`]: the open transaction)
@@ -43,11 +41,6 @@ struct Here<'s> {
 
 /// The savepoint every target of a batch writes under (one at a time).
 const SAVEPOINT: &str = "solewriter_target";
-
-/// What a part's thread tells the executor's thread before it carries out an effect: its
-/// place in the batch, the effect's name, the point reached (if it is one), and where to say
-/// that the probe has seen it.
-type Notice = (usize, &'static str, Option<PublishStep>, mpsc::Sender<()>);
 
 impl<'s> Executor<'s> {
     /// An executor for a machine on `target` (the grant's `epoch`, for the probe).
@@ -123,59 +116,19 @@ impl<'s> Executor<'s> {
     /// to the probe first (the probe is this thread's), unless the probe observes nothing.
     fn run_parts(&mut self, parts: Vec<(usize, Part<'_, '_, Error>)>) -> Result<()> {
         let Executor { here, targets } = self;
-        let relay = here.probe.observes();
+        let relay = match here.probe.observes() {
+            true => Relay::Every,
+            false => Relay::Nothing,
+        };
         let ids: Vec<&TargetId> = targets.iter().map(|(target, _)| *target).collect();
-        let mut files: Vec<Option<&mut FileSteps<'s>>> =
-            targets.iter_mut().map(|(_, files)| Some(files)).collect();
-        let (notices, noticed) = mpsc::channel::<Notice>();
-        let ended: Vec<bool> = std::thread::scope(|s| {
-            let workers: Vec<_> = parts
-                .into_iter()
-                .filter_map(|(i, mut part)| {
-                    let files = files.get_mut(i)?.take()?;
-                    let notices = notices.clone();
-                    Some(s.spawn(move || {
-                        let (seen, wait) = mpsc::channel();
-                        drive(&mut part, |effect| {
-                            let reached = match &effect {
-                                Effect::Reached(step, _) => Some(*step),
-                                _ => None,
-                            };
-                            if relay {
-                                notices
-                                    .send((i, effect.name(), reached, seen.clone()))
-                                    .ok()?;
-                                wait.recv().ok()?;
-                            }
-                            Some(match effect {
-                                Effect::File(effect) => files.execute(effect),
-                                Effect::Reached(_, ask) => ask.answer(()),
-                                effect => {
-                                    effect.fail(Error::Protocol(ProtocolError::WrongAnswer {
-                                        machine: "batch part",
-                                        answered: "an effect that is not lock-free file work",
-                                    }))?
-                                }
-                            })
-                        })
-                    }))
-                })
-                .collect();
-            drop(notices);
-            // Every notice, until every part's thread has ended.
-            for (i, name, reached, seen) in noticed {
-                here.probe.before(name, ids[i], here.epoch);
-                if let Some(step) = reached {
-                    here.probe.reached(step, ids[i], here.epoch);
-                }
-                let _ = seen.send(());
+        let files = targets.iter_mut().map(|(_, files)| files).collect();
+        let ended = run_parts(parts, files, relay, |i, name, reached| {
+            here.probe.before(name, ids[i], here.epoch);
+            if let Some(step) = reached {
+                here.probe.reached(step, ids[i], here.epoch);
             }
-            workers
-                .into_iter()
-                .map(|worker| matches!(worker.join(), Ok(Ok(true))))
-                .collect()
         });
-        match ended.iter().all(|ended| *ended) {
+        match ended {
             true => Ok(()),
             false => Err(ProtocolError::Unfinished {
                 machine: "batch part",

@@ -12,6 +12,7 @@ use napi_derive::napi;
 use serde_json::Value;
 use solewriter_core::error_kind::{Classified, ErrorKind};
 use solewriter_core::projection::columns::CorruptRow;
+use solewriter_core::projection::machine::ProtocolError;
 
 /// Declares [`Code`], its JS names and its kinds from one list.
 macro_rules! codes {
@@ -269,6 +270,13 @@ impl Failure {
 impl Classified for Failure {
     fn kind(&self) -> ErrorKind {
         self.kind
+    }
+}
+
+/// An executor bug the machine refused (`INTERNAL`).
+impl From<ProtocolError> for Failure {
+    fn from(bug: ProtocolError) -> Self {
+        Failure::new(Code::Internal, bug)
     }
 }
 

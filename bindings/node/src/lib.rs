@@ -27,7 +27,7 @@ use solewriter_core::projection::lease::{Credential, Fenced, HeldBy, LeaseRecord
 use solewriter_core::projection::machine::acquire::Applicant;
 use solewriter_core::projection::machine::outcome::{self, PublishReport, Unpublished};
 use solewriter_core::projection::machine::publish::Publish;
-use solewriter_core::projection::machine::publish_many::BatchRefused;
+use solewriter_core::projection::machine::publish_many::{BatchRefused, PublishMany, TargetEnd};
 use solewriter_core::projection::machine::publish_now::PublishNowReport;
 use solewriter_core::projection::machine::release::{Release, ReleaseOutcome};
 use solewriter_core::projection::machine::{
@@ -42,6 +42,7 @@ use solewriter_core::time::Millis;
 use solewriter_core::token::HolderToken;
 use solewriter_files::atomic_file::RealFs;
 use solewriter_files::clock::{Clock, SystemClock};
+use solewriter_files::parts::{run_parts, Relay};
 use solewriter_files::runtime::RuntimeRoot;
 use solewriter_files::steps::{DurableDirs, FileSteps};
 use std::sync::LazyLock;
@@ -313,10 +314,54 @@ impl<'a, 'f> Run<'a, 'f> {
                 .map_err(|failure| stopped = Some(failure))
                 .ok()
         })
-        .map_err(internal)?;
+        .map_err(Failure::from)?;
         match stopped {
             Some(failure) => Err(failure),
-            None => machine.output().map_err(internal),
+            None => machine.output().map_err(Failure::from),
+        }
+    }
+
+    /// Runs a batch to its end as [`Self::run`] runs any machine, except that its lock-free
+    /// parts (each target's draft before the transaction, its directory fsync after it) run at
+    /// once, on a thread per target (`solewriter_files::parts`), each reached point shown to
+    /// the host on this thread first.
+    fn run_many(
+        &mut self,
+        mut batch: PublishMany<'_, Failure>,
+    ) -> Result<Vec<TargetEnd<Failure>>, Failure> {
+        loop {
+            if let Some(mut parts) = batch.parts() {
+                let Run {
+                    execute,
+                    clock,
+                    targets,
+                } = self;
+                let ids: Vec<&TargetId> = targets.iter().map(|(target, _)| *target).collect();
+                let files = targets.iter_mut().map(|(_, files)| files).collect();
+                let ended = run_parts(parts.each(), files, Relay::Reached, |i, _, reached| {
+                    if let Some(step) = reached {
+                        let host = Host {
+                            execute,
+                            target: ids[i],
+                            clock: *clock,
+                        };
+                        host.reached(step);
+                    }
+                });
+                if !ended {
+                    return Err(Failure::from(ProtocolError::Unfinished {
+                        machine: "batch part",
+                    }));
+                }
+                parts.join()?;
+                continue;
+            }
+            let Some(Targeted { target, effect }) = batch.poll() else {
+                return Ok(batch.output()?);
+            };
+            // `Err`: the run stops here (the host's clock failed), as in `run`.
+            let answer = self.execute(target.unwrap_or(0), effect)?;
+            batch.handle(answer)?;
         }
     }
 
@@ -516,11 +561,6 @@ impl Host<'_, '_> {
             }
         })
     }
-}
-
-/// An executor bug the machine refused (instead of panicking): `INTERNAL`.
-fn internal(bug: ProtocolError) -> Failure {
-    Failure::new(Code::Internal, bug)
 }
 
 fn fenced_json(fenced: Fenced) -> Value {
@@ -803,7 +843,7 @@ fn batch_answer(
                 .binary_search(target)
                 .ok()
                 .and_then(|i| ends.get_mut(i)?.take())
-                .ok_or_else(|| internal(ProtocolError::Unfinished { machine: "batch" }))?;
+                .ok_or_else(|| Failure::from(ProtocolError::Unfinished { machine: "batch" }))?;
             Ok(match end {
                 Ok(value) => value,
                 Err(failure) => json!({"error": failure.into_fields()}),

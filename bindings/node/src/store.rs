@@ -179,7 +179,7 @@ impl NativeStore {
             let machine = PublishMany::new(applicants, config.composition(), Failure::clone)
                 .map_err(refused)?;
             let order = machine.targets().to_vec();
-            let ends = Run::many(&execute, &order, &config).run(machine)?;
+            let ends = Run::many(&execute, &order, &config).run_many(machine)?;
             let ends = ends
                 .into_iter()
                 .map(|TargetEnd { target_id, end }| {

@@ -34,7 +34,7 @@
 use super::boundary::{answer, caught};
 use super::failure::{invalid, Failure, JsAnswer, Outcome};
 use super::{
-    batch_answer, file_steps, internal, not_started, publish_answer, publish_now_answer, refused,
+    batch_answer, file_steps, not_started, publish_answer, publish_now_answer, refused,
     release_steps, Applicants, Config, Execute, Host, OnTargets, PublicationEnd,
 };
 use napi::bindgen_prelude::AsyncTask;
@@ -236,7 +236,7 @@ fn js_turn<'a>(owned: &'a Owned, run: &mut Running<'a>, execute: &Execute<'_>) -
             _ => run.in_tx,
         };
         if let Err(bug) = run.job.handle(answer) {
-            return Stop::Answer(super::answer(|| Err(internal(bug))));
+            return Stop::Answer(super::answer(|| Err(Failure::from(bug))));
         }
         if pause {
             return Stop::Paused;
@@ -278,7 +278,7 @@ fn finish<'a>(owned: &'a Owned, run: &mut Running<'a>) -> Option<JsAnswer> {
     };
     let ended = match ended {
         Ok(ended) => ended,
-        Err(bug) => return Some(answer(|| Err(internal(bug)))),
+        Err(bug) => return Some(answer(|| Err(Failure::from(bug)))),
     };
     for (i, end) in ended {
         match end {
@@ -299,7 +299,7 @@ fn finish<'a>(owned: &'a Owned, run: &mut Running<'a>) -> Option<JsAnswer> {
     Some(answer(|| match &owned.caller {
         Some(caller) => batch_answer(caller, &owned.targets, ends),
         None => ends.into_iter().next().flatten().unwrap_or_else(|| {
-            Err(internal(ProtocolError::Unfinished {
+            Err(Failure::from(ProtocolError::Unfinished {
                 machine: "publication",
             }))
         }),
@@ -314,7 +314,7 @@ fn pool_turn(run: &mut Running<'_>) -> Result<(), Failure> {
         match run.job.poll() {
             Some((i, Effect::File(effect))) if !run.in_tx && effect.is_slow() => {
                 let answer = run.files[i].execute(effect);
-                run.job.handle(answer).map_err(internal)?;
+                run.job.handle(answer).map_err(Failure::from)?;
             }
             _ => return Ok(()),
         }
