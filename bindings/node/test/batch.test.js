@@ -8,7 +8,8 @@
  * target whose kernel lock another process holds dropped out alone; a failure of the shared
  * transaction every target's; a transaction the store ended under the batch never continued
  * by a savepoint; a takeover whose own envelope could not start releasing the grant it took;
- * a batch refused before anything is touched. The Rust path has the same checks:
+ * a batch refused before anything is touched; the host's probe shown every step of every
+ * target, those of the lock-free parts (run on a thread per target) too. The Rust path has the same checks:
  * `adapters/tests/batch.rs`.
  */
 
@@ -111,6 +112,27 @@ for (const form of FORMS) {
     assert.deepEqual(epochs(await batch(store, form, targets, 'holder-1')), [2, 2, 2, 2]);
     for (const target of targets) releasedAndPublished(w, target, 2);
     assert.equal(w.db.inTransaction, false);
+  });
+
+  test(`${form}: the probe sees every step of every target, its lock-free parts' too`, async () => {
+    const w = world(3);
+    const seen = new Map(w.targets.map((target) => [target, []]));
+    const probe = (step, target) => {
+      seen.get(target).push(step);
+    };
+    const store = new ProjectionStore(w.db, { ...w.store.config, probe });
+    assert.deepEqual(epochs(await batch(store, form, w.targets, 'holder-1')), [1, 1, 1]);
+    for (const target of w.targets) {
+      const steps = seen.get(target);
+      // Written and fsynced before the transaction (a part), renamed inside it, its directory
+      // fsynced after it (a part again).
+      for (const step of ['temp-written', 'renamed', 'directory-synced']) {
+        assert.equal(steps.filter((s) => s === step).length, 1, `${step} once: ${steps}`);
+      }
+      assert.ok(steps.indexOf('temp-written') < steps.indexOf('renamed'), `${steps}`);
+      assert.ok(steps.indexOf('renamed') < steps.indexOf('directory-synced'), `${steps}`);
+      releasedAndPublished(w, target, 1);
+    }
   });
 
   test(`${form}: a live grant is answered held, and the other targets publish`, async () => {
