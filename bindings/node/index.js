@@ -340,7 +340,7 @@ class ProjectionStore {
    * looks at the connection's transaction state: a `toJSON` is the host's code.
    */
   #call(consumerBinding) {
-    const options = { hostClock: this.config.clock !== undefined };
+    const options = { hostClock: this.config.clock !== undefined, probe: this.config.probe !== undefined };
     if (consumerBinding !== undefined) options.consumerBindingJson = jsonText(consumerBinding, 'the consumer binding');
     return options;
   }

@@ -55,6 +55,11 @@ pub struct CallOptions {
     pub host_clock: Option<bool>,
     /// A publication's consumer binding, as JSON (Memory Core profile: required to publish).
     pub consumer_binding_json: Option<String>,
+    /// The store has a probe of the host's (`probe`), shown each reached point of a
+    /// publication: an asynchronous batch then runs its lock-free parts one after the other,
+    /// so that each of their reached points is a turn of the event loop's (without one, at
+    /// once, on a thread per target).
+    pub probe: Option<bool>,
 }
 
 /// A store's configuration, checked.
@@ -74,6 +79,8 @@ pub(crate) struct Config {
     clock: Option<Millis>,
     /// Whether a machine's clock steps ask the host's clock ([`BrokerClock::Host`]).
     host_clock: bool,
+    /// Whether the host has a probe ([`CallOptions::probe`]).
+    pub(crate) probe: bool,
 }
 
 /// Where a machine's clock steps are answered.
@@ -200,6 +207,7 @@ pub(crate) fn call(store: &Arc<Store>, call: Option<&CallOptions>) -> Result<Con
         binding,
         clock,
         host_clock: call.and_then(|c| c.host_clock) == Some(true),
+        probe: call.and_then(|c| c.probe) == Some(true),
     })
 }
 

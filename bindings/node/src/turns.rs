@@ -7,7 +7,9 @@
 //! The effect stream is cut at the transaction's edges. Outside the transaction, the slow file
 //! effects — the directory chain and its parent fsyncs, the draft's temp file and its fsync;
 //! after the commit the directory fsync, or the removal of the temp file — run on the libuv
-//! thread pool ([`PoolTurn`]). Every other effect runs on the JS thread
+//! thread pool ([`PoolTurn`]); a batch's, every target's at once on a thread of its own
+//! (`solewriter_files::parts`), unless the host has a probe, whose reached points are the JS
+//! thread's. Every other effect runs on the JS thread
 //! ([`NativePublication::turn`]): the SQL effects, the clock, the probe, and EVERYTHING from
 //! the target lock's wait until it is let go after the transaction (the target lock, `Begin`,
 //! revalidation, re-read, a rewrite of the temp file, the deadline check, the rename, the
@@ -51,6 +53,7 @@ use solewriter_core::projection::machine::{
     Answer, Effect, FileEffect, LeaseInput, Machine, ProtocolError, StoreEffect,
 };
 use solewriter_core::projection::target::TargetId;
+use solewriter_files::parts::{run_parts, Relay};
 use solewriter_files::steps::FileSteps;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -306,10 +309,24 @@ fn finish<'a>(owned: &'a Owned, run: &mut Running<'a>) -> Option<JsAnswer> {
     }))
 }
 
-/// The pool's part of `run`: its effects until the next JS-thread effect.
-fn pool_turn(run: &mut Running<'_>) -> Result<(), Failure> {
+/// The pool's part of `run`: its effects until the next JS-thread effect. A batch at its
+/// lock-free parts runs them at once, on a thread per target (`solewriter_files::parts`),
+/// unless the host has a probe (`probed`): their reached points are then the JS thread's, one
+/// turn each.
+fn pool_turn(run: &mut Running<'_>, probed: bool) -> Result<(), Failure> {
     #[cfg(feature = "test-seams")]
     super::seams::panic_at("pool");
+    if let (Job::PublishMany(batch), false, false) = (&mut run.job, probed, run.in_tx) {
+        if let Some(mut parts) = batch.parts() {
+            let files = run.files.iter_mut().collect();
+            if !run_parts(parts.each(), files, Relay::Nothing, |_, _, _| {}) {
+                return Err(Failure::from(ProtocolError::Unfinished {
+                    machine: "batch part",
+                }));
+            }
+            parts.join()?;
+        }
+    }
     loop {
         match run.job.poll() {
             Some((i, Effect::File(effect))) if !run.in_tx && effect.is_slow() => {
@@ -468,7 +485,9 @@ impl Task for PoolTurn {
     fn compute(&mut self) -> napi::Result<()> {
         let mut state = lock(&self.0);
         if let State::Running(run) = &mut *state {
-            let ran = caught(|| run.with_dependent_mut(|_, running| pool_turn(running)));
+            let ran = caught(|| {
+                run.with_dependent_mut(|owned, running| pool_turn(running, owned.config.probe))
+            });
             // A panic on the pool never unwinds into libuv, and a machine that refused an answer
             // (`ProtocolError`) goes no further: either way the run is abandoned (dropped: the
             // target lock let go) and the next turn answers INTERNAL.
