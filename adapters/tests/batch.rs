@@ -165,6 +165,70 @@ impl PublishProbe for Steps {
     }
 }
 
+/// A batch of more targets than its parts run threads for (`MAX_THREADS`): each thread takes
+/// the next part left, and every target is published, its directory fsynced, no temp left.
+#[test]
+fn a_batch_of_more_targets_than_part_threads_publishes_every_one() {
+    let n = solewriter_files::parts::MAX_THREADS + 8;
+    let (f, targets) = admitted(n);
+    let store = f.open();
+    let steps = Steps::default();
+    let answers = store
+        .publish_many_observed(&targets, &holder("h"), &steps)
+        .unwrap();
+    assert!(answers.iter().all(|(_, answer)| epoch_of(answer) == 1));
+    let steps = steps.0.into_inner().unwrap();
+    for target in &targets {
+        let synced = steps
+            .iter()
+            .filter(|(step, t)| t == target && *step == PublishStep::DirectorySynced)
+            .count();
+        assert_eq!(synced, 1, "{target}");
+        assert!(f.leftovers(target).is_empty(), "{target}");
+    }
+}
+
+/// A probe that panics when a part's thread shows it the write of its temp file.
+struct PanicsAtADraft;
+
+impl PublishProbe for PanicsAtADraft {
+    fn reached(&self, _: PublishStep, _: &TargetId, _: u64) {}
+
+    fn before(&self, effect: &'static str, _: &TargetId, _: u64) {
+        assert_ne!(effect, "write-temp", "the probe panics at a draft");
+    }
+}
+
+/// The batch's thread unwinding while its parts' threads wait for it (its probe panicked at
+/// an effect a part showed it) stops those threads instead of leaving them — and the batch
+/// call, which waits for them — waiting for ever; nothing was written, and the next batch
+/// publishes every target.
+#[test]
+fn a_probe_panicking_at_a_part_unwinds_the_batch_instead_of_leaving_it_waiting() {
+    let (ended, end) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (f, targets) = admitted(4);
+        let store = f.open();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            store.publish_many_observed(&targets, &holder("h"), &PanicsAtADraft)
+        }))
+        .is_err();
+        let left: Vec<Vec<String>> = targets.iter().map(|t| f.leftovers(t)).collect();
+        let again = store.publish_many(&targets, &holder("h")).unwrap();
+        let epochs: Vec<u64> = again.iter().map(|(_, answer)| epoch_of(answer)).collect();
+        ended.send((panicked, left, epochs)).unwrap();
+    });
+    let (panicked, left, epochs) = end
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the batch unwound within a minute instead of waiting for ever");
+    assert!(panicked, "the probe's panic reached the caller");
+    assert!(
+        left.iter().all(Vec::is_empty),
+        "no temp file left: {left:?}"
+    );
+    assert_eq!(epochs, [1, 1, 1, 1]);
+}
+
 #[test]
 fn the_probe_sees_every_step_of_every_target_those_of_the_parts_threads_included() {
     let (f, targets) = admitted(3);
