@@ -67,12 +67,24 @@ struct Shared<'a> {
     /// Readers and writers not yet ended (all of them count from the start).
     running: AtomicUsize,
     hiccups: Hiccups,
+    /// Set by a writer whose publication put a document over 1 MiB in place; cleared by the
+    /// first reader that then completes a read of one. Writers wait while it is set (at most
+    /// [`BIG_WAIT`]), so that readers read big documents however fast the writers go: the
+    /// check that they did is not left to the scheduler.
+    big_pending: AtomicBool,
 }
+
+/// The longest a writer waits for a reader to read a big document.
+const BIG_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn writer(sh: &Shared<'_>, store: ProjectionStore, id: usize) {
     let _exit = Exit { sh, worker: true };
     let me = holder(&format!("writer-{id}"));
     while sh.published.load(Ordering::SeqCst) < PUBLICATIONS && !sh.failed.load(Ordering::SeqCst) {
+        let waiting = std::time::Instant::now();
+        while sh.big_pending.load(Ordering::SeqCst) && waiting.elapsed() < BIG_WAIT {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let n = sh.submitted.fetch_add(1, Ordering::SeqCst);
         let body = "x".repeat(body_len(n));
         // Watermarks from a shared counter: a lower one may lose the race and be rejected.
@@ -89,6 +101,10 @@ fn writer(sh: &Shared<'_>, store: ProjectionStore, id: usize) {
                 match lease.publish() {
                     Ok(_) => {
                         sh.published.fetch_add(1, Ordering::SeqCst);
+                        let placed = std::fs::metadata(sh.f.current_path(sh.target));
+                        if placed.is_ok_and(|m| m.len() > BIG as u64) {
+                            sh.big_pending.store(true, Ordering::SeqCst);
+                        }
                     }
                     Err(e) if e.is_retryable() => {
                         sh.hiccups.busy.fetch_add(1, Ordering::SeqCst);
@@ -170,6 +186,7 @@ fn readers_never_see_a_torn_document_and_epochs_never_decrease() {
         failed: AtomicBool::new(false),
         running: AtomicUsize::new(READERS + WRITERS),
         hiccups: Hiccups::default(),
+        big_pending: AtomicBool::new(false),
     };
     let done = AtomicBool::new(false);
     // Connections are opened before any thread runs, so opening never races a write.
@@ -208,6 +225,7 @@ fn readers_never_see_a_torn_document_and_epochs_never_decrease() {
                                     .get();
                                 if envelope.len() > BIG {
                                     big_seen += 1;
+                                    sh.big_pending.store(false, Ordering::SeqCst);
                                 }
                                 reads += 1;
                             }

@@ -47,49 +47,44 @@ type Job<'p, 'r, 'f, 's, E> = (usize, Part<'p, 'r, E>, &'f mut FileSteps<'s>);
 /// Runs each part to its end, part `i` with `files[i]` (the file steps of the batch's `i`-th
 /// target), which carries out its file effects, on up to [`MAX_THREADS`] threads. Before an
 /// effect that `relay` names, the part's thread waits for this thread to have called
-/// `seen(i, name, reached)`. `true` if every part ran to its end; `false` if one did not (a
-/// thread panicked, or a part was handed an effect that is not its target's file work, which
-/// it is answered with a protocol error).
+/// `seen(i, name, reached)`. Whether every part ended is the batch's to say
+/// ([`Parts::join`](solewriter_core::projection::machine::publish_many::Parts::join) refuses to
+/// go on while one has not): a part whose thread panicked, that was handed an effect that is
+/// not its target's file work (answered with a protocol error), or that had no file steps,
+/// has not.
 pub fn run_parts<E: From<FileError> + From<ProtocolError> + Send>(
     parts: Vec<(usize, Part<'_, '_, E>)>,
     files: Vec<&mut FileSteps<'_>>,
     relay: Relay,
     mut seen: impl FnMut(usize, &'static str, Option<PublishStep>),
-) -> bool {
+) {
     let mut files: Vec<Option<&mut FileSteps<'_>>> = files.into_iter().map(Some).collect();
-    let mut every_part_has_files = true;
     let jobs: Vec<Job<'_, '_, '_, '_, E>> = parts
         .into_iter()
-        .filter_map(|(i, part)| {
-            let files = files.get_mut(i).and_then(Option::take);
-            every_part_has_files &= files.is_some();
-            Some((i, part, files?))
-        })
+        .filter_map(|(i, part)| Some((i, part, files.get_mut(i)?.take()?)))
         .collect();
     let threads = jobs.len().min(MAX_THREADS);
     let queue = Mutex::new(jobs);
     let next = || queue.lock().unwrap_or_else(PoisonError::into_inner).pop();
     let (notices, noticed) = mpsc::channel::<Notice>();
-    let ended = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map_while(|_| {
                 let notices = notices.clone();
-                std::thread::Builder::new()
-                    .spawn_scoped(s, move || {
-                        let mut ended = true;
-                        while let Some((i, mut part, files)) = next() {
-                            let ran = run_part(&mut part, files, relay, |name, reached| {
-                                let (answer, answered) = mpsc::channel();
-                                notices.send((i, name, reached, answer)).ok()?;
-                                answered.recv().ok()
-                            });
-                            ended &= ran == Some(true);
+                let worker = move || {
+                    while let Some((i, mut part, files)) = next() {
+                        let shown = run_part(&mut part, files, relay, |name, reached| {
+                            let (answer, answered) = mpsc::channel();
+                            notices.send((i, name, reached, answer)).is_ok()
+                                && answered.recv().is_ok()
+                        });
+                        if !shown {
                             // The executor's thread is gone: stop here.
-                            ran?;
+                            return;
                         }
-                        Some(ended)
-                    })
-                    .ok()
+                    }
+                };
+                std::thread::Builder::new().spawn_scoped(s, worker).ok()
             })
             .collect();
         drop(notices);
@@ -98,33 +93,31 @@ pub fn run_parts<E: From<FileError> + From<ProtocolError> + Send>(
             seen(i, name, reached);
             let _ = answer.send(());
         }
-        workers.into_iter().fold(true, |all, worker| {
-            all & matches!(worker.join(), Ok(Some(true)))
-        })
+        for worker in workers {
+            // A part whose thread panicked has not ended: the batch's join says so.
+            let _ = worker.join();
+        }
     });
     // The parts no thread took (none could be started): here, one after the other.
-    let mut ended = ended && every_part_has_files;
     while let Some((i, mut part, files)) = next() {
-        let ran = run_part(&mut part, files, relay, |name, reached| {
+        run_part(&mut part, files, relay, |name, reached| {
             seen(i, name, reached);
-            Some(())
+            true
         });
-        ended &= ran == Some(true);
     }
-    ended
 }
 
-/// Drives one part to its end with its target's `files`, calling `show` before each effect
-/// `relay` names. `Some(true)`: it ended; `Some(false)`: it was refused (a protocol error);
-/// `None`: `show` answered `None` (the executor's thread is gone).
+/// Drives one part until it ends (or is refused: a protocol error) with its target's
+/// `files`, calling `show` before each effect `relay` names. `false` if `show` answered
+/// `false` (the executor's thread is gone) and the part was stopped there.
 fn run_part<E: From<FileError> + From<ProtocolError>>(
     part: &mut Part<'_, '_, E>,
     files: &mut FileSteps<'_>,
     relay: Relay,
-    mut show: impl FnMut(&'static str, Option<PublishStep>) -> Option<()>,
-) -> Option<bool> {
-    let mut gone = false;
-    let ended = drive(part, |effect| {
+    mut show: impl FnMut(&'static str, Option<PublishStep>) -> bool,
+) -> bool {
+    let mut shown = true;
+    let _ = drive(part, |effect| {
         let reached = match &effect {
             Effect::Reached(step, _) => Some(*step),
             _ => None,
@@ -134,8 +127,8 @@ fn run_part<E: From<FileError> + From<ProtocolError>>(
             Relay::Reached => reached.is_some(),
             Relay::Every => true,
         };
-        if shows && show(effect.name(), reached).is_none() {
-            gone = true;
+        if shows && !show(effect.name(), reached) {
+            shown = false;
             return None;
         }
         Some(match effect {
@@ -147,9 +140,5 @@ fn run_part<E: From<FileError> + From<ProtocolError>>(
             }))?,
         })
     });
-    match (gone, ended) {
-        (true, _) => None,
-        (false, Ok(ended)) => Some(ended),
-        (false, Err(_)) => Some(false),
-    }
+    shown
 }

@@ -99,7 +99,7 @@ impl<'s> Executor<'s> {
     ) -> Result<Vec<TargetEnd<Error>>> {
         loop {
             if let Some(mut parts) = batch.parts() {
-                self.run_parts(parts.each())?;
+                self.run_parts(parts.each());
                 parts.join()?;
                 continue;
             }
@@ -114,7 +114,7 @@ impl<'s> Executor<'s> {
     /// Runs each part to its end, on a thread of its own, which carries out its target's file
     /// effects (a part names nothing else but reached points); this thread shows each effect
     /// to the probe first (the probe is this thread's), unless the probe observes nothing.
-    fn run_parts(&mut self, parts: Vec<(usize, Part<'_, '_, Error>)>) -> Result<()> {
+    fn run_parts(&mut self, parts: Vec<(usize, Part<'_, '_, Error>)>) {
         let Executor { here, targets } = self;
         let relay = match here.probe.observes() {
             true => Relay::Every,
@@ -122,19 +122,12 @@ impl<'s> Executor<'s> {
         };
         let ids: Vec<&TargetId> = targets.iter().map(|(target, _)| *target).collect();
         let files = targets.iter_mut().map(|(_, files)| files).collect();
-        let ended = run_parts(parts, files, relay, |i, name, reached| {
+        run_parts(parts, files, relay, |i, name, reached| {
             here.probe.before(name, ids[i], here.epoch);
             if let Some(step) = reached {
                 here.probe.reached(step, ids[i], here.epoch);
             }
         });
-        match ended {
-            true => Ok(()),
-            false => Err(ProtocolError::Unfinished {
-                machine: "batch part",
-            }
-            .into()),
-        }
     }
 
     /// Where the rename of the run's `i`-th target put the document, once (taken).

@@ -338,7 +338,7 @@ impl<'a, 'f> Run<'a, 'f> {
                 } = self;
                 let ids: Vec<&TargetId> = targets.iter().map(|(target, _)| *target).collect();
                 let files = targets.iter_mut().map(|(_, files)| files).collect();
-                let ended = run_parts(parts.each(), files, Relay::Reached, |i, _, reached| {
+                run_parts(parts.each(), files, Relay::Reached, |i, _, reached| {
                     if let Some(step) = reached {
                         let host = Host {
                             execute,
@@ -348,11 +348,6 @@ impl<'a, 'f> Run<'a, 'f> {
                         host.reached(step);
                     }
                 });
-                if !ended {
-                    return Err(Failure::from(ProtocolError::Unfinished {
-                        machine: "batch part",
-                    }));
-                }
                 parts.join()?;
                 continue;
             }
