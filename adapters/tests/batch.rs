@@ -165,19 +165,24 @@ impl PublishProbe for Steps {
     }
 }
 
+/// `n` admitted targets published by one batch under a [`Steps`] probe, each at epoch 1: the
+/// fixture, the targets, and each step the probe was shown.
+fn observed_batch(n: usize) -> (Fixture, Vec<TargetId>, Vec<(PublishStep, TargetId)>) {
+    let (f, targets) = admitted(n);
+    let steps = Steps::default();
+    let answers = f
+        .open()
+        .publish_many_observed(&targets, &holder("h"), &steps)
+        .unwrap();
+    assert!(answers.iter().all(|(_, answer)| epoch_of(answer) == 1));
+    (f, targets, steps.0.into_inner().unwrap())
+}
+
 /// A batch of more targets than its parts run threads for (`MAX_THREADS`): each thread takes
 /// the next part left, and every target is published, its directory fsynced, no temp left.
 #[test]
 fn a_batch_of_more_targets_than_part_threads_publishes_every_one() {
-    let n = solewriter_files::parts::MAX_THREADS + 8;
-    let (f, targets) = admitted(n);
-    let store = f.open();
-    let steps = Steps::default();
-    let answers = store
-        .publish_many_observed(&targets, &holder("h"), &steps)
-        .unwrap();
-    assert!(answers.iter().all(|(_, answer)| epoch_of(answer) == 1));
-    let steps = steps.0.into_inner().unwrap();
+    let (f, targets, steps) = observed_batch(solewriter_files::parts::MAX_THREADS + 8);
     for target in &targets {
         let synced = steps
             .iter()
@@ -231,14 +236,7 @@ fn a_probe_panicking_at_a_part_unwinds_the_batch_instead_of_leaving_it_waiting()
 
 #[test]
 fn the_probe_sees_every_step_of_every_target_those_of_the_parts_threads_included() {
-    let (f, targets) = admitted(3);
-    let store = f.open();
-    let steps = Steps::default();
-    let answers = store
-        .publish_many_observed(&targets, &holder("h"), &steps)
-        .unwrap();
-    assert!(answers.iter().all(|(_, answer)| epoch_of(answer) == 1));
-    let steps = steps.0.into_inner().unwrap();
+    let (_f, targets, steps) = observed_batch(3);
     for target in &targets {
         let seen: Vec<PublishStep> = steps
             .iter()
